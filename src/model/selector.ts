@@ -1,0 +1,52 @@
+// Label selector semantics (k8s.io/apimachinery labels.Selector) on validated selectors.
+import type { LabelSelector, Labels, SelectorRequirement } from './types.ts';
+
+export const EVERYTHING: LabelSelector = Object.freeze({ matchLabels: Object.freeze({}), matchExpressions: Object.freeze([]) });
+
+function requirementMatches(r: SelectorRequirement, labels: Labels): boolean {
+  const has = Object.hasOwn(labels, r.key);
+  switch (r.operator) {
+    case 'In':
+      return has && r.values.includes(labels[r.key] as string);
+    case 'NotIn':
+      // Like Kubernetes: a missing key satisfies NotIn.
+      return !has || !r.values.includes(labels[r.key] as string);
+    case 'Exists':
+      return has;
+    case 'DoesNotExist':
+      return !has;
+  }
+}
+
+export function selectorMatches(sel: LabelSelector, labels: Labels): boolean {
+  for (const [k, v] of Object.entries(sel.matchLabels)) {
+    if (!Object.hasOwn(labels, k) || labels[k] !== v) return false;
+  }
+  for (const r of sel.matchExpressions) if (!requirementMatches(r, labels)) return false;
+  return true;
+}
+
+export function selectorIsEmpty(sel: LabelSelector): boolean {
+  return Object.keys(sel.matchLabels).length === 0 && sel.matchExpressions.length === 0;
+}
+
+/** Canonical text, stable across key order: used for hashing and human output. */
+export function formatSelector(sel: LabelSelector): string {
+  const parts: string[] = [];
+  for (const k of Object.keys(sel.matchLabels).sort()) parts.push(`${k}=${sel.matchLabels[k]}`);
+  const exprs = sel.matchExpressions.map((r) => {
+    const vals = [...r.values].sort().join(',');
+    switch (r.operator) {
+      case 'In':
+        return `${r.key} in (${vals})`;
+      case 'NotIn':
+        return `${r.key} notin (${vals})`;
+      case 'Exists':
+        return r.key;
+      case 'DoesNotExist':
+        return `!${r.key}`;
+    }
+  });
+  parts.push(...exprs.sort());
+  return parts.length === 0 ? '{}' : parts.join(', ');
+}

@@ -1,0 +1,143 @@
+// Normalized, validated cluster state: the input of every pure stage
+// (reference evaluator, compiler, renderer). Raw Kubernetes objects are
+// turned into these by model/normalize.ts; nothing downstream looks at raw
+// objects again.
+
+export type Protocol = 'TCP' | 'UDP' | 'SCTP';
+export const PROTOCOLS: readonly Protocol[] = ['TCP', 'UDP', 'SCTP'];
+
+export type Family = 4 | 6;
+export type Direction = 'ingress' | 'egress';
+
+export type Labels = Readonly<Record<string, string>>;
+
+export type SelectorOperator = 'In' | 'NotIn' | 'Exists' | 'DoesNotExist';
+
+export interface SelectorRequirement {
+  readonly key: string;
+  readonly operator: SelectorOperator;
+  readonly values: readonly string[];
+}
+
+/** A validated label selector. `{}` (no labels, no expressions) selects everything. */
+export interface LabelSelector {
+  readonly matchLabels: Labels;
+  readonly matchExpressions: readonly SelectorRequirement[];
+}
+
+export interface Namespace {
+  readonly name: string;
+  /** Always carries `kubernetes.io/metadata.name`, as the API server sets it. */
+  readonly labels: Labels;
+}
+
+export interface ContainerPort {
+  readonly name: string | undefined;
+  readonly port: number;
+  readonly protocol: Protocol;
+}
+
+export interface Pod {
+  readonly namespace: string;
+  readonly name: string;
+  readonly labels: Labels;
+  readonly nodeName: string | undefined;
+  readonly hostNetwork: boolean;
+  /** status.phase as given (Pending, Running, Succeeded, Failed, Unknown) or undefined. */
+  readonly phase: string | undefined;
+  /** Canonical IP strings (see model/ip.ts formatIP), at most one per family, v4 first. */
+  readonly ips: readonly string[];
+  readonly ports: readonly ContainerPort[];
+}
+
+export interface Node {
+  readonly name: string;
+  /** Canonical IPs of status.addresses (InternalIP, ExternalIP), sorted. */
+  readonly addresses: readonly string[];
+}
+
+export interface PortSpec {
+  readonly protocol: Protocol;
+  /** undefined = every port of the protocol; string = a named container port. */
+  readonly port: number | string | undefined;
+  /** Only with a numeric port; the range is port..endPort inclusive. */
+  readonly endPort: number | undefined;
+}
+
+export type Peer =
+  | {
+      readonly kind: 'pods';
+      /** undefined = not given (with a namespaceSelector: every pod of the matching namespaces). */
+      readonly podSelector: LabelSelector | undefined;
+      /** undefined = not given: the policy's own namespace. */
+      readonly namespaceSelector: LabelSelector | undefined;
+    }
+  | {
+      readonly kind: 'ipBlock';
+      /** Canonical CIDR (host bits cleared). */
+      readonly cidr: string;
+      readonly except: readonly string[];
+    };
+
+export interface Rule {
+  /** undefined = from/to missing or empty: every source/destination. */
+  readonly peers: readonly Peer[] | undefined;
+  /** undefined = ports missing or empty: every port and protocol. */
+  readonly ports: readonly PortSpec[] | undefined;
+  /** A rule with any validation error allows nothing (fail closed). */
+  readonly invalid: boolean;
+}
+
+export interface NetworkPolicy {
+  readonly namespace: string;
+  readonly name: string;
+  /**
+   * The pods the policy applies to. An invalid spec.podSelector is replaced by
+   * `{}` (every pod of the namespace) and all rules are marked invalid: the
+   * pods are isolated and this policy allows nothing (fail closed).
+   */
+  readonly podSelector: LabelSelector;
+  /** Directions the policy isolates (policyTypes with its defaults applied). */
+  readonly types: { readonly ingress: boolean; readonly egress: boolean };
+  /** Rules of isolated directions only; [] with types.ingress = deny all ingress. */
+  readonly ingress: readonly Rule[];
+  readonly egress: readonly Rule[];
+  /** Validation errors; non-empty means the policy is (partly) enforced fail-closed. */
+  readonly errors: readonly ValidationError[];
+}
+
+export interface ValidationError {
+  readonly kind: string;
+  /** undefined for cluster-scoped objects. */
+  readonly namespace: string | undefined;
+  readonly name: string;
+  /** Field path as the API server prints it, e.g. spec.ingress[0].ports[1].endPort */
+  readonly path: string;
+  readonly message: string;
+}
+
+export interface ClusterState {
+  /** Sorted by name. */
+  readonly namespaces: readonly Namespace[];
+  /** Sorted by namespace, then name. */
+  readonly pods: readonly Pod[];
+  /** Sorted by namespace, then name. */
+  readonly policies: readonly NetworkPolicy[];
+  /** Sorted by name. */
+  readonly nodes: readonly Node[];
+}
+
+/** `default/web spec.ingress[0].ports[1].endPort: must be >= port (8080)` */
+export function formatValidationError(e: ValidationError): string {
+  const id = e.namespace === undefined ? e.name : `${e.namespace}/${e.name}`;
+  return `${id} ${e.path}: ${e.message}`;
+}
+
+export function objectKey(o: { readonly namespace: string; readonly name: string }): string {
+  return `${o.namespace}/${o.name}`;
+}
+
+/** Pods that can be a target or a peer: not hostNetwork, has an IP, not finished. */
+export function isActivePod(p: Pod): boolean {
+  return !p.hostNetwork && p.ips.length > 0 && p.phase !== 'Succeeded' && p.phase !== 'Failed';
+}

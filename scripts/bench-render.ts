@@ -1,0 +1,167 @@
+// Benchmark: compile + render of one node's ruleset on synthetic clusters
+// (scripts/gen-cluster.ts), plus loading the largest ruleset with `nft -f`
+// into a scratch network namespace. Prints figures; asserts nothing.
+//
+//   node scripts/bench-render.ts            all cases (each in its own process, for clean RSS)
+//   node scripts/bench-render.ts --case 1k  one case
+//   node scripts/bench-render.ts --no-nft   skip the nft -f timing
+import { execa } from 'execa';
+import { randomBytes } from 'node:crypto';
+import { arch, cpus, totalmem } from 'node:os';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { getHeapStatistics } from 'node:v8';
+import { compileNode } from '../src/compile/compile.ts';
+import { runNft } from '../src/nft/exec.ts';
+import { renderRuleset } from '../src/nft/render.ts';
+import { generateCluster } from './gen-cluster.ts';
+import type { GenOptions } from './gen-cluster.ts';
+
+const CASES: Record<string, Partial<GenOptions>> = {
+  '1k': { pods: 1_000, policies: 100, namespaces: 50, podsPerNode: 110 },
+  '10k': { pods: 10_000, policies: 1_000, namespaces: 500, podsPerNode: 110 },
+  '100k': { pods: 100_000, policies: 10_000, namespaces: 5_000, podsPerNode: 110 },
+};
+const RUNS = 5;
+
+interface CaseResult {
+  readonly name: string;
+  readonly genMs: number;
+  readonly firstMs: number;
+  readonly compileMs: number;
+  readonly renderMs: number;
+  readonly totalMs: number;
+  readonly heapMiB: number;
+  /** RSS with the generated cluster in memory, before any compile. */
+  readonly stateRssMiB: number;
+  readonly rssMiB: number;
+  readonly bytes: number;
+  readonly stats: ReturnType<typeof compileNode>['stats'];
+  readonly nft?: { applyMs: number; reapplyMs: number; ok: boolean; error?: string };
+}
+
+const mib = (b: number): number => Math.round((b / 1048576) * 10) / 10;
+const ms = (t0: bigint): number => Number(process.hrtime.bigint() - t0) / 1e6;
+const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? 0;
+
+async function nftTiming(text: string): Promise<CaseResult['nft']> {
+  const netns = `nftnp-bench-${randomBytes(4).toString('hex')}`;
+  const add = await execa('ip', ['netns', 'add', netns], { reject: false });
+  if (add.failed) return { applyMs: 0, reapplyMs: 0, ok: false, error: `ip netns add: ${add.stderr || add.message}` };
+  try {
+    let t0 = process.hrtime.bigint();
+    const first = await runNft(text, { netns });
+    const applyMs = ms(t0);
+    if (!first.ok) return { applyMs, reapplyMs: 0, ok: false, error: first.error.slice(0, 300) };
+    t0 = process.hrtime.bigint();
+    const again = await runNft(text, { netns });
+    return { applyMs, reapplyMs: ms(t0), ok: again.ok, ...(again.ok ? {} : { error: again.error.slice(0, 300) }) };
+  } finally {
+    await execa('ip', ['netns', 'del', netns], { reject: false });
+  }
+}
+
+async function runCase(name: string, withNft: boolean): Promise<CaseResult> {
+  const opts = CASES[name];
+  if (opts === undefined) throw new Error(`unknown case ${name}; one of ${Object.keys(CASES).join(', ')}`);
+  let t0 = process.hrtime.bigint();
+  const cluster = generateCluster(opts);
+  const genMs = ms(t0);
+  const stateRssMiB = mib(process.memoryUsage().rss);
+  const node = cluster.nodes[0] ?? '';
+
+  // First (cold) run: what the agent pays on start-up.
+  t0 = process.hrtime.bigint();
+  const cold = renderRuleset(compileNode(cluster.state, node));
+  const firstMs = ms(t0);
+
+  const compileTimes: number[] = [];
+  const renderTimes: number[] = [];
+  let text = cold;
+  let compiled = compileNode(cluster.state, node);
+  for (let i = 0; i < RUNS; i++) {
+    t0 = process.hrtime.bigint();
+    compiled = compileNode(cluster.state, node);
+    compileTimes.push(ms(t0));
+    t0 = process.hrtime.bigint();
+    text = renderRuleset(compiled);
+    renderTimes.push(ms(t0));
+  }
+  if (text !== cold) throw new Error('non-deterministic output');
+  const heap = getHeapStatistics();
+  const result: CaseResult = {
+    name,
+    genMs,
+    firstMs,
+    compileMs: median(compileTimes),
+    renderMs: median(renderTimes),
+    totalMs: median(compileTimes.map((c, i) => c + (renderTimes[i] ?? 0))),
+    heapMiB: mib(heap.used_heap_size),
+    stateRssMiB,
+    rssMiB: mib(process.resourceUsage().maxRSS * 1024),
+    bytes: Buffer.byteLength(text),
+    stats: compiled.stats,
+  };
+  return withNft ? { ...result, nft: await nftTiming(text) } : result;
+}
+
+function print(rs: readonly CaseResult[]): void {
+  const cpu = cpus()[0]?.model ?? 'unknown CPU';
+  console.log(`node ${process.version}, ${cpus().length} x ${cpu}, ${mib(totalmem())} MiB, ${arch()}, ${new Date().toISOString().slice(0, 10)}`);
+  console.log(`compile/render: median of ${RUNS} warm runs; first = cold compile+render; heap = used after the runs;`);
+  console.log('state RSS = process with the generated cluster loaded; peak RSS = peak of the case\'s process');
+  const rows = [
+    ['case', 'gen ms', 'first ms', 'compile ms', 'render ms', 'total ms', 'heap MiB', 'state RSS MiB', 'peak RSS MiB', 'local pods', 'policies', 'chains', 'rules', 'sets', 'elements', 'KiB'],
+    ...rs.map((r) => [
+      r.name,
+      r.genMs.toFixed(0),
+      r.firstMs.toFixed(1),
+      r.compileMs.toFixed(1),
+      r.renderMs.toFixed(1),
+      r.totalMs.toFixed(1),
+      String(r.heapMiB),
+      String(r.stateRssMiB),
+      String(r.rssMiB),
+      String(r.stats.localPods),
+      String(r.stats.policies),
+      String(r.stats.chains),
+      String(r.stats.rules),
+      String(r.stats.sets),
+      String(r.stats.elements),
+      (r.bytes / 1024).toFixed(0),
+    ]),
+  ];
+  const widths = rows[0]?.map((_, i) => Math.max(...rows.map((row) => (row[i] ?? '').length))) ?? [];
+  for (const row of rows) console.log(row.map((c, i) => c.padStart(widths[i] ?? 0)).join('  '));
+  for (const r of rs) {
+    if (r.nft === undefined) continue;
+    console.log(
+      r.nft.ok
+        ? `nft -f (${r.name}, scratch netns): first load ${r.nft.applyMs.toFixed(0)} ms, replace ${r.nft.reapplyMs.toFixed(0)} ms`
+        : `nft -f (${r.name}) failed: ${r.nft.error ?? ''}`,
+    );
+  }
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({ options: { case: { type: 'string' }, 'no-nft': { type: 'boolean' }, json: { type: 'boolean' } } });
+  const withNft = values['no-nft'] !== true;
+  if (values.case !== undefined) {
+    const r = await runCase(values.case, withNft && values.case === '100k');
+    if (values.json === true) console.log(JSON.stringify(r));
+    else print([r]);
+    return;
+  }
+  // One child process per case: peak RSS then belongs to that case alone.
+  const self = fileURLToPath(import.meta.url);
+  const results: CaseResult[] = [];
+  for (const name of Object.keys(CASES)) {
+    const args = [self, '--case', name, '--json', ...(withNft ? [] : ['--no-nft'])];
+    const r = await execa(process.execPath, args, { reject: false });
+    if (r.failed) throw new Error(`case ${name} failed: ${r.stderr || r.message}`);
+    results.push(JSON.parse(r.stdout) as CaseResult);
+  }
+  print(results);
+}
+
+await main();

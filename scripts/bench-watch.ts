@@ -1,0 +1,288 @@
+// What watching costs one node's agent as the cluster grows: memory after the
+// initial sync, objects cached, and watch events received while the whole
+// cluster churns; the selective design (src/kube) against cluster-wide watches.
+//
+//   node scripts/bench-watch.ts [--sizes 1000:100:50,10000:1000:500,100000:10000:5000]
+//                               [--churn 2000] [--modes naive-informers,all-pods,selective,selective-unbounded]
+//
+// Each size runs the in-repo fake API server in a child process, loaded with
+// scripts/gen-cluster.ts's seeded cluster (pods:policies:namespaces; 110 pods
+// per node). Each mode then runs in its own child process (--expose-gc, so its
+// RSS and heap are its own): it syncs, is measured, and counts the objects it
+// receives while the server applies the same churn to random pods cluster-wide
+// (half label changes, half delete + re-create). Modes:
+//   naive-informers      plain client-node informers on all pods, namespaces,
+//                        policies and nodes, caching raw objects
+//   all-pods             KubeClusterSource with remotePods=all: one cluster-wide
+//                        pod watch, normalized envelopes only
+//   selective            KubeClusterSource as shipped (peer watches, bound 32)
+//   selective-unbounded  the same without the bound: what the node really needs
+import { spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import { cpus, totalmem } from 'node:os';
+import { createInterface } from 'node:readline';
+import type { Interface } from 'node:readline';
+import { parseArgs } from 'node:util';
+import { CoreV1Api, ListWatch, NetworkingV1Api, Watch } from '@kubernetes/client-node';
+import type { KubernetesObject } from '@kubernetes/client-node';
+import { KubeClusterSource } from '../src/kube/kube-source.ts';
+import type { KubeSourceOptions } from '../src/kube/kube-source.ts';
+import { FakeApiServer, makeKubeConfig } from '../test/support/fake-apiserver.ts';
+import type { KubeObject } from '../test/support/fake-apiserver.ts';
+import { clusterObjects, generateCluster } from './gen-cluster.ts';
+
+const MODES = ['naive-informers', 'all-pods', 'selective', 'selective-unbounded'] as const;
+type Mode = (typeof MODES)[number];
+
+const MB = 1024 * 1024;
+
+function send(obj: unknown): void {
+  process.stdout.write(`${JSON.stringify(obj)}\n`);
+}
+
+/** mulberry32, as in gen-cluster: the churn is the same for every mode. */
+function rng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+// ------------------------------------------------------------ role: server
+
+async function serve(pods: number, policies: number, namespaces: number): Promise<void> {
+  const t0 = performance.now();
+  const cluster = generateCluster({ pods, policies, namespaces, seed: 1 });
+  const api = await FakeApiServer.start({ bookmarkIntervalMs: 0, maxLogEntries: 2_000_000 });
+  api.load(clusterObjects(cluster) as KubeObject[]);
+  const keys = cluster.state.pods.map((p) => [p.namespace, p.name] as const);
+  const node = cluster.nodes[0] ?? 'node-00000';
+  send({ url: api.url, node, loadMs: Math.round(performance.now() - t0), rv: api.resourceVersion });
+  for await (const line of createInterface({ input: process.stdin })) {
+    const [cmd, a, b] = line.split(' ');
+    if (cmd === 'churn') {
+      const n = Number(a);
+      const rand = rng(Number(b));
+      const rv0 = api.resourceVersion;
+      for (let i = 0; i < n; i++) {
+        const k = keys[Math.floor(rand() * keys.length)];
+        if (k === undefined) continue;
+        if (rand() < 0.5) {
+          api.patchLabels('pods', k[0], k[1], { churn: String(i) });
+        } else {
+          const o = api.get('pods', k[0], k[1]);
+          if (o === undefined) continue;
+          api.delete('pods', k[0], k[1]);
+          delete o.metadata.resourceVersion;
+          api.create('pods', o);
+        }
+      }
+      send({ done: true, events: api.resourceVersion - rv0 });
+    } else if (cmd === 'exit') break;
+  }
+  await api.close();
+  process.exit(0);
+}
+
+// ------------------------------------------------------------ role: measured agent
+
+interface Measured {
+  synced(): boolean;
+  received(): number;
+  objects(): number;
+  watches(): number;
+  note(): string;
+  stop(): Promise<void>;
+}
+
+/** What a straightforward agent would do: informers on everything, raw objects cached. */
+function naive(url: string): Measured {
+  const kc = makeKubeConfig(url);
+  const core = kc.makeApiClient(CoreV1Api);
+  const net = kc.makeApiClient(NetworkingV1Api);
+  let received = 0;
+  const listed = new Set<string>();
+  const make = (name: string, path: string, list: () => Promise<{ items: KubernetesObject[] }>): ListWatch<KubernetesObject> => {
+    const inf = new ListWatch<KubernetesObject>(path, new Watch(kc), async () => {
+      const r = await list();
+      setImmediate(() => listed.add(name));
+      return r;
+    }, false);
+    for (const verb of ['add', 'update', 'delete'] as const) inf.on(verb, () => received++);
+    inf.on('error', () => {});
+    return inf;
+  };
+  const informers = [
+    make('pods', '/api/v1/pods', () => core.listPodForAllNamespaces()),
+    make('namespaces', '/api/v1/namespaces', () => core.listNamespace()),
+    make('networkpolicies', '/apis/networking.k8s.io/v1/networkpolicies', () => net.listNetworkPolicyForAllNamespaces()),
+    make('nodes', '/api/v1/nodes', () => core.listNode()),
+  ];
+  for (const i of informers) void i.start();
+  return {
+    synced: () => listed.size === informers.length,
+    received: () => received,
+    objects: () => informers.reduce((n, i) => n + i.list().length, 0),
+    watches: () => informers.length,
+    note: () => 'raw objects',
+    stop: async () => {
+      for (const i of informers) await i.stop();
+    },
+  };
+}
+
+function source(url: string, node: string, opts: Partial<KubeSourceOptions>): Measured {
+  const s = new KubeClusterSource({ kubeConfig: makeKubeConfig(url), nodeName: node, ...opts });
+  void s.start();
+  return {
+    synced: () => s.synced(),
+    received: () => s.counters().received,
+    objects: () => s.counters().objects,
+    watches: () => s.counters().watches,
+    note: () => `peer mode ${s.peerPlan()?.mode ?? '?'}`,
+    stop: () => s.stop(),
+  };
+}
+
+async function measure(mode: Mode, url: string, node: string): Promise<void> {
+  const gc = (globalThis as { gc?: () => void }).gc ?? (() => {});
+  gc();
+  const base = process.memoryUsage();
+  const t0 = performance.now();
+  const m =
+    mode === 'naive-informers'
+      ? naive(url)
+      : source(url, node, mode === 'all-pods' ? { remotePods: 'all' } : mode === 'selective-unbounded' ? { maxPeerWatches: 1_000_000 } : {});
+  while (!m.synced()) await new Promise((r) => setTimeout(r, 20));
+  const syncMs = performance.now() - t0;
+  gc();
+  gc();
+  const mem = process.memoryUsage();
+  send({
+    phase: 'synced',
+    syncMs: Math.round(syncMs),
+    rssMB: +(mem.rss / MB).toFixed(1),
+    heapMB: +((mem.heapUsed - base.heapUsed) / MB).toFixed(1),
+    baseRssMB: +(base.rss / MB).toFixed(1),
+    objects: m.objects(),
+    watches: m.watches(),
+    received: m.received(),
+    note: m.note(),
+  });
+  for await (const line of createInterface({ input: process.stdin })) {
+    if (line === 'count') send({ received: m.received(), watches: m.watches(), objects: m.objects() });
+    else if (line === 'exit') break;
+  }
+  await m.stop();
+  process.exit(0);
+}
+
+// ------------------------------------------------------------ orchestrator
+
+interface Child {
+  readonly proc: ChildProcess;
+  readonly lines: Interface;
+  next(): Promise<Record<string, unknown>>;
+  cmd(line: string): Promise<Record<string, unknown>>;
+}
+
+function child(args: string[], nodeArgs: string[] = []): Child {
+  const proc = spawn(process.execPath, [...nodeArgs, import.meta.filename, ...args], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const lines = createInterface({ input: proc.stdout as NodeJS.ReadableStream });
+  const queue: string[] = [];
+  const waiters: ((l: string) => void)[] = [];
+  lines.on('line', (l) => {
+    const w = waiters.shift();
+    if (w !== undefined) w(l);
+    else queue.push(l);
+  });
+  const next = (): Promise<Record<string, unknown>> =>
+    new Promise((resolve, reject) => {
+      const got = (l: string): void => resolve(JSON.parse(l) as Record<string, unknown>);
+      const q = queue.shift();
+      if (q !== undefined) return got(q);
+      waiters.push(got);
+      proc.once('exit', (code) => reject(new Error(`child ${args.join(' ')} exited ${String(code)}`)));
+    });
+  return {
+    proc,
+    lines,
+    next,
+    cmd: (line) => {
+      proc.stdin?.write(`${line}\n`);
+      return next();
+    },
+  };
+}
+
+async function orchestrate(sizes: [number, number, number][], churn: number, modes: Mode[]): Promise<void> {
+  const rows: string[] = [];
+  console.log(`# bench-watch ${new Date().toISOString().slice(0, 10)}, node ${process.version}, ${cpus().length} cores (${cpus()[0]?.model ?? '?'}), ${(totalmem() / 1024 ** 3).toFixed(0)} GiB`);
+  const header = '| pods | policies | namespaces | mode | watches | objects cached | sync s | RSS MB | heap MB | churn events (cluster) | received |';
+  console.log(header);
+  console.log('|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|');
+  for (const [pods, policies, namespaces] of sizes) {
+    const server = child(['--serve', `${pods}:${policies}:${namespaces}`]);
+    const ready = await server.next();
+    const url = String(ready.url);
+    const node = String(ready.node);
+    for (const [i, mode] of modes.entries()) {
+      const m = child(['--measure', mode, '--url', url, '--node', node], ['--expose-gc']);
+      const synced = await m.next();
+      const before = Number((await m.cmd('count')).received);
+      const done = await server.cmd(`churn ${churn} ${1000 + i * 0 + 7}`);
+      // Wait until the stream has drained: the count stops moving.
+      let last = -1;
+      let stable = 0;
+      let cur = before;
+      while (stable < 3) {
+        await new Promise((r) => setTimeout(r, 250));
+        cur = Number((await m.cmd('count')).received);
+        stable = cur === last ? stable + 1 : 0;
+        last = cur;
+      }
+      m.proc.stdin?.write('exit\n');
+      await new Promise((r) => m.proc.once('exit', r));
+      const row = `| ${pods} | ${policies} | ${namespaces} | ${mode}${mode.startsWith('selective') ? ` (${String(synced.note).replace('peer mode ', '')})` : ''} | ${String(synced.watches)} | ${String(synced.objects)} | ${(Number(synced.syncMs) / 1000).toFixed(1)} | ${String(synced.rssMB)} | ${String(synced.heapMB)} | ${String(done.events)} | ${cur - before} |`;
+      rows.push(row);
+      console.log(row);
+    }
+    server.proc.stdin?.write('exit\n');
+    await new Promise((r) => server.proc.once('exit', r));
+  }
+}
+
+const { values } = parseArgs({
+  options: {
+    serve: { type: 'string' },
+    measure: { type: 'string' },
+    url: { type: 'string' },
+    node: { type: 'string' },
+    sizes: { type: 'string', default: '1000:100:50,10000:1000:500,100000:10000:5000' },
+    churn: { type: 'string', default: '2000' },
+    modes: { type: 'string', default: MODES.join(',') },
+  },
+});
+
+function triple(s: string): [number, number, number] {
+  const [a, b, c] = s.split(':').map(Number);
+  if (![a, b, c].every((x) => Number.isInteger(x) && (x ?? -1) >= 0)) throw new Error(`size must be pods:policies:namespaces, not ${s}`);
+  return [a as number, b as number, c as number];
+}
+
+if (values.serve !== undefined) {
+  await serve(...triple(values.serve));
+} else if (values.measure !== undefined) {
+  if (!(MODES as readonly string[]).includes(values.measure)) throw new Error(`unknown mode ${values.measure}`);
+  await measure(values.measure as Mode, values.url ?? '', values.node ?? '');
+} else {
+  const modes = values.modes.split(',').map((m) => {
+    if (!(MODES as readonly string[]).includes(m)) throw new Error(`unknown mode ${m}`);
+    return m as Mode;
+  });
+  await orchestrate(values.sizes.split(',').map(triple), Number(values.churn), modes);
+}

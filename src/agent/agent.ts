@@ -1,0 +1,143 @@
+// The node agent assembled: a cluster source feeding the reconciler, the
+// nft dataplane, metrics, Events and the two HTTP listeners. This is the
+// imperative shell; decisions live in reconciler.ts and the pure modules.
+import type { Server } from 'node:http';
+import type { Logger } from 'pino';
+import type { ClusterSource, WatchStatus } from '../kube/source.ts';
+import type { ClusterState } from '../model/types.ts';
+import { renderNode } from '../nft/render.ts';
+import type { Metrics } from '../observability/metrics.ts';
+import { debugHandler, metricsHandler, type AgentView } from '../observability/debug-server.ts';
+import { closeServer, listen } from '../observability/http-server.ts';
+import { formatListenAddr, type AgentConfig } from './config.ts';
+import { conntrackAvailable, deleteConntrack } from './dataplane.ts';
+import { agentMetrics } from './metrics-adapter.ts';
+import type { Dataplane, EventSink } from './ports.ts';
+import { Reconciler } from './reconciler.ts';
+
+export interface AgentParts {
+  readonly config: AgentConfig;
+  readonly source: ClusterSource;
+  readonly dataplane: Dataplane;
+  readonly events: EventSink;
+  readonly metrics: Metrics;
+  readonly log: Logger;
+}
+
+export interface Listening {
+  readonly metrics: number | undefined;
+  readonly debug: number | undefined;
+}
+
+// How long SIGTERM waits for an apply in flight before leaving it (the
+// kernel then holds the old or the new ruleset, never a mix).
+const STOP_GRACE_MS = 10_000;
+
+export class Agent {
+  readonly #p: AgentParts;
+  readonly #reconciler: Reconciler;
+  readonly #servers: Server[] = [];
+  #stopping: Promise<void> | undefined;
+
+  constructor(parts: AgentParts) {
+    this.#p = parts;
+    const c = parts.config;
+    this.#reconciler = new Reconciler(
+      {
+        source: parts.source,
+        render: (state) => renderNode(state, c.node, { table: c.table, denyAction: c.denyAction }),
+        dataplane: parts.dataplane,
+        metrics: agentMetrics(parts.metrics),
+        log: parts.log,
+        events: parts.events,
+        onReleasedIPs: c.conntrack ? (ips) => this.#conntrack(ips) : undefined,
+      },
+      { nodeName: c.node, debounceMs: c.debounceMs, driftIntervalMs: c.driftIntervalMs },
+    );
+  }
+
+  get reconciler(): Reconciler {
+    return this.#reconciler;
+  }
+
+  view(): AgentView {
+    const r = this.#reconciler;
+    const src = this.#p.source;
+    return {
+      nodeName: this.#p.config.node,
+      table: this.#p.config.table,
+      health: () => r.health(),
+      ready: () => r.ready(),
+      status: () => r.status(),
+      snapshot: (): ClusterState | undefined => (src.synced() ? src.snapshot() : r.lastState()),
+      watches: (): readonly WatchStatus[] => src.status(),
+      lastAppliedText: () => r.lastAppliedText(),
+      kernelMatches: () => r.kernelMatches(),
+    };
+  }
+
+  /** Binds the listeners (a bind failure rejects before anything else starts). */
+  async listen(): Promise<Listening> {
+    const c = this.#p.config;
+    const onError = (err: unknown, path: string): void => this.#p.log.error({ err, path }, 'HTTP handler failed');
+    let metricsPort: number | undefined;
+    let debugPort: number | undefined;
+    try {
+      if (c.metricsAddr !== undefined) {
+        const l = await listen(metricsHandler(this.view(), this.#p.metrics.registry, onError), c.metricsAddr.host, c.metricsAddr.port, 'metrics (--metrics-addr)');
+        this.#servers.push(l.server);
+        metricsPort = l.port;
+        this.#p.log.info({ event: 'listen', addr: formatListenAddr({ host: c.metricsAddr.host, port: l.port }) }, 'serving /metrics, /healthz, /readyz');
+      }
+      if (c.debugAddr !== undefined) {
+        const l = await listen(debugHandler(this.view(), onError), c.debugAddr.host, c.debugAddr.port, 'debug (--debug-addr)');
+        this.#servers.push(l.server);
+        debugPort = l.port;
+        this.#p.log.info({ event: 'listen', addr: formatListenAddr({ host: c.debugAddr.host, port: l.port }) }, 'serving /debug/state, /debug/ruleset, /debug/explain');
+      }
+    } catch (e) {
+      await this.#closeServers();
+      throw e;
+    }
+    return { metrics: metricsPort, debug: debugPort };
+  }
+
+  /** Starts watching; the first apply follows the initial sync. */
+  async start(): Promise<void> {
+    const c = this.#p.config;
+    if (c.conntrack) {
+      this.#conntrackOk = await conntrackAvailable(c.netns).catch(() => false);
+      this.#p.log.info({ event: 'conntrack', available: this.#conntrackOk }, this.#conntrackOk ? 'conntrack entries of removed pod IPs will be deleted' : 'conntrack tool not found: established flows of removed pods are not cut (install the conntrack package)');
+    }
+    this.#p.source.onChange((reason) => this.#reconciler.notify(reason));
+    this.#reconciler.start();
+    await this.#p.source.start();
+  }
+
+  /** Stops watches, lets (or abandons) the apply in flight, closes listeners. The table stays. */
+  stop(): Promise<void> {
+    this.#stopping ??= this.#stop();
+    return this.#stopping;
+  }
+
+  async #stop(): Promise<void> {
+    const log = this.#p.log;
+    await this.#p.source.stop().catch((e: unknown) => log.warn({ err: e }, 'stopping the watches failed'));
+    const finished = await this.#reconciler.stop(STOP_GRACE_MS);
+    if (!finished) log.warn({ event: 'stop' }, 'an apply was still running and was abandoned; the kernel holds the previous or the new ruleset');
+    await this.#closeServers();
+  }
+
+  async #closeServers(): Promise<void> {
+    await Promise.all(this.#servers.splice(0).map((s) => closeServer(s)));
+  }
+
+  #conntrackOk = false;
+
+  async #conntrack(ips: readonly string[]): Promise<void> {
+    if (!this.#conntrackOk) return;
+    const r = await deleteConntrack(this.#p.config.netns, ips);
+    this.#p.log.debug({ event: 'conntrack', ips: ips.length, deleted: r.deleted }, 'conntrack entries of released pod IPs deleted');
+    if (r.failed.length > 0) this.#p.log.warn({ event: 'conntrack', failed: r.failed.slice(0, 5) }, 'deleting conntrack entries failed');
+  }
+}

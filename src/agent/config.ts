@@ -1,0 +1,227 @@
+// Agent configuration from command-line flags and environment variables.
+// Pure: argv and env in, a validated config or a usage message out. Flags win
+// over environment variables, which win over defaults.
+import { parseArgs } from 'node:util';
+import { isIP } from 'node:net';
+import { isLogLevel, type LogLevel } from '../observability/logger.ts';
+
+export interface ListenAddr {
+  readonly host: string;
+  readonly port: number;
+}
+
+export interface AgentConfig {
+  readonly node: string;
+  /** undefined = disabled (--metrics-addr ""). */
+  readonly metricsAddr: ListenAddr | undefined;
+  readonly debugAddr: ListenAddr | undefined;
+  readonly table: string;
+  readonly denyAction: 'drop' | 'reject';
+  readonly driftIntervalMs: number;
+  readonly debounceMs: number;
+  readonly logLevel: LogLevel;
+  /** Read manifests from this directory instead of the API server. */
+  readonly fromDir: string | undefined;
+  readonly nftPath: string;
+  /** Testing aid: program the table inside this named network namespace. */
+  readonly netns: string | undefined;
+  /** Delete conntrack entries of removed pod IPs when `conntrack` is installed. */
+  readonly conntrack: boolean;
+}
+
+export type ConfigResult = { readonly ok: true; readonly config: AgentConfig } | { readonly ok: false; readonly help: true } | { readonly ok: false; readonly help: false; readonly error: string };
+
+export const RUN_HELP = `Usage: nft-netpol-agent run --node NAME [options]
+
+Watch the cluster and keep this node's nftables table in line with the
+NetworkPolicies. Nothing is written before the first full sync; a ruleset left
+by a previous run stays in force until then and on exit.
+
+  --node NAME             this node (env NODE_NAME; required)
+  --metrics-addr H:P      /metrics, /healthz, /readyz (env METRICS_ADDR;
+                          default 0.0.0.0:9742; "" disables)
+  --debug-addr H:P        /healthz, /readyz, /debug/state, /debug/ruleset,
+                          /debug/explain (env DEBUG_ADDR; default 127.0.0.1:9743;
+                          "" disables)
+  --table NAME            nftables table, inet family (env TABLE; default nft-netpol)
+  --deny-action A         drop (default) or reject (env DENY_ACTION)
+  --drift-interval D      how often the table is read back and repaired
+                          (env DRIFT_INTERVAL; default 60s; 0 disables)
+  --debounce D            coalescing window for changes (env DEBOUNCE; default 50ms)
+  --log-level L           fatal|error|warn|info|debug|trace|silent (env LOG_LEVEL; default info)
+  --from-dir DIR          read manifests from DIR instead of the API server
+                          (env FROM_DIR)
+  --nft PATH              nft binary (env NFT; default nft on PATH)
+  --netns NAME            apply inside network namespace NAME via 'ip netns exec'
+                          (testing aid; env NETNS)
+  --no-conntrack          do not delete conntrack entries of removed pod IPs
+  -h, --help              show this help
+
+Durations: 500ms, 10s, 1m, 1h (a bare number is milliseconds).
+The API server is found through KUBECONFIG, ~/.kube/config or the in-cluster
+service account.`;
+
+export const CLEANUP_HELP = `Usage: nft-netpol-agent cleanup [--table NAME] [--netns NAME] [--nft PATH]
+
+Delete the agent's nftables table (inet family). Exits 0 also when the table
+does not exist.
+
+  --table NAME   default nft-netpol (env TABLE)
+  --netns NAME   inside network namespace NAME (env NETNS)
+  --nft PATH     nft binary (env NFT; default nft on PATH)
+  -h, --help     show this help`;
+
+const UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+
+/** "500ms", "10s", "1.5m", "1h" or a bare number of milliseconds. */
+export function parseDuration(text: string): number | undefined {
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(text.trim());
+  if (m === null) return undefined;
+  const v = Number(m[1]) * (UNITS[m[2] ?? 'ms'] ?? 1);
+  return Number.isFinite(v) ? Math.round(v) : undefined;
+}
+
+/** "host:port", "[v6]:port" or ":port" (every address). */
+export function parseListenAddr(text: string): ListenAddr | undefined {
+  const m = /^(?:\[([^\]]+)\]|([^:[\]]*)):(\d{1,5})$/.exec(text.trim());
+  if (m === null) return undefined;
+  const host = m[1] ?? m[2] ?? '';
+  const port = Number(m[3]);
+  if (port > 65535) return undefined;
+  if (m[1] !== undefined && isIP(host) !== 6) return undefined;
+  if (host !== '' && m[1] === undefined && isIP(host) === 0 && !/^[A-Za-z0-9.-]+$/.test(host)) return undefined;
+  return { host: host === '' ? '0.0.0.0' : host, port };
+}
+
+export function formatListenAddr(a: ListenAddr): string {
+  return a.host.includes(':') ? `[${a.host}]:${a.port}` : `${a.host}:${a.port}`;
+}
+
+const TABLE_RE = /^[A-Za-z][A-Za-z0-9_-]{0,63}$/;
+// Network namespace names become file names under /run/netns.
+const NETNS_RE = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+function fail(error: string): ConfigResult {
+  return { ok: false, help: false, error };
+}
+
+export function parseRunConfig(argv: readonly string[], env: Env): ConfigResult {
+  let values;
+  try {
+    values = parseArgs({
+      args: [...argv],
+      strict: true,
+      allowPositionals: false,
+      options: {
+        node: { type: 'string' },
+        'metrics-addr': { type: 'string' },
+        'debug-addr': { type: 'string' },
+        table: { type: 'string' },
+        'deny-action': { type: 'string' },
+        'drift-interval': { type: 'string' },
+        debounce: { type: 'string' },
+        'log-level': { type: 'string' },
+        'from-dir': { type: 'string' },
+        nft: { type: 'string' },
+        netns: { type: 'string' },
+        'no-conntrack': { type: 'boolean', default: false },
+        help: { type: 'boolean', short: 'h', default: false },
+      },
+    }).values;
+  } catch (e) {
+    return fail(e instanceof Error ? e.message : String(e));
+  }
+  if (values.help) return { ok: false, help: true };
+  const pick = (flag: string | undefined, envName: string): string | undefined => flag ?? (env[envName] === '' ? undefined : env[envName]);
+
+  const node = pick(values.node, 'NODE_NAME');
+  if (node === undefined || node === '') return fail('--node (or NODE_NAME) is required');
+
+  // An explicit empty flag disables the server; an empty variable counts as unset.
+  const addr = (flag: string | undefined, envName: string, def: string, name: string): ListenAddr | undefined | string => {
+    const text = flag ?? pick(undefined, envName) ?? def;
+    if (text === '') return undefined;
+    return parseListenAddr(text) ?? `--${name} must be host:port (e.g. 127.0.0.1:9743 or [::1]:9743), not "${text}"`;
+  };
+  const metricsAddr = addr(values['metrics-addr'], 'METRICS_ADDR', '0.0.0.0:9742', 'metrics-addr');
+  if (typeof metricsAddr === 'string') return fail(metricsAddr);
+  const debugAddr = addr(values['debug-addr'], 'DEBUG_ADDR', '127.0.0.1:9743', 'debug-addr');
+  if (typeof debugAddr === 'string') return fail(debugAddr);
+
+  const table = pick(values.table, 'TABLE') ?? 'nft-netpol';
+  if (!TABLE_RE.test(table)) return fail(`--table must be a plain identifier (letters, digits, - and _, starting with a letter), not "${table}"`);
+  const denyAction = pick(values['deny-action'], 'DENY_ACTION') ?? 'drop';
+  if (denyAction !== 'drop' && denyAction !== 'reject') return fail(`--deny-action must be drop or reject, not "${denyAction}"`);
+
+  const duration = (text: string, name: string, min: number): number | string => {
+    const v = parseDuration(text);
+    if (v === undefined) return `--${name} must be a duration like 500ms, 10s or 1m, not "${text}"`;
+    if (v !== 0 && v < min) return `--${name} must be 0 or at least ${min}ms, not "${text}"`;
+    return v;
+  };
+  const driftIntervalMs = duration(pick(values['drift-interval'], 'DRIFT_INTERVAL') ?? '60s', 'drift-interval', 100);
+  if (typeof driftIntervalMs === 'string') return fail(driftIntervalMs);
+  const debounceMs = duration(pick(values.debounce, 'DEBOUNCE') ?? '50ms', 'debounce', 0);
+  if (typeof debounceMs === 'string') return fail(debounceMs);
+
+  const logLevel = pick(values['log-level'], 'LOG_LEVEL') ?? 'info';
+  if (!isLogLevel(logLevel)) return fail(`--log-level must be one of fatal, error, warn, info, debug, trace, silent, not "${logLevel}"`);
+
+  const netns = pick(values.netns, 'NETNS');
+  if (netns !== undefined && !NETNS_RE.test(netns)) return fail(`--netns must be a network namespace name, not "${netns}"`);
+  const nftPath = pick(values.nft, 'NFT') ?? 'nft';
+  const fromDir = pick(values['from-dir'], 'FROM_DIR');
+
+  return {
+    ok: true,
+    config: {
+      node,
+      metricsAddr,
+      debugAddr,
+      table,
+      denyAction,
+      driftIntervalMs,
+      debounceMs,
+      logLevel,
+      fromDir,
+      nftPath,
+      netns,
+      conntrack: !values['no-conntrack'],
+    },
+  };
+}
+
+export interface CleanupConfig {
+  readonly table: string;
+  readonly netns: string | undefined;
+  readonly nftPath: string;
+}
+
+export type CleanupConfigResult = { readonly ok: true; readonly config: CleanupConfig } | { readonly ok: false; readonly help: true } | { readonly ok: false; readonly help: false; readonly error: string };
+
+export function parseCleanupConfig(argv: readonly string[], env: Env): CleanupConfigResult {
+  let values;
+  try {
+    values = parseArgs({
+      args: [...argv],
+      strict: true,
+      allowPositionals: false,
+      options: {
+        table: { type: 'string' },
+        netns: { type: 'string' },
+        nft: { type: 'string' },
+        help: { type: 'boolean', short: 'h', default: false },
+      },
+    }).values;
+  } catch (e) {
+    return { ok: false, help: false, error: e instanceof Error ? e.message : String(e) };
+  }
+  if (values.help) return { ok: false, help: true };
+  const table = values.table ?? env['TABLE'] ?? 'nft-netpol';
+  if (!TABLE_RE.test(table)) return { ok: false, help: false, error: `--table must be a plain identifier, not "${table}"` };
+  const netns = values.netns ?? (env['NETNS'] === '' ? undefined : env['NETNS']);
+  if (netns !== undefined && !NETNS_RE.test(netns)) return { ok: false, help: false, error: `--netns must be a network namespace name, not "${netns}"` };
+  return { ok: true, config: { table, netns, nftPath: values.nft ?? env['NFT'] ?? 'nft' } };
+}

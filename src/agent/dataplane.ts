@@ -1,0 +1,56 @@
+// The real dataplane: nft transactions and listings through nft/exec.ts, and
+// the optional conntrack cleanup of released pod IPs. Arguments are arrays,
+// scripts go on stdin: nothing from the cluster reaches a command line except
+// validated IP addresses.
+import { execa } from 'execa';
+import { parseIP, formatIP } from '../model/ip.ts';
+import { listTable, runNft } from '../nft/exec.ts';
+import type { Dataplane } from './ports.ts';
+
+export interface DataplaneTarget {
+  readonly table: string;
+  readonly nftPath: string;
+  readonly netns: string | undefined;
+}
+
+export function nftDataplane(t: DataplaneTarget): Dataplane {
+  const where = { nftPath: t.nftPath, ...(t.netns === undefined ? {} : { netns: t.netns }) };
+  return {
+    apply: (script) => runNft(script, where),
+    list: () => listTable(t.table, where),
+  };
+}
+
+function inNetns(netns: string | undefined, file: string, args: string[]): [string, string[]] {
+  return netns === undefined ? [file, args] : ['ip', ['netns', 'exec', netns, file, ...args]];
+}
+
+/** Is the conntrack tool (Debian package `conntrack`) runnable here? */
+export async function conntrackAvailable(netns: string | undefined): Promise<boolean> {
+  const [file, args] = inNetns(netns, 'conntrack', ['--version']);
+  const r = await execa(file, args, { reject: false, timeout: 10_000 });
+  return !r.failed;
+}
+
+/**
+ * Deletes the conntrack entries to and from each IP, so that flows a removed
+ * pod had established lose their allowance together with its set elements.
+ * conntrack exits 1 when nothing matched: that is not an error here.
+ */
+export async function deleteConntrack(netns: string | undefined, ips: readonly string[]): Promise<{ deleted: number; failed: string[] }> {
+  const failed: string[] = [];
+  let deleted = 0;
+  for (const raw of ips) {
+    const ip = parseIP(raw);
+    if (ip === undefined) continue;
+    const addr = formatIP(ip);
+    const fam = ip.family === 4 ? 'ipv4' : 'ipv6';
+    for (const dir of ['--orig-src', '--orig-dst']) {
+      const [file, args] = inNetns(netns, 'conntrack', ['-D', '-f', fam, dir, addr]);
+      const r = await execa(file, args, { reject: false, timeout: 10_000 });
+      if (r.exitCode === 0) deleted++;
+      else if (r.exitCode !== 1) failed.push(`${addr}: ${r.stderr.trim() || r.message}`);
+    }
+  }
+  return { deleted, failed };
+}

@@ -1,0 +1,47 @@
+// Drift detection compares two listings of the table made by the kernel
+// (`nft list table`), never our own script with a listing: nft re-formats
+// what it prints (merged intervals, element order, defaults). The canonical
+// listing is captured right after each successful apply.
+
+/**
+ * Removes what changes without anyone editing the table: counter values
+ * (traffic), the expiry of timed set elements, and trailing whitespace.
+ */
+export function normalizeListing(listing: string): string {
+  return listing
+    .replace(/packets \d+ bytes \d+/g, 'packets 0 bytes 0')
+    .replace(/ expires [0-9dhms.]+/g, '')
+    .split('\n')
+    .map((l) => l.trimEnd())
+    .filter((l) => l !== '')
+    .join('\n');
+}
+
+export type DriftCheck =
+  | { readonly drifted: false }
+  | { readonly drifted: true; readonly why: 'table missing' | 'table changed'; readonly firstDifference: string | undefined };
+
+/**
+ * Compares the kernel's listing now (undefined: no such table) with the
+ * normalized canonical listing captured after the last apply.
+ */
+export function checkDrift(canonical: string, current: string | undefined): DriftCheck {
+  if (current === undefined) return { drifted: true, why: 'table missing', firstDifference: undefined };
+  const now = normalizeListing(current);
+  if (now === canonical) return { drifted: false };
+  return { drifted: true, why: 'table changed', firstDifference: firstDifference(canonical, now) };
+}
+
+/** The first differing line, for the log: `line 12: "expected" != "found"`. */
+export function firstDifference(a: string, b: string): string | undefined {
+  const la = a.split('\n');
+  const lb = b.split('\n');
+  const n = Math.max(la.length, lb.length);
+  for (let i = 0; i < n; i++) {
+    if (la[i] !== lb[i]) {
+      const clip = (s: string | undefined): string => (s === undefined ? '<end>' : JSON.stringify(s.trim().slice(0, 160)));
+      return `line ${i + 1}: expected ${clip(la[i])}, found ${clip(lb[i])}`;
+    }
+  }
+  return undefined;
+}

@@ -1,0 +1,54 @@
+// What /debug/state shows about this node, derived from a snapshot: the local
+// pods and, per direction, the policies selecting each (the policies whose
+// rules are the pod's allow list; an isolated pod with no rule matching is
+// denied).
+import { selectorMatches } from '../model/selector.ts';
+import { isActivePod, objectKey } from '../model/types.ts';
+import type { ClusterState, Labels, Pod } from '../model/types.ts';
+
+export interface LocalPodView {
+  /** ns/name */
+  readonly pod: string;
+  readonly ips: readonly string[];
+  readonly phase: string | undefined;
+  readonly labels: Labels;
+  /** ns/name of the policies selecting the pod for ingress (isolated when non-empty). */
+  readonly ingress: readonly string[];
+  readonly egress: readonly string[];
+}
+
+export function localPodViews(state: ClusterState, nodeName: string): LocalPodView[] {
+  return state.pods.filter((p) => p.nodeName === nodeName && isActivePod(p)).map((p) => viewOf(state, p));
+}
+
+function viewOf(state: ClusterState, pod: Pod): LocalPodView {
+  const ingress: string[] = [];
+  const egress: string[] = [];
+  for (const pol of state.policies) {
+    if (pol.namespace !== pod.namespace || !selectorMatches(pol.podSelector, pod.labels)) continue;
+    if (pol.types.ingress) ingress.push(objectKey(pol));
+    if (pol.types.egress) egress.push(objectKey(pol));
+  }
+  return { pod: objectKey(pod), ips: pod.ips, phase: pod.phase, labels: pod.labels, ingress, egress };
+}
+
+/** IP -> owning active pod (ns/name). */
+export function podIPOwners(state: ClusterState): Map<string, string> {
+  const owners = new Map<string, string>();
+  for (const p of state.pods) {
+    if (!isActivePod(p)) continue;
+    for (const ip of p.ips) owners.set(ip, objectKey(p));
+  }
+  return owners;
+}
+
+/**
+ * Pod IPs that lost their owner between two applied states: the pod is gone
+ * or finished, or the IP now belongs to another pod. Their conntrack entries
+ * must go so that established flows lose their allowance too.
+ */
+export function releasedIPs(prev: ReadonlyMap<string, string>, next: ReadonlyMap<string, string>): string[] {
+  const out: string[] = [];
+  for (const [ip, owner] of prev) if (next.get(ip) !== owner) out.push(ip);
+  return out.sort();
+}

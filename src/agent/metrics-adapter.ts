@@ -1,0 +1,28 @@
+// Maps the reconciler's narrow metrics port onto the prom-client handles of
+// observability/metrics.ts.
+import type { Metrics, ResyncStateValue } from '../observability/metrics.ts';
+import type { AgentMetrics } from './ports.ts';
+
+export function agentMetrics(m: Metrics): AgentMetrics {
+  return {
+    restoreCall: () => m.nftRestoreCalls.inc(),
+    restoreError: () => m.nftRestoreErrors.inc(),
+    applySeconds: (s) => m.dataplaneApplyTime.observe(s),
+    dataplaneFailure: () => m.dataplaneFailures.inc(),
+    resyncState: (s) => m.setResyncState(s as ResyncStateValue),
+    rulesetStats: (s) => {
+      m.activeLocalEndpoints.set(s.localPods);
+      m.activeLocalPolicies.set(s.policies);
+      m.nftChains.set(s.chains);
+      m.nftRules.set(s.rules);
+      m.nftSets.set(s.sets + s.maps);
+      m.nftSetElements.set(s.elements);
+    },
+    clusterPolicies: (n) => m.clusterNumPolicies.set(n),
+    driftRepair: () => m.driftRepairs.inc(),
+    watchRestarts: (resource, delta) => m.watchRestarts.inc({ resource }, delta),
+    invalidPolicies: (n) => m.invalidPolicies.set(n),
+    eventToAppliedSeconds: (s) => m.eventToApplied.observe(s),
+    lastSuccess: (t) => m.lastSuccessfulApply.set(t),
+  };
+}

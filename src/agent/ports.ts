@@ -1,0 +1,94 @@
+// What the reconciler needs from the outside world, as narrow interfaces:
+// the real implementations (informers, nft, prom-client, the Events API)
+// live in the shell; unit tests inject fakes.
+import type { ClusterState } from '../model/types.ts';
+
+export interface RenderStats {
+  readonly chains: number;
+  readonly rules: number;
+  readonly sets: number;
+  readonly maps: number;
+  readonly elements: number;
+  readonly localPods: number;
+  readonly policies: number;
+}
+
+export interface Rendered {
+  readonly text: string;
+  readonly stats: RenderStats;
+}
+
+/** Pure: the node's full ruleset for a state (one atomic nft script). */
+export type RenderFn = (state: ClusterState) => Rendered;
+
+export type NftResult = { readonly ok: true } | { readonly ok: false; readonly error: string; readonly exitCode?: number | undefined };
+
+export interface Dataplane {
+  /** Runs one `nft -f -` transaction. Never throws for nft errors. */
+  apply(script: string): Promise<NftResult>;
+  /** The kernel's listing of our table; undefined when it does not exist. */
+  list(): Promise<string | undefined>;
+}
+
+export interface WatchInfo {
+  readonly resource: string;
+  readonly restarts: number;
+}
+
+/** The part of a ClusterSource the reconciler reads. */
+export interface StateSource {
+  synced(): boolean;
+  snapshot(): ClusterState;
+  status(): readonly WatchInfo[];
+}
+
+export interface ObjectRef {
+  readonly namespace: string;
+  readonly name: string;
+}
+
+export interface EventSink {
+  /** Creates a Warning Event about a NetworkPolicy. May reject; the caller logs. */
+  warnPolicy(ref: ObjectRef, reason: string, message: string): Promise<void>;
+}
+
+export interface AgentMetrics {
+  restoreCall(): void;
+  restoreError(): void;
+  applySeconds(s: number): void;
+  dataplaneFailure(): void;
+  /** 1 waiting for initial sync, 2 applying / out of sync, 3 in sync. */
+  resyncState(s: 1 | 2 | 3): void;
+  rulesetStats(s: RenderStats): void;
+  clusterPolicies(n: number): void;
+  driftRepair(): void;
+  watchRestarts(resource: string, delta: number): void;
+  invalidPolicies(n: number): void;
+  eventToAppliedSeconds(s: number): void;
+  lastSuccess(unixSeconds: number): void;
+}
+
+export const NOOP_METRICS: AgentMetrics = {
+  restoreCall() {},
+  restoreError() {},
+  applySeconds() {},
+  dataplaneFailure() {},
+  resyncState() {},
+  rulesetStats() {},
+  clusterPolicies() {},
+  driftRepair() {},
+  watchRestarts() {},
+  invalidPolicies() {},
+  eventToAppliedSeconds() {},
+  lastSuccess() {},
+};
+
+/** Wall and monotonic time, injectable for tests. */
+export interface Clock {
+  /** Monotonic milliseconds (durations). */
+  mono(): number;
+  /** Unix milliseconds (timestamps). */
+  wall(): number;
+}
+
+export const SYSTEM_CLOCK: Clock = { mono: () => performance.now(), wall: () => Date.now() };

@@ -1,0 +1,168 @@
+// `nft-netpol-agent run` and `nft-netpol-agent cleanup`: process concerns only
+// (flags, logger, signals, exit codes). The agent itself is src/agent/.
+// Exit codes: 0 stopped by a signal / cleaned up, 1 cannot start (bind
+// failure, bad kubeconfig) or cleanup failed, 2 usage.
+import { readFileSync } from 'node:fs';
+import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import { Agent } from '../agent/agent.ts';
+import { CLEANUP_HELP, parseCleanupConfig, parseRunConfig, RUN_HELP, type AgentConfig } from '../agent/config.ts';
+import { nftDataplane } from '../agent/dataplane.ts';
+import { kubeEventSink, logEventSink } from '../agent/event-sink.ts';
+import type { EventSink } from '../agent/ports.ts';
+import { FileClusterSource } from '../kube/file-source.ts';
+import { KubeClusterSource } from '../kube/kube-source.ts';
+import type { ClusterSource } from '../kube/source.ts';
+import { probeNft, runNft } from '../nft/exec.ts';
+import { renderCleanup } from '../nft/render.ts';
+import { ListenError } from '../observability/http-server.ts';
+import { createLogger, errorMessage, type Logger } from '../observability/logger.ts';
+import { createMetrics } from '../observability/metrics.ts';
+
+function version(): string {
+  try {
+    const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version?: unknown };
+    return typeof pkg.version === 'string' ? pkg.version : 'unknown';
+  } catch {
+    return 'unknown';
+  }
+}
+
+function usage(cmd: string, message: string): number {
+  process.stderr.write(`usage error: ${message}\n(see 'nft-netpol-agent ${cmd} --help')\n`);
+  return 2;
+}
+
+function makeSource(c: AgentConfig, log: Logger): { source: ClusterSource; events: EventSink } | { error: string } {
+  if (c.fromDir !== undefined) {
+    return { source: new FileClusterSource({ dir: c.fromDir, log: log.child({ source: 'files' }) }), events: logEventSink(log) };
+  }
+  const kc = new KubeConfig();
+  try {
+    kc.loadFromDefault();
+  } catch (e) {
+    return { error: `cannot load the Kubernetes client configuration (KUBECONFIG, ~/.kube/config or in-cluster): ${errorMessage(e)}` };
+  }
+  const cluster = kc.getCurrentCluster();
+  if (cluster === null) return { error: 'the Kubernetes client configuration has no current cluster' };
+  log.info({ event: 'apiserver', server: cluster.server, context: kc.getCurrentContext() }, 'watching the API server');
+  return {
+    source: new KubeClusterSource({ kubeConfig: kc, nodeName: c.node, log: log.child({ source: 'kube' }) }),
+    events: kubeEventSink(kc.makeApiClient(CoreV1Api), c.node),
+  };
+}
+
+/** Bridged pod traffic only reaches nftables' inet hooks with br_netfilter on. */
+function checkBridgeNetfilter(c: AgentConfig, log: Logger): void {
+  if (c.netns !== undefined) return;
+  try {
+    const v = readFileSync('/proc/sys/net/bridge/bridge-nf-call-iptables', 'utf8').trim();
+    if (v === '0') log.warn({ event: 'preflight' }, 'net.bridge.bridge-nf-call-iptables is 0: traffic between pods on the same bridge bypasses the ruleset');
+  } catch {
+    log.debug({ event: 'preflight' }, 'br_netfilter is not loaded (fine for routed CNIs)');
+  }
+}
+
+export async function runCommand(argv: string[]): Promise<number> {
+  const parsed = parseRunConfig(argv, process.env);
+  if (!parsed.ok) {
+    if (parsed.help) {
+      process.stdout.write(`${RUN_HELP}\n`);
+      return 0;
+    }
+    return usage('run', parsed.error);
+  }
+  const c = parsed.config;
+  const log = createLogger({ level: c.logLevel, base: { node: c.node } });
+  const ver = version();
+  log.info({ event: 'start', version: ver, table: c.table, denyAction: c.denyAction, driftIntervalMs: c.driftIntervalMs, debounceMs: c.debounceMs, netns: c.netns, fromDir: c.fromDir }, 'nft-netpol-agent starting');
+
+  const metrics = createMetrics();
+  metrics.setBuildInfo(ver, c.node);
+  const made = makeSource(c, log);
+  if ('error' in made) {
+    log.error({ event: 'start' }, made.error);
+    process.stderr.write(`error: ${made.error}\n`);
+    return 1;
+  }
+  const agent = new Agent({ config: c, source: made.source, events: made.events, dataplane: nftDataplane(c), metrics, log });
+  try {
+    await agent.listen();
+  } catch (e) {
+    const msg = e instanceof ListenError ? e.message : `cannot start the HTTP listeners: ${errorMessage(e)}`;
+    log.error({ event: 'start' }, msg);
+    process.stderr.write(`error: ${msg}\n`);
+    return 1;
+  }
+
+  // Never crash: a bug in a callback is logged and enforcement goes on (the
+  // liveness probe restarts the agent if the loop is really stuck).
+  const onRejection = (reason: unknown): void => log.error({ err: reason, event: 'unhandled-rejection' }, 'unhandled promise rejection; continuing');
+  const onException = (err: Error): void => log.error({ err, event: 'uncaught-exception' }, 'uncaught exception; continuing');
+  process.on('unhandledRejection', onRejection);
+  process.on('uncaughtException', onException);
+
+  let signalled: (s: string) => void = () => {};
+  const stopSignal = new Promise<string>((resolve) => {
+    signalled = resolve;
+  });
+  let signals = 0;
+  const onSignal = (s: NodeJS.Signals): void => {
+    signals++;
+    if (signals === 1) {
+      signalled(s);
+      return;
+    }
+    // A second signal while stopping: leave at once; the ruleset stays in force.
+    log.warn({ event: 'stop', signal: s }, 'second signal: exiting now');
+    process.exit(1);
+  };
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+  // Keeps the process alive when nothing else would (e.g. --from-dir without listeners).
+  const keepAlive = setInterval(() => {}, 1 << 30);
+
+  try {
+    const probe = await probeNft({ nftPath: c.nftPath });
+    if (!probe.ok && c.netns === undefined) log.error({ event: 'preflight' }, `${probe.reason}; applies will fail and be retried`);
+    else if (probe.ok) log.info({ event: 'preflight', nft: probe.version }, 'nft is usable');
+    checkBridgeNetfilter(c, log);
+
+    await agent.start();
+    const sig = await stopSignal;
+    log.info({ event: 'stop', signal: sig }, 'stopping: watches stop, the ruleset stays in force');
+    await agent.stop();
+    log.info({ event: 'stop' }, 'stopped');
+    return 0;
+  } catch (e) {
+    log.fatal({ err: e, event: 'fatal' }, 'the agent cannot continue; the ruleset stays in force');
+    await agent.stop().catch(() => {});
+    return 1;
+  } finally {
+    clearInterval(keepAlive);
+    process.off('SIGTERM', onSignal);
+    process.off('SIGINT', onSignal);
+    process.off('unhandledRejection', onRejection);
+    process.off('uncaughtException', onException);
+    // Lingering sockets (HTTP keep-alive to the API server) must not delay the exit.
+    setTimeout(() => process.exit(process.exitCode ?? 0), 2000).unref();
+  }
+}
+
+export async function cleanupCommand(argv: string[]): Promise<number> {
+  const parsed = parseCleanupConfig(argv, process.env);
+  if (!parsed.ok) {
+    if (parsed.help) {
+      process.stdout.write(`${CLEANUP_HELP}\n`);
+      return 0;
+    }
+    return usage('cleanup', parsed.error);
+  }
+  const c = parsed.config;
+  const r = await runNft(renderCleanup(c.table), { nftPath: c.nftPath, ...(c.netns === undefined ? {} : { netns: c.netns }) });
+  if (!r.ok) {
+    process.stderr.write(`error: could not delete table inet ${c.table}: ${r.error}\n`);
+    return 1;
+  }
+  process.stdout.write(`table inet ${c.table} deleted (or was not there)\n`);
+  return 0;
+}

@@ -1,0 +1,127 @@
+// Lookups over the whole cluster that the compiler needs per node. Built once
+// per compile; the expensive parts (label postings, named ports) only when a
+// relevant policy asks for them, and every selector result is memoized, so the
+// cost follows what the node needs instead of pods x policies.
+import { parseIP } from '../model/ip.ts';
+import type { IP } from '../model/ip.ts';
+import { formatSelector, selectorMatches } from '../model/selector.ts';
+import { isActivePod } from '../model/types.ts';
+import { parseV4 } from './v4.ts';
+import type { ClusterState, ContainerPort, LabelSelector, Namespace, Pod } from '../model/types.ts';
+
+export interface NamedPortHolder {
+  readonly pod: Pod;
+  readonly port: ContainerPort;
+}
+
+// Below this many candidates scanning beats looking up label postings.
+const SCAN_LIMIT = 512;
+
+export class ClusterIndex {
+  readonly state: ClusterState;
+  readonly #podsByNs = new Map<string, Pod[]>();
+  readonly #nsByName = new Map<string, Namespace>();
+  readonly #nsSelectorMemo = new Map<string, readonly string[]>();
+  readonly #ipMemo = new Map<string, IP | null>();
+  readonly #byLabel = new Map<string, Map<string, Pod[]>>();
+  #namedPorts: Map<string, NamedPortHolder[]> | undefined;
+
+  constructor(state: ClusterState) {
+    this.state = state;
+    for (const ns of state.namespaces) this.#nsByName.set(ns.name, ns);
+    for (const p of state.pods) {
+      if (!isActivePod(p)) continue;
+      let list = this.#podsByNs.get(p.namespace);
+      if (list === undefined) this.#podsByNs.set(p.namespace, (list = []));
+      list.push(p);
+    }
+  }
+
+  /** Active pods of one namespace (input order). */
+  podsIn(namespace: string): readonly Pod[] {
+    return this.#podsByNs.get(namespace) ?? [];
+  }
+
+  /**
+   * Names of the namespaces a namespaceSelector matches. A pod whose namespace
+   * object is unknown matches no namespaceSelector (its labels are unknown).
+   */
+  namespacesMatching(sel: LabelSelector): readonly string[] {
+    const key = formatSelector(sel);
+    let names = this.#nsSelectorMemo.get(key);
+    if (names === undefined) {
+      names = [...this.#nsByName.values()].filter((ns) => selectorMatches(sel, ns.labels)).map((ns) => ns.name);
+      this.#nsSelectorMemo.set(key, names);
+    }
+    return names;
+  }
+
+  /** Active pods in `namespaces` whose labels match `podSel` (undefined = all). */
+  podsMatching(namespaces: readonly string[], podSel: LabelSelector | undefined): Pod[] {
+    let candidates = 0;
+    for (const ns of namespaces) candidates += this.podsIn(ns).length;
+    const labels = podSel === undefined ? [] : Object.entries(podSel.matchLabels);
+    if (podSel !== undefined && candidates > SCAN_LIMIT && labels.length > 0) {
+      let best: readonly Pod[] | undefined;
+      for (const [k, v] of labels) {
+        const list = this.#postings(k).get(v) ?? [];
+        if (best === undefined || list.length < best.length) best = list;
+      }
+      const nsSet = new Set(namespaces);
+      return (best ?? []).filter((p) => nsSet.has(p.namespace) && selectorMatches(podSel, p.labels));
+    }
+    const out: Pod[] = [];
+    for (const ns of namespaces) {
+      for (const p of this.podsIn(ns)) if (podSel === undefined || selectorMatches(podSel, p.labels)) out.push(p);
+    }
+    return out;
+  }
+
+  /** Active pods exposing a container port with this name. */
+  namedPortHolders(name: string): readonly NamedPortHolder[] {
+    if (this.#namedPorts === undefined) {
+      const m = new Map<string, NamedPortHolder[]>();
+      for (const pods of this.#podsByNs.values()) {
+        for (const pod of pods) {
+          for (const port of pod.ports) {
+            if (port.name === undefined) continue;
+            let list = m.get(port.name);
+            if (list === undefined) m.set(port.name, (list = []));
+            list.push({ pod, port });
+          }
+        }
+      }
+      this.#namedPorts = m;
+    }
+    return this.#namedPorts.get(name) ?? [];
+  }
+
+  /** Parsed address, memoized: the same pod IPs recur across many rules. */
+  ip(text: string): IP | undefined {
+    const hit = this.#ipMemo.get(text);
+    if (hit !== undefined) return hit === null ? undefined : hit;
+    const v4 = parseV4(text);
+    const ip: IP | undefined = v4 !== undefined ? { family: 4, value: BigInt(v4) } : parseIP(text);
+    this.#ipMemo.set(text, ip ?? null);
+    return ip;
+  }
+
+  /** Active pods by value of one label key; built per key on first use (selectors use few keys). */
+  #postings(key: string): Map<string, Pod[]> {
+    let m = this.#byLabel.get(key);
+    if (m === undefined) {
+      m = new Map();
+      for (const pods of this.#podsByNs.values()) {
+        for (const p of pods) {
+          if (!Object.hasOwn(p.labels, key)) continue;
+          const v = p.labels[key] as string;
+          let list = m.get(v);
+          if (list === undefined) m.set(v, (list = []));
+          list.push(p);
+        }
+      }
+      this.#byLabel.set(key, m);
+    }
+    return m;
+  }
+}

@@ -1,0 +1,192 @@
+// ClusterState -> the nftables ruleset of one node, as data (see ir.ts and
+// docs/datapath.md). Only what the node needs is compiled: its active pods,
+// the policies selecting at least one of them, and the peer addresses those
+// policies name. Output order never depends on input order.
+import { selectorMatches } from '../model/selector.ts';
+import { isActivePod, objectKey } from '../model/types.ts';
+import type { ClusterState, Direction, Family, NetworkPolicy, Pod } from '../model/types.ts';
+import { DEFAULT_TABLE, dispatchMapName, podChainName, podId, policyChainName, policyId, sanitizeComment } from '../nft/ids.ts';
+import { ClusterIndex } from './cluster-index.ts';
+import type { Chain, CompiledRuleset, MapElement, NamedSet, RenderOptions, Rule, RulesetStats, VerdictMap } from './ir.ts';
+import { PeerResolver } from './peers.ts';
+import { compilePolicyChain } from './policy-rules.ts';
+
+export type { CompiledRuleset, RenderOptions, RulesetStats } from './ir.ts';
+
+export const DEFAULT_OPTIONS: RenderOptions = { table: DEFAULT_TABLE, denyAction: 'drop' };
+
+const DIRECTIONS: readonly Direction[] = ['ingress', 'egress'];
+const FAMILIES: readonly Family[] = [4, 6];
+const TABLE_NAME = /^[A-Za-z_][A-Za-z0-9_-]{0,62}$/;
+
+// Base chain names: lower case, so they stand apart from the generated KUBE-* chains.
+export const BASE_CHAINS = { forwardEgress: 'forward-egress', forwardIngress: 'forward-ingress', inputEgress: 'input-egress' } as const;
+
+// IPv6 neighbour discovery must work even for fully isolated pods.
+const ND_TYPES = ['nd-neighbor-solicit', 'nd-neighbor-advert', 'nd-router-solicit', 'nd-router-advert'];
+
+export function resolveOptions(opts?: Partial<RenderOptions>): RenderOptions {
+  const o: RenderOptions = { table: opts?.table ?? DEFAULT_OPTIONS.table, denyAction: opts?.denyAction ?? DEFAULT_OPTIONS.denyAction };
+  if (!TABLE_NAME.test(o.table)) throw new Error(`invalid nft table name "${o.table}": use letters, digits, '_' and '-'`);
+  if (o.denyAction !== 'drop' && o.denyAction !== 'reject') throw new Error(`invalid denyAction "${String(o.denyAction)}": drop or reject`);
+  return o;
+}
+
+function byKey(a: { namespace: string; name: string }, b: { namespace: string; name: string }): number {
+  return a.namespace < b.namespace ? -1 : a.namespace > b.namespace ? 1 : a.name < b.name ? -1 : a.name > b.name ? 1 : 0;
+}
+
+/** Active pods scheduled on the node, sorted by namespace/name. */
+export function localPods(state: ClusterState, nodeName: string): Pod[] {
+  return dedupe(state.pods.filter((p) => p.nodeName === nodeName && isActivePod(p)).sort(byKey));
+}
+
+// A namespace/name appears once in a valid state; never emit a chain twice if not.
+function dedupe<T extends { namespace: string; name: string }>(sorted: T[]): T[] {
+  return sorted.filter((x, i) => {
+    const prev = sorted[i - 1];
+    return prev === undefined || byKey(prev, x) !== 0;
+  });
+}
+
+export interface RelevantPolicy {
+  readonly policy: NetworkPolicy;
+  readonly id: string;
+  /** Local pods it selects, sorted. */
+  readonly targets: readonly Pod[];
+}
+
+/** Policies that isolate at least one local pod in some direction, sorted by namespace/name. */
+export function relevantPolicies(state: ClusterState, local: readonly Pod[]): RelevantPolicy[] {
+  const byNs = new Map<string, Pod[]>();
+  for (const p of local) {
+    let l = byNs.get(p.namespace);
+    if (l === undefined) byNs.set(p.namespace, (l = []));
+    l.push(p);
+  }
+  const out: RelevantPolicy[] = [];
+  for (const policy of dedupe([...state.policies].sort(byKey))) {
+    if (!policy.types.ingress && !policy.types.egress) continue;
+    const pods = byNs.get(policy.namespace);
+    if (pods === undefined) continue;
+    const targets = pods.filter((p) => selectorMatches(policy.podSelector, p.labels));
+    if (targets.length > 0) out.push({ policy, id: policyId(policy.namespace, policy.name), targets });
+  }
+  return out;
+}
+
+function denyRules(pod: Pod, d: Direction, action: RenderOptions['denyAction']): Rule[] {
+  const comment = sanitizeComment(`deny ${d} ${d === 'ingress' ? 'to' : 'from'} ${objectKey(pod)}`);
+  if (action === 'drop') return [{ matches: [], counter: true, verdict: { kind: 'drop' }, comment }];
+  // TCP gets a reset (fast failure for clients); everything else ICMP(v6) port unreachable.
+  return [
+    { matches: [{ kind: 'l4proto', proto: 'tcp' }], counter: true, verdict: { kind: 'reject', with: 'tcp reset' }, comment },
+    { matches: [], counter: true, verdict: { kind: 'reject', with: 'icmpx port-unreachable' }, comment },
+  ];
+}
+
+function baseChain(name: string, hook: 'forward' | 'input', priority: number, d: Direction, comment: string): Chain {
+  const field = d === 'ingress' ? 'daddr' : 'saddr';
+  const rules: Rule[] = [
+    // Replies of connections that were allowed when they started.
+    { matches: [{ kind: 'ctState', states: ['established', 'related'] }], counter: false, verdict: { kind: 'accept' }, comment: undefined },
+    { matches: [{ kind: 'icmpv6Types', types: ND_TYPES }], counter: false, verdict: { kind: 'accept' }, comment: undefined },
+    ...FAMILIES.map((f): Rule => ({ matches: [], counter: false, verdict: { kind: 'vmap', family: f, field, map: dispatchMapName(d, f) }, comment: undefined })),
+  ];
+  return { name, role: 'base', base: { hook, priority }, comment, rules };
+}
+
+function computeStats(sets: readonly NamedSet[], maps: readonly VerdictMap[], chains: readonly Chain[], localCount: number, policyCount: number): RulesetStats {
+  let rules = 0;
+  for (const c of chains) rules += c.rules.length;
+  let elements = 0;
+  for (const s of sets) elements += s.elements.length;
+  for (const m of maps) elements += m.elements.length;
+  return { chains: chains.length, rules, sets: sets.length, maps: maps.length, elements, localPods: localCount, policies: policyCount };
+}
+
+export function compileNode(state: ClusterState, nodeName: string, opts?: Partial<RenderOptions>): CompiledRuleset {
+  const o = resolveOptions(opts);
+  const idx = new ClusterIndex(state);
+  const peers = new PeerResolver(idx);
+  const local = localPods(state, nodeName);
+  const relevant = relevantPolicies(state, local);
+
+  const sets: NamedSet[] = [];
+  const policyChains: Chain[] = [];
+  // Per pod and direction: the chains of the policies isolating it, in policy order.
+  const jumps = new Map<Pod, { ingress: Rule[]; egress: Rule[] }>();
+  for (const r of relevant) {
+    for (const d of DIRECTIONS) {
+      if (!r.policy.types[d]) continue;
+      const out = compilePolicyChain({ idx, peers, policy: r.policy, policyId: r.id, direction: d, targets: r.targets });
+      policyChains.push(out.chain);
+      sets.push(...out.sets);
+      const jump: Rule = { matches: [], counter: false, verdict: { kind: 'jump', chain: policyChainName(r.id, d) }, comment: sanitizeComment(objectKey(r.policy)) };
+      for (const pod of r.targets) {
+        let j = jumps.get(pod);
+        if (j === undefined) jumps.set(pod, (j = { ingress: [], egress: [] }));
+        j[d].push(jump);
+      }
+    }
+  }
+
+  const podChains: Chain[] = [];
+  const mapElems = new Map<string, { ip: bigint; el: MapElement }[]>();
+  const seenKeys = new Set<string>();
+  for (const pod of local) {
+    const j = jumps.get(pod);
+    if (j === undefined) continue;
+    const id = podId(pod.namespace, pod.name);
+    for (const d of DIRECTIONS) {
+      if (j[d].length === 0) continue;
+      const chain = podChainName(id, d);
+      podChains.push({ name: chain, role: 'pod', base: undefined, comment: sanitizeComment(`${d} of pod ${objectKey(pod)}`), rules: [...j[d], ...denyRules(pod, d, o.denyAction)] });
+      for (const text of pod.ips) {
+        const ip = idx.ip(text);
+        if (ip === undefined) continue;
+        const map = dispatchMapName(d, ip.family);
+        // Two local pods can never share an address; if the input says so, first (sorted) wins.
+        if (seenKeys.has(`${map} ${text}`)) continue;
+        seenKeys.add(`${map} ${text}`);
+        let l = mapElems.get(map);
+        if (l === undefined) mapElems.set(map, (l = []));
+        l.push({ ip: ip.value, el: { key: text, chain } });
+      }
+    }
+  }
+
+  const maps: VerdictMap[] = [];
+  for (const d of ['egress', 'ingress'] as const) {
+    for (const f of FAMILIES) {
+      const name = dispatchMapName(d, f);
+      const elems = (mapElems.get(name) ?? []).sort((a, b) => (a.ip < b.ip ? -1 : a.ip > b.ip ? 1 : 0)).map((e) => e.el);
+      maps.push({ name, family: f, direction: d, elements: elems });
+    }
+  }
+
+  const baseChains = [
+    baseChain(BASE_CHAINS.forwardEgress, 'forward', 0, 'egress', 'egress of local pods: routed, bridged and DNATed traffic'),
+    // After egress (priority filter + 1): a packet between two local pods passes both checks.
+    baseChain(BASE_CHAINS.forwardIngress, 'forward', 1, 'ingress', 'ingress of local pods: routed, bridged and DNATed traffic'),
+    baseChain(BASE_CHAINS.inputEgress, 'input', 0, 'egress', 'egress of local pods to this node itself'),
+  ];
+
+  const chains = [...policyChains, ...podChains, ...baseChains];
+  const names = new Set<string>();
+  for (const n of [...chains.map((c) => c.name), ...sets.map((s) => s.name)]) {
+    // 48-bit hashes: a collision is practically impossible, but would be a confusing nft error.
+    if (names.has(n)) throw new Error(`identifier collision on ${n}`);
+    names.add(n);
+  }
+
+  return {
+    table: o.table,
+    comment: sanitizeComment(`managed by nft-netpol-agent, rewritten on every sync, do not edit: NetworkPolicy of node ${nodeName}`),
+    node: nodeName,
+    sets,
+    maps,
+    chains,
+    stats: computeStats(sets, maps, chains, local.length, relevant.length),
+  };
+}

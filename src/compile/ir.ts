@@ -1,0 +1,111 @@
+// The compiled ruleset of one node as plain data: what the renderer prints and
+// what compile tests assert on. Everything is already sorted; rendering is a
+// straight walk.
+import type { Direction, Family } from '../model/types.ts';
+
+export interface RenderOptions {
+  /** nft table name (inet family). */
+  readonly table: string;
+  /** Verdict for traffic no policy allows. */
+  readonly denyAction: 'drop' | 'reject';
+}
+
+export interface RulesetStats {
+  readonly chains: number;
+  readonly rules: number;
+  readonly sets: number;
+  readonly maps: number;
+  /** Elements of sets and maps together. */
+  readonly elements: number;
+  /** Active pods scheduled on the node. */
+  readonly localPods: number;
+  /** Policies selecting at least one local pod. */
+  readonly policies: number;
+}
+
+export type AddrField = 'saddr' | 'daddr';
+
+export type Match =
+  | { readonly kind: 'ctState'; readonly states: readonly ('established' | 'related')[] }
+  | { readonly kind: 'icmpv6Types'; readonly types: readonly string[] }
+  | { readonly kind: 'l4proto'; readonly proto: 'tcp' }
+  /** `ip saddr @set` / `ip6 daddr @set` */
+  | { readonly kind: 'addrSet'; readonly family: Family; readonly field: AddrField; readonly set: string }
+  /** `meta l4proto . th dport @set` */
+  | { readonly kind: 'portSet'; readonly set: string }
+  /** `ip daddr . meta l4proto . th dport @set` */
+  | { readonly kind: 'namedPortSet'; readonly family: Family; readonly set: string };
+
+export type Verdict =
+  | { readonly kind: 'accept' }
+  | { readonly kind: 'drop' }
+  | { readonly kind: 'reject'; readonly with: 'tcp reset' | 'icmpx port-unreachable' }
+  | { readonly kind: 'jump'; readonly chain: string }
+  /** `ip saddr vmap @map`: the verdict comes from the map. */
+  | { readonly kind: 'vmap'; readonly family: Family; readonly field: AddrField; readonly map: string };
+
+export interface Rule {
+  readonly matches: readonly Match[];
+  readonly counter: boolean;
+  readonly verdict: Verdict;
+  readonly comment: string | undefined;
+}
+
+export interface BaseHook {
+  readonly hook: 'forward' | 'input';
+  /** Offset from the `filter` priority (0 = `priority filter`). */
+  readonly priority: number;
+}
+
+export type ChainRole = 'base' | 'pod' | 'policy';
+
+export interface Chain {
+  readonly name: string;
+  readonly role: ChainRole;
+  /** Only for base chains (policy accept). */
+  readonly base: BaseHook | undefined;
+  readonly comment: string | undefined;
+  readonly rules: readonly Rule[];
+}
+
+export type SetType =
+  | 'ipv4_addr'
+  | 'ipv6_addr'
+  | 'inet_proto . inet_service'
+  | 'ipv4_addr . inet_proto . inet_service'
+  | 'ipv6_addr . inet_proto . inet_service';
+
+export interface NamedSet {
+  readonly name: string;
+  readonly type: SetType;
+  readonly interval: boolean;
+  /** nft element text, sorted and (for interval sets) non-overlapping. */
+  readonly elements: readonly string[];
+  readonly comment: string | undefined;
+}
+
+export interface MapElement {
+  /** Canonical pod address. */
+  readonly key: string;
+  /** `goto` target. */
+  readonly chain: string;
+}
+
+export interface VerdictMap {
+  readonly name: string;
+  readonly family: Family;
+  readonly direction: Direction;
+  readonly elements: readonly MapElement[];
+}
+
+export interface CompiledRuleset {
+  readonly table: string;
+  readonly comment: string;
+  readonly node: string;
+  /** In dependency order: what a set, map or chain refers to comes first. */
+  readonly sets: readonly NamedSet[];
+  readonly maps: readonly VerdictMap[];
+  /** Policy chains, then pod chains, then base chains. */
+  readonly chains: readonly Chain[];
+  readonly stats: RulesetStats;
+}

@@ -1,0 +1,63 @@
+// IPv4 fast paths for the hot loops of big clusters: pod addresses as plain
+// numbers (no bigint, no regex) while collecting and sorting, and element
+// text without bigint shifts. Results are identical to model/ip.ts (tested).
+import { formatIntervalElement } from '../model/ip.ts';
+import type { Interval } from '../model/ip.ts';
+
+/** A canonical dotted quad as a number; undefined for anything else (callers fall back to parseIP). */
+export function parseV4(s: string): number | undefined {
+  let v = 0;
+  let part = 0;
+  let digits = 0;
+  let dots = 0;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c === 46) {
+      if (digits === 0 || part > 255) return undefined;
+      v = v * 256 + part;
+      part = 0;
+      digits = 0;
+      dots++;
+    } else if (c >= 48 && c <= 57 && digits < 3) {
+      if (digits > 0 && part === 0) return undefined; // leading zero: not canonical
+      part = part * 10 + (c - 48);
+      digits++;
+    } else {
+      return undefined;
+    }
+  }
+  if (dots !== 3 || digits === 0 || part > 255) return undefined;
+  return v * 256 + part;
+}
+
+export function formatV4(n: number): string {
+  return `${Math.floor(n / 16777216) % 256}.${Math.floor(n / 65536) % 256}.${Math.floor(n / 256) % 256}.${n % 256}`;
+}
+
+/** Sorted, merged intervals of a list of IPv4 addresses (numbers; duplicates fine). */
+export function mergeV4(addrs: readonly number[]): Interval[] {
+  const sorted = Float64Array.from(addrs).sort();
+  const out: Interval[] = [];
+  let i = 0;
+  while (i < sorted.length) {
+    const lo = sorted[i] as number;
+    let hi = lo;
+    i++;
+    while (i < sorted.length && (sorted[i] as number) <= hi + 1) hi = Math.max(hi, sorted[i++] as number);
+    out.push({ family: 4, lo: BigInt(lo), hi: BigInt(hi) });
+  }
+  return out;
+}
+
+/** Same text as formatIntervalElement, faster for IPv4. */
+export function formatElement(iv: Interval): string {
+  if (iv.family !== 4) return formatIntervalElement(iv);
+  const lo = Number(iv.lo);
+  const hi = Number(iv.hi);
+  if (lo === hi) return formatV4(lo);
+  const size = hi - lo + 1;
+  // Power-of-two size and aligned start: a prefix (sizes reach 2^32: no int32 bit tricks).
+  const bits = Math.round(Math.log2(size));
+  if (2 ** bits === size && lo % size === 0) return `${formatV4(lo)}/${32 - bits}`;
+  return `${formatV4(lo)}-${formatV4(hi)}`;
+}

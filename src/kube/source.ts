@@ -1,0 +1,55 @@
+// What the agent consumes from wherever the cluster state comes from (the API
+// server's watches, or a directory of manifests). Implementations cache only
+// normalized objects and never throw from their callbacks.
+import type { ClusterState, NetworkPolicy } from '../model/types.ts';
+
+export interface WatchStatus {
+  /** Human name of the watch, e.g. "pods spec.nodeName=node-1" or "pods -n shop app=db". */
+  readonly resource: string;
+  /** Has listed successfully at least once. */
+  readonly synced: boolean;
+  /** Restarts after a failure (or a silent stream) since start(). */
+  readonly restarts: number;
+  /** Date.now() of the last event, bookmark or successful list. */
+  readonly lastEventAt: number | undefined;
+  /** The last failure; cleared by the next successful list or event. */
+  readonly lastError: string | undefined;
+  /** Objects cached by this watch. */
+  readonly objects: number;
+}
+
+export interface ClusterSource {
+  /** Begins watching; returns quickly (does not wait for the first list). */
+  start(): Promise<void>;
+  /** Stops everything; no events, errors or restarts after it resolves. */
+  stop(): Promise<void>;
+  /** True once every watch has listed successfully at least once (latched). */
+  synced(): boolean;
+  /** The normalized current view. */
+  snapshot(): ClusterState;
+  /** Called after any cache change; coalescing is the caller's job. */
+  onChange(listener: (reason: string) => void): void;
+  /** A policy arrived or changed with validation errors (for Events). */
+  onInvalid?(listener: (policy: NetworkPolicy) => void): void;
+  status(): readonly WatchStatus[];
+}
+
+/** The logger subset sources use (pino-compatible). */
+export interface SourceLogger {
+  debug(obj: object, msg?: string): void;
+  info(obj: object, msg?: string): void;
+  warn(obj: object, msg?: string): void;
+  error(obj: object, msg?: string): void;
+}
+
+export const SILENT_LOGGER: SourceLogger = { debug() {}, info() {}, warn() {}, error() {} };
+
+/** A short message for anything thrown. */
+export function errorMessage(err: unknown): string {
+  if (err instanceof Error) {
+    const code = (err as { code?: unknown; statusCode?: unknown }).statusCode ?? (err as { code?: unknown }).code;
+    const cause = err.cause instanceof Error ? `: ${err.cause.message}` : '';
+    return `${code !== undefined && typeof code !== 'object' ? `${String(code)} ` : ''}${err.message}${cause}`.slice(0, 300);
+  }
+  return String(err).slice(0, 300);
+}

@@ -1,0 +1,20 @@
+// Namespace (v1) -> normalized Namespace.
+import { field, normalizeLabels, readHead, sortedLabels } from './normalize-common.ts';
+import type { Normalized } from './normalize-common.ts';
+import type { Namespace } from './types.ts';
+
+export const NAMESPACE_NAME_LABEL = 'kubernetes.io/metadata.name';
+
+export function normalizeNamespace(obj: unknown): Normalized<Namespace> {
+  const h = readHead(obj, 'Namespace', false, 'v1');
+  if (!h.ok) return h;
+  const { name, metadata, sink } = h.head;
+  const { labels } = normalizeLabels(field(metadata, 'labels'), 'metadata.labels', sink.report);
+  return { ok: true, value: namespaceWithLabels(name, labels), errors: sink.errors };
+}
+
+/** The API server always sets kubernetes.io/metadata.name to the name (overriding any given value). */
+export function namespaceWithLabels(name: string, labels: Readonly<Record<string, string>>): Namespace {
+  const rest = Object.entries(labels).filter(([k]) => k !== NAMESPACE_NAME_LABEL);
+  return { name, labels: sortedLabels([...rest, [NAMESPACE_NAME_LABEL, name]]) };
+}

@@ -1,0 +1,97 @@
+// Raw Kubernetes objects -> validated normalized model. Entry points for the
+// CLI (buildState over loaded manifests) and the watch layer (one object at a
+// time with normalize*, then makeState).
+import { field, isRecord, show, UNNAMED } from './normalize-common.ts';
+import type { Normalized } from './normalize-common.ts';
+import { flattenLists } from './normalize-list.ts';
+import { normalizeNamespace } from './normalize-namespace.ts';
+import { normalizeNode } from './normalize-node.ts';
+import { normalizePod } from './normalize-pod.ts';
+import { normalizePolicy } from './normalize-policy.ts';
+import { makeState } from './state.ts';
+import type { ClusterState, Namespace, NetworkPolicy, Node, Pod, ValidationError } from './types.ts';
+
+export type { Normalized } from './normalize-common.ts';
+export { normalizeNamespace } from './normalize-namespace.ts';
+export { normalizeNode } from './normalize-node.ts';
+export { normalizePod } from './normalize-pod.ts';
+export { normalizePolicy, NETWORK_POLICY_API_VERSION } from './normalize-policy.ts';
+export { makeState } from './state.ts';
+
+/** Kinds the engine uses, by kind name. Everything else is ignored. */
+const KINDS: Readonly<Record<string, { readonly namespaced: boolean }>> = {
+  Namespace: { namespaced: false },
+  Pod: { namespaced: true },
+  NetworkPolicy: { namespaced: true },
+  Node: { namespaced: false },
+};
+
+function identity(obj: unknown, namespaced: boolean): { namespace: string | undefined; name: string } {
+  const meta = isRecord(obj) ? field(obj, 'metadata') : undefined;
+  const name = isRecord(meta) ? field(meta, 'name') : undefined;
+  const ns = isRecord(meta) ? field(meta, 'namespace') : undefined;
+  return {
+    namespace: namespaced ? (typeof ns === 'string' && ns !== '' ? ns : 'default') : undefined,
+    name: typeof name === 'string' && name !== '' ? name : UNNAMED,
+  };
+}
+
+/**
+ * Normalizes every object (lists flattened) into a ClusterState. Objects that
+ * can't be identified are skipped with an error; policies with errors are kept
+ * (enforced fail-closed) and their errors are listed here too. Other kinds are
+ * ignored silently. A repeated object replaces the earlier one, with an error.
+ */
+export function buildState(objects: readonly unknown[]): { state: ClusterState; errors: ValidationError[] } {
+  const errors: ValidationError[] = [];
+  const namespaces = new Map<string, Namespace>();
+  const pods = new Map<string, Pod>();
+  const policies = new Map<string, NetworkPolicy>();
+  const nodes = new Map<string, Node>();
+
+  const add = <T extends { readonly name: string; readonly namespace?: string }>(kind: string, into: Map<string, T>, r: Normalized<T>): void => {
+    errors.push(...r.errors);
+    if (!r.ok) return;
+    const v = r.value;
+    const key = v.namespace === undefined ? v.name : `${v.namespace}/${v.name}`;
+    if (into.has(key)) {
+      errors.push({ kind, namespace: v.namespace, name: v.name, path: 'metadata.name', message: `duplicate ${kind} ${key}: the later definition replaces the earlier one` });
+    }
+    into.set(key, v);
+  };
+
+  for (const obj of flattenLists(objects)) {
+    if (!isRecord(obj)) {
+      errors.push({ kind: '<unknown>', namespace: undefined, name: UNNAMED, path: '<root>', message: `must be an object, not ${show(obj)}` });
+      continue;
+    }
+    const kind = field(obj, 'kind');
+    const apiVersion = field(obj, 'apiVersion');
+    const spec = typeof kind === 'string' ? KINDS[kind] : undefined;
+    const id = identity(obj, spec?.namespaced ?? false);
+    if (typeof kind !== 'string' || kind === '' || typeof apiVersion !== 'string' || apiVersion === '') {
+      const path = typeof apiVersion !== 'string' || apiVersion === '' ? 'apiVersion' : 'kind';
+      const v = field(obj, path);
+      errors.push({ kind: typeof kind === 'string' && kind !== '' ? kind : '<unknown>', ...id, path, message: v === undefined || v === '' ? 'Required value' : `must be a string, not ${show(v)}` });
+      continue;
+    }
+    switch (kind) {
+      case 'Namespace':
+        add(kind, namespaces, normalizeNamespace(obj));
+        break;
+      case 'Pod':
+        add(kind, pods, normalizePod(obj));
+        break;
+      case 'NetworkPolicy':
+        add(kind, policies, normalizePolicy(obj));
+        break;
+      case 'Node':
+        add(kind, nodes, normalizeNode(obj));
+        break;
+      default:
+        break;
+    }
+  }
+  const state = makeState({ namespaces: [...namespaces.values()], pods: [...pods.values()], policies: [...policies.values()], nodes: [...nodes.values()] });
+  return { state, errors };
+}

@@ -1,0 +1,35 @@
+// Assembling a ClusterState from normalized objects: sorted, with implicit namespaces.
+import { namespaceWithLabels } from './normalize-namespace.ts';
+import type { ClusterState, Namespace, NetworkPolicy, Node, Pod } from './types.ts';
+
+function byString(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+function byKey(a: { readonly namespace: string; readonly name: string }, b: { readonly namespace: string; readonly name: string }): number {
+  return byString(a.namespace, b.namespace) || byString(a.name, b.name);
+}
+
+/**
+ * Sorts everything and adds a namespace (with only the kubernetes.io/metadata.name
+ * label) for each namespace that pods or policies live in but that was not given:
+ * it exists in any real cluster, and namespaceSelectors must be able to match it.
+ */
+export function makeState(parts: {
+  readonly namespaces: readonly Namespace[];
+  readonly pods: readonly Pod[];
+  readonly policies: readonly NetworkPolicy[];
+  readonly nodes: readonly Node[];
+}): ClusterState {
+  const namespaces = new Map<string, Namespace>();
+  for (const ns of parts.namespaces) namespaces.set(ns.name, ns);
+  for (const o of [...parts.pods, ...parts.policies]) {
+    if (!namespaces.has(o.namespace)) namespaces.set(o.namespace, namespaceWithLabels(o.namespace, {}));
+  }
+  return {
+    namespaces: [...namespaces.values()].sort((a, b) => byString(a.name, b.name)),
+    pods: [...parts.pods].sort(byKey),
+    policies: [...parts.policies].sort(byKey),
+    nodes: [...parts.nodes].sort((a, b) => byString(a.name, b.name)),
+  };
+}

@@ -1,0 +1,137 @@
+// CompiledRuleset -> an `nft -f` script. The script declares the table empty,
+// deletes it and defines it anew: nft applies a file as one transaction, so
+// the kernel switches from the old ruleset to the new one atomically and
+// nothing outside our table is touched.
+import type { ClusterState } from '../model/types.ts';
+import { compileNode, resolveOptions } from '../compile/compile.ts';
+import { sanitizeComment } from './ids.ts';
+import type { Chain, CompiledRuleset, Match, NamedSet, RenderOptions, Rule, RulesetStats, Verdict, VerdictMap } from '../compile/ir.ts';
+
+export type { RulesetStats } from '../compile/ir.ts';
+
+// Elements per line: keeps huge sets readable and lines short.
+const PER_LINE = 8;
+
+function fam(f: 4 | 6): 'ip' | 'ip6' {
+  return f === 4 ? 'ip' : 'ip6';
+}
+
+function matchText(m: Match): string {
+  switch (m.kind) {
+    case 'ctState':
+      return `ct state ${m.states.join(',')}`;
+    case 'icmpv6Types':
+      return `icmpv6 type { ${m.types.join(', ')} }`;
+    case 'l4proto':
+      return `meta l4proto ${m.proto}`;
+    case 'addrSet':
+      return `${fam(m.family)} ${m.field} @${m.set}`;
+    case 'portSet':
+      return `meta l4proto . th dport @${m.set}`;
+    case 'namedPortSet':
+      return `${fam(m.family)} daddr . meta l4proto . th dport @${m.set}`;
+  }
+}
+
+function verdictText(v: Verdict): string {
+  switch (v.kind) {
+    case 'accept':
+    case 'drop':
+      return v.kind;
+    case 'reject':
+      return v.with === 'tcp reset' ? 'reject with tcp reset' : 'reject with icmpx type port-unreachable';
+    case 'jump':
+      return `jump ${v.chain}`;
+    case 'vmap':
+      return `${fam(v.family)} ${v.field} vmap @${v.map}`;
+  }
+}
+
+// nft strings have no escapes: sanitize again here (idempotent), so even a
+// hand-built IR cannot break out of the quotes.
+function quoted(text: string): string {
+  return `"${sanitizeComment(text)}"`;
+}
+
+function comment(text: string | undefined): string {
+  return text === undefined ? '' : ` comment ${quoted(text)}`;
+}
+
+export function ruleText(r: Rule): string {
+  const parts = r.matches.map(matchText);
+  if (r.counter) parts.push('counter');
+  parts.push(verdictText(r.verdict));
+  return parts.join(' ') + comment(r.comment);
+}
+
+function elementsBlock(out: string[], elements: readonly string[]): void {
+  if (elements.length === 0) return; // nft rejects `elements = { }`
+  const lines: string[] = [];
+  for (let i = 0; i < elements.length; i += PER_LINE) lines.push(elements.slice(i, i + PER_LINE).join(', '));
+  out.push(`\t\telements = { ${lines.join(',\n\t\t\t     ')} }`);
+}
+
+function renderSet(out: string[], s: NamedSet): void {
+  out.push(`\tset ${s.name} {`, `\t\ttype ${s.type}`);
+  if (s.interval) out.push('\t\tflags interval');
+  if (s.comment !== undefined) out.push(`\t\tcomment ${quoted(s.comment)}`);
+  elementsBlock(out, s.elements);
+  out.push('\t}', '');
+}
+
+function renderMap(out: string[], m: VerdictMap): void {
+  out.push(`\tmap ${m.name} {`, `\t\ttype ${m.family === 4 ? 'ipv4_addr' : 'ipv6_addr'} : verdict`);
+  elementsBlock(
+    out,
+    m.elements.map((e) => `${e.key} : goto ${e.chain}`),
+  );
+  out.push('\t}', '');
+}
+
+function renderChain(out: string[], c: Chain): void {
+  out.push(`\tchain ${c.name} {`);
+  if (c.base !== undefined) {
+    const prio = c.base.priority === 0 ? 'filter' : c.base.priority > 0 ? `filter + ${c.base.priority}` : `filter - ${-c.base.priority}`;
+    out.push(`\t\ttype filter hook ${c.base.hook} priority ${prio}; policy accept;`);
+  }
+  if (c.comment !== undefined) out.push(`\t\tcomment ${quoted(c.comment)}`);
+  for (const r of c.rules) out.push(`\t\t${ruleText(r)}`);
+  out.push('\t}', '');
+}
+
+export function renderRuleset(c: CompiledRuleset): string {
+  const t = c.table;
+  const out: string[] = [
+    // The node name is the only raw input in this line; a newline in it must not start a statement.
+    `# nft-netpol-agent ruleset for node ${c.node.replace(/[^A-Za-z0-9._-]/g, '_')}`,
+    // Declaring first makes the delete valid when the table does not exist yet.
+    `table inet ${t} {}`,
+    `delete table inet ${t}`,
+    `table inet ${t} {`,
+    `\tcomment ${quoted(c.comment)}`,
+    '',
+  ];
+  // Referenced objects come before their users: sets, policy chains, pod
+  // chains (jump to policy chains), maps (goto pod chains), base chains.
+  for (const s of c.sets) renderSet(out, s);
+  const byRole = (role: Chain['role']): Chain[] => c.chains.filter((ch) => ch.role === role);
+  for (const ch of byRole('policy')) renderChain(out, ch);
+  for (const ch of byRole('pod')) renderChain(out, ch);
+  for (const m of c.maps) renderMap(out, m);
+  for (const ch of byRole('base')) renderChain(out, ch);
+  if (out[out.length - 1] === '') out.pop();
+  out.push('}', '');
+  return out.join('\n');
+}
+
+/** Compiles and renders one node's ruleset. */
+export function renderNode(state: ClusterState, nodeName: string, opts?: Partial<RenderOptions>): { text: string; stats: RulesetStats } {
+  const c = compileNode(state, nodeName, opts);
+  return { text: renderRuleset(c), stats: c.stats };
+}
+
+/** Deletes our table if present, in one transaction; touches nothing else. */
+export function renderCleanup(table: string): string {
+  const t = resolveOptions({ table }).table;
+  return `table inet ${t} {}\ndelete table inet ${t}\n`;
+}

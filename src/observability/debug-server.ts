@@ -1,0 +1,158 @@
+// The agent's HTTP endpoints. Two listeners:
+// - metrics (default 0.0.0.0:9742): /metrics, /healthz, /readyz, for
+//   Prometheus and the kubelet;
+// - debug (default 127.0.0.1:9743, loopback on purpose: it shows pod names,
+//   labels and the ruleset): /healthz, /readyz, /debug/state,
+//   /debug/ruleset, /debug/explain.
+// Handlers only read the agent's state; nothing here changes the dataplane.
+import type { Registry } from 'prom-client';
+import type { ClusterState } from '../model/types.ts';
+import type { WatchStatus } from '../kube/source.ts';
+import type { KernelCheck, ReconcilerStatus } from '../agent/reconciler.ts';
+import { localPodViews } from '../agent/local-view.ts';
+import { verdict } from '../policy/verdict.ts';
+import { explainJson, explainText, parseEndpoint, parsePortProto } from '../policy/explain.ts';
+import { routes, type Handler, type Reply } from './http-server.ts';
+
+/** What the endpoints read; the agent provides it. */
+export interface AgentView {
+  readonly nodeName: string;
+  readonly table: string;
+  health(): { readonly ok: boolean; readonly detail: string };
+  ready(): boolean;
+  status(): ReconcilerStatus;
+  /** The live snapshot; undefined before the source has synced. */
+  snapshot(): ClusterState | undefined;
+  watches(): readonly WatchStatus[];
+  lastAppliedText(): string | undefined;
+  kernelMatches(): Promise<KernelCheck>;
+}
+
+function healthz(v: AgentView): Reply {
+  const h = v.health();
+  return h.ok ? { status: 200, body: { status: 'ok' }, text: 'ok' } : { status: 503, body: { status: 'unhealthy', detail: h.detail }, text: `unhealthy: ${h.detail}` };
+}
+
+function readyz(v: AgentView): Reply {
+  const s = v.status();
+  if (v.ready()) return { status: 200, body: { status: 'ready', phase: s.phase }, text: 'ready' };
+  const detail = s.phase === 'waiting-for-sync' ? 'waiting for the initial sync of the cluster state' : `no ruleset applied yet${s.lastApply?.error === undefined ? '' : `: ${s.lastApply.error}`}`;
+  return { status: 503, body: { status: 'not ready', phase: s.phase, detail }, text: `not ready: ${detail}` };
+}
+
+function iso(ms: number | undefined): string | undefined {
+  return ms === undefined ? undefined : new Date(ms).toISOString();
+}
+
+function stateReply(v: AgentView): Reply {
+  const s = v.status();
+  const snap = v.snapshot();
+  const pods = snap === undefined ? [] : localPodViews(snap, v.nodeName);
+  const watches = v.watches();
+  const apply = (a: ReconcilerStatus['lastApply']) =>
+    a === undefined ? null : { result: a.result, at: iso(a.atUnixMs), durationMs: Math.round(a.durationMs * 10) / 10, reasons: a.reasons, stats: a.stats ?? null, error: a.error ?? null, exitCode: a.exitCode ?? null };
+  const body = {
+    node: v.nodeName,
+    table: v.table,
+    phase: s.phase,
+    ready: s.ready,
+    synced: s.synced,
+    applying: s.applying,
+    pending: s.pending,
+    consecutiveFailures: s.consecutiveFailures,
+    nextRetryInMs: s.nextRetryInMs ?? null,
+    lastApply: apply(s.lastApply),
+    lastSuccess: apply(s.lastSuccess),
+    lastDriftCheck: s.lastDriftCheck === undefined ? null : { at: iso(s.lastDriftCheck.atUnixMs), result: s.lastDriftCheck.result, detail: s.lastDriftCheck.detail ?? null },
+    driftRepairs: s.driftRepairs,
+    localPods: pods,
+    invalidPolicies: s.invalidPolicies.map((p) => ({ policy: `${p.namespace}/${p.name}`, errors: p.errors })),
+    watches: watches.map((w) => ({ ...w, lastEventAt: iso(w.lastEventAt) ?? null, lastError: w.lastError ?? null })),
+  };
+
+  const lines: string[] = [];
+  lines.push(`node ${v.nodeName}  table inet ${v.table}  phase ${s.phase}  ready ${s.ready ? 'yes' : 'no'}${s.pending ? '  (changes pending)' : ''}`);
+  const la = s.lastApply;
+  if (la === undefined) lines.push('last apply: none yet');
+  else {
+    lines.push(`last apply: ${la.result} at ${iso(la.atUnixMs)} in ${la.durationMs.toFixed(1)} ms (${la.reasons.join(', ') || '-'})`);
+    if (la.error !== undefined) lines.push(`  error: ${la.error}`);
+    if (la.stats !== undefined) {
+      const t = la.stats;
+      lines.push(`  chains ${t.chains}  rules ${t.rules}  sets ${t.sets}  maps ${t.maps}  elements ${t.elements}  local pods ${t.localPods}  local policies ${t.policies}`);
+    }
+  }
+  if (s.consecutiveFailures > 0) lines.push(`failing: ${s.consecutiveFailures} in a row, next retry in ${s.nextRetryInMs ?? 0} ms`);
+  if (s.lastDriftCheck !== undefined) lines.push(`last drift check: ${s.lastDriftCheck.result} at ${iso(s.lastDriftCheck.atUnixMs)}${s.lastDriftCheck.detail === undefined ? '' : ` (${s.lastDriftCheck.detail})`}; repairs ${s.driftRepairs}`);
+  lines.push('', `local pods (${pods.length}):`);
+  for (const p of pods) {
+    lines.push(`  ${p.pod}  ${p.ips.join(' ')}`);
+    lines.push(`    ingress: ${p.ingress.length === 0 ? 'not isolated' : p.ingress.join(', ')}`);
+    lines.push(`    egress:  ${p.egress.length === 0 ? 'not isolated' : p.egress.join(', ')}`);
+  }
+  lines.push('', `invalid policies (${s.invalidPolicies.length}):`);
+  for (const p of s.invalidPolicies) for (const e of p.errors) lines.push(`  ${e}`);
+  lines.push('', 'watches:');
+  for (const w of watches) {
+    lines.push(`  ${w.resource}: ${w.synced ? 'synced' : 'not synced'}, ${w.objects} objects, ${w.restarts} restarts${w.lastError === undefined ? '' : `, last error: ${w.lastError}`}`);
+  }
+  return { status: 200, body, text: lines.join('\n') };
+}
+
+async function rulesetReply(v: AgentView): Promise<Reply> {
+  const text = v.lastAppliedText();
+  if (text === undefined) return { status: 503, body: { error: 'no ruleset applied yet' }, text: 'no ruleset applied yet' };
+  const k = await v.kernelMatches();
+  const matches = k.kind === 'match' ? true : k.kind === 'drifted' ? false : null;
+  const detail = k.kind === 'match' ? null : k.detail;
+  const head = `# kernel matches the last apply: ${matches === null ? `unknown (${detail})` : matches ? 'yes' : `no (${detail})`}`;
+  return { status: 200, body: { table: v.table, kernelMatches: matches, detail, ruleset: text }, text: `${head}\n${text}` };
+}
+
+function bad(message: string): Reply {
+  return { status: 400, body: { error: message }, text: `error: ${message}` };
+}
+
+function explainReply(v: AgentView, url: URL): Reply {
+  const q = url.searchParams;
+  const from = q.get('from');
+  const to = q.get('to');
+  const port = q.get('port');
+  if (from === null || to === null || port === null || from === '' || to === '' || port === '') {
+    return bad('from, to and port are required, e.g. /debug/explain?from=shop/web-0&to=10.0.0.7&port=80/TCP');
+  }
+  const fam = q.get('family');
+  if (fam !== null && fam !== '4' && fam !== '6') return bad(`family must be 4 or 6, not "${fam}"`);
+  const pp = parsePortProto(port);
+  if (!pp.ok) return bad(`port: ${pp.error}`);
+  const state = v.snapshot();
+  if (state === undefined) return { status: 503, body: { error: 'the cluster state has not synced yet' }, text: 'error: the cluster state has not synced yet' };
+  const a = parseEndpoint(state, from);
+  const b = parseEndpoint(state, to);
+  if (!a.ok) return bad(`from: ${a.error}`);
+  if (!b.ok) return bad(`to: ${b.error}`);
+  const result = verdict(state, a.value, b.value, pp.value.protocol, pp.value.port, fam === null ? {} : { family: fam === '4' ? 4 : 6 });
+  return { status: 200, body: explainJson(result, a.value, b.value), text: explainText(result, a.value, b.value) };
+}
+
+export type ErrorLog = (err: unknown, path: string) => void;
+
+export function debugHandler(v: AgentView, onError: ErrorLog): ReturnType<typeof routes> {
+  const table: Record<string, Handler> = {
+    '/healthz': () => healthz(v),
+    '/readyz': () => readyz(v),
+    '/debug/state': () => stateReply(v),
+    '/debug/ruleset': () => rulesetReply(v),
+    '/debug/explain': (url) => explainReply(v, url),
+  };
+  return routes(table, onError);
+}
+
+export function metricsHandler(v: AgentView, registry: Registry, onError: ErrorLog): ReturnType<typeof routes> {
+  const table: Record<string, Handler> = {
+    '/metrics': async () => ({ status: 200, body: await registry.metrics(), contentType: registry.contentType }),
+    '/healthz': () => healthz(v),
+    '/readyz': () => readyz(v),
+  };
+  return routes(table, onError);
+}

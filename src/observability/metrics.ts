@@ -1,0 +1,297 @@
+// Prometheus metrics of the agent. Every agent metric is prefixed `nftnp_`
+// and carries its unit in its name; the names follow Calico Felix's where
+// there is an equivalent (felix_iptables_restore_errors ->
+// nftnp_nft_restore_errors_total, ...) so that Felix dashboards and alerts
+// translate one to one. Node.js process metrics (process_*, nodejs_*) keep
+// prom-client's standard unprefixed names.
+//
+// The node a series belongs to is NOT an agent label (except on
+// nftnp_build_info): Prometheus attaches it from service discovery
+// (`__meta_kubernetes_pod_node_name` -> `node`, see daemonset/monitoring/).
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+
+export type MetricType = 'counter' | 'gauge' | 'histogram';
+
+export interface MetricDefinition {
+  readonly name: string;
+  readonly type: MetricType;
+  readonly help: string;
+  readonly labelNames: readonly string[];
+  /** The Calico Felix metric this one corresponds to, if any (documentation). */
+  readonly felix: string | undefined;
+  /** Histograms only: upper bounds in seconds. */
+  readonly buckets?: readonly number[];
+}
+
+/** nftnp_resync_state values (same numbering as felix_resync_state). */
+export const ResyncState = {
+  /** Started, the initial list of every watched resource is not complete yet. */
+  WaitingForInitialSync: 1,
+  /** A change is known and not yet in the kernel (or the last apply failed). */
+  Applying: 2,
+  /** The kernel holds the ruleset for everything seen so far. */
+  InSync: 3,
+} as const;
+export type ResyncStateValue = (typeof ResyncState)[keyof typeof ResyncState];
+
+/** Time to apply one ruleset transaction (render + nft -f). 1 ms .. 30 s. */
+export const APPLY_TIME_BUCKETS: readonly number[] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+/** From the API event (watch delivery) to the kernel enforcing it. 5 ms .. 30 s. */
+export const EVENT_TO_APPLIED_BUCKETS: readonly number[] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+
+const DEFINITIONS = [
+  {
+    name: 'nftnp_nft_restore_calls_total',
+    type: 'counter',
+    help: 'Number of nft -f transactions (ruleset loads) attempted.',
+    labelNames: [],
+    felix: 'felix_iptables_restore_calls',
+  },
+  {
+    name: 'nftnp_nft_restore_errors_total',
+    type: 'counter',
+    help: 'Number of nft -f transactions the kernel or nft rejected; the previous ruleset stayed in force.',
+    labelNames: [],
+    felix: 'felix_iptables_restore_errors',
+  },
+  {
+    name: 'nftnp_dataplane_apply_time_seconds',
+    type: 'histogram',
+    help: 'Time to bring the dataplane in line with the desired state (render and nft transaction), in seconds.',
+    labelNames: [],
+    felix: 'felix_int_dataplane_apply_time_seconds',
+    buckets: APPLY_TIME_BUCKETS,
+  },
+  {
+    name: 'nftnp_dataplane_failures_total',
+    type: 'counter',
+    help: 'Number of dataplane updates that failed (after which the agent retries with backoff).',
+    labelNames: [],
+    felix: 'felix_int_dataplane_failures',
+  },
+  {
+    name: 'nftnp_resync_state',
+    type: 'gauge',
+    help: 'Sync state: 1 = waiting for the initial sync, 2 = applying / out of sync, 3 = in sync.',
+    labelNames: [],
+    felix: 'felix_resync_state',
+  },
+  {
+    name: 'nftnp_in_sync',
+    type: 'gauge',
+    help: '1 when the kernel ruleset matches the desired state, else 0.',
+    labelNames: [],
+    felix: undefined,
+  },
+  {
+    name: 'nftnp_active_local_endpoints',
+    type: 'gauge',
+    help: 'Number of pods on this node (not host-network) whose traffic the agent filters.',
+    labelNames: [],
+    felix: 'felix_active_local_endpoints',
+  },
+  {
+    name: 'nftnp_active_local_policies',
+    type: 'gauge',
+    help: 'Number of NetworkPolicies that select at least one pod on this node.',
+    labelNames: [],
+    felix: 'felix_active_local_policies',
+  },
+  {
+    name: 'nftnp_cluster_num_policies',
+    type: 'gauge',
+    help: 'Number of NetworkPolicies in the cluster, as seen by this agent.',
+    labelNames: [],
+    felix: 'felix_cluster_num_policies',
+  },
+  {
+    name: 'nftnp_nft_chains',
+    type: 'gauge',
+    help: 'Number of chains in the agent table.',
+    labelNames: [],
+    felix: 'felix_iptables_chains',
+  },
+  {
+    name: 'nftnp_nft_rules',
+    type: 'gauge',
+    help: 'Number of rules in the agent table.',
+    labelNames: [],
+    felix: 'felix_iptables_rules',
+  },
+  {
+    name: 'nftnp_nft_sets',
+    type: 'gauge',
+    help: 'Number of sets in the agent table.',
+    labelNames: [],
+    felix: 'felix_ipsets_total',
+  },
+  {
+    name: 'nftnp_nft_set_elements',
+    type: 'gauge',
+    help: 'Number of elements in all sets of the agent table.',
+    labelNames: [],
+    felix: undefined,
+  },
+  {
+    name: 'nftnp_drift_repairs_total',
+    type: 'counter',
+    help: 'Number of times the kernel table differed from the last applied ruleset (edited or deleted by someone else) and was rewritten.',
+    labelNames: [],
+    felix: undefined,
+  },
+  {
+    name: 'nftnp_watch_restarts_total',
+    type: 'counter',
+    help: 'Number of times a Kubernetes watch was restarted (relisted after an error or expiry), by resource.',
+    labelNames: ['resource'],
+    felix: undefined,
+  },
+  {
+    name: 'nftnp_invalid_policies',
+    type: 'gauge',
+    help: 'Number of invalid NetworkPolicies, enforced fail-closed (selected pods isolated, nothing allowed by them); see their Events.',
+    labelNames: [],
+    felix: undefined,
+  },
+  {
+    name: 'nftnp_event_to_applied_seconds',
+    type: 'histogram',
+    help: 'Time from a Kubernetes watch event to the kernel enforcing its effect, in seconds.',
+    labelNames: [],
+    felix: undefined,
+    buckets: EVENT_TO_APPLIED_BUCKETS,
+  },
+  {
+    name: 'nftnp_last_successful_apply_timestamp_seconds',
+    type: 'gauge',
+    help: 'Unix time of the last successful nft transaction, in seconds.',
+    labelNames: [],
+    felix: undefined,
+  },
+  {
+    name: 'nftnp_build_info',
+    type: 'gauge',
+    help: 'Always 1; the labels tell the agent version and the node it runs on.',
+    labelNames: ['version', 'node'],
+    felix: undefined,
+  },
+] as const satisfies readonly MetricDefinition[];
+
+/** Every agent metric, in a stable order (documentation and tests). */
+export const METRIC_DEFINITIONS: readonly MetricDefinition[] = DEFINITIONS;
+
+export type MetricName = (typeof DEFINITIONS)[number]['name'];
+
+/** Every metric name createMetrics() registers (without process_* / nodejs_*). */
+export const METRIC_NAMES: readonly MetricName[] = DEFINITIONS.map((d) => d.name);
+
+export interface MetricsOptions {
+  /** Register prom-client's process_* and nodejs_* metrics (default true). */
+  readonly defaultMetrics?: boolean;
+}
+
+export interface Metrics {
+  readonly registry: Registry;
+  readonly nftRestoreCalls: Counter;
+  readonly nftRestoreErrors: Counter;
+  readonly dataplaneApplyTime: Histogram;
+  readonly dataplaneFailures: Counter;
+  readonly resyncState: Gauge;
+  readonly inSync: Gauge;
+  readonly activeLocalEndpoints: Gauge;
+  readonly activeLocalPolicies: Gauge;
+  readonly clusterNumPolicies: Gauge;
+  readonly nftChains: Gauge;
+  readonly nftRules: Gauge;
+  readonly nftSets: Gauge;
+  readonly nftSetElements: Gauge;
+  readonly driftRepairs: Counter;
+  readonly watchRestarts: Counter<'resource'>;
+  readonly invalidPolicies: Gauge;
+  readonly eventToApplied: Histogram;
+  readonly lastSuccessfulApply: Gauge;
+  readonly buildInfo: Gauge<'version' | 'node'>;
+  /** Sets nftnp_resync_state and keeps nftnp_in_sync consistent with it. */
+  setResyncState(state: ResyncStateValue): void;
+  /** Sets nftnp_build_info{version,node} to 1 (replacing any earlier labels). */
+  setBuildInfo(version: string, node: string): void;
+}
+
+function def(name: MetricName): MetricDefinition {
+  const d = METRIC_DEFINITIONS.find((x) => x.name === name);
+  if (d === undefined) throw new Error(`no metric definition ${name}`);
+  return d;
+}
+
+/**
+ * Registers every agent metric in `registry` and returns typed handles.
+ * Call once per registry: prom-client refuses to register a name twice.
+ */
+export function createMetrics(registry: Registry = new Registry(), options: MetricsOptions = {}): Metrics {
+  const counter = (name: MetricName): Counter => {
+    const d = def(name);
+    return new Counter({ name: d.name, help: d.help, registers: [registry] });
+  };
+  const gauge = (name: MetricName): Gauge => {
+    const d = def(name);
+    return new Gauge({ name: d.name, help: d.help, registers: [registry] });
+  };
+  const histogram = (name: MetricName): Histogram => {
+    const d = def(name);
+    return new Histogram({ name: d.name, help: d.help, buckets: [...(d.buckets ?? [])], registers: [registry] });
+  };
+
+  const watchRestartsDef = def('nftnp_watch_restarts_total');
+  const buildInfoDef = def('nftnp_build_info');
+
+  const resyncState = gauge('nftnp_resync_state');
+  const inSync = gauge('nftnp_in_sync');
+  resyncState.set(ResyncState.WaitingForInitialSync);
+  inSync.set(0);
+
+  const buildInfo = new Gauge<'version' | 'node'>({
+    name: buildInfoDef.name,
+    help: buildInfoDef.help,
+    labelNames: ['version', 'node'],
+    registers: [registry],
+  });
+
+  const metrics: Metrics = {
+    registry,
+    nftRestoreCalls: counter('nftnp_nft_restore_calls_total'),
+    nftRestoreErrors: counter('nftnp_nft_restore_errors_total'),
+    dataplaneApplyTime: histogram('nftnp_dataplane_apply_time_seconds'),
+    dataplaneFailures: counter('nftnp_dataplane_failures_total'),
+    resyncState,
+    inSync,
+    activeLocalEndpoints: gauge('nftnp_active_local_endpoints'),
+    activeLocalPolicies: gauge('nftnp_active_local_policies'),
+    clusterNumPolicies: gauge('nftnp_cluster_num_policies'),
+    nftChains: gauge('nftnp_nft_chains'),
+    nftRules: gauge('nftnp_nft_rules'),
+    nftSets: gauge('nftnp_nft_sets'),
+    nftSetElements: gauge('nftnp_nft_set_elements'),
+    driftRepairs: counter('nftnp_drift_repairs_total'),
+    watchRestarts: new Counter<'resource'>({
+      name: watchRestartsDef.name,
+      help: watchRestartsDef.help,
+      labelNames: ['resource'],
+      registers: [registry],
+    }),
+    invalidPolicies: gauge('nftnp_invalid_policies'),
+    eventToApplied: histogram('nftnp_event_to_applied_seconds'),
+    lastSuccessfulApply: gauge('nftnp_last_successful_apply_timestamp_seconds'),
+    buildInfo,
+    setResyncState(state: ResyncStateValue): void {
+      resyncState.set(state);
+      inSync.set(state === ResyncState.InSync ? 1 : 0);
+    },
+    setBuildInfo(version: string, node: string): void {
+      buildInfo.reset();
+      buildInfo.set({ version, node }, 1);
+    },
+  };
+
+  if (options.defaultMetrics !== false) collectDefaultMetrics({ register: registry });
+  return metrics;
+}

@@ -1,0 +1,345 @@
+// The reconcile loop against fakes: sync gate, coalescing, backoff, drift,
+// invalid-policy Events, readiness. Real rendering (pure), fake kernel.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { Reconciler, type ReconcilerOptions } from '../../src/agent/reconciler.ts';
+import { renderNode } from '../../src/nft/render.ts';
+import type { ClusterState } from '../../src/model/types.ts';
+import { pod, policy, rule, podPeer, sel, state, node } from '../support/state-builder.ts';
+import { captureLogger, deferred, FakeDataplane, FakeEvents, FakeSource, histogramCount, metricValue, testMetrics, waitFor, withErrors } from './fakes.ts';
+
+const NODE = 'node-1';
+
+function clusterWith(n: number): ClusterState {
+  const pods = Array.from({ length: n }, (_, i) => pod('default', `p${i}`, { labels: { app: 'web' }, ips: [`10.0.0.${i + 1}`] }));
+  return state({ pods, policies: [policy('default', 'web', { podSelector: sel({ app: 'web' }), ingress: [rule([podPeer(sel({ app: 'web' }))])] })], nodes: [node(NODE)] });
+}
+
+function setup(opts: Partial<ReconcilerOptions> = {}, initial: ClusterState = clusterWith(1)) {
+  const source = new FakeSource(initial);
+  const dataplane = new FakeDataplane();
+  const events = new FakeEvents();
+  const { metrics, port } = testMetrics();
+  const { log, lines } = captureLogger();
+  const released: string[][] = [];
+  const r = new Reconciler(
+    {
+      source,
+      render: (s) => renderNode(s, NODE, { table: 'nft-netpol', denyAction: 'drop' }),
+      dataplane,
+      metrics: port,
+      log,
+      events,
+      onReleasedIPs: (ips) => {
+        released.push([...ips]);
+        return Promise.resolve();
+      },
+    },
+    { nodeName: NODE, debounceMs: 2, driftIntervalMs: 0, backoff: { initialMs: 10, maxMs: 40 }, syncPollMs: 5, ...opts },
+  );
+  return { r, source, dataplane, events, metrics, lines, released };
+}
+
+test('nothing is written before the source has synced; the first apply follows the sync', async () => {
+  const t = setup();
+  t.source.isSynced = false;
+  t.dataplane.kernel = 'left by a previous run';
+  t.r.start();
+  t.r.notify('pod added');
+  t.r.notify('policy added');
+  // Give the loop many chances to misbehave, then check nothing was touched.
+  await new Promise((r) => setTimeout(r, 60));
+  assert.equal(t.dataplane.attempts, 0);
+  assert.equal(t.dataplane.kernel, 'left by a previous run');
+  assert.equal(t.r.ready(), false);
+  assert.equal(t.r.status().phase, 'waiting-for-sync');
+  assert.equal(await metricValue(t.metrics, 'nftnp_resync_state'), 1);
+
+  t.source.isSynced = true;
+  await waitFor('first apply', () => t.dataplane.applies.length === 1);
+  await waitFor('ready', () => t.r.ready());
+  assert.equal(t.dataplane.kernel, renderNode(t.source.current, NODE).text);
+  await waitFor('in sync', async () => (await metricValue(t.metrics, 'nftnp_resync_state')) === 3);
+  assert.equal(await metricValue(t.metrics, 'nftnp_in_sync'), 1);
+  assert.equal(await metricValue(t.metrics, 'nftnp_nft_restore_calls_total'), 1);
+  assert.equal(await metricValue(t.metrics, 'nftnp_active_local_endpoints'), 1);
+  assert.equal(await metricValue(t.metrics, 'nftnp_cluster_num_policies'), 1);
+  assert.ok((await metricValue(t.metrics, 'nftnp_last_successful_apply_timestamp_seconds')) > 1e9);
+  assert.ok(t.lines.some((l) => l['event'] === 'apply' && l['result'] === 'applied' && typeof l['durationMs'] === 'number'));
+  // The initial sync is not counted as an event-to-applied sample.
+  assert.equal(await histogramCount(t.metrics, 'nftnp_event_to_applied_seconds'), 0);
+  await t.r.stop(1000);
+});
+
+test('changes during an apply coalesce into one more apply of the latest state', async () => {
+  const t = setup();
+  t.r.start();
+  await waitFor('first apply', () => t.dataplane.applies.length === 1);
+  const gate = deferred();
+  t.dataplane.gate = gate.promise;
+  t.source.current = clusterWith(2);
+  t.r.notify('pod added');
+  await waitFor('second apply in flight', () => t.dataplane.attempts === 2);
+  assert.equal(t.r.status().applying, true);
+  for (let i = 3; i <= 12; i++) {
+    t.source.current = clusterWith(i);
+    t.r.notify(`pod p${i - 1} added`);
+  }
+  gate.resolve();
+  t.dataplane.gate = undefined;
+  await waitFor('latest state applied', () => t.dataplane.kernel === renderNode(clusterWith(12), NODE).text);
+  await waitFor('idle', () => !t.r.status().pending && !t.r.status().applying);
+  // 1 initial + 1 in flight + 1 for the ten coalesced changes.
+  assert.equal(t.dataplane.applies.length, 3);
+  assert.equal(await histogramCount(t.metrics, 'nftnp_event_to_applied_seconds'), 2);
+  await t.r.stop(1000);
+});
+
+test('an unchanged ruleset still in the kernel is not re-applied', async () => {
+  const t = setup();
+  t.r.start();
+  await waitFor('first apply', () => t.dataplane.applies.length === 1);
+  t.r.notify('pod status changed');
+  await waitFor('unchanged', () => t.r.status().lastApply?.result === 'unchanged');
+  assert.equal(t.dataplane.attempts, 1);
+  assert.equal(await metricValue(t.metrics, 'nftnp_nft_restore_calls_total'), 1);
+  await t.r.stop(1000);
+});
+
+test('a failed transaction keeps the previous ruleset, is counted and retried with growing backoff', async () => {
+  const t = setup();
+  t.r.start();
+  await waitFor('first apply', () => t.dataplane.applies.length === 1);
+  const before = t.dataplane.kernel;
+  t.dataplane.failNext = 3;
+  t.source.current = clusterWith(3);
+  t.r.notify('pod added');
+  for (let n = 1; n <= 3; n++) {
+    await waitFor(`failure ${n}`, () => t.r.status().consecutiveFailures === n);
+    assert.equal(t.r.status().lastApply?.result, 'failed');
+    assert.equal(t.dataplane.kernel, before, 'the previous ruleset stays in force');
+    assert.equal(t.r.status().phase, 'out-of-sync');
+    assert.equal(t.r.ready(), true, 'still ready: a ruleset is in force');
+  }
+  await waitFor('recovered', () => t.dataplane.kernel === renderNode(clusterWith(3), NODE).text);
+  await waitFor('failures reset', () => t.r.status().consecutiveFailures === 0);
+  assert.equal(await metricValue(t.metrics, 'nftnp_nft_restore_errors_total'), 3);
+  assert.equal(await metricValue(t.metrics, 'nftnp_dataplane_failures_total'), 3);
+  const failed = t.lines.filter((l) => l['event'] === 'apply' && l['result'] === 'failed');
+  assert.equal(failed.length, 3);
+  assert.deepEqual(
+    failed.map((l) => l['retryInMs']),
+    [10, 20, 40],
+  );
+  assert.match(String(failed[0]?.['error']), /No such file or directory/);
+  // The latency of the change counts from its event to the apply that finally succeeded.
+  assert.equal(await histogramCount(t.metrics, 'nftnp_event_to_applied_seconds'), 1);
+  await t.r.stop(1000);
+});
+
+test('backoff is capped and new changes wait for it', async () => {
+  const t = setup({ backoff: { initialMs: 5, maxMs: 15 } });
+  t.r.start();
+  await waitFor('first apply', () => t.dataplane.applies.length === 1);
+  t.dataplane.failNext = 5;
+  t.source.current = clusterWith(2);
+  t.r.notify('x');
+  await waitFor('5 failures', () => t.r.status().consecutiveFailures === 5);
+  const retries = t.lines.filter((l) => l['result'] === 'failed').map((l) => l['retryInMs']);
+  assert.deepEqual(retries, [5, 10, 15, 15, 15]);
+  await waitFor('recovered', () => t.r.status().consecutiveFailures === 0);
+  // Five failures and one success: notifications during backoff did not add attempts.
+  assert.equal(t.dataplane.attempts, 1 + 6);
+  await t.r.stop(1000);
+});
+
+test('a render exception is a dataplane failure, not a crash', async () => {
+  const t = setup();
+  let boom = true;
+  const source = t.source;
+  const dataplane = t.dataplane;
+  const { port, metrics } = testMetrics();
+  const { log } = captureLogger();
+  const r = new Reconciler(
+    {
+      source,
+      render: (s) => {
+        if (boom) throw new Error('compiler bug');
+        return renderNode(s, NODE);
+      },
+      dataplane,
+      metrics: port,
+      log,
+      events: t.events,
+    },
+    { nodeName: NODE, debounceMs: 1, driftIntervalMs: 0, backoff: { initialMs: 5, maxMs: 5 }, syncPollMs: 5 },
+  );
+  r.start();
+  await waitFor('failure', () => r.status().consecutiveFailures >= 1);
+  assert.match(String(r.status().lastApply?.error), /render failed: compiler bug/);
+  assert.equal(dataplane.attempts, 0);
+  assert.equal(r.ready(), false);
+  boom = false;
+  await waitFor('applied', () => r.ready());
+  assert.ok((await metricValue(metrics, 'nftnp_dataplane_failures_total')) >= 1);
+  await r.stop(1000);
+});
+
+test('drift: counters changing is not drift; a flushed or deleted table is restored and counted', async () => {
+  const t = setup();
+  t.r.start();
+  await waitFor('first apply', () => t.dataplane.applies.length === 1);
+  const good = t.dataplane.kernel;
+
+  await t.r.checkDriftNow(); // counters differ between listings: still a match
+  assert.equal(t.r.status().lastDriftCheck?.result, 'match');
+  assert.equal(t.dataplane.applies.length, 1);
+
+  t.dataplane.kernel = 'table inet nft-netpol {\n}\n';
+  await t.r.checkDriftNow();
+  assert.equal(t.r.status().lastDriftCheck?.result, 'drifted');
+  assert.equal(t.dataplane.kernel, good);
+  assert.equal(await metricValue(t.metrics, 'nftnp_drift_repairs_total'), 1);
+
+  t.dataplane.kernel = undefined;
+  await t.r.checkDriftNow();
+  assert.match(String(t.r.status().lastDriftCheck?.detail), /table missing/);
+  assert.equal(t.dataplane.kernel, good);
+  assert.equal(await metricValue(t.metrics, 'nftnp_drift_repairs_total'), 2);
+  assert.ok(t.lines.some((l) => l['event'] === 'drift-repaired'));
+  await t.r.stop(1000);
+});
+
+test('drift timer repairs without being asked; an unchanged render after tampering re-applies', async () => {
+  const t = setup({ driftIntervalMs: 20 });
+  t.r.start();
+  await waitFor('first apply', () => t.dataplane.applies.length === 1);
+  const good = t.dataplane.kernel;
+  t.dataplane.kernel = `${good}\n# someone added a rule`;
+  await waitFor('repaired by the timer', () => t.dataplane.kernel === good);
+  assert.equal(await metricValue(t.metrics, 'nftnp_drift_repairs_total'), 1);
+
+  // Skip-if-unchanged must notice tampering too.
+  t.dataplane.kernel = undefined;
+  t.r.notify('pod status changed');
+  await waitFor('repaired on the next change', () => t.dataplane.kernel === good);
+  await t.r.stop(1000);
+});
+
+test('invalid policies: logged once per change; one Event per change from each node that enforces them', async () => {
+  const web = policy('default', 'web', { podSelector: sel({ app: 'web' }) });
+  const far = policy('default', 'far', { podSelector: sel({ app: 'far' }) });
+  const mk = (policies: typeof web[]) =>
+    state({
+      pods: [pod('default', 'w', { labels: { app: 'web' }, ips: ['10.0.0.1'] }), pod('default', 'f', { labels: { app: 'far' }, ips: ['10.0.1.1'], node: 'node-2' })],
+      policies,
+      nodes: [node(NODE), node('node-2')],
+    });
+  const t = setup({}, mk([withErrors(web, 'must be >= port (8080)'), withErrors(far, 'bad')]));
+  t.r.start();
+  await waitFor('first apply', () => t.dataplane.applies.length === 1);
+  await waitFor('event', () => t.events.events.length === 1);
+  const ev = t.events.events[0];
+  assert.deepEqual(ev?.ref, { namespace: 'default', name: 'web' });
+  assert.equal(ev?.reason, 'InvalidNetworkPolicy');
+  assert.match(String(ev?.message), /default\/web spec\.ingress\[0\]\.ports\[0\]\.endPort: must be >= port \(8080\)/);
+  assert.equal(await metricValue(t.metrics, 'nftnp_invalid_policies'), 2);
+  assert.equal(t.lines.filter((l) => l['event'] === 'invalid-policy').length, 2, 'both logged here');
+
+  // Same errors again: no new Event or log line.
+  t.source.current = { ...mk([withErrors(web, 'must be >= port (8080)'), withErrors(far, 'bad')]) };
+  t.r.notify('policy resynced');
+  await waitFor('reconciled', () => t.r.status().lastApply?.result === 'unchanged');
+  assert.equal(t.events.events.length, 1);
+
+  // Different errors: a new Event.
+  t.source.current = mk([withErrors(web, 'must be >= port (9090)'), withErrors(far, 'bad')]);
+  t.r.notify('policy updated');
+  await waitFor('second event', () => t.events.events.length === 2);
+  assert.match(String(t.events.events[1]?.message), /9090/);
+
+  // Fixed, then broken again the same way: reported again.
+  t.source.current = mk([web, withErrors(far, 'bad')]);
+  t.r.notify('policy fixed');
+  await waitFor('resolved', async () => (await metricValue(t.metrics, 'nftnp_invalid_policies')) === 1);
+  t.source.current = mk([withErrors(web, 'must be >= port (9090)'), withErrors(far, 'bad')]);
+  t.r.notify('policy broken');
+  await waitFor('third event', () => t.events.events.length === 3);
+  assert.ok(t.events.events.every((e) => e.ref.name === 'web'), 'far selects only a pod of node-2');
+
+  // A pod that `far` selects arrives here: this node now enforces it and reports it.
+  const withLocalFar = mk([withErrors(web, 'must be >= port (9090)'), withErrors(far, 'bad')]);
+  t.source.current = { ...withLocalFar, pods: [...withLocalFar.pods, pod('default', 'f2', { labels: { app: 'far' }, ips: ['10.0.0.9'] })] };
+  t.r.notify('pod added');
+  await waitFor('event for far', () => t.events.events.length === 4);
+  assert.equal(t.events.events[3]?.ref.name, 'far');
+  await t.r.stop(1000);
+});
+
+test('a failing Event sink is logged and does not stop enforcement', async () => {
+  const t = setup({}, state({ pods: [pod('default', 'w', { ips: ['10.0.0.1'] })], policies: [withErrors(policy('default', 'web'), 'bad')], nodes: [node(NODE)] }));
+  t.events.fail = true;
+  t.r.start();
+  await waitFor('applied', () => t.r.ready());
+  await waitFor('warning logged', () => t.lines.some((l) => l['event'] === 'k8s-event'));
+  assert.equal(t.dataplane.applies.length, 1);
+  await t.r.stop(1000);
+});
+
+test('watch restarts are counted from status deltas per resource', async () => {
+  const t = setup({ watchPollMs: 5 });
+  t.source.watches = [
+    { resource: 'pods', restarts: 0 },
+    { resource: 'networkpolicies', restarts: 2 },
+  ];
+  t.r.start();
+  await waitFor('first count', async () => (await metricValue(t.metrics, 'nftnp_watch_restarts_total', { resource: 'networkpolicies' })) === 2);
+  t.source.watches = [
+    { resource: 'pods', restarts: 3 },
+    { resource: 'networkpolicies', restarts: 2 },
+  ];
+  await waitFor('pods counted', async () => (await metricValue(t.metrics, 'nftnp_watch_restarts_total', { resource: 'pods' })) === 3);
+  assert.equal(await metricValue(t.metrics, 'nftnp_watch_restarts_total', { resource: 'networkpolicies' }), 2);
+  await t.r.stop(1000);
+});
+
+test('removed and reused pod IPs are handed to the conntrack hook', async () => {
+  const mk = (pods: ReturnType<typeof pod>[]) => state({ pods, nodes: [node(NODE)] });
+  const t = setup({}, mk([pod('default', 'a', { ips: ['10.0.0.1'] }), pod('default', 'b', { ips: ['10.0.0.2'] }), pod('default', 'c', { ips: ['10.0.0.3'] })]));
+  t.r.start();
+  await waitFor('first apply', () => t.dataplane.applies.length === 1);
+  // a deleted, b's IP reused by a new pod, c finished.
+  t.source.current = mk([pod('default', 'b2', { ips: ['10.0.0.2'] }), pod('default', 'c', { ips: ['10.0.0.3'], phase: 'Succeeded' })]);
+  t.r.notify('pods changed');
+  await waitFor('released', () => t.released.length === 1);
+  assert.deepEqual(t.released[0], ['10.0.0.1', '10.0.0.2', '10.0.0.3']);
+  await t.r.stop(1000);
+});
+
+test('liveness fails while one apply is stuck past the wedge limit; stop abandons it', async () => {
+  const t = setup({ wedgeMs: 20 });
+  const gate = deferred();
+  t.dataplane.gate = gate.promise;
+  t.r.start();
+  await waitFor('apply in flight', () => t.dataplane.attempts === 1);
+  assert.equal(t.r.ready(), false);
+  await waitFor('wedged', () => !t.r.health().ok);
+  assert.match(t.r.health().detail, /in flight/);
+  const finished = await t.r.stop(10);
+  assert.equal(finished, false);
+  gate.resolve();
+});
+
+test('stop waits for the apply in flight to finish', async () => {
+  const t = setup();
+  const gate = deferred();
+  t.dataplane.gate = gate.promise;
+  t.r.start();
+  await waitFor('apply in flight', () => t.dataplane.attempts === 1);
+  const stopping = t.r.stop(5000);
+  gate.resolve();
+  assert.equal(await stopping, true);
+  assert.equal(t.dataplane.applies.length, 1);
+  t.r.notify('after stop');
+  assert.equal(t.r.status().pending, false);
+});

@@ -1,0 +1,116 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtemp, writeFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { main } from '../../src/cli/main.ts';
+
+async function run(argv: string[]): Promise<{ code: number; out: string; err: string }> {
+  let out = '';
+  let err = '';
+  const code = await main(argv, { out: (s) => void (out += `${s}\n`), err: (s) => void (err += `${s}\n`) });
+  return { code, out, err };
+}
+
+async function withFile(name: string, body: string, fn: (path: string) => Promise<void>): Promise<void> {
+  const dir = await mkdtemp(join(tmpdir(), 'nftnp-cli-'));
+  try {
+    const p = join(dir, name);
+    await writeFile(p, body);
+    await fn(p);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+const POLICY_WITH_BAD_ENDPORT = `
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: web, namespace: default}
+spec:
+  podSelector: {matchLabels: {app: web}}
+  ingress:
+  - ports:
+    - {port: 80}
+    - {port: 8080, endPort: 8000}
+`;
+
+test('usage errors exit 2 with a hint, help exits 0', async () => {
+  const cases: [string[], number, RegExp][] = [
+    [['frobnicate'], 2, /unknown command "frobnicate"/],
+    [['render', '-f', 'examples/'], 2, /--node is required/],
+    [['render', '--node', 'n', '-f', 'examples/', '--bogus'], 2, /bogus/],
+    [['render', '--node', 'n', '-f', 'examples/', '-o', 'yaml'], 2, /--output must be text or json/],
+    [['render', '--node', 'n', '-f', 'examples/', '--deny-action', 'maybe'], 2, /--deny-action/],
+    [['render', '--node', 'n', '-f', 'examples/', '--table', 'bad name;'], 2, /--table/],
+    [['validate'], 2, /-f\/--filename is required/],
+    [['explain', '-f', 'examples/', '--from', 'a/b'], 2, /--from, --to and --port are required/],
+    [['explain', '-f', 'examples/', '--from', 'a/b', '--to', 'c/d', '--port', '80/ICMP'], 2, /--port/],
+  ];
+  for (const [argv, code, re] of cases) {
+    const r = await run(argv);
+    assert.equal(r.code, code, argv.join(' '));
+    assert.match(r.err, re, argv.join(' '));
+  }
+  for (const argv of [['--help'], ['render', '--help'], ['explain', '-h'], ['validate', '--help'], []]) {
+    const r = await run(argv);
+    assert.equal(r.code, 0, argv.join(' '));
+    assert.match(r.out, /Usage:/);
+  }
+});
+
+test('render of the bundled example is valid, deterministic and exits 0', async () => {
+  const a = await run(['render', '--node', 'node-1', '-f', 'examples/']);
+  assert.equal(a.code, 0, a.err);
+  assert.match(a.out, /^table inet nft-netpol/m);
+  assert.match(a.out, /KUBE-POD-FW-/);
+  const b = await run(['render', '--node', 'node-1', '-f', 'examples/']);
+  assert.equal(a.out, b.out);
+  const j = await run(['render', '--node', 'node-1', '-f', 'examples/', '-o', 'json']);
+  const parsed = JSON.parse(j.out) as { stats: { chains: number }; ruleset: string };
+  assert.ok(parsed.stats.chains > 0);
+  assert.equal(parsed.ruleset.trim(), a.out.trim());
+});
+
+test('garbage input: clear error, exit 1, no stack trace', async () => {
+  await withFile('bad.yaml', 'kind: [unclosed\n  : : :\n', async (p) => {
+    for (const cmd of [['validate', '-f', p], ['render', '--node', 'n', '-f', p]]) {
+      const r = await run(cmd);
+      assert.equal(r.code, 1);
+      assert.match(r.err + r.out, /bad\.yaml/);
+      assert.doesNotMatch(r.err + r.out, /\n\s+at .*\(.*:\d+:\d+\)/);
+    }
+  });
+  const missing = await run(['validate', '-f', '/nonexistent/dir/x.yaml']);
+  assert.equal(missing.code, 1);
+  assert.match(missing.err + missing.out, /nonexistent/);
+});
+
+test('validate names object and field path; render still fails closed with exit 1', async () => {
+  await withFile('p.yaml', POLICY_WITH_BAD_ENDPORT, async (p) => {
+    const v = await run(['validate', '-f', p]);
+    assert.equal(v.code, 1);
+    assert.match(v.out, /^default\/web spec\.ingress\[0\]\.ports\[1\]\.endPort: must be >= port \(8080\)$/m);
+    const vj = await run(['validate', '-f', p, '-o', 'json']);
+    const parsed = JSON.parse(vj.out) as { valid: boolean; errors: { path: string }[] };
+    assert.equal(parsed.valid, false);
+    assert.equal(parsed.errors[0]?.path, 'spec.ingress[0].ports[1].endPort');
+    const r = await run(['render', '--node', 'n', '-f', p]);
+    assert.equal(r.code, 1);
+    assert.match(r.err, /endPort/);
+    assert.match(r.out, /^table inet nft-netpol/m);
+  });
+});
+
+test('explain answers in words and in JSON', async () => {
+  const t = await run(['explain', '-f', 'examples/', '--from', '10.255.255.1', '--to', '10.255.255.2', '--port', '80']);
+  assert.equal(t.code, 0, t.err);
+  assert.match(t.out, /ALLOWED/);
+  const j = await run(['explain', '-f', 'examples/', '--from', '10.255.255.1', '--to', '10.255.255.2', '--port', '53/udp', '-o', 'json']);
+  const parsed = JSON.parse(j.out) as { allowed: boolean; egress: unknown; ingress: unknown };
+  assert.equal(parsed.allowed, true);
+  assert.ok(parsed.egress !== undefined && parsed.ingress !== undefined);
+  const bad = await run(['explain', '-f', 'examples/', '--from', 'nope/nothing', '--to', '10.0.0.1', '--port', '80']);
+  assert.equal(bad.code, 1);
+  assert.match(bad.err, /--from/);
+});

@@ -1,0 +1,170 @@
+// Peers -> address interval sets: pod selectors (own namespace, namespace
+// selectors, AND inside a peer, OR across peers), ipBlocks minus excepts in
+// both families, merging, and families with no address.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { compileNode } from '../../src/compile/compile.ts';
+import { renderRuleset } from '../../src/nft/render.ts';
+import { peerSetName, ruleId } from '../../src/nft/ids.ts';
+import type { ClusterState, Peer, Pod } from '../../src/model/types.ts';
+import { ipBlock, ns, pod, podPeer, policy, port, rule, sel, state } from '../support/state-builder.ts';
+import { renderLog } from '../nft/nft-support.ts';
+import { elementsByKind, mustPolicyChain, rules, set } from './ir-query.ts';
+
+const log = renderLog();
+
+const target = pod('prod', 'db', { labels: { app: 'db' }, ips: ['10.0.0.2', 'fd00::2'] });
+
+const cluster: Pod[] = [
+  target,
+  pod('prod', 'web', { labels: { app: 'web' }, ips: ['10.1.0.1', 'fd00:1::1'], node: 'node-2' }),
+  pod('prod', 'web-2', { labels: { app: 'web' }, ips: ['10.1.0.2'], node: 'node-2' }),
+  pod('prod', 'batch', { labels: { app: 'batch' }, ips: ['10.1.0.9'], node: 'node-2' }),
+  pod('prod', 'web-done', { labels: { app: 'web' }, ips: ['10.1.0.3'], node: 'node-2', phase: 'Succeeded' }),
+  pod('dev', 'web', { labels: { app: 'web' }, ips: ['10.2.0.1'], node: 'node-3' }),
+  pod('dev', 'tools', { labels: { app: 'tools' }, ips: ['10.2.0.5'], node: 'node-3' }),
+  pod('staging', 'web', { labels: { app: 'web' }, ips: ['10.3.0.1'], node: 'node-3' }),
+  // No Namespace object: matches no namespaceSelector (labels unknown).
+  pod('ghost', 'web', { labels: { app: 'web' }, ips: ['10.4.0.1'], node: 'node-3' }),
+];
+
+const namespaces = [ns('prod', { env: 'prod' }), ns('dev', { env: 'dev' }), ns('staging', { env: 'staging' })];
+
+function compileFor(label: string, peers: Peer[] | undefined, dir: 'ingress' | 'egress' = 'ingress', extraPods: Pod[] = []) {
+  const r = rule(peers, [port('TCP', 5432)]);
+  const pol = policy('prod', 'db', {
+    podSelector: sel({ app: 'db' }),
+    types: { ingress: dir === 'ingress', egress: dir === 'egress' },
+    ...(dir === 'ingress' ? { ingress: [r] } : { egress: [r] }),
+  });
+  const s: ClusterState = state({ namespaces, pods: [...cluster, ...extraPods], policies: [pol], strictNamespaces: true });
+  const c = compileNode(s, 'node-1');
+  log.add(label, renderRuleset(c));
+  const ch = mustPolicyChain(c, 'prod', 'db', dir);
+  return { c, ch, v4: elementsByKind(c, ch, 'addrSet', 4).flat(), v6: elementsByKind(c, ch, 'addrSet', 6).flat() };
+}
+
+test('pod peers: selector semantics', () => {
+  const cases: { name: string; peers: Peer[]; v4: string[]; v6: string[] }[] = [
+    { name: 'podSelector only: own namespace, active pods', peers: [podPeer(sel({ app: 'web' }))], v4: ['10.1.0.1-10.1.0.2'], v6: ['fd00:1::1'] },
+    { name: 'empty podSelector: every pod of own namespace', peers: [podPeer(sel())], v4: ['10.0.0.2', '10.1.0.1-10.1.0.2', '10.1.0.9'], v6: ['fd00::2', 'fd00:1::1'] },
+    { name: 'namespaceSelector only: all pods of those namespaces', peers: [podPeer(undefined, sel({ env: 'dev' }))], v4: ['10.2.0.1', '10.2.0.5'], v6: [] },
+    {
+      name: 'empty namespaceSelector: every known namespace',
+      peers: [podPeer(sel({ app: 'web' }), sel())],
+      v4: ['10.1.0.1-10.1.0.2', '10.2.0.1', '10.3.0.1'],
+      v6: ['fd00:1::1'],
+    },
+    {
+      name: 'AND: namespaceSelector and podSelector in one peer',
+      peers: [podPeer(sel({ app: 'web' }), sel({ env: 'dev' }))],
+      v4: ['10.2.0.1'],
+      v6: [],
+    },
+    {
+      name: 'OR: the same selectors as two peers',
+      peers: [podPeer(sel({ app: 'web' })), podPeer(undefined, sel({ env: 'dev' }))],
+      v4: ['10.1.0.1-10.1.0.2', '10.2.0.1', '10.2.0.5'],
+      v6: ['fd00:1::1'],
+    },
+    {
+      name: 'matchExpressions NotIn/Exists',
+      peers: [podPeer(sel({}, [{ key: 'app', operator: 'NotIn', values: ['web', 'db'] }]), sel({}, [{ key: 'env', operator: 'Exists', values: [] }]))],
+      v4: ['10.1.0.9', '10.2.0.5'],
+      v6: [],
+    },
+  ];
+  for (const k of cases) {
+    const r = compileFor(k.name, k.peers);
+    assert.deepEqual(r.v4, k.v4, `${k.name} v4`);
+    assert.deepEqual(r.v6, k.v6, `${k.name} v6`);
+  }
+});
+
+test('ipBlocks: cidr minus excepts as merged intervals, per family', () => {
+  const cases: { name: string; peers: Peer[]; v4: string[]; v6: string[] }[] = [
+    { name: 'plain', peers: [ipBlock('172.17.0.0/16')], v4: ['172.17.0.0/16'], v6: [] },
+    {
+      name: 'except in the middle',
+      peers: [ipBlock('172.17.0.0/16', ['172.17.1.0/24'])],
+      v4: ['172.17.0.0/24', '172.17.2.0-172.17.255.255'],
+      v6: [],
+    },
+    {
+      name: 'several excepts, one at each edge',
+      peers: [ipBlock('10.8.0.0/24', ['10.8.0.0/26', '10.8.0.255/32', '10.8.0.128/27'])],
+      v4: ['10.8.0.64/26', '10.8.0.160-10.8.0.254'],
+      v6: [],
+    },
+    { name: 'except covers everything', peers: [ipBlock('10.8.0.0/24', ['10.8.0.0/23'])], v4: [], v6: [] },
+    {
+      name: 'IPv6 with except',
+      peers: [ipBlock('2001:db8::/32', ['2001:db8:1::/48'])],
+      v4: [],
+      v6: ['2001:db8::/48', '2001:db8:2::-2001:db8:ffff:ffff:ffff:ffff:ffff:ffff'],
+    },
+    { name: 'everything, both families', peers: [ipBlock('0.0.0.0/0'), ipBlock('::/0')], v4: ['0.0.0.0/0'], v6: ['::/0'] },
+    {
+      name: 'overlapping blocks and pod IPs merge into disjoint elements',
+      peers: [ipBlock('10.1.0.0/24'), ipBlock('10.1.0.128/25'), podPeer(sel({ app: 'web' })), ipBlock('10.1.1.0/24')],
+      v4: ['10.1.0.0/23'],
+      v6: ['fd00:1::1'],
+    },
+  ];
+  for (const k of cases) {
+    const r = compileFor(k.name, k.peers);
+    assert.deepEqual(r.v4, k.v4, `${k.name} v4`);
+    assert.deepEqual(r.v6, k.v6, `${k.name} v6`);
+  }
+});
+
+test('families never mix: ip saddr for v4 sets, ip6 saddr for v6 sets', () => {
+  const { c, ch } = compileFor('families', [podPeer(sel({ app: 'web' }))]);
+  const rid = ruleId('prod', 'db', 'ingress', 0);
+  assert.equal(set(c, peerSetName(rid, 4)).type, 'ipv4_addr');
+  assert.equal(set(c, peerSetName(rid, 6)).type, 'ipv6_addr');
+  assert.ok(set(c, peerSetName(rid, 4)).interval);
+  assert.deepEqual(rules(ch), [
+    `ip saddr @${peerSetName(rid, 4)} meta l4proto . th dport @port-${rid} accept comment "ingress[0]"`,
+    `ip6 saddr @${peerSetName(rid, 6)} meta l4proto . th dport @port-${rid} accept comment "ingress[0]"`,
+  ]);
+});
+
+test('egress peers match the destination address', () => {
+  const { ch } = compileFor('egress', [ipBlock('10.96.0.0/12')], 'egress');
+  const rid = ruleId('prod', 'db', 'egress', 0);
+  assert.deepEqual(rules(ch), [`ip daddr @${peerSetName(rid, 4)} meta l4proto . th dport @port-${rid} accept comment "egress[0]"`]);
+});
+
+test('a family without peer addresses gets no rule; no addresses at all: nothing allowed', () => {
+  const v4only = compileFor('v4 only', [ipBlock('192.168.0.0/16')]);
+  assert.equal(v4only.ch.rules.length, 1);
+  assert.ok(!v4only.c.sets.some((s) => s.type === 'ipv6_addr'), 'no empty v6 set');
+  const none = compileFor('nobody', [podPeer(sel({ app: 'nobody' }))]);
+  assert.deepEqual(none.ch.rules, []);
+  assert.equal(none.c.sets.length, 0, 'no dangling port set either');
+  const nsNone = compileFor('unknown namespace', [podPeer(sel(), sel({ env: 'ghost' }))]);
+  assert.deepEqual(nsNone.ch.rules, []);
+});
+
+test('peers undefined: no address match at all', () => {
+  const { ch, c } = compileFor('any peer', undefined);
+  const rid = ruleId('prod', 'db', 'ingress', 0);
+  assert.deepEqual(rules(ch), [`meta l4proto . th dport @port-${rid} accept comment "ingress[0]"`]);
+  assert.deepEqual(
+    c.sets.map((s) => s.name),
+    [`port-${rid}`],
+  );
+});
+
+test('a peer pod that stops being active leaves the set', () => {
+  const before = compileFor('active', [podPeer(sel({ app: 'tools' }), sel())], 'ingress');
+  assert.deepEqual(before.v4, ['10.2.0.5']);
+  const after = compileFor('finished', [podPeer(sel({ app: 'tools' }), sel())], 'ingress', [
+    pod('dev', 'tools-2', { labels: { app: 'tools' }, ips: ['10.2.0.6'], node: 'node-3', phase: 'Failed' }),
+    pod('dev', 'tools-host', { labels: { app: 'tools' }, ips: ['192.168.9.9'], node: 'node-3', hostNetwork: true }),
+  ]);
+  assert.deepEqual(after.v4, ['10.2.0.5']);
+});
+
+log.registerCheck();

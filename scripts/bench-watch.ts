@@ -54,11 +54,103 @@ function rng(seed: number): () => number {
 
 // ------------------------------------------------------------ role: server
 
+/**
+ * The fields a real Pod carries besides what the engine reads (managedFields,
+ * owner, volumes, conditions, container statuses...): about 5 KB of JSON, as
+ * `kubectl get pod -o json` shows for a plain Deployment pod. Without them a
+ * naive cache would look far cheaper than it is.
+ */
+function realistic(o: KubeObject): KubeObject {
+  const meta = o.metadata;
+  const spec = (o.spec ?? {}) as Record<string, unknown>;
+  const status = (o.status ?? {}) as Record<string, unknown>;
+  const ts = '2026-11-01T10:00:00Z';
+  const containers = ((spec.containers ?? []) as Record<string, unknown>[]).map((c): Record<string, unknown> => ({
+    ...c,
+    imagePullPolicy: 'IfNotPresent',
+    resources: { limits: { cpu: '500m', memory: '256Mi' }, requests: { cpu: '100m', memory: '128Mi' } },
+    env: [
+      { name: 'POD_NAME', valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.name' } } },
+      { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.namespace' } } },
+      { name: 'LOG_LEVEL', value: 'info' },
+    ],
+    volumeMounts: [{ name: 'kube-api-access', mountPath: '/var/run/secrets/kubernetes.io/serviceaccount', readOnly: true }],
+    terminationMessagePath: '/dev/termination-log',
+    terminationMessagePolicy: 'File',
+    readinessProbe: { httpGet: { path: '/healthz', port: 8080, scheme: 'HTTP' }, periodSeconds: 10, timeoutSeconds: 1, successThreshold: 1, failureThreshold: 3 },
+  }));
+  const fields = (prefix: string): Record<string, unknown> =>
+    Object.fromEntries(['f:labels', 'f:ownerReferences', 'f:containers', 'f:dnsPolicy', 'f:restartPolicy', 'f:volumes', 'f:conditions', 'f:podIPs'].map((k) => [k, { '.': {}, [`${prefix}${k}`]: {} }]));
+  return {
+    ...o,
+    metadata: {
+      ...meta,
+      generateName: `${meta.name.replace(/-[^-]*$/, '')}-`,
+      annotations: { 'kubectl.kubernetes.io/restartedAt': ts, 'prometheus.io/scrape': 'true' },
+      ownerReferences: [{ apiVersion: 'apps/v1', kind: 'ReplicaSet', name: `${meta.name}-rs`, uid: '3f1c6b1e-8d1a-4c55-9a53-1d3c1c7b9e11', controller: true, blockOwnerDeletion: true }],
+      managedFields: [
+        { manager: 'kube-controller-manager', operation: 'Update', apiVersion: 'v1', time: ts, fieldsType: 'FieldsV1', fieldsV1: { 'f:metadata': fields('m'), 'f:spec': fields('s') } },
+        { manager: 'kubelet', operation: 'Update', apiVersion: 'v1', time: ts, fieldsType: 'FieldsV1', subresource: 'status', fieldsV1: { 'f:status': fields('st') } },
+      ],
+    },
+    spec: {
+      ...spec,
+      containers,
+      dnsPolicy: 'ClusterFirst',
+      enableServiceLinks: true,
+      preemptionPolicy: 'PreemptLowerPriority',
+      priority: 0,
+      restartPolicy: 'Always',
+      schedulerName: 'default-scheduler',
+      securityContext: {},
+      serviceAccount: 'default',
+      serviceAccountName: 'default',
+      terminationGracePeriodSeconds: 30,
+      tolerations: [
+        { effect: 'NoExecute', key: 'node.kubernetes.io/not-ready', operator: 'Exists', tolerationSeconds: 300 },
+        { effect: 'NoExecute', key: 'node.kubernetes.io/unreachable', operator: 'Exists', tolerationSeconds: 300 },
+      ],
+      volumes: [
+        {
+          name: 'kube-api-access',
+          projected: {
+            defaultMode: 420,
+            sources: [
+              { serviceAccountToken: { expirationSeconds: 3607, path: 'token' } },
+              { configMap: { name: 'kube-root-ca.crt', items: [{ key: 'ca.crt', path: 'ca.crt' }] } },
+              { downwardAPI: { items: [{ path: 'namespace', fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.namespace' } }] } },
+            ],
+          },
+        },
+      ],
+    },
+    status: {
+      ...status,
+      conditions: ['PodReadyToStartContainers', 'Initialized', 'Ready', 'ContainersReady', 'PodScheduled'].map((type) => ({ type, status: 'True', lastProbeTime: null, lastTransitionTime: ts })),
+      containerStatuses: containers.map((c) => ({
+        name: c.name,
+        ready: true,
+        restartCount: 0,
+        started: true,
+        image: c.image,
+        imageID: `${String(c.image)}@sha256:9d3c1c7b9e113f1c6b1e8d1a4c559a531d3c1c7b9e113f1c6b1e8d1a4c559a53`,
+        containerID: 'containerd://5e0c1d6e3b2a4f7c8d9e0f1a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e',
+        lastState: {},
+        state: { running: { startedAt: ts } },
+      })),
+      hostIP: '172.16.0.1',
+      hostIPs: [{ ip: '172.16.0.1' }],
+      qosClass: 'Burstable',
+      startTime: ts,
+    },
+  };
+}
+
 async function serve(pods: number, policies: number, namespaces: number): Promise<void> {
   const t0 = performance.now();
   const cluster = generateCluster({ pods, policies, namespaces, seed: 1 });
   const api = await FakeApiServer.start({ bookmarkIntervalMs: 0, maxLogEntries: 2_000_000 });
-  api.load(clusterObjects(cluster) as KubeObject[]);
+  api.load((clusterObjects(cluster) as KubeObject[]).map((o) => (o.kind === 'Pod' ? realistic(o) : o)));
   const keys = cluster.state.pods.map((p) => [p.namespace, p.name] as const);
   const node = cluster.nodes[0] ?? 'node-00000';
   send({ url: api.url, node, loadMs: Math.round(performance.now() - t0), rv: api.resourceVersion });
@@ -222,7 +314,7 @@ function child(args: string[], nodeArgs: string[] = []): Child {
 async function orchestrate(sizes: [number, number, number][], churn: number, modes: Mode[]): Promise<void> {
   const rows: string[] = [];
   console.log(`# bench-watch ${new Date().toISOString().slice(0, 10)}, node ${process.version}, ${cpus().length} cores (${cpus()[0]?.model ?? '?'}), ${(totalmem() / 1024 ** 3).toFixed(0)} GiB`);
-  const header = '| pods | policies | namespaces | mode | watches | objects cached | sync s | RSS MB | heap MB | churn events (cluster) | received |';
+  const header = '| pods | policies | namespaces | mode | watches | objects cached | sync s | RSS MB (idle) | heap MB | churn events (cluster) | received |';
   console.log(header);
   console.log('|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|');
   for (const [pods, policies, namespaces] of sizes) {
@@ -230,11 +322,12 @@ async function orchestrate(sizes: [number, number, number][], churn: number, mod
     const ready = await server.next();
     const url = String(ready.url);
     const node = String(ready.node);
-    for (const [i, mode] of modes.entries()) {
+    for (const mode of modes) {
       const m = child(['--measure', mode, '--url', url, '--node', node], ['--expose-gc']);
       const synced = await m.next();
       const before = Number((await m.cmd('count')).received);
-      const done = await server.cmd(`churn ${churn} ${1000 + i * 0 + 7}`);
+      // The same seed for every mode: the same pods churn the same way.
+      const done = await server.cmd(`churn ${churn} 1007`);
       // Wait until the stream has drained: the count stops moving.
       let last = -1;
       let stable = 0;
@@ -247,7 +340,7 @@ async function orchestrate(sizes: [number, number, number][], churn: number, mod
       }
       m.proc.stdin?.write('exit\n');
       await new Promise((r) => m.proc.once('exit', r));
-      const row = `| ${pods} | ${policies} | ${namespaces} | ${mode}${mode.startsWith('selective') ? ` (${String(synced.note).replace('peer mode ', '')})` : ''} | ${String(synced.watches)} | ${String(synced.objects)} | ${(Number(synced.syncMs) / 1000).toFixed(1)} | ${String(synced.rssMB)} | ${String(synced.heapMB)} | ${String(done.events)} | ${cur - before} |`;
+      const row = `| ${pods} | ${policies} | ${namespaces} | ${mode}${mode.startsWith('selective') ? ` (${String(synced.note).replace('peer mode ', '')})` : ''} | ${String(synced.watches)} | ${String(synced.objects)} | ${(Number(synced.syncMs) / 1000).toFixed(1)} | ${String(synced.rssMB)} (${String(synced.baseRssMB)}) | ${String(synced.heapMB)} | ${String(done.events)} | ${cur - before} |`;
       rows.push(row);
       console.log(row);
     }

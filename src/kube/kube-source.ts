@@ -23,14 +23,14 @@
 // them is denied until it has (fail closed), while every other change keeps
 // flowing to the kernel, including ones that revoke access.
 import { CoreV1Api, NetworkingV1Api } from '@kubernetes/client-node';
-import type { KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig, KubernetesListObject } from '@kubernetes/client-node';
 import { makeState, normalizeNamespace, normalizeNode, normalizePod, normalizePolicy } from '../model/normalize.ts';
 import type { Normalized } from '../model/normalize.ts';
 import type { ClusterState, Namespace, NetworkPolicy, Node, Pod } from '../model/types.ts';
 import { ALL_PODS, DEFAULT_MAX_PEER_WATCHES, planPeerWatches, samePlan } from './peer-demand.ts';
 import type { PeerPlan, PodWatchSpec } from './peer-demand.ts';
 import { ResourceWatch } from './resource-watch.ts';
-import type { ChangeType, WatchTiming } from './resource-watch.ts';
+import type { ChangeType, ListPage, WatchTiming } from './resource-watch.ts';
 import { SILENT_LOGGER } from './source.ts';
 import type { ClusterSource, SourceLogger, WatchStatus } from './source.ts';
 
@@ -68,6 +68,10 @@ export interface SourceCounters {
   readonly objects: number;
   readonly watches: number;
   readonly peerMode: PeerPlan['mode'] | undefined;
+}
+
+function paging(page: ListPage): { limit?: number; _continue?: string } {
+  return { ...(page.limit === undefined ? {} : { limit: page.limit }), ...(page.continue === undefined ? {} : { _continue: page.continue }) };
 }
 
 function podKey(p: Pod): string {
@@ -110,21 +114,21 @@ export class KubeClusterSource implements ClusterSource {
     this.#state = 'running';
     const node = this.#opts.nodeName;
     const nodeSel = `spec.nodeName=${node}`;
-    this.#localPods = this.#watch<Pod>('pods', `pods ${nodeSel}`, '/api/v1/pods', normalizePod, () => this.#core.listPodForAllNamespaces({ fieldSelector: nodeSel }), {
+    this.#localPods = this.#watch<Pod>('pods', `pods ${nodeSel}`, '/api/v1/pods', normalizePod, (page) => this.#core.listPodForAllNamespaces({ fieldSelector: nodeSel, ...paging(page) }), {
       fieldSelector: nodeSel,
       replan: true,
     });
-    this.#namespaces = this.#watch<Namespace>('namespaces', 'namespaces', '/api/v1/namespaces', normalizeNamespace, () => this.#core.listNamespace(), { replan: true });
+    this.#namespaces = this.#watch<Namespace>('namespaces', 'namespaces', '/api/v1/namespaces', normalizeNamespace, (page) => this.#core.listNamespace(paging(page)), { replan: true });
     this.#policies = this.#watch<NetworkPolicy>(
       'networkpolicies',
       'networkpolicies',
       '/apis/networking.k8s.io/v1/networkpolicies',
       normalizePolicy,
-      () => this.#net.listNetworkPolicyForAllNamespaces(),
+      (page) => this.#net.listNetworkPolicyForAllNamespaces(paging(page)),
       { replan: true, invalid: true },
     );
     const nameSel = `metadata.name=${node}`;
-    this.#nodes = this.#watch<Node>('nodes', `nodes ${nameSel}`, '/api/v1/nodes', normalizeNode, () => this.#core.listNode({ fieldSelector: nameSel }), { fieldSelector: nameSel });
+    this.#nodes = this.#watch<Node>('nodes', `nodes ${nameSel}`, '/api/v1/nodes', normalizeNode, (page) => this.#core.listNode({ fieldSelector: nameSel, ...paging(page) }), { fieldSelector: nameSel });
     for (const w of this.#fixed()) w.start();
   }
 
@@ -198,7 +202,7 @@ export class KubeClusterSource implements ClusterSource {
     name: string,
     path: string,
     normalize: (raw: unknown) => Normalized<T>,
-    list: () => Promise<{ items: object[]; metadata?: { resourceVersion?: string } }>,
+    list: (page: ListPage) => Promise<KubernetesListObject<object>>,
     opts: { fieldSelector?: string; labelSelector?: string; replan?: boolean; invalid?: boolean; filter?: () => ReadonlySet<string> | undefined },
   ): ResourceWatch<T> {
     return new ResourceWatch<T>({
@@ -305,11 +309,11 @@ export class KubeClusterSource implements ClusterSource {
           peerName(spec),
           spec.namespace === undefined ? '/api/v1/pods' : `/api/v1/namespaces/${encodeURIComponent(spec.namespace)}/pods`,
           normalizePod,
-          () => {
-            const labelSelector = spec.labelSelector === '' ? undefined : spec.labelSelector;
+          (page) => {
+            const sel = spec.labelSelector === '' ? {} : { labelSelector: spec.labelSelector };
             return spec.namespace === undefined
-              ? this.#core.listPodForAllNamespaces({ ...(labelSelector === undefined ? {} : { labelSelector }) })
-              : this.#core.listNamespacedPod({ namespace: spec.namespace, ...(labelSelector === undefined ? {} : { labelSelector }) });
+              ? this.#core.listPodForAllNamespaces({ ...sel, ...paging(page) })
+              : this.#core.listNamespacedPod({ namespace: spec.namespace, ...sel, ...paging(page) });
           },
           { ...(spec.labelSelector === '' ? {} : { labelSelector: spec.labelSelector }), filter: () => this.#peers.get(spec.key)?.filter },
         ),

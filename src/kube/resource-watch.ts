@@ -66,6 +66,11 @@ interface Envelope {
 
 export type ChangeType = 'add' | 'update' | 'delete';
 
+export interface ListPage {
+  readonly limit: number | undefined;
+  readonly continue: string | undefined;
+}
+
 export interface ResourceWatchOptions<T> {
   /** Shown in status() and logs. */
   readonly name: string;
@@ -74,8 +79,13 @@ export interface ResourceWatchOptions<T> {
   readonly path: string;
   readonly labelSelector?: string | undefined;
   readonly fieldSelector?: string | undefined;
-  /** The list call with the same selectors (the informer sends them only on the watch). */
-  readonly list: () => Promise<KubernetesListObject<object>>;
+  /**
+   * The list call with the same selectors (the informer sends them only on the
+   * watch), for one page: pass limit and continue through.
+   */
+  readonly list: (page: ListPage) => Promise<KubernetesListObject<object>>;
+  /** Objects per list page (default 500; 0 = one request). */
+  readonly pageSize?: number;
   readonly normalize: (raw: unknown) => Normalized<T>;
   /** After each change to the cache. Exceptions are caught and logged. */
   readonly onChange: (type: ChangeType, key: string, value: T | undefined) => void;
@@ -172,6 +182,7 @@ export class ResourceWatch<T> {
   readonly #timing: WatchTiming;
   readonly #log: SourceLogger;
   readonly #informer: ListWatch<Envelope>;
+  // (ListWatch's listFn takes no arguments: #list pages internally.)
   readonly #items = new Map<string, T>();
   #state: State = 'new';
   /** Bumped by every restart and stop: late results of older runs are dropped. */
@@ -335,21 +346,30 @@ export class ResourceWatch<T> {
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(() => reject(new Error(`list timed out after ${this.#timing.listTimeoutMs} ms`)), this.#timing.listTimeoutMs);
     });
-    let raw: KubernetesListObject<object>;
+    // Paged, so that a big list is never deserialized (by the generated
+    // client, into typed objects) all at once: each page is normalized into
+    // envelopes and dropped before the next one is fetched.
+    const pageSize = this.#opts.pageSize ?? 500;
+    const items: Envelope[] = [];
+    let rv: string | undefined;
+    let cont: string | undefined;
     try {
-      raw = await Promise.race([this.#opts.list(), timeout]);
+      do {
+        const raw = await Promise.race([this.#opts.list({ limit: pageSize > 0 ? pageSize : undefined, continue: cont }), timeout]);
+        // A list of an older run (restarted or stopped meanwhile) must not feed the cache.
+        if (gen !== this.#gen || this.#state !== 'running') throw abortError('stale list');
+        this.#received += raw.items.length;
+        for (const item of raw.items) {
+          const env = this.#envelope(item);
+          if (env !== undefined) items.push(env);
+        }
+        rv = raw.metadata?.resourceVersion ?? rv;
+        const next = raw.metadata?._continue;
+        cont = typeof next === 'string' && next !== '' ? next : undefined;
+      } while (cont !== undefined);
     } finally {
       clearTimeout(timer);
     }
-    // A list of an older run (restarted or stopped meanwhile) must not feed the cache.
-    if (gen !== this.#gen || this.#state !== 'running') throw abortError('stale list');
-    const items: Envelope[] = [];
-    this.#received += raw.items.length;
-    for (const item of raw.items) {
-      const env = this.#envelope(item);
-      if (env !== undefined) items.push(env);
-    }
-    const rv = raw.metadata?.resourceVersion;
     // The informer applies the items right after this resolves; mark synced after that.
     setImmediate(() => {
       if (gen !== this.#gen || this.#state !== 'running') return;

@@ -121,14 +121,14 @@ const DEFINITIONS = [
   {
     name: 'nftnp_nft_sets',
     type: 'gauge',
-    help: 'Number of sets in the agent table.',
+    help: 'Number of sets and verdict maps in the agent table.',
     labelNames: [],
     felix: 'felix_ipsets_total',
   },
   {
     name: 'nftnp_nft_set_elements',
     type: 'gauge',
-    help: 'Number of elements in all sets of the agent table.',
+    help: 'Number of elements in all sets and maps of the agent table.',
     labelNames: [],
     felix: undefined,
   },

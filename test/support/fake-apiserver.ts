@@ -367,6 +367,8 @@ export class FakeApiServer {
   readonly #watchers = new Set<Watcher>();
   readonly #sockets = new Set<Socket>();
   #faults: Fault[] = [];
+  /** List snapshots of paged lists in progress, by continue-token id. */
+  readonly #pages = new Map<string, { rv: number; items: KubeObject[] }>();
   #nextWatcher = 1;
   #uid = 1;
   #closed = false;
@@ -740,12 +742,34 @@ export class FakeApiServer {
         this.#startWatch(req, res, resource, route.namespace, query, labels, fields);
         return;
       }
-      const items = [...this.#store[resource].values()]
-        .filter((o) => this.#matches(resource, route.namespace, labels, fields, o))
-        .sort((a, b) => (keyOf(a) < keyOf(b) ? -1 : keyOf(a) > keyOf(b) ? 1 : 0));
-      record(200);
       const info = INFO[resource];
-      return this.#send(res, 200, { kind: `${info.kind}List`, apiVersion: info.apiVersion, metadata: { resourceVersion: String(this.#rv) }, items });
+      // Paging (limit/continue) serves every page from the snapshot taken for the first one, like etcd.
+      let snap: { rv: number; items: KubeObject[] };
+      let offset = 0;
+      const cont = query.continue ?? '';
+      if (cont !== '') {
+        const [id, off] = cont.split(':');
+        const found = this.#pages.get(id ?? '');
+        if (found === undefined) return fail(410, 'The provided continue parameter is too old to display a consistent list result.');
+        snap = found;
+        offset = Number(off);
+      } else {
+        const items = [...this.#store[resource].values()]
+          .filter((o) => this.#matches(resource, route.namespace, labels, fields, o))
+          .sort((a, b) => (keyOf(a) < keyOf(b) ? -1 : keyOf(a) > keyOf(b) ? 1 : 0));
+        snap = { rv: this.#rv, items };
+      }
+      const limit = Number(query.limit ?? '0');
+      const end = limit > 0 ? offset + limit : snap.items.length;
+      const metadata: Record<string, unknown> = { resourceVersion: String(snap.rv) };
+      if (end < snap.items.length) {
+        const id = cont === '' ? String(this.#uid++) : (cont.split(':')[0] ?? '');
+        this.#pages.set(id, snap);
+        metadata.continue = `${id}:${end}`;
+        metadata.remainingItemCount = snap.items.length - end;
+      } else if (cont !== '') this.#pages.delete(cont.split(':')[0] ?? '');
+      record(200);
+      return this.#send(res, 200, { kind: `${info.kind}List`, apiVersion: info.apiVersion, metadata, items: snap.items.slice(offset, end) });
     }
     // Writes, so that process tests can drive the server with a real client too.
     if (method === 'DELETE' && route.name !== undefined) {

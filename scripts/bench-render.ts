@@ -1,6 +1,9 @@
 // Benchmark: compile + render of one node's ruleset on synthetic clusters
 // (scripts/gen-cluster.ts), plus loading the largest ruleset with `nft -f`
 // into a scratch network namespace. Prints figures; asserts nothing.
+// The first node of each cluster is rendered, and at 100k pods also the
+// busiest node: the one most cluster-wide peer rules select pods on (rules
+// whose pod peers have `namespaceSelector: {}`: the biggest sets).
 //
 //   node scripts/bench-render.ts            all cases (each in its own process, for clean RSS)
 //   node scripts/bench-render.ts --case 1k  one case
@@ -12,20 +15,51 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { getHeapStatistics } from 'node:v8';
 import { compileNode } from '../src/compile/compile.ts';
+import { selectorIsEmpty, selectorMatches } from '../src/model/selector.ts';
+import { isActivePod } from '../src/model/types.ts';
+import type { ClusterState } from '../src/model/types.ts';
 import { runNft } from '../src/nft/exec.ts';
 import { renderRuleset } from '../src/nft/render.ts';
 import { generateCluster } from './gen-cluster.ts';
 import type { GenOptions } from './gen-cluster.ts';
 
-const CASES: Record<string, Partial<GenOptions>> = {
+const CASES: Record<string, Partial<GenOptions> & { busiest?: boolean }> = {
   '1k': { pods: 1_000, policies: 100, namespaces: 50, podsPerNode: 110 },
   '10k': { pods: 10_000, policies: 1_000, namespaces: 500, podsPerNode: 110 },
   '100k': { pods: 100_000, policies: 10_000, namespaces: 5_000, podsPerNode: 110 },
+  '100k-busiest': { pods: 100_000, policies: 10_000, namespaces: 5_000, podsPerNode: 110, busiest: true },
 };
+
+/**
+ * The node with the most (policy, rule) pairs whose pod peers span every
+ * namespace and whose policy selects one of its pods; ties: first by name.
+ */
+export function busiestNode(state: ClusterState): { node: string; clusterWideRules: number } {
+  const podsByNs = new Map<string, ClusterState['pods'][number][]>();
+  for (const p of state.pods) {
+    if (!isActivePod(p) || p.nodeName === undefined) continue;
+    let l = podsByNs.get(p.namespace);
+    if (l === undefined) podsByNs.set(p.namespace, (l = []));
+    l.push(p);
+  }
+  const count = new Map<string, number>();
+  for (const pol of state.policies) {
+    const wide = [...pol.ingress, ...pol.egress].filter((r) => r.peers?.some((x) => x.kind === 'pods' && x.namespaceSelector !== undefined && selectorIsEmpty(x.namespaceSelector))).length;
+    if (wide === 0) continue;
+    const nodes = new Set<string>();
+    for (const p of podsByNs.get(pol.namespace) ?? []) if (selectorMatches(pol.podSelector, p.labels) && p.nodeName !== undefined) nodes.add(p.nodeName);
+    for (const n of nodes) count.set(n, (count.get(n) ?? 0) + wide);
+  }
+  let best = { node: state.nodes[0]?.name ?? '', clusterWideRules: 0 };
+  for (const [node, n] of [...count].sort((a, b) => (a[0] < b[0] ? -1 : 1))) if (n > best.clusterWideRules) best = { node, clusterWideRules: n };
+  return best;
+}
 const RUNS = 5;
 
 interface CaseResult {
   readonly name: string;
+  readonly node: string;
+  readonly clusterWideRules: number;
   readonly genMs: number;
   readonly firstMs: number;
   readonly compileMs: number;
@@ -68,7 +102,7 @@ async function runCase(name: string, withNft: boolean): Promise<CaseResult> {
   const cluster = generateCluster(opts);
   const genMs = ms(t0);
   const stateRssMiB = mib(process.memoryUsage().rss);
-  const node = cluster.nodes[0] ?? '';
+  const { node, clusterWideRules } = opts.busiest === true ? busiestNode(cluster.state) : { node: cluster.nodes[0] ?? '', clusterWideRules: -1 };
 
   // First (cold) run: what the agent pays on start-up.
   t0 = process.hrtime.bigint();
@@ -91,6 +125,8 @@ async function runCase(name: string, withNft: boolean): Promise<CaseResult> {
   const heap = getHeapStatistics();
   const result: CaseResult = {
     name,
+    node,
+    clusterWideRules,
     genMs,
     firstMs,
     compileMs: median(compileTimes),
@@ -133,6 +169,7 @@ function print(rs: readonly CaseResult[]): void {
   ];
   const widths = rows[0]?.map((_, i) => Math.max(...rows.map((row) => (row[i] ?? '').length))) ?? [];
   for (const row of rows) console.log(row.map((c, i) => c.padStart(widths[i] ?? 0)).join('  '));
+  for (const r of rs) if (r.clusterWideRules >= 0) console.log(`${r.name}: ${r.node}, ${r.clusterWideRules} cluster-wide peer rules select its pods`);
   for (const r of rs) {
     if (r.nft === undefined) continue;
     console.log(
@@ -147,7 +184,7 @@ async function main(): Promise<void> {
   const { values } = parseArgs({ options: { case: { type: 'string' }, 'no-nft': { type: 'boolean' }, json: { type: 'boolean' } } });
   const withNft = values['no-nft'] !== true;
   if (values.case !== undefined) {
-    const r = await runCase(values.case, withNft && values.case === '100k');
+    const r = await runCase(values.case, withNft && values.case.startsWith('100k'));
     if (values.json === true) console.log(JSON.stringify(r));
     else print([r]);
     return;
@@ -164,4 +201,5 @@ async function main(): Promise<void> {
   print(results);
 }
 
-await main();
+// Only when run as a script: bench-update.ts imports busiestNode from here.
+if (process.argv[1] === fileURLToPath(import.meta.url)) await main();

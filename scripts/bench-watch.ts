@@ -4,10 +4,14 @@
 //
 //   node scripts/bench-watch.ts [--sizes 1000:100:50,10000:1000:500,100000:10000:5000]
 //                               [--churn 2000] [--modes naive-informers,all-pods,selective,selective-unbounded]
+//                               [--mix gen,local]
 //
 // Each size runs the in-repo fake API server in a child process, loaded with
 // scripts/gen-cluster.ts's seeded cluster (pods:policies:namespaces; 110 pods
-// per node). Each mode then runs in its own child process (--expose-gc, so its
+// per node; pods padded to a real pod's ~5 KB). Mixes: 'gen' is its policy
+// mix as is, with cluster-wide peers (every frontend of every namespace) and
+// team namespaceSelectors; 'local' drops those policies, leaving
+// namespace-scoped microservice policies plus DNS and monitoring peers. Each mode then runs in its own child process (--expose-gc, so its
 // RSS and heap are its own): it syncs, is measured, and counts the objects it
 // receives while the server applies the same churn to random pods cluster-wide
 // (half label changes, half delete + re-create). Modes:
@@ -33,6 +37,8 @@ import { clusterObjects, generateCluster } from './gen-cluster.ts';
 
 const MODES = ['naive-informers', 'all-pods', 'selective', 'selective-unbounded'] as const;
 type Mode = (typeof MODES)[number];
+const MIXES = ['gen', 'local'] as const;
+type Mix = (typeof MIXES)[number];
 
 const MB = 1024 * 1024;
 
@@ -146,14 +152,20 @@ function realistic(o: KubeObject): KubeObject {
   };
 }
 
-async function serve(pods: number, policies: number, namespaces: number): Promise<void> {
+/** Policies of gen-cluster whose peers reach into other namespaces (dropped by the 'local' mix). */
+const CROSS_NAMESPACE = /^(allow-all-frontends|allow-team|expressions)-/;
+
+async function serve(pods: number, policies: number, namespaces: number, mix: Mix): Promise<void> {
   const t0 = performance.now();
-  const cluster = generateCluster({ pods, policies, namespaces, seed: 1 });
+  const generated = generateCluster({ pods, policies, namespaces, seed: 1 });
+  const cluster =
+    mix === 'local' ? { ...generated, state: { ...generated.state, policies: generated.state.policies.filter((p) => !CROSS_NAMESPACE.test(p.name)) } } : generated;
   const api = await FakeApiServer.start({ bookmarkIntervalMs: 0, maxLogEntries: 2_000_000 });
   api.load((clusterObjects(cluster) as KubeObject[]).map((o) => (o.kind === 'Pod' ? realistic(o) : o)));
   const keys = cluster.state.pods.map((p) => [p.namespace, p.name] as const);
   const node = cluster.nodes[0] ?? 'node-00000';
-  send({ url: api.url, node, loadMs: Math.round(performance.now() - t0), rv: api.resourceVersion });
+  const sample = keys[0] === undefined ? undefined : api.get('pods', keys[0][0], keys[0][1]);
+  send({ url: api.url, node, policies: cluster.state.policies.length, loadMs: Math.round(performance.now() - t0), rv: api.resourceVersion, podBytes: JSON.stringify(sample ?? {}).length });
   for await (const line of createInterface({ input: process.stdin })) {
     const [cmd, a, b] = line.split(' ');
     if (cmd === 'churn') {
@@ -292,13 +304,20 @@ function child(args: string[], nodeArgs: string[] = []): Child {
     if (w !== undefined) w(l);
     else queue.push(l);
   });
+  let exited: Error | undefined;
+  const failed: ((e: Error) => void)[] = [];
+  proc.once('exit', (code) => {
+    exited = new Error(`child ${args.join(' ')} exited ${String(code)}`);
+    for (const f of failed.splice(0)) f(exited);
+  });
   const next = (): Promise<Record<string, unknown>> =>
     new Promise((resolve, reject) => {
       const got = (l: string): void => resolve(JSON.parse(l) as Record<string, unknown>);
       const q = queue.shift();
       if (q !== undefined) return got(q);
+      if (exited !== undefined) return reject(exited);
       waiters.push(got);
-      proc.once('exit', (code) => reject(new Error(`child ${args.join(' ')} exited ${String(code)}`)));
+      failed.push(reject);
     });
   return {
     proc,
@@ -311,15 +330,16 @@ function child(args: string[], nodeArgs: string[] = []): Child {
   };
 }
 
-async function orchestrate(sizes: [number, number, number][], churn: number, modes: Mode[]): Promise<void> {
+async function orchestrate(sizes: [number, number, number][], churn: number, modes: Mode[], mixes: Mix[]): Promise<void> {
   const rows: string[] = [];
   console.log(`# bench-watch ${new Date().toISOString().slice(0, 10)}, node ${process.version}, ${cpus().length} cores (${cpus()[0]?.model ?? '?'}), ${(totalmem() / 1024 ** 3).toFixed(0)} GiB`);
-  const header = '| pods | policies | namespaces | mode | watches | objects cached | sync s | RSS MB (idle) | heap MB | churn events (cluster) | received |';
+  const header = '| mix | pods | policies | namespaces | mode | watches | objects cached | sync s | RSS MB (idle) | heap MB | churn events (cluster) | received |';
   console.log(header);
-  console.log('|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|');
-  for (const [pods, policies, namespaces] of sizes) {
-    const server = child(['--serve', `${pods}:${policies}:${namespaces}`]);
+  console.log('|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|');
+  for (const mix of mixes) for (const [pods, policies, namespaces] of sizes) {
+    const server = child(['--serve', `${pods}:${policies}:${namespaces}`, '--mix', mix]);
     const ready = await server.next();
+    if (rows.length === 0) console.log(`(a pod is ${String(ready.podBytes)} bytes of JSON; churn: ${churn} random pods, half relabelled, half deleted and re-created)`);
     const url = String(ready.url);
     const node = String(ready.node);
     for (const mode of modes) {
@@ -340,7 +360,7 @@ async function orchestrate(sizes: [number, number, number][], churn: number, mod
       }
       m.proc.stdin?.write('exit\n');
       await new Promise((r) => m.proc.once('exit', r));
-      const row = `| ${pods} | ${policies} | ${namespaces} | ${mode}${mode.startsWith('selective') ? ` (${String(synced.note).replace('peer mode ', '')})` : ''} | ${String(synced.watches)} | ${String(synced.objects)} | ${(Number(synced.syncMs) / 1000).toFixed(1)} | ${String(synced.rssMB)} (${String(synced.baseRssMB)}) | ${String(synced.heapMB)} | ${String(done.events)} | ${cur - before} |`;
+      const row = `| ${mix} | ${pods} | ${String(ready.policies)} | ${namespaces} | ${mode}${mode.startsWith('selective') ? ` (${String(synced.note).replace('peer mode ', '')})` : ''} | ${String(synced.watches)} | ${String(synced.objects)} | ${(Number(synced.syncMs) / 1000).toFixed(1)} | ${String(synced.rssMB)} (${String(synced.baseRssMB)}) | ${String(synced.heapMB)} | ${String(done.events)} | ${cur - before} |`;
       rows.push(row);
       console.log(row);
     }
@@ -358,6 +378,7 @@ const { values } = parseArgs({
     sizes: { type: 'string', default: '1000:100:50,10000:1000:500,100000:10000:5000' },
     churn: { type: 'string', default: '2000' },
     modes: { type: 'string', default: MODES.join(',') },
+    mix: { type: 'string', default: MIXES.join(',') },
   },
 });
 
@@ -367,8 +388,16 @@ function triple(s: string): [number, number, number] {
   return [a as number, b as number, c as number];
 }
 
+function mixes(text: string): Mix[] {
+  return text.split(',').map((m) => {
+    if (!(MIXES as readonly string[]).includes(m)) throw new Error(`unknown mix ${m}`);
+    return m as Mix;
+  });
+}
+
 if (values.serve !== undefined) {
-  await serve(...triple(values.serve));
+  const [mix] = mixes(values.mix);
+  await serve(...triple(values.serve), mix ?? 'gen');
 } else if (values.measure !== undefined) {
   if (!(MODES as readonly string[]).includes(values.measure)) throw new Error(`unknown mode ${values.measure}`);
   await measure(values.measure as Mode, values.url ?? '', values.node ?? '');
@@ -377,5 +406,5 @@ if (values.serve !== undefined) {
     if (!(MODES as readonly string[]).includes(m)) throw new Error(`unknown mode ${m}`);
     return m as Mode;
   });
-  await orchestrate(values.sizes.split(',').map(triple), Number(values.churn), modes);
+  await orchestrate(values.sizes.split(',').map(triple), Number(values.churn), modes, mixes(values.mix));
 }

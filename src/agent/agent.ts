@@ -72,6 +72,7 @@ export class Agent {
       snapshot: (): ClusterState | undefined => (src.synced() ? src.snapshot() : r.lastState()),
       watches: (): readonly WatchStatus[] => src.status(),
       lastAppliedText: () => r.lastAppliedText(),
+      lastFailedText: () => r.lastFailedText(),
       kernelMatches: () => r.kernelMatches(),
     };
   }

@@ -47,7 +47,9 @@ by a previous run stays in force until then and on exit.
   --deny-action A         drop (default) or reject (env DENY_ACTION)
   --drift-interval D      how often the table is read back and repaired
                           (env DRIFT_INTERVAL; default 60s; 0 disables)
-  --debounce D            coalescing window for changes (env DEBOUNCE; default 50ms)
+  --debounce D            minimum time between two applies; changes within it
+                          coalesce, a change to an idle agent applies at once
+                          (env DEBOUNCE; default 50ms)
   --log-level L           fatal|error|warn|info|debug|trace|silent (env LOG_LEVEL; default info)
   --from-dir DIR          read manifests from DIR instead of the API server
                           (env FROM_DIR)

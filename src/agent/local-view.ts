@@ -52,3 +52,34 @@ export function releasedIPs(prev: ReadonlyMap<string, string>, next: ReadonlyMap
   for (const [ip, owner] of prev) if (next.get(ip) !== owner) out.push(ip);
   return out.sort();
 }
+
+function cmpKey(a: Pod, b: Pod): number {
+  return a.namespace < b.namespace ? -1 : a.namespace > b.namespace ? 1 : a.name < b.name ? -1 : a.name > b.name ? 1 : 0;
+}
+
+function sortedByKey(pods: readonly Pod[]): boolean {
+  for (let i = 1; i < pods.length; i++) if (cmpKey(pods[i - 1] as Pod, pods[i] as Pod) >= 0) return false;
+  return true;
+}
+
+/**
+ * releasedIPs(podIPOwners(prev), podIPOwners(next)) for two snapshots, in
+ * one merge walk over their sorted pod lists: pods whose object is unchanged
+ * (the source keeps unchanged objects) cost one comparison, so a change at
+ * 100k pods costs milliseconds instead of two 100k-entry maps.
+ */
+export function releasedPodIPs(prev: ClusterState, next: ClusterState): string[] {
+  const a = prev.pods;
+  const b = next.pods;
+  if (!sortedByKey(a) || !sortedByKey(b)) return releasedIPs(podIPOwners(prev), podIPOwners(next));
+  const out = new Set<string>();
+  let j = 0;
+  for (const p of a) {
+    while (j < b.length && cmpKey(b[j] as Pod, p) < 0) j++;
+    const q = b[j] !== undefined && cmpKey(b[j] as Pod, p) === 0 ? b[j] : undefined;
+    if (q === p || !isActivePod(p)) continue;
+    const kept = q !== undefined && isActivePod(q) ? q.ips : [];
+    for (const ip of p.ips) if (!kept.includes(ip)) out.add(ip);
+  }
+  return [...out].sort();
+}

@@ -26,8 +26,11 @@ export type NftResult = { readonly ok: true } | { readonly ok: false; readonly e
 export interface Dataplane {
   /** Runs one `nft -f -` transaction. Never throws for nft errors. */
   apply(script: string): Promise<NftResult>;
-  /** The kernel's listing of our table; undefined when it does not exist. */
-  list(): Promise<string | undefined>;
+  /**
+   * The kernel's listing of our table; undefined when it does not exist.
+   * Rejects when nft fails, or when `signal` aborts it.
+   */
+  list(signal?: AbortSignal): Promise<string | undefined>;
 }
 
 export interface WatchInfo {

@@ -9,7 +9,8 @@
 //   stays in force until then);
 // - one job runs at a time (p-queue, concurrency 1) and at most one apply job
 //   waits behind it: a waiting job snapshots when it starts, so the latest
-//   state wins and bursts coalesce;
+//   state wins and bursts coalesce; applies start at least `debounceMs`
+//   apart, but a change reaching an idle loop is applied at once;
 // - a failed transaction changes nothing in the kernel (nft is atomic); it is
 //   retried with capped exponential backoff, and new changes wait for it too;
 // - every callback is wrapped: errors are logged and counted, never thrown.
@@ -20,7 +21,7 @@ import { errorMessage } from '../observability/logger.ts';
 import { backoffDelay, DEFAULT_BACKOFF, type BackoffPolicy } from './backoff.ts';
 import { checkDrift, normalizeListing } from './drift.ts';
 import { diffInvalid, eventMessage, fingerprint, reportsEventFor, type InvalidIndex, type InvalidPolicy } from './invalid-policies.ts';
-import { podIPOwners, releasedIPs } from './local-view.ts';
+import { releasedPodIPs } from './local-view.ts';
 import { SYSTEM_CLOCK, type AgentMetrics, type Clock, type Dataplane, type EventSink, type RenderFn, type RenderStats, type StateSource } from './ports.ts';
 
 export interface ReconcilerOptions {
@@ -35,6 +36,12 @@ export interface ReconcilerOptions {
   readonly watchPollMs?: number;
   /** An apply in flight for longer than this makes /healthz fail. */
   readonly wedgeMs?: number;
+  /**
+   * An unchanged render is skipped without listing the table when the kernel
+   * was seen to match within this time (listing costs ~0.5 s at 100k pods;
+   * the drift timer still checks on its own).
+   */
+  readonly kernelCheckFreshMs?: number;
 }
 
 export interface ReconcilerDeps {
@@ -99,6 +106,7 @@ interface Applied {
 }
 
 const MAX_REASONS = 16;
+const NO_READBACK = 'no listing was captured after the last apply';
 
 export class Reconciler {
   readonly #d: ReconcilerDeps;
@@ -125,8 +133,17 @@ export class Reconciler {
   #failures = 0;
   #retryAt: number | undefined;
   #inFlightSince: number | undefined;
+  /** Aborts the read-back after an apply when a newer change is queued. */
+  #captureAbort: AbortController | undefined;
+  /** Monotonic time the kernel was last seen to match the last apply. */
+  #kernelVerifiedAt: number | undefined;
+  /** Monotonic start of the last reconcile that did work (throttle). */
+  #lastStart: number | undefined;
   #applied: Applied | undefined;
-  #owners: Map<string, string> | undefined;
+  /** The script of the last failed transaction, until one succeeds (debug endpoint). */
+  #failedText: string | undefined;
+  /** The snapshot of the last successful apply, for released pod IPs. */
+  #releasedFrom: ClusterState | undefined;
 
   #invalid: InvalidIndex = new Map();
   /** key -> errors fingerprint an Event was created for. */
@@ -147,7 +164,8 @@ export class Reconciler {
       backoff: DEFAULT_BACKOFF,
       syncPollMs: 100,
       watchPollMs: 5000,
-      wedgeMs: 120_000,
+      wedgeMs: 150_000,
+      kernelCheckFreshMs: 5000,
       ...opts,
     };
   }
@@ -225,6 +243,11 @@ export class Reconciler {
     return this.#applied?.text;
   }
 
+  /** The script nft rejected last, while no later apply has succeeded. */
+  lastFailedText(): string | undefined {
+    return this.#failedText;
+  }
+
   /** The snapshot the last reconcile used (undefined before the first). */
   lastState(): ClusterState | undefined {
     return this.#lastState;
@@ -271,7 +294,12 @@ export class Reconciler {
     }
     // A timer already set, or a job not yet started, will read the latest state.
     if (this.#debounceTimer !== undefined || this.#applyQueued) return;
-    const wait = Math.max(this.#o.debounceMs, (this.#retryAt ?? 0) - this.#clock.mono());
+    // Leading-edge throttle: an idle loop applies a change at once (after the
+    // current I/O callbacks, so one watch chunk is one apply); otherwise
+    // applies start at least debounceMs apart and what arrives meanwhile
+    // coalesces. A pending retry's backoff holds everything back.
+    const now = this.#clock.mono();
+    const wait = Math.max(0, (this.#lastStart ?? -Infinity) + this.#o.debounceMs - now, (this.#retryAt ?? 0) - now);
     this.#debounceTimer = setTimeout(() => {
       this.#debounceTimer = undefined;
       this.#guard('debounce timer', () => this.#enqueueApply());
@@ -307,6 +335,8 @@ export class Reconciler {
   #enqueueApply(): void {
     if (this.#stopped || this.#applyQueued) return;
     this.#applyQueued = true;
+    // A newer state waits: the read-back of the previous apply is moot.
+    this.#captureAbort?.abort();
     this.#queue
       .add(async () => {
         this.#applyQueued = false;
@@ -344,6 +374,7 @@ export class Reconciler {
     }
     this.#markSynced();
     if (!this.#dirty && !force) return;
+    this.#lastStart = this.#clock.mono();
     const since = this.#pendingSince;
     const reasons = trigger === undefined ? [...this.#pendingReasons] : [trigger, ...this.#pendingReasons];
     this.#dirty = false;
@@ -372,7 +403,8 @@ export class Reconciler {
       let repair = trigger === 'drift';
       const prev = this.#applied;
       if (!force && prev !== undefined && prev.text === rendered.text) {
-        const check = await this.#checkKernel(prev);
+        const fresh = prev.canonical !== undefined && this.#kernelVerifiedAt !== undefined && this.#clock.mono() - this.#kernelVerifiedAt < this.#o.kernelCheckFreshMs;
+        const check: KernelCheck = fresh ? { kind: 'match' } : await this.#checkKernel(prev);
         if (check.kind === 'match') {
           this.#succeeded(since, reasons, t0, rendered.stats, 'unchanged', false);
           this.#releaseIPs(state);
@@ -395,15 +427,29 @@ export class Reconciler {
       // Render and transaction; the read-back below is bookkeeping, not applying.
       this.#d.metrics.applySeconds((this.#clock.mono() - t0) / 1000);
       if (!res.ok) {
+        this.#failedText = rendered.text;
         this.#d.metrics.restoreError();
         this.#failed(since, reasons, t0, rendered.stats, `nft failed: ${res.error.trim()}`, res.exitCode);
         return;
       }
-      const listing = await this.#listQuietly();
-      if (listing === undefined) this.#d.log.warn({ event: 'list' }, 'could not read the table back after applying; the next drift check re-applies');
-      this.#applied = { text: rendered.text, canonical: listing === undefined ? undefined : normalizeListing(listing) };
+      // Enforced now: record it (latency, log line) before the read-back below.
+      this.#applied = { text: rendered.text, canonical: undefined };
       this.#succeeded(since, reasons, t0, rendered.stats, 'applied', repair);
       this.#releaseIPs(state);
+      // The canonical listing for drift checks, captured right after the apply
+      // (given up if a newer change is queued: its apply captures instead).
+      const ac = new AbortController();
+      this.#captureAbort = ac;
+      const listing = await this.#listQuietly(ac.signal);
+      this.#captureAbort = undefined;
+      if (listing !== undefined) {
+        this.#applied = { text: rendered.text, canonical: normalizeListing(listing) };
+        this.#kernelVerifiedAt = this.#clock.mono();
+      } else if (ac.signal.aborted) {
+        this.#d.log.debug({ event: 'list' }, 'read-back skipped: a newer change is waiting');
+      } else {
+        this.#d.log.warn({ event: 'list' }, 'could not read the table back after applying; the next drift check re-applies');
+      }
     } finally {
       this.#inFlightSince = undefined;
     }
@@ -415,6 +461,7 @@ export class Reconciler {
     const rec: ApplyRecord = { result, reasons, atUnixMs: this.#clock.wall(), durationMs, stats, error: undefined, exitCode: undefined };
     const recovered = this.#failures > 0;
     this.#failures = 0;
+    this.#failedText = undefined;
     this.#retryAt = undefined;
     this.#lastApply = rec;
     this.#lastSuccess = rec;
@@ -458,6 +505,13 @@ export class Reconciler {
     if (this.#stopped || applied === undefined || this.#dirty) return;
     const check = await this.#checkKernel(applied);
     this.#lastDrift = { atUnixMs: this.#clock.wall(), result: check.kind, detail: check.kind === 'match' ? undefined : check.detail };
+    if (check.kind === 'unknown' && check.detail === NO_READBACK) {
+      // The read-back after the last apply was given up or failed: nothing
+      // to compare with, so apply again (not counted as a repair).
+      this.#d.log.info({ event: 'drift-check' }, 'no read-back of the last apply to compare with; re-applying');
+      await this.#reconcile(true, 'read-back');
+      return;
+    }
     if (check.kind === 'unknown') {
       this.#d.log.error({ event: 'drift-check', detail: check.detail }, 'could not read the table back');
       return;
@@ -471,7 +525,7 @@ export class Reconciler {
   }
 
   async #checkKernel(applied: Applied): Promise<KernelCheck> {
-    if (applied.canonical === undefined) return { kind: 'drifted', detail: 'no listing was captured after the last apply' };
+    if (applied.canonical === undefined) return { kind: 'unknown', detail: NO_READBACK };
     let listing;
     try {
       listing = await this.#d.dataplane.list();
@@ -479,15 +533,18 @@ export class Reconciler {
       return { kind: 'unknown', detail: `listing the table failed: ${errorMessage(e)}` };
     }
     const c = checkDrift(applied.canonical, listing);
-    if (!c.drifted) return { kind: 'match' };
+    if (!c.drifted) {
+      this.#kernelVerifiedAt = this.#clock.mono();
+      return { kind: 'match' };
+    }
     return { kind: 'drifted', detail: c.firstDifference === undefined ? c.why : `${c.why}: ${c.firstDifference}` };
   }
 
-  async #listQuietly(): Promise<string | undefined> {
+  async #listQuietly(signal: AbortSignal): Promise<string | undefined> {
     try {
-      return await this.#d.dataplane.list();
+      return await this.#d.dataplane.list(signal);
     } catch (e) {
-      this.#d.log.warn({ err: e }, 'listing the table failed');
+      if (!signal.aborted) this.#d.log.warn({ err: e }, 'listing the table failed');
       return undefined;
     }
   }
@@ -539,11 +596,10 @@ export class Reconciler {
   #releaseIPs(state: ClusterState): void {
     const hook = this.#d.onReleasedIPs;
     if (hook === undefined) return;
-    const owners = podIPOwners(state);
-    const prev = this.#owners;
-    this.#owners = owners;
-    if (prev === undefined) return;
-    const ips = releasedIPs(prev, owners);
+    const prev = this.#releasedFrom;
+    this.#releasedFrom = state;
+    if (prev === undefined || prev === state) return;
+    const ips = releasedPodIPs(prev, state);
     if (ips.length === 0) return;
     hook(ips).catch((e: unknown) => this.#d.log.warn({ err: e, ips: ips.length }, 'conntrack cleanup failed'));
   }

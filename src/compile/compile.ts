@@ -2,18 +2,21 @@
 // docs/datapath.md). Only what the node needs is compiled: its active pods,
 // the policies selecting at least one of them, and the peer addresses those
 // policies name. Output order never depends on input order.
+import { cidrInterval, mergeIntervals, parseCIDR } from '../model/ip.ts';
 import { selectorMatches } from '../model/selector.ts';
 import { isActivePod, objectKey } from '../model/types.ts';
 import type { ClusterState, Direction, Family, NetworkPolicy, Pod } from '../model/types.ts';
-import { DEFAULT_TABLE, dispatchMapName, podChainName, podId, policyChainName, policyId, sanitizeComment } from '../nft/ids.ts';
+import { DEFAULT_TABLE, dispatchMapName, localPodCidrSetName, podChainName, podId, policyChainName, policyId, sanitizeComment } from '../nft/ids.ts';
 import { ClusterIndex } from './cluster-index.ts';
 import type { Chain, CompiledRuleset, MapElement, NamedSet, RenderOptions, Rule, RulesetStats, VerdictMap } from './ir.ts';
 import { PeerResolver } from './peers.ts';
 import { compilePolicyChain } from './policy-rules.ts';
+import { SharedSets } from './shared-sets.ts';
+import { formatElement } from './v4.ts';
 
 export type { CompiledRuleset, RenderOptions, RulesetStats } from './ir.ts';
 
-export const DEFAULT_OPTIONS: RenderOptions = { table: DEFAULT_TABLE, denyAction: 'drop' };
+export const DEFAULT_OPTIONS: RenderOptions = { table: DEFAULT_TABLE, denyAction: 'drop', unknownLocalEndpoints: 'drop' };
 
 const DIRECTIONS: readonly Direction[] = ['ingress', 'egress'];
 const FAMILIES: readonly Family[] = [4, 6];
@@ -26,9 +29,16 @@ export const BASE_CHAINS = { forwardEgress: 'forward-egress', forwardIngress: 'f
 const ND_TYPES = ['nd-neighbor-solicit', 'nd-neighbor-advert', 'nd-router-solicit', 'nd-router-advert'];
 
 export function resolveOptions(opts?: Partial<RenderOptions>): RenderOptions {
-  const o: RenderOptions = { table: opts?.table ?? DEFAULT_OPTIONS.table, denyAction: opts?.denyAction ?? DEFAULT_OPTIONS.denyAction };
+  const o: RenderOptions = {
+    table: opts?.table ?? DEFAULT_OPTIONS.table,
+    denyAction: opts?.denyAction ?? DEFAULT_OPTIONS.denyAction,
+    unknownLocalEndpoints: opts?.unknownLocalEndpoints ?? DEFAULT_OPTIONS.unknownLocalEndpoints,
+  };
   if (!TABLE_NAME.test(o.table)) throw new Error(`invalid nft table name "${o.table}": use letters, digits, '_' and '-'`);
   if (o.denyAction !== 'drop' && o.denyAction !== 'reject') throw new Error(`invalid denyAction "${String(o.denyAction)}": drop or reject`);
+  if (o.unknownLocalEndpoints !== 'drop' && o.unknownLocalEndpoints !== 'allow') {
+    throw new Error(`invalid unknownLocalEndpoints "${String(o.unknownLocalEndpoints)}": drop or allow`);
+  }
   return o;
 }
 
@@ -85,15 +95,45 @@ function denyRules(pod: Pod, d: Direction, action: RenderOptions['denyAction']):
   ];
 }
 
-function baseChain(name: string, hook: 'forward' | 'input', priority: number, d: Direction, comment: string): Chain {
+/**
+ * `unknown`: the local pod CIDR sets, per family. After the dispatch, an
+ * address in them that no map element claimed is a local endpoint the agent
+ * does not know yet (a pod created a moment ago): dropped, fail closed.
+ */
+function baseChain(name: string, hook: 'forward' | 'input', priority: number, d: Direction, comment: string, unknown: readonly NamedSet[]): Chain {
   const field = d === 'ingress' ? 'daddr' : 'saddr';
   const rules: Rule[] = [
     // Replies of connections that were allowed when they started.
     { matches: [{ kind: 'ctState', states: ['established', 'related'] }], counter: false, verdict: { kind: 'accept' }, comment: undefined },
     { matches: [{ kind: 'icmpv6Types', types: ND_TYPES }], counter: false, verdict: { kind: 'accept' }, comment: undefined },
     ...FAMILIES.map((f): Rule => ({ matches: [], counter: false, verdict: { kind: 'vmap', family: f, field, map: dispatchMapName(d, f) }, comment: undefined })),
+    ...unknown.map(
+      (s): Rule => ({
+        matches: [{ kind: 'addrSet', family: s.type === 'ipv4_addr' ? 4 : 6, field, set: s.name }],
+        counter: true,
+        verdict: { kind: 'drop' },
+        comment: 'unknown local endpoint',
+      }),
+    ),
   ];
   return { name, role: 'base', base: { hook, priority }, comment, rules };
+}
+
+/** The node's pod CIDRs as interval sets, one per family that has any (canonical, merged). */
+function localCidrSets(state: ClusterState, nodeName: string): NamedSet[] {
+  const node = state.nodes.find((n) => n.name === nodeName);
+  const out: NamedSet[] = [];
+  for (const f of FAMILIES) {
+    const ivs = [];
+    for (const text of node?.podCIDRs ?? []) {
+      const c = parseCIDR(text);
+      if (c.ok && c.cidr.family === f) ivs.push(cidrInterval(c.cidr));
+    }
+    if (ivs.length === 0) continue;
+    const name = localPodCidrSetName(f);
+    out.push({ name, type: f === 4 ? 'ipv4_addr' : 'ipv6_addr', interval: true, elements: mergeIntervals(ivs).map(formatElement), comment: sanitizeComment(`pod CIDRs of node ${nodeName}`) });
+  }
+  return out;
 }
 
 function computeStats(sets: readonly NamedSet[], maps: readonly VerdictMap[], chains: readonly Chain[], localCount: number, policyCount: number): RulesetStats {
@@ -111,17 +151,26 @@ export function compileNode(state: ClusterState, nodeName: string, opts?: Partia
   const peers = new PeerResolver(idx);
   const local = localPods(state, nodeName);
   const relevant = relevantPolicies(state, local);
+  // With the node's pod CIDRs known, every active local pod is listed in the
+  // maps and any other address in them is dropped (see baseChain).
+  const unknown = o.unknownLocalEndpoints === 'drop' ? localCidrSets(state, nodeName) : [];
+  const families = new Set<Family>(unknown.map((s) => (s.type === 'ipv4_addr' ? 4 : 6)));
+  for (const p of local) {
+    for (const text of p.ips) {
+      const ip = idx.ip(text);
+      if (ip !== undefined) families.add(ip.family);
+    }
+  }
 
-  const sets: NamedSet[] = [];
+  const shared = new SharedSets();
   const policyChains: Chain[] = [];
   // Per pod and direction: the chains of the policies isolating it, in policy order.
   const jumps = new Map<Pod, { ingress: Rule[]; egress: Rule[] }>();
   for (const r of relevant) {
     for (const d of DIRECTIONS) {
       if (!r.policy.types[d]) continue;
-      const out = compilePolicyChain({ idx, peers, policy: r.policy, policyId: r.id, direction: d, targets: r.targets });
+      const out = compilePolicyChain({ idx, peers, sets: shared, families, policy: r.policy, policyId: r.id, direction: d, targets: r.targets });
       policyChains.push(out.chain);
-      sets.push(...out.sets);
       const jump: Rule = { matches: [], counter: false, verdict: { kind: 'jump', chain: policyChainName(r.id, d) }, comment: sanitizeComment(objectKey(r.policy)) };
       for (const pod of r.targets) {
         let j = jumps.get(pod);
@@ -136,12 +185,18 @@ export function compileNode(state: ClusterState, nodeName: string, opts?: Partia
   const seenKeys = new Set<string>();
   for (const pod of local) {
     const j = jumps.get(pod);
-    if (j === undefined) continue;
+    if (j === undefined && unknown.length === 0) continue;
     const id = podId(pod.namespace, pod.name);
     for (const d of DIRECTIONS) {
-      if (j[d].length === 0) continue;
-      const chain = podChainName(id, d);
-      podChains.push({ name: chain, role: 'pod', base: undefined, comment: sanitizeComment(`${d} of pod ${objectKey(pod)}`), rules: [...j[d], ...denyRules(pod, d, o.denyAction)] });
+      const isolating = j?.[d] ?? [];
+      let chain: string | undefined;
+      if (isolating.length > 0) {
+        chain = podChainName(id, d);
+        podChains.push({ name: chain, role: 'pod', base: undefined, comment: sanitizeComment(`${d} of pod ${objectKey(pod)}`), rules: [...isolating, ...denyRules(pod, d, o.denyAction)] });
+      } else if (unknown.length === 0) {
+        continue; // not isolated, and unknown addresses pass anyway: no element needed
+      }
+      // chain undefined: `accept` (known, not isolated), which ends only this base chain.
       for (const text of pod.ips) {
         const ip = idx.ip(text);
         if (ip === undefined) continue;
@@ -166,11 +221,13 @@ export function compileNode(state: ClusterState, nodeName: string, opts?: Partia
   }
 
   const baseChains = [
-    baseChain(BASE_CHAINS.forwardEgress, 'forward', 0, 'egress', 'egress of local pods: routed, bridged and DNATed traffic'),
+    baseChain(BASE_CHAINS.forwardEgress, 'forward', 0, 'egress', 'egress of local pods: routed, bridged and DNATed traffic', unknown),
     // After egress (priority filter + 1): a packet between two local pods passes both checks.
-    baseChain(BASE_CHAINS.forwardIngress, 'forward', 1, 'ingress', 'ingress of local pods: routed, bridged and DNATed traffic'),
-    baseChain(BASE_CHAINS.inputEgress, 'input', 0, 'egress', 'egress of local pods to this node itself'),
+    baseChain(BASE_CHAINS.forwardIngress, 'forward', 1, 'ingress', 'ingress of local pods: routed, bridged and DNATed traffic', unknown),
+    // Not on input: the node's own gateway address may lie in its pod CIDR.
+    baseChain(BASE_CHAINS.inputEgress, 'input', 0, 'egress', 'egress of local pods to this node itself', []),
   ];
+  const sets = [...unknown, ...shared.all()];
 
   const chains = [...policyChains, ...podChains, ...baseChains];
   const names = new Set<string>();
@@ -182,7 +239,7 @@ export function compileNode(state: ClusterState, nodeName: string, opts?: Partia
 
   return {
     table: o.table,
-    comment: sanitizeComment(`managed by nft-netpol-agent, rewritten on every sync, do not edit: NetworkPolicy of node ${nodeName}`),
+    comment: sanitizeComment(`managed by nft-netpol-agent, do not edit (edits are reverted): NetworkPolicy of node ${nodeName}`),
     node: nodeName,
     sets,
     maps,

@@ -8,6 +8,13 @@ export interface RenderOptions {
   readonly table: string;
   /** Verdict for traffic no policy allows. */
   readonly denyAction: 'drop' | 'reject';
+  /**
+   * Only when the node has podCIDRs: an address in them that is not a known
+   * active local pod is dropped in the forward chains ('drop', the default:
+   * fail closed for pods created a moment ago) or passes unfiltered ('allow',
+   * as without podCIDRs).
+   */
+  readonly unknownLocalEndpoints: 'drop' | 'allow';
 }
 
 export interface RulesetStats {
@@ -87,8 +94,11 @@ export interface NamedSet {
 export interface MapElement {
   /** Canonical pod address. */
   readonly key: string;
-  /** `goto` target. */
-  readonly chain: string;
+  /**
+   * `goto` target; undefined = `accept`: a known local pod nothing isolates in
+   * this direction (only listed when unknown local endpoints are dropped).
+   */
+  readonly chain: string | undefined;
 }
 
 export interface VerdictMap {
@@ -102,7 +112,10 @@ export interface CompiledRuleset {
   readonly table: string;
   readonly comment: string;
   readonly node: string;
-  /** In dependency order: what a set, map or chain refers to comes first. */
+  /**
+   * The local pod CIDR sets, then the rules' sets in order of first use;
+   * each set once, however many rules share it.
+   */
   readonly sets: readonly NamedSet[];
   readonly maps: readonly VerdictMap[];
   /** Policy chains, then pod chains, then base chains. */

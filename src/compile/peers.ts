@@ -43,18 +43,64 @@ function ipBlockIntervals(peer: Extract<Peer, { kind: 'ipBlock' }>): Interval[] 
   return subtractIntervals([cidrInterval(c.cidr)], cut);
 }
 
+function podPeerScope(peer: Extract<Peer, { kind: 'pods' }>, policyNs: string): string {
+  return peer.namespaceSelector === undefined ? `ns:${policyNs}` : `sel:${formatSelector(peer.namespaceSelector)}`;
+}
+
+// An absent podSelector (only meaningful with a namespaceSelector) selects every pod, like `{}`.
+function podSelectorText(peer: Extract<Peer, { kind: 'pods' }>): string {
+  return peer.podSelector === undefined ? '{}' : formatSelector(peer.podSelector);
+}
+
+function peerDefinition(peer: Peer, policyNs: string): string {
+  if (peer.kind === 'ipBlock') return `block ${peer.cidr} except ${[...peer.except].sort().join(',')}`;
+  return `pods ${podPeerScope(peer, policyNs)} ${podSelectorText(peer)}`;
+}
+
+/**
+ * Canonical text of a rule's peers (the union they select): the same for
+ * every rule, of any policy, whose peers select the same addresses by
+ * definition. Pod peers without a namespaceSelector carry the policy's
+ * namespace. Names the shared peer sets (see nft/ids.ts setId).
+ */
+export function peersDefinition(peers: readonly Peer[], policyNs: string): string {
+  return [...new Set(peers.map((p) => peerDefinition(p, policyNs)))].sort().join('\n');
+}
+
+/** Does the rule's address set follow pods (changes with churn), or only ipBlocks (fixed)? */
+export function hasPodPeers(peers: readonly Peer[]): boolean {
+  return peers.some((p) => p.kind === 'pods');
+}
+
+/** Short human text of a peer definition in one family, for set comments (within the comment charset). */
+export function describePeers(peers: readonly Peer[], policyNs: string, family: Family): string {
+  const sel = (text: string): string => (text === '{}' ? 'all' : text);
+  const parts: string[] = [];
+  for (const p of peers) {
+    if (p.kind === 'ipBlock') {
+      const c = parseCIDR(p.cidr);
+      if (c.ok && c.cidr.family !== family) continue;
+      parts.push(p.except.length === 0 ? p.cidr : `${p.cidr} except ${[...p.except].sort().join(' ')}`);
+    } else {
+      const where = p.namespaceSelector === undefined ? `ns ${policyNs}` : `ns(${sel(formatSelector(p.namespaceSelector))})`;
+      parts.push(`pods(${sel(podSelectorText(p))}) in ${where}`);
+    }
+  }
+  return [...new Set(parts)].sort().join(' or ');
+}
+
 /** Resolves pod peers, memoized by (namespace scope, pod selector). */
 export class PeerResolver {
   readonly #idx: ClusterIndex;
   readonly #memo = new Map<string, PodPeerResult>();
+  readonly #ruleMemo = new Map<string, FamilyIntervals>();
 
   constructor(idx: ClusterIndex) {
     this.#idx = idx;
   }
 
   #podPeer(peer: Extract<Peer, { kind: 'pods' }>, policyNs: string): PodPeerResult {
-    const scope = peer.namespaceSelector === undefined ? `ns:${policyNs}` : `sel:${formatSelector(peer.namespaceSelector)}`;
-    const key = `${scope}|${peer.podSelector === undefined ? '*' : formatSelector(peer.podSelector)}`;
+    const key = `${podPeerScope(peer, policyNs)}|${podSelectorText(peer)}`;
     let r = this.#memo.get(key);
     if (r === undefined) {
       const namespaces = peer.namespaceSelector === undefined ? [policyNs] : this.#idx.namespacesMatching(peer.namespaceSelector);
@@ -86,11 +132,23 @@ export class PeerResolver {
     return peer.kind === 'ipBlock' ? ipBlockIntervals(peer) : this.#podPeer(peer, policyNs).intervals;
   }
 
-  /** Union of all peers of a rule, per family. */
-  ruleIntervals(peers: readonly Peer[], policyNs: string): FamilyIntervals {
-    // A single peer is already merged (the common case; skips a re-sort).
-    if (peers.length === 1 && peers[0] !== undefined) return byFamily(this.peerIntervals(peers[0], policyNs));
-    return byFamily(mergeIntervals(peers.flatMap((p) => this.peerIntervals(p, policyNs))));
+  /**
+   * Union of all peers of a rule, per family; memoized by `definition`
+   * (peersDefinition of the same peers): rules sharing it share the result.
+   */
+  ruleIntervals(peers: readonly Peer[], policyNs: string, definition: string = peersDefinition(peers, policyNs)): FamilyIntervals {
+    let r = this.#ruleMemo.get(definition);
+    if (r === undefined) {
+      // A single peer is already merged (the common case; skips a re-sort).
+      r = peers.length === 1 && peers[0] !== undefined ? byFamily(this.peerIntervals(peers[0], policyNs)) : byFamily(mergeIntervals(peers.flatMap((p) => this.peerIntervals(p, policyNs))));
+      this.#ruleMemo.set(definition, r);
+    }
+    return r;
+  }
+
+  /** Only ipBlock peers, per family: the part of a rule's addresses that never changes with pods. */
+  blockIntervals(peers: readonly Peer[]): FamilyIntervals {
+    return byFamily(mergeIntervals(peers.flatMap((p) => (p.kind === 'ipBlock' ? ipBlockIntervals(p) : []))));
   }
 
   /** Pods and blocks a rule's peers name (for resolving named ports on destinations). */

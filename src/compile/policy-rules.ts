@@ -3,18 +3,29 @@
 // allows (peer AND port); alternatives (several peers, several ports) live in
 // set elements, so the rule count per policy rule stays small and fixed.
 import type { Direction, Family, NetworkPolicy, Pod, Rule as PolicyRule } from '../model/types.ts';
-import { namedPortSetName, peerSetName, policyChainName, portSetName, ruleId, sanitizeComment } from '../nft/ids.ts';
+import { formatSelector } from '../model/selector.ts';
+import { namedPortSetName, peerSetName, policyChainName, portSetName, sanitizeComment, setId } from '../nft/ids.ts';
 import type { ClusterIndex } from './cluster-index.ts';
 import type { Chain, Match, NamedSet, Rule } from './ir.ts';
+import { describePeers, hasPodPeers, peersDefinition } from './peers.ts';
 import type { PeerResolver } from './peers.ts';
-import { formatElement } from './v4.ts';
+import type { SharedSets } from './shared-sets.ts';
+import { addressElements, formatElement } from './v4.ts';
 import { egressNamedPortElements, hasNumericPorts, ingressNamedPortElements, namedPorts, numericPortElements } from './ports.ts';
+import type { NamedPortRef } from './ports.ts';
 
 const FAMILIES: readonly Family[] = [4, 6];
 
 export interface PolicyChainInput {
   readonly idx: ClusterIndex;
   readonly peers: PeerResolver;
+  readonly sets: SharedSets;
+  /**
+   * Families the node's pods use (their IPs and podCIDRs). Sets whose content
+   * follows pods elsewhere in the cluster exist in these families even while
+   * empty, so pods coming and going only change set elements.
+   */
+  readonly families: ReadonlySet<Family>;
   readonly policy: NetworkPolicy;
   readonly policyId: string;
   readonly direction: Direction;
@@ -24,6 +35,7 @@ export interface PolicyChainInput {
 
 export interface PolicyChainOutput {
   readonly chain: Chain;
+  /** Sets this chain is the first to use (shared ones are listed once, by their first user). */
   readonly sets: readonly NamedSet[];
 }
 
@@ -31,46 +43,56 @@ function accept(matches: Match[], comment: string): Rule {
   return { matches, counter: false, verdict: { kind: 'accept' }, comment };
 }
 
-// Listing order of one rule's sets: peers, then ports, then named ports.
+// Listing order of one rule's new sets: peers, then ports, then named ports.
 const SET_ORDER = ['peer4-', 'peer6-', 'port-', 'named4-', 'named6-'];
 function setRank(s: NamedSet): number {
   return SET_ORDER.findIndex((prefix) => s.name.startsWith(prefix));
 }
 
 function compileRule(input: PolicyChainInput, rule: PolicyRule, index: number, into: NamedSet[]): Rule[] {
-  const sets: NamedSet[] = [];
-  const rules = compileRuleInto(input, rule, index, sets);
-  into.push(...sets.sort((a, b) => setRank(a) - setRank(b)));
+  const created: NamedSet[] = [];
+  const rules = compileRuleInto(input, rule, index, created);
+  created.sort((a, b) => setRank(a) - setRank(b));
+  input.sets.append(created);
+  into.push(...created);
   return rules;
 }
 
-function compileRuleInto(input: PolicyChainInput, rule: PolicyRule, index: number, sets: NamedSet[]): Rule[] {
-  const { policy, direction } = input;
-  const rid = ruleId(policy.namespace, policy.name, direction, index);
-  const label = `${direction}[${index}]`;
-  const owner = `${policy.namespace}/${policy.name}`;
-  const field = direction === 'ingress' ? 'saddr' : 'daddr';
-  const addrs = rule.peers === undefined ? undefined : input.peers.ruleIntervals(rule.peers, policy.namespace);
+function selectorText(sel: NetworkPolicy['podSelector']): string {
+  const t = formatSelector(sel);
+  return t === '{}' ? 'all' : t;
+}
 
-  // Sets are created on first use, so a set nothing refers to is never rendered.
-  const made = new Map<string, Match>();
-  const use = (name: string, make: () => { set: NamedSet; match: Match }): Match => {
-    let m = made.get(name);
-    if (m === undefined) {
-      const { set, match } = make();
-      sets.push(set);
-      made.set(name, (m = match));
-    }
-    return m;
-  };
+function refsText(refs: readonly NamedPortRef[]): string {
+  return [...new Set(refs.map((r) => `${r.name}/${r.protocol}`))].sort().join(',');
+}
+
+function compileRuleInto(input: PolicyChainInput, rule: PolicyRule, index: number, created: NamedSet[]): Rule[] {
+  const { policy, direction, families } = input;
+  const label = `${direction}[${index}]`;
+  const field = direction === 'ingress' ? 'saddr' : 'daddr';
+  const peersDef = rule.peers === undefined ? undefined : peersDefinition(rule.peers, policy.namespace);
+  const addrs = rule.peers === undefined || peersDef === undefined ? undefined : input.peers.ruleIntervals(rule.peers, policy.namespace, peersDef);
+  const use = (name: string, definition: string, make: () => NamedSet): string => input.sets.use(name, definition, make, created).name;
+
   const peerMatch = (f: Family): Match | undefined => {
-    const ivs = addrs?.[f] ?? [];
-    if (ivs.length === 0) return undefined;
-    const name = peerSetName(rid, f);
-    return use(name, () => ({
-      set: { name, type: f === 4 ? 'ipv4_addr' : 'ipv6_addr', interval: true, elements: ivs.map(formatElement), comment: sanitizeComment(`${label} peers IPv${f} of ${owner}`) },
-      match: { kind: 'addrSet', family: f, field, set: name },
+    if (rule.peers === undefined || peersDef === undefined || addrs === undefined) return undefined;
+    const peers = rule.peers;
+    const def = `peers\0${peersDef}`;
+    const name = peerSetName(setId(def), f);
+    // Pod addresses only: a plain hash set of addresses. With an ipBlock: an
+    // interval set. nft (1.0.x) reads every interval set back from the kernel
+    // before each command, so big pod sets must not be interval sets, or every
+    // element update would cost as much as the whole set.
+    const interval = !hasPodPeers(peers) || peers.some((p) => p.kind === 'ipBlock');
+    const set = use(name, def, () => ({
+      name,
+      type: f === 4 ? 'ipv4_addr' : 'ipv6_addr',
+      interval,
+      elements: interval ? addrs[f].map(formatElement) : addressElements(addrs[f]),
+      comment: sanitizeComment(`IPv${f} peers: ${describePeers(peers, policy.namespace, f)}`),
     }));
+    return { kind: 'addrSet', family: f, field, set };
   };
 
   // Port alternatives: none (no port match), numeric (family-agnostic), named (per family).
@@ -78,32 +100,50 @@ function compileRuleInto(input: PolicyChainInput, rule: PolicyRule, index: numbe
   const numeric = (): Match[] | undefined => {
     if (ports === undefined) return [];
     if (!hasNumericPorts(ports)) return undefined;
-    const name = portSetName(rid);
-    return [
-      use(name, () => ({
-        set: { name, type: 'inet_proto . inet_service', interval: true, elements: numericPortElements(ports), comment: sanitizeComment(`${label} ports of ${owner}`) },
-        match: { kind: 'portSet', set: name },
-      })),
-    ];
+    const elements = numericPortElements(ports);
+    // The elements are the whole definition: a policy edit renames the set.
+    const def = `ports\0${elements.join(',')}`;
+    const name = portSetName(setId(def));
+    const set = use(name, def, () => ({ name, type: 'inet_proto . inet_service', interval: true, elements, comment: sanitizeComment(`ports: ${elements.join(', ')}`) }));
+    return [{ kind: 'portSet', set }];
   };
   const refs = ports === undefined ? [] : namedPorts(ports);
   const namedMatch = (f: Family): Match | undefined => {
     if (refs.length === 0) return undefined;
-    const elements =
-      direction === 'ingress'
-        ? ingressNamedPortElements(input.idx, input.targets, f, refs)
-        : egressNamedPortElements(input.idx, rule.peers === undefined ? undefined : input.peers.destinations(rule.peers, policy.namespace), f, refs);
-    // A named port nobody serves (in this family) allows nothing.
-    if (elements.length === 0) return undefined;
-    const name = namedPortSetName(rid, f);
-    return use(name, () => ({
-      set: { name, type: f === 4 ? 'ipv4_addr . inet_proto . inet_service' : 'ipv6_addr . inet_proto . inet_service', interval: false, elements, comment: sanitizeComment(`${label} named ports IPv${f} of ${owner}`) },
-      match: { kind: 'namedPortSet', family: f, set: name },
+    const wanted = refsText(refs);
+    let def: string;
+    let about: string;
+    let elements: () => string[];
+    if (direction === 'ingress') {
+      // On the policy's selected local pods: these only change together with
+      // the pod chains, so an empty set is simply left out (allows nothing).
+      const found = ingressNamedPortElements(input.idx, input.targets, f, refs);
+      if (found.length === 0) return undefined;
+      def = `named-in\0${policy.namespace}\0${formatSelector(policy.podSelector)}\0${wanted}`;
+      about = `local pods(${selectorText(policy.podSelector)}) in ns ${policy.namespace}`;
+      elements = () => found;
+    } else {
+      // On destination pods anywhere: content follows churn, so the set
+      // exists in every family the node uses, even while nobody serves it.
+      if (!families.has(f)) return undefined;
+      def = `named-eg\0${peersDef ?? '*'}\0${wanted}`;
+      about = rule.peers === undefined ? 'every pod' : describePeers(rule.peers, policy.namespace, f);
+      const peers = rule.peers;
+      elements = () => egressNamedPortElements(input.idx, peers === undefined ? undefined : input.peers.destinations(peers, policy.namespace), f, refs);
+    }
+    const name = namedPortSetName(setId(def), f);
+    const set = use(name, def, () => ({
+      name,
+      type: f === 4 ? 'ipv4_addr . inet_proto . inet_service' : 'ipv6_addr . inet_proto . inet_service',
+      interval: false,
+      elements: elements(),
+      comment: sanitizeComment(`IPv${f} named ports ${wanted} of ${about}`),
     }));
+    return { kind: 'namedPortSet', family: f, set };
   };
 
   const out: Rule[] = [];
-  if (addrs === undefined) {
+  if (rule.peers === undefined || addrs === undefined) {
     const num = numeric();
     if (num !== undefined) out.push(accept(num, label));
     for (const f of FAMILIES) {
@@ -112,9 +152,13 @@ function compileRuleInto(input: PolicyChainInput, rule: PolicyRule, index: numbe
     }
     return out;
   }
-  // A family the peers have no address in gets no rule: it could match nothing.
+  // A family gets rules when its peer set can hold addresses: ipBlocks are
+  // fixed (no address in a family: no rule, no set), pod peers follow churn
+  // (the rule and its possibly empty set stay in every family the node uses).
+  const dynamic = hasPodPeers(rule.peers);
+  const blocks = dynamic ? input.peers.blockIntervals(rule.peers) : addrs;
   for (const f of FAMILIES) {
-    if (addrs[f].length === 0) continue;
+    if (dynamic ? !families.has(f) && blocks[f].length === 0 : addrs[f].length === 0) continue;
     const num = numeric();
     const n = namedMatch(f);
     const p = num === undefined && n === undefined ? undefined : peerMatch(f);

@@ -1,7 +1,7 @@
 // IPv4 fast paths for the hot loops of big clusters: pod addresses as plain
 // numbers (no bigint, no regex) while collecting and sorting, and element
 // text without bigint shifts. Results are identical to model/ip.ts (tested).
-import { formatIntervalElement } from '../model/ip.ts';
+import { formatIP, formatIntervalElement } from '../model/ip.ts';
 import type { Interval } from '../model/ip.ts';
 
 /** A canonical dotted quad as a number; undefined for anything else (callers fall back to parseIP). */
@@ -60,4 +60,18 @@ export function formatElement(iv: Interval): string {
   const bits = Math.round(Math.log2(size));
   if (2 ** bits === size && lo % size === 0) return `${formatV4(lo)}/${32 - bits}`;
   return `${formatV4(lo)}-${formatV4(hi)}`;
+}
+
+/**
+ * Every address of the intervals, in order: the elements of a plain (hash)
+ * set. Only for intervals merged from single pod addresses, where every
+ * address in a range is one of them.
+ */
+export function addressElements(ivs: readonly Interval[]): string[] {
+  const out: string[] = [];
+  for (const iv of ivs) {
+    if (iv.family === 4) for (let n = Number(iv.lo); n <= Number(iv.hi); n++) out.push(formatV4(n));
+    else for (let v = iv.lo; v <= iv.hi; v++) out.push(formatIP({ family: 6, value: v }));
+  }
+  return out;
 }

@@ -49,6 +49,8 @@ export interface KubeSourceOptions {
   /** Debounce of peer-plan recomputation after policy/pod/namespace changes (default 20 ms). */
   readonly planDebounceMs?: number;
   readonly timing?: Partial<WatchTiming>;
+  /** Objects per list page (default 500): bounds the memory peak of (re)lists. */
+  readonly listPageSize?: number;
   readonly log?: SourceLogger;
 }
 
@@ -214,6 +216,7 @@ export class KubeClusterSource implements ClusterSource {
       list,
       normalize,
       log: this.#log,
+      ...(this.#opts.listPageSize === undefined ? {} : { pageSize: this.#opts.listPageSize }),
       ...(this.#opts.timing === undefined ? {} : { timing: this.#opts.timing }),
       onChange: (type, key) => this.#changed(kind, type, key, opts.replan === true, opts.filter),
       onSynced: () => this.#watchSynced(name),

@@ -113,6 +113,27 @@ function record(v: unknown): Record<string, unknown> | undefined {
   return typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined;
 }
 
+/**
+ * `p`, or a rejection once `deadline` (Date.now() ms) has passed. A fresh timer
+ * per call: racing many promises against one long-lived timeout promise would
+ * keep every settled result (here: whole list pages) reachable until it fires.
+ */
+function beforeDeadline<T>(p: Promise<T>, deadline: number, totalMs: number): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const t = setTimeout(() => reject(new Error(`list timed out after ${totalMs} ms`)), Math.max(0, deadline - Date.now()));
+    p.then(
+      (v) => {
+        clearTimeout(t);
+        resolve(v);
+      },
+      (e: unknown) => {
+        clearTimeout(t);
+        reject(e);
+      },
+    );
+  });
+}
+
 /** Delay before restart number `failures` (1-based), with +-20% jitter. */
 export function restartDelay(timing: Pick<WatchTiming, 'restartInitialMs' | 'restartMaxMs'>, failures: number, random: () => number = Math.random): number {
   const base = Math.min(timing.restartMaxMs, timing.restartInitialMs * 2 ** Math.min(Math.max(failures - 1, 0), 30));
@@ -196,7 +217,7 @@ export class ResourceWatch<T> {
   #lastActivity = 0;
   #lastError: string | undefined;
   #streaming = false;
-  #streamClosed: (() => void) | undefined;
+  #streamWaiters: (() => void)[] = [];
   #restartTimer: NodeJS.Timeout | undefined;
   #watchdog: NodeJS.Timeout | undefined;
   readonly #delays = new Set<NodeJS.Timeout>();
@@ -216,9 +237,9 @@ export class ResourceWatch<T> {
         },
         closed: () => {
           this.#streaming = false;
-          const resolve = this.#streamClosed;
-          this.#streamClosed = undefined;
-          resolve?.();
+          const waiters = this.#streamWaiters;
+          this.#streamWaiters = [];
+          for (const w of waiters) w();
         },
       },
       this.#timing.streamTimeoutMs,
@@ -332,44 +353,35 @@ export class ResourceWatch<T> {
   #waitStreamClosed(): Promise<void> {
     if (!this.#streaming) return Promise.resolve();
     return new Promise((resolve) => {
+      // Bounded: an abort always ends the stream, but never hang stop() on it.
       const t = setTimeout(resolve, 2_000);
-      this.#streamClosed = () => {
+      this.#streamWaiters.push(() => {
         clearTimeout(t);
         resolve();
-      };
+      });
     });
   }
 
   async #list(): Promise<KubernetesListObject<Envelope>> {
     const gen = this.#gen;
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`list timed out after ${this.#timing.listTimeoutMs} ms`)), this.#timing.listTimeoutMs);
-    });
-    // Paged, so that a big list is never deserialized (by the generated
-    // client, into typed objects) all at once: each page is normalized into
-    // envelopes and dropped before the next one is fetched.
+    const deadline = Date.now() + this.#timing.listTimeoutMs;
     const pageSize = this.#opts.pageSize ?? 500;
     const items: Envelope[] = [];
     let rv: string | undefined;
     let cont: string | undefined;
-    try {
-      do {
-        const raw = await Promise.race([this.#opts.list({ limit: pageSize > 0 ? pageSize : undefined, continue: cont }), timeout]);
-        // A list of an older run (restarted or stopped meanwhile) must not feed the cache.
-        if (gen !== this.#gen || this.#state !== 'running') throw abortError('stale list');
-        this.#received += raw.items.length;
-        for (const item of raw.items) {
-          const env = this.#envelope(item);
-          if (env !== undefined) items.push(env);
-        }
-        rv = raw.metadata?.resourceVersion ?? rv;
-        const next = raw.metadata?._continue;
-        cont = typeof next === 'string' && next !== '' ? next : undefined;
-      } while (cont !== undefined);
-    } finally {
-      clearTimeout(timer);
-    }
+    do {
+      const raw = await beforeDeadline(this.#opts.list({ limit: pageSize > 0 ? pageSize : undefined, continue: cont }), deadline, this.#timing.listTimeoutMs);
+      // A list of an older run (restarted or stopped meanwhile) must not feed the cache.
+      if (gen !== this.#gen || this.#state !== 'running') throw abortError('stale list');
+      this.#received += raw.items.length;
+      for (const item of raw.items) {
+        const env = this.#envelope(item);
+        if (env !== undefined) items.push(env);
+      }
+      rv = raw.metadata?.resourceVersion ?? rv;
+      const next = raw.metadata?._continue;
+      cont = typeof next === 'string' && next !== '' ? next : undefined;
+    } while (cont !== undefined);
     // The informer applies the items right after this resolves; mark synced after that.
     setImmediate(() => {
       if (gen !== this.#gen || this.#state !== 'running') return;

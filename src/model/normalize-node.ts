@@ -1,11 +1,40 @@
-// Node (v1) -> normalized Node: its InternalIP/ExternalIP addresses.
-import { formatIP, parseIP } from './ip.ts';
-import type { IP } from './ip.ts';
+// Node (v1) -> normalized Node: its InternalIP/ExternalIP addresses and its pod CIDRs.
+import { formatCIDR, formatIP, parseCIDR, parseIP } from './ip.ts';
+import type { CIDR, IP } from './ip.ts';
 import { field, isRecord, listField, readHead, show, subObject } from './normalize-common.ts';
-import type { Normalized } from './normalize-common.ts';
+import type { Normalized, Raw, Report } from './normalize-common.ts';
 import type { Node } from './types.ts';
 
 const ADDRESS_TYPES = new Set(['InternalIP', 'ExternalIP']);
+
+function compare(a: bigint, b: bigint): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/**
+ * spec.podCIDRs, or spec.podCIDR when the list is absent or empty (older
+ * clusters set only that); canonical, deduplicated, v4 first. Bad entries are
+ * reported and left out.
+ */
+function podCIDRs(spec: Raw, report: Report): string[] {
+  const list = listField(spec, ['podCIDRs'], 'spec.podCIDRs', report) ?? [];
+  const raw: [string, unknown][] = list.map((v, i) => [`spec.podCIDRs[${i}]`, v]);
+  if (raw.length === 0) {
+    const single = field(spec, 'podCIDR');
+    if (single !== undefined && single !== '') raw.push(['spec.podCIDR', single]);
+  }
+  const cidrs = new Map<string, CIDR>();
+  for (const [path, v] of raw) {
+    if (typeof v !== 'string') {
+      report(path, `must be a string, not ${show(v)}`);
+      continue;
+    }
+    const c = parseCIDR(v);
+    if (!c.ok) report(path, c.error);
+    else cidrs.set(formatCIDR(c.cidr), c.cidr);
+  }
+  return [...cidrs.values()].sort((a, b) => a.family - b.family || compare(a.base, b.base) || a.prefix - b.prefix).map(formatCIDR);
+}
 
 export function normalizeNode(obj: unknown): Normalized<Node> {
   const h = readHead(obj, 'Node', false, 'v1');
@@ -22,8 +51,8 @@ export function normalizeNode(obj: unknown): Normalized<Node> {
     if (ip === undefined) report(`status.addresses[${i}].address`, `must be a valid IP address, not ${show(raw)}`);
     else ips.set(formatIP(ip), ip);
   });
-  const addresses = [...ips.values()]
-    .sort((a, b) => a.family - b.family || (a.value < b.value ? -1 : a.value > b.value ? 1 : 0))
-    .map(formatIP);
-  return { ok: true, value: { name, addresses }, errors };
+  const addresses = [...ips.values()].sort((a, b) => a.family - b.family || compare(a.value, b.value)).map(formatIP);
+  const cidrs = podCIDRs(subObject(h.head.obj, 'spec', 'spec', report), report);
+  // Only present when known: absent and empty mean the same (no protection for unknown local addresses).
+  return { ok: true, value: cidrs.length === 0 ? { name, addresses } : { name, addresses, podCIDRs: cidrs }, errors };
 }

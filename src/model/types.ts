@@ -54,6 +54,13 @@ export interface Node {
   readonly name: string;
   /** Canonical IPs of status.addresses (InternalIP, ExternalIP), sorted. */
   readonly addresses: readonly string[];
+  /**
+   * Canonical CIDRs (host bits cleared) of spec.podCIDRs, or spec.podCIDR
+   * when that list is absent; sorted, v4 first. Absent when the Node gives
+   * none (e.g. CNIs with their own IPAM): then unknown local addresses
+   * cannot be recognised.
+   */
+  readonly podCIDRs?: readonly string[];
 }
 
 export interface PortSpec {

@@ -1,7 +1,8 @@
 // Names of chains, sets and maps, and comment text. Kubernetes names never
 // appear raw in identifiers: an identifier is a short hash of the object's
-// identity, so it is stable across runs, bounded in length and always valid
-// nft syntax. Names are only for humans, in sanitized comments.
+// identity (for sets: of their definition), so it is stable across runs,
+// bounded in length and always valid nft syntax. Names are only for humans,
+// in sanitized comments.
 import { createHash } from 'node:crypto';
 import type { Direction, Family } from '../model/types.ts';
 
@@ -32,24 +33,34 @@ export function policyId(namespace: string, name: string): string {
   return shortHash(`policy\0${namespace}/${name}`);
 }
 
-/** Identity of one rule of a policy: the prefix of every set that rule owns. */
-export function ruleId(namespace: string, name: string, d: Direction, index: number): string {
-  return shortHash(`rule\0${namespace}/${name}\0${d}\0${index}`);
+/**
+ * Identity of a set by its definition (what decides its content, e.g. the
+ * canonical peer expression), not by the rule using it: rules with the same
+ * definition share one set, and the name survives changes of its elements,
+ * so pod churn is an element update (see nft/update.ts).
+ */
+export function setId(definition: string): string {
+  return shortHash(`set\0${definition}`);
 }
 
-/** Source/destination addresses of a rule's peers. */
-export function peerSetName(rid: string, f: Family): string {
-  return `peer${f}-${rid}`;
+/** Addresses of a peer definition (pods by selector, ipBlocks) in one family. */
+export function peerSetName(sid: string, f: Family): string {
+  return `peer${f}-${sid}`;
 }
 
-/** protocol . port intervals of a rule's numeric ports. */
-export function portSetName(rid: string): string {
-  return `port-${rid}`;
+/** protocol . port intervals of a list of numeric ports. */
+export function portSetName(sid: string): string {
+  return `port-${sid}`;
 }
 
-/** destination address . protocol . port of a rule's named ports. */
-export function namedPortSetName(rid: string, f: Family): string {
-  return `named${f}-${rid}`;
+/** destination address . protocol . port of named ports on a definition's pods. */
+export function namedPortSetName(sid: string, f: Family): string {
+  return `named${f}-${sid}`;
+}
+
+/** The node's pod CIDRs: an address in them that no map knows is an unknown local endpoint. */
+export function localPodCidrSetName(f: Family): string {
+  return `local-pod-cidrs-v${f}`;
 }
 
 /** Verdict map dispatching a direction's traffic to the per-pod chains. */

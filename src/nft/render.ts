@@ -1,11 +1,12 @@
 // CompiledRuleset -> an `nft -f` script. The script declares the table empty,
 // deletes it and defines it anew: nft applies a file as one transaction, so
 // the kernel switches from the old ruleset to the new one atomically and
-// nothing outside our table is touched.
+// nothing outside our table is touched. This full script is also the
+// recovery path of the element-only updates of nft/update.ts.
 import type { ClusterState } from '../model/types.ts';
 import { compileNode, resolveOptions } from '../compile/compile.ts';
 import { sanitizeComment } from './ids.ts';
-import type { Chain, CompiledRuleset, Match, NamedSet, RenderOptions, Rule, RulesetStats, Verdict, VerdictMap } from '../compile/ir.ts';
+import type { Chain, CompiledRuleset, MapElement, Match, NamedSet, RenderOptions, Rule, RulesetStats, Verdict, VerdictMap } from '../compile/ir.ts';
 
 export type { RulesetStats } from '../compile/ir.ts';
 
@@ -64,11 +65,21 @@ export function ruleText(r: Rule): string {
   return parts.join(' ') + comment(r.comment);
 }
 
-function elementsBlock(out: string[], elements: readonly string[]): void {
-  if (elements.length === 0) return; // nft rejects `elements = { }`
+/** `{ a, b, ... }`, PER_LINE elements a line, continuation lines indented by `indent`. */
+export function elementList(elements: readonly string[], indent: string): string {
   const lines: string[] = [];
   for (let i = 0; i < elements.length; i += PER_LINE) lines.push(elements.slice(i, i + PER_LINE).join(', '));
-  out.push(`\t\telements = { ${lines.join(',\n\t\t\t     ')} }`);
+  return `{ ${lines.join(`,\n${indent}`)} }`;
+}
+
+function elementsBlock(out: string[], elements: readonly string[]): void {
+  if (elements.length === 0) return; // nft rejects `elements = { }`
+  out.push(`\t\telements = ${elementList(elements, '\t\t\t     ')}`);
+}
+
+/** `10.0.0.1 : goto KUBE-POD-FW-…`, or `10.0.0.1 : accept` for a known pod nothing isolates. */
+export function mapElementText(e: MapElement): string {
+  return `${e.key} : ${e.chain === undefined ? 'accept' : `goto ${e.chain}`}`;
 }
 
 function renderSet(out: string[], s: NamedSet): void {
@@ -81,10 +92,7 @@ function renderSet(out: string[], s: NamedSet): void {
 
 function renderMap(out: string[], m: VerdictMap): void {
   out.push(`\tmap ${m.name} {`, `\t\ttype ${m.family === 4 ? 'ipv4_addr' : 'ipv6_addr'} : verdict`);
-  elementsBlock(
-    out,
-    m.elements.map((e) => `${e.key} : goto ${e.chain}`),
-  );
+  elementsBlock(out, m.elements.map(mapElementText));
   out.push('\t}', '');
 }
 

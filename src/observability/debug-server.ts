@@ -25,6 +25,8 @@ export interface AgentView {
   snapshot(): ClusterState | undefined;
   watches(): readonly WatchStatus[];
   lastAppliedText(): string | undefined;
+  /** The script of the last failed transaction, while failing. */
+  lastFailedText(): string | undefined;
   kernelMatches(): Promise<KernelCheck>;
 }
 
@@ -101,12 +103,21 @@ function stateReply(v: AgentView): Reply {
 
 async function rulesetReply(v: AgentView): Promise<Reply> {
   const text = v.lastAppliedText();
-  if (text === undefined) return { status: 503, body: { error: 'no ruleset applied yet' }, text: 'no ruleset applied yet' };
+  const failed = v.lastFailedText();
+  const err = v.status().lastApply?.error;
+  const failedPart = failed === undefined ? '' : `\n# ---- the last transaction nft rejected (${err ?? 'error'}); not in force ----\n${failed}`;
+  if (text === undefined) {
+    return { status: 503, body: { error: 'no ruleset applied yet', failedRuleset: failed ?? null, failedError: failed === undefined ? null : (err ?? null) }, text: `no ruleset applied yet${failedPart}` };
+  }
   const k = await v.kernelMatches();
   const matches = k.kind === 'match' ? true : k.kind === 'drifted' ? false : null;
   const detail = k.kind === 'match' ? null : k.detail;
   const head = `# kernel matches the last apply: ${matches === null ? `unknown (${detail})` : matches ? 'yes' : `no (${detail})`}`;
-  return { status: 200, body: { table: v.table, kernelMatches: matches, detail, ruleset: text }, text: `${head}\n${text}` };
+  return {
+    status: 200,
+    body: { table: v.table, kernelMatches: matches, detail, ruleset: text, failedRuleset: failed ?? null, failedError: failed === undefined ? null : (err ?? null) },
+    text: `${head}\n${text}${failedPart}`,
+  };
 }
 
 function bad(message: string): Reply {

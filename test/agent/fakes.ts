@@ -58,11 +58,34 @@ export class FakeDataplane implements Dataplane {
     return go();
   }
 
-  list(): Promise<string | undefined> {
+  /** When set, list waits for it (or for its signal to abort). */
+  listGate: Promise<void> | undefined;
+  aborted = 0;
+
+  /** Make listings fail (nft error). */
+  listFails = false;
+
+  async list(signal?: AbortSignal): Promise<string | undefined> {
     this.lists++;
+    if (this.listFails) throw new Error('nft list: injected failure');
+    if (this.listGate !== undefined) {
+      const gate = this.listGate;
+      await new Promise<void>((resolve, reject) => {
+        const onAbort = (): void => {
+          this.aborted++;
+          reject(new DOMException('aborted', 'AbortError'));
+        };
+        if (signal?.aborted === true) onAbort();
+        signal?.addEventListener('abort', onAbort, { once: true });
+        void gate.then(() => {
+          signal?.removeEventListener('abort', onAbort);
+          resolve();
+        });
+      });
+    }
     this.#traffic += 7;
-    if (this.kernel === undefined) return Promise.resolve(undefined);
-    return Promise.resolve(`# listed by the kernel\n${this.kernel}\n\t\tcounter packets ${this.#traffic} bytes ${this.#traffic * 60}\n`);
+    if (this.kernel === undefined) return undefined;
+    return `# listed by the kernel\n${this.kernel}\n\t\tcounter packets ${this.#traffic} bytes ${this.#traffic * 60}\n`;
   }
 }
 

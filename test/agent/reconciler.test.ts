@@ -106,6 +106,58 @@ test('an unchanged ruleset still in the kernel is not re-applied', async () => {
   await t.r.stop(1000);
 });
 
+test('an unchanged render trusts a recent kernel check instead of listing again', async () => {
+  const t = setup({ kernelCheckFreshMs: 60_000 });
+  t.r.start();
+  await waitFor('first apply', () => t.dataplane.applies.length === 1);
+  await waitFor('read back', () => t.dataplane.lists === 1);
+  for (let i = 0; i < 5; i++) {
+    t.r.notify(`status ${i}`);
+    await waitFor('reconciled', () => t.r.status().lastApply?.result === 'unchanged' && !t.r.status().pending);
+  }
+  assert.equal(t.dataplane.lists, 1, 'the read-back after the apply is recent enough');
+  assert.equal(t.dataplane.attempts, 1);
+  await t.r.stop(1000);
+});
+
+test('the read-back after an apply is given up when a newer change is queued', async () => {
+  const t = setup();
+  t.r.start();
+  await waitFor('first apply', () => t.dataplane.applies.length === 1);
+  await waitFor('idle', () => !t.r.status().applying);
+  const gate = deferred();
+  t.dataplane.listGate = gate.promise;
+  t.source.current = clusterWith(2);
+  t.r.notify('pod added');
+  await waitFor('read-back in flight', () => t.dataplane.applies.length === 2 && t.dataplane.lists === 2);
+  t.source.current = clusterWith(3);
+  t.r.notify('another pod');
+  await waitFor('read-back aborted', () => t.dataplane.aborted === 1);
+  t.dataplane.listGate = undefined;
+  gate.resolve();
+  await waitFor('latest applied', () => t.dataplane.kernel === renderNode(clusterWith(3), NODE).text);
+  await waitFor('idle', () => !t.r.status().applying && !t.r.status().pending);
+  await t.r.checkDriftNow();
+  assert.equal(t.r.status().lastDriftCheck?.result, 'match', 'the latest apply was read back');
+  await t.r.stop(1000);
+});
+
+test('without a read-back of the last apply, the drift check re-applies and counts no repair', async () => {
+  const t = setup();
+  t.r.start();
+  t.dataplane.listFails = true;
+  await waitFor('first apply', () => t.dataplane.applies.length === 1);
+  await waitFor('idle', () => !t.r.status().applying);
+  t.dataplane.listFails = false;
+  await t.r.checkDriftNow();
+  assert.equal(t.dataplane.applies.length, 2);
+  assert.equal(await metricValue(t.metrics, 'nftnp_drift_repairs_total'), 0);
+  await t.r.checkDriftNow();
+  assert.equal(t.r.status().lastDriftCheck?.result, 'match');
+  assert.equal(t.dataplane.applies.length, 2);
+  await t.r.stop(1000);
+});
+
 test('a failed transaction keeps the previous ruleset, is counted and retried with growing backoff', async () => {
   const t = setup();
   t.r.start();
@@ -211,7 +263,7 @@ test('drift: counters changing is not drift; a flushed or deleted table is resto
 });
 
 test('drift timer repairs without being asked; an unchanged render after tampering re-applies', async () => {
-  const t = setup({ driftIntervalMs: 20 });
+  const t = setup({ driftIntervalMs: 20, kernelCheckFreshMs: 0 });
   t.r.start();
   await waitFor('first apply', () => t.dataplane.applies.length === 1);
   const good = t.dataplane.kernel;

@@ -36,9 +36,9 @@ export function map(c: CompiledRuleset, d: Direction, f: Family): VerdictMap {
   return m;
 }
 
-/** Map keys -> goto targets, for compact assertions. */
+/** Map keys -> goto targets ('accept' for a known pod nothing isolates), for compact assertions. */
 export function mapEntries(c: CompiledRuleset, d: Direction, f: Family): Record<string, string> {
-  return Object.fromEntries(map(c, d, f).elements.map((e) => [e.key, e.chain]));
+  return Object.fromEntries(map(c, d, f).elements.map((e) => [e.key, e.chain ?? 'accept']));
 }
 
 export function rules(ch: Chain): string[] {
@@ -65,4 +65,25 @@ export function elementsByKind(c: CompiledRuleset, ch: Chain, kind: Match['kind'
     }
   }
   return [...names].map((n) => [...set(c, n).elements]);
+}
+
+/**
+ * A chain's rules with set names reduced to their kind (`@peer4-*`): set
+ * names are hashes of definitions, tested on their own (shared-sets.test.ts).
+ */
+export function shapes(ch: Chain): string[] {
+  return rules(ch).map((r) => r.replace(/@(peer4|peer6|port|named4|named6)-[0-9a-f]{12}\b/g, '@$1-*'));
+}
+
+/** The one set of a kind (and family) the chain's rules match on. */
+export function setOf(c: CompiledRuleset, ch: Chain, kind: Match['kind'], family?: Family): NamedSet {
+  const names = new Set<string>();
+  for (const r of ch.rules) {
+    for (const m of r.matches) {
+      if (m.kind !== kind || (family !== undefined && 'family' in m && m.family !== family)) continue;
+      for (const n of setsOf(m)) names.add(n);
+    }
+  }
+  assert.equal(names.size, 1, `${ch.name}: ${kind}${family ?? ''} sets: ${[...names].join(' ')}`);
+  return set(c, [...names][0] ?? '');
 }

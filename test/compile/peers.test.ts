@@ -5,11 +5,10 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { compileNode } from '../../src/compile/compile.ts';
 import { renderRuleset } from '../../src/nft/render.ts';
-import { peerSetName, ruleId } from '../../src/nft/ids.ts';
 import type { ClusterState, Peer, Pod } from '../../src/model/types.ts';
 import { ipBlock, ns, pod, podPeer, policy, port, rule, sel, state } from '../support/state-builder.ts';
 import { renderLog } from '../nft/nft-support.ts';
-import { elementsByKind, mustPolicyChain, rules, set } from './ir-query.ts';
+import { elementsByKind, mustPolicyChain, setOf, shapes } from './ir-query.ts';
 
 const log = renderLog();
 
@@ -30,14 +29,15 @@ const cluster: Pod[] = [
 
 const namespaces = [ns('prod', { env: 'prod' }), ns('dev', { env: 'dev' }), ns('staging', { env: 'staging' })];
 
-function compileFor(label: string, peers: Peer[] | undefined, dir: 'ingress' | 'egress' = 'ingress', extraPods: Pod[] = []) {
+function compileFor(label: string, peers: Peer[] | undefined, dir: 'ingress' | 'egress' = 'ingress', extraPods: Pod[] = [], o: { v4Only?: boolean } = {}) {
   const r = rule(peers, [port('TCP', 5432)]);
   const pol = policy('prod', 'db', {
     podSelector: sel({ app: 'db' }),
     types: { ingress: dir === 'ingress', egress: dir === 'egress' },
     ...(dir === 'ingress' ? { ingress: [r] } : { egress: [r] }),
   });
-  const s: ClusterState = state({ namespaces, pods: [...cluster, ...extraPods], policies: [pol], strictNamespaces: true });
+  const local = o.v4Only === true ? { ...target, ips: ['10.0.0.2'] } : target;
+  const s: ClusterState = state({ namespaces, pods: [local, ...cluster.slice(1), ...extraPods], policies: [pol], strictNamespaces: true });
   const c = compileNode(s, 'node-1');
   log.add(label, renderRuleset(c));
   const ch = mustPolicyChain(c, 'prod', 'db', dir);
@@ -46,13 +46,13 @@ function compileFor(label: string, peers: Peer[] | undefined, dir: 'ingress' | '
 
 test('pod peers: selector semantics', () => {
   const cases: { name: string; peers: Peer[]; v4: string[]; v6: string[] }[] = [
-    { name: 'podSelector only: own namespace, active pods', peers: [podPeer(sel({ app: 'web' }))], v4: ['10.1.0.1-10.1.0.2'], v6: ['fd00:1::1'] },
-    { name: 'empty podSelector: every pod of own namespace', peers: [podPeer(sel())], v4: ['10.0.0.2', '10.1.0.1-10.1.0.2', '10.1.0.9'], v6: ['fd00::2', 'fd00:1::1'] },
+    { name: 'podSelector only: own namespace, active pods', peers: [podPeer(sel({ app: 'web' }))], v4: ['10.1.0.1', '10.1.0.2'], v6: ['fd00:1::1'] },
+    { name: 'empty podSelector: every pod of own namespace', peers: [podPeer(sel())], v4: ['10.0.0.2', '10.1.0.1', '10.1.0.2', '10.1.0.9'], v6: ['fd00::2', 'fd00:1::1'] },
     { name: 'namespaceSelector only: all pods of those namespaces', peers: [podPeer(undefined, sel({ env: 'dev' }))], v4: ['10.2.0.1', '10.2.0.5'], v6: [] },
     {
       name: 'empty namespaceSelector: every known namespace',
       peers: [podPeer(sel({ app: 'web' }), sel())],
-      v4: ['10.1.0.1-10.1.0.2', '10.2.0.1', '10.3.0.1'],
+      v4: ['10.1.0.1', '10.1.0.2', '10.2.0.1', '10.3.0.1'],
       v6: ['fd00:1::1'],
     },
     {
@@ -64,7 +64,7 @@ test('pod peers: selector semantics', () => {
     {
       name: 'OR: the same selectors as two peers',
       peers: [podPeer(sel({ app: 'web' })), podPeer(undefined, sel({ env: 'dev' }))],
-      v4: ['10.1.0.1-10.1.0.2', '10.2.0.1', '10.2.0.5'],
+      v4: ['10.1.0.1', '10.1.0.2', '10.2.0.1', '10.2.0.5'],
       v6: ['fd00:1::1'],
     },
     {
@@ -120,40 +120,66 @@ test('ipBlocks: cidr minus excepts as merged intervals, per family', () => {
 
 test('families never mix: ip saddr for v4 sets, ip6 saddr for v6 sets', () => {
   const { c, ch } = compileFor('families', [podPeer(sel({ app: 'web' }))]);
-  const rid = ruleId('prod', 'db', 'ingress', 0);
-  assert.equal(set(c, peerSetName(rid, 4)).type, 'ipv4_addr');
-  assert.equal(set(c, peerSetName(rid, 6)).type, 'ipv6_addr');
-  assert.ok(set(c, peerSetName(rid, 4)).interval);
-  assert.deepEqual(rules(ch), [
-    `ip saddr @${peerSetName(rid, 4)} meta l4proto . th dport @port-${rid} accept comment "ingress[0]"`,
-    `ip6 saddr @${peerSetName(rid, 6)} meta l4proto . th dport @port-${rid} accept comment "ingress[0]"`,
-  ]);
+  assert.equal(setOf(c, ch, 'addrSet', 4).type, 'ipv4_addr');
+  assert.equal(setOf(c, ch, 'addrSet', 6).type, 'ipv6_addr');
+  assert.deepEqual(shapes(ch), ['ip saddr @peer4-* meta l4proto . th dport @port-* accept comment "ingress[0]"', 'ip6 saddr @peer6-* meta l4proto . th dport @port-* accept comment "ingress[0]"']);
+  // One port set serves both families.
+  setOf(c, ch, 'portSet');
+});
+
+test('pod addresses only: a plain hash set of addresses; with an ipBlock: an interval set', () => {
+  // nft 1.0.x reads every interval set back before each command: big pod sets stay hash sets.
+  const pods = compileFor('pods only', [podPeer(sel({ app: 'web' })), podPeer(sel({ app: 'batch' }))]);
+  const p4 = setOf(pods.c, pods.ch, 'addrSet', 4);
+  assert.equal(p4.interval, false);
+  assert.deepEqual(p4.elements, ['10.1.0.1', '10.1.0.2', '10.1.0.9'], 'adjacent addresses stay single elements');
+  assert.doesNotMatch(renderRuleset(pods.c).split(`set ${p4.name} {`)[1]?.split('}')[0] ?? '', /flags interval/);
+  const mixed = compileFor('pods and block', [podPeer(sel({ app: 'web' })), ipBlock('10.1.0.3/32')]);
+  const m4 = setOf(mixed.c, mixed.ch, 'addrSet', 4);
+  assert.equal(m4.interval, true);
+  assert.deepEqual(m4.elements, ['10.1.0.1-10.1.0.3']);
+  assert.equal(setOf(mixed.c, mixed.ch, 'addrSet', 6).interval, true);
+  assert.equal(compileFor('block', [ipBlock('10.1.0.0/16')]).c.sets.find((x) => x.type === 'ipv4_addr')?.interval, true);
 });
 
 test('egress peers match the destination address', () => {
   const { ch } = compileFor('egress', [ipBlock('10.96.0.0/12')], 'egress');
-  const rid = ruleId('prod', 'db', 'egress', 0);
-  assert.deepEqual(rules(ch), [`ip daddr @${peerSetName(rid, 4)} meta l4proto . th dport @port-${rid} accept comment "egress[0]"`]);
+  assert.deepEqual(shapes(ch), ['ip daddr @peer4-* meta l4proto . th dport @port-* accept comment "egress[0]"']);
 });
 
-test('a family without peer addresses gets no rule; no addresses at all: nothing allowed', () => {
+test('ipBlocks only: a family without addresses gets no rule and no set', () => {
   const v4only = compileFor('v4 only', [ipBlock('192.168.0.0/16')]);
   assert.equal(v4only.ch.rules.length, 1);
   assert.ok(!v4only.c.sets.some((s) => s.type === 'ipv6_addr'), 'no empty v6 set');
-  const none = compileFor('nobody', [podPeer(sel({ app: 'nobody' }))]);
-  assert.deepEqual(none.ch.rules, []);
-  assert.equal(none.c.sets.length, 0, 'no dangling port set either');
-  const nsNone = compileFor('unknown namespace', [podPeer(sel(), sel({ env: 'ghost' }))]);
-  assert.deepEqual(nsNone.ch.rules, []);
+  const v6only = compileFor('v6 only', [ipBlock('2001:db8::/32')]);
+  assert.deepEqual(shapes(v6only.ch), ['ip6 saddr @peer6-* meta l4proto . th dport @port-* accept comment "ingress[0]"']);
+});
+
+test('pod peers selecting nobody: empty sets in the node\'s families, which allow nothing', () => {
+  // The target is dual-stack, so the node uses both families. The rules stay,
+  // with empty sets: a matching pod appearing later is an element update.
+  for (const [label, peers] of [
+    ['nobody', [podPeer(sel({ app: 'nobody' }))]],
+    ['unknown namespace', [podPeer(sel(), sel({ env: 'ghost' }))]],
+  ] as const) {
+    const r = compileFor(label, [...peers]);
+    assert.deepEqual(shapes(r.ch), ['ip saddr @peer4-* meta l4proto . th dport @port-* accept comment "ingress[0]"', 'ip6 saddr @peer6-* meta l4proto . th dport @port-* accept comment "ingress[0]"'], label);
+    assert.deepEqual([r.v4, r.v6], [[], []], label);
+  }
+  // A family no local pod uses gets no rule even with peer addresses in it (nothing could reach it).
+  const v4node = compileFor('v4-only node', [podPeer(sel({ app: 'web' }))], 'ingress', [], { v4Only: true });
+  assert.deepEqual(shapes(v4node.ch), ['ip saddr @peer4-* meta l4proto . th dport @port-* accept comment "ingress[0]"']);
+  // ...unless an ipBlock of the rule has addresses there (fixed content, as without pod peers).
+  const mixed = compileFor('v4-only node, v6 block', [podPeer(sel({ app: 'web' })), ipBlock('fd00:9::/64')], 'ingress', [], { v4Only: true });
+  assert.deepEqual(mixed.v6, ['fd00:1::1', 'fd00:9::/64']);
 });
 
 test('peers undefined: no address match at all', () => {
   const { ch, c } = compileFor('any peer', undefined);
-  const rid = ruleId('prod', 'db', 'ingress', 0);
-  assert.deepEqual(rules(ch), [`meta l4proto . th dport @port-${rid} accept comment "ingress[0]"`]);
+  assert.deepEqual(shapes(ch), ['meta l4proto . th dport @port-* accept comment "ingress[0]"']);
   assert.deepEqual(
     c.sets.map((s) => s.name),
-    [`port-${rid}`],
+    [setOf(c, ch, 'portSet').name],
   );
 });
 

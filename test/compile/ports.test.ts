@@ -7,11 +7,10 @@ import { compileNode } from '../../src/compile/compile.ts';
 import { numericPortElements } from '../../src/compile/ports.ts';
 import { buildState } from '../../src/model/normalize.ts';
 import { renderRuleset } from '../../src/nft/render.ts';
-import { namedPortSetName, peerSetName, portSetName, ruleId } from '../../src/nft/ids.ts';
 import type { Peer, Pod, PortSpec } from '../../src/model/types.ts';
 import { cport, ipBlock, pod, podPeer, policy, port, rule, sel, state } from '../support/state-builder.ts';
 import { renderLog } from '../nft/nft-support.ts';
-import { elementsByKind, mustPolicyChain, rules, set } from './ir-query.ts';
+import { elementsByKind, mustPolicyChain, setOf, shapes } from './ir-query.ts';
 
 const log = renderLog();
 
@@ -46,11 +45,11 @@ test('numeric ports: single ports, endPort ranges, merging, protocol-only', () =
   for (const k of cases) {
     assert.deepEqual(numericPortElements(k.ports), k.want, k.name);
     const { c, ch } = compileIngress(k.name, k.ports);
-    const rid = ruleId('a', 'p', 'ingress', 0);
-    assert.deepEqual(set(c, portSetName(rid)).elements, k.want, k.name);
-    assert.equal(set(c, portSetName(rid)).type, 'inet_proto . inet_service');
-    assert.ok(set(c, portSetName(rid)).interval);
-    assert.deepEqual(rules(ch), [`meta l4proto . th dport @${portSetName(rid)} accept comment "ingress[0]"`], k.name);
+    const ps = setOf(c, ch, 'portSet');
+    assert.deepEqual(ps.elements, k.want, k.name);
+    assert.equal(ps.type, 'inet_proto . inet_service');
+    assert.ok(ps.interval);
+    assert.deepEqual(shapes(ch), ['meta l4proto . th dport @port-* accept comment "ingress[0]"'], k.name);
   }
 });
 
@@ -74,14 +73,14 @@ test('default protocol: a port without protocol (raw manifest) is TCP', () => {
   assert.deepEqual(errors, []);
   const c = compileNode(s, 'node-1');
   log.add('default protocol', renderRuleset(c));
-  const rid = ruleId('a', 'p', 'ingress', 0);
-  assert.deepEqual(set(c, portSetName(rid)).elements, ['tcp . 443', 'tcp . 8000-8010']);
-  assert.deepEqual(set(c, namedPortSetName(rid, 4)).elements, ['10.0.0.1 . tcp . 8080']);
+  const ch = mustPolicyChain(c, 'a', 'p', 'ingress');
+  assert.deepEqual(setOf(c, ch, 'portSet').elements, ['tcp . 443', 'tcp . 8000-8010']);
+  assert.deepEqual(setOf(c, ch, 'namedPortSet', 4).elements, ['10.0.0.1 . tcp . 8080']);
 });
 
 test('ports undefined: every port and protocol (no port match)', () => {
   const { c, ch } = compileIngress('all ports', undefined);
-  assert.deepEqual(rules(ch), ['accept comment "ingress[0]"']);
+  assert.deepEqual(shapes(ch), ['accept comment "ingress[0]"']);
   assert.equal(c.sets.length, 0);
 });
 
@@ -94,15 +93,12 @@ const servers = [
 
 test('named ports, ingress: resolved on the selected local pods, protocol must match', () => {
   const { c, ch } = compileIngress('named ingress', [port('TCP', 'http'), port('UDP', 'dns')], servers);
-  const rid = ruleId('a', 'p', 'ingress', 0);
-  assert.deepEqual(set(c, namedPortSetName(rid, 4)).elements, ['10.0.0.1 . tcp . 8080', '10.0.0.1 . udp . 53', '10.0.0.2 . tcp . 80']);
-  assert.deepEqual(set(c, namedPortSetName(rid, 6)).elements, ['fd00::1 . tcp . 8080', 'fd00::1 . udp . 53']);
-  assert.equal(set(c, namedPortSetName(rid, 4)).type, 'ipv4_addr . inet_proto . inet_service');
-  assert.equal(set(c, namedPortSetName(rid, 4)).interval, false);
-  assert.deepEqual(rules(ch), [
-    `ip daddr . meta l4proto . th dport @${namedPortSetName(rid, 4)} accept comment "ingress[0]"`,
-    `ip6 daddr . meta l4proto . th dport @${namedPortSetName(rid, 6)} accept comment "ingress[0]"`,
-  ]);
+  const named4 = setOf(c, ch, 'namedPortSet', 4);
+  assert.deepEqual(named4.elements, ['10.0.0.1 . tcp . 8080', '10.0.0.1 . udp . 53', '10.0.0.2 . tcp . 80']);
+  assert.deepEqual(setOf(c, ch, 'namedPortSet', 6).elements, ['fd00::1 . tcp . 8080', 'fd00::1 . udp . 53']);
+  assert.equal(named4.type, 'ipv4_addr . inet_proto . inet_service');
+  assert.equal(named4.interval, false);
+  assert.deepEqual(shapes(ch), ['ip daddr . meta l4proto . th dport @named4-* accept comment "ingress[0]"', 'ip6 daddr . meta l4proto . th dport @named6-* accept comment "ingress[0]"']);
 });
 
 test('named and numeric ports in one rule: one rule each', () => {
@@ -112,12 +108,14 @@ test('named and numeric ports in one rule: one rule each', () => {
   });
   const c = compileNode(s, 'node-1');
   log.add('mixed', renderRuleset(c));
-  const rid = ruleId('a', 'p', 'ingress', 0);
-  assert.deepEqual(rules(mustPolicyChain(c, 'a', 'p', 'ingress')), [
-    `ip saddr @${peerSetName(rid, 4)} meta l4proto . th dport @${portSetName(rid)} accept comment "ingress[0]"`,
-    `ip saddr @${peerSetName(rid, 4)} ip daddr . meta l4proto . th dport @${namedPortSetName(rid, 4)} accept comment "ingress[0]"`,
+  const ch = mustPolicyChain(c, 'a', 'p', 'ingress');
+  assert.deepEqual(shapes(ch), [
+    'ip saddr @peer4-* meta l4proto . th dport @port-* accept comment "ingress[0]"',
+    'ip saddr @peer4-* ip daddr . meta l4proto . th dport @named4-* accept comment "ingress[0]"',
   ]);
-  assert.deepEqual(set(c, namedPortSetName(rid, 4)).elements, ['10.0.0.1 . tcp . 9090']);
+  // Both rules match on the same peer set.
+  assert.deepEqual(setOf(c, ch, 'addrSet', 4).elements, ['10.8.0.0/16']);
+  assert.deepEqual(setOf(c, ch, 'namedPortSet', 4).elements, ['10.0.0.1 . tcp . 9090']);
 });
 
 test('a named port nobody serves allows nothing', () => {
@@ -160,12 +158,22 @@ test('named ports, egress: resolved on the destination pods the peers match', ()
     assert.deepEqual(r.v4, k.v4, `${k.name} v4`);
     assert.deepEqual(r.v6, k.v6, `${k.name} v6`);
   }
-  const rid = ruleId('a', 'p', 'egress', 0);
-  assert.deepEqual(rules(compileEgress('rule shape', undefined, [port('TCP', 'http')]).ch), [
-    `ip daddr . meta l4proto . th dport @${namedPortSetName(rid, 4)} accept comment "egress[0]"`,
-    `ip6 daddr . meta l4proto . th dport @${namedPortSetName(rid, 6)} accept comment "egress[0]"`,
+  assert.deepEqual(shapes(compileEgress('rule shape', undefined, [port('TCP', 'http')]).ch), [
+    'ip daddr . meta l4proto . th dport @named4-* accept comment "egress[0]"',
+    'ip6 daddr . meta l4proto . th dport @named6-* accept comment "egress[0]"',
   ]);
-  assert.deepEqual(rules(compileEgress('rule shape with peers', [podPeer(sel({ app: 'api' }))], [port('TCP', 'http')]).ch)[0], `ip daddr @${peerSetName(rid, 4)} ip daddr . meta l4proto . th dport @${namedPortSetName(rid, 4)} accept comment "egress[0]"`);
+  assert.deepEqual(shapes(compileEgress('rule shape with peers', [podPeer(sel({ app: 'api' }))], [port('TCP', 'http')]).ch)[0], 'ip daddr @peer4-* ip daddr . meta l4proto . th dport @named4-* accept comment "egress[0]"');
+});
+
+test('named ports, egress: nobody serving them yet keeps the rule with an empty set (churn is an element update)', () => {
+  const { c, ch } = compileEgress('egress named nobody', [podPeer(sel({ app: 'api' }), sel())], [port('TCP', 'grpc')]);
+  // The local pod is dual-stack: both families, both sets empty; matching nothing, they allow nothing.
+  assert.deepEqual(shapes(ch), [
+    'ip daddr @peer4-* ip daddr . meta l4proto . th dport @named4-* accept comment "egress[0]"',
+    'ip6 daddr @peer6-* ip6 daddr . meta l4proto . th dport @named6-* accept comment "egress[0]"',
+  ]);
+  assert.deepEqual(setOf(c, ch, 'namedPortSet', 4).elements, []);
+  assert.deepEqual(setOf(c, ch, 'namedPortSet', 6).elements, []);
 });
 
 log.registerCheck();

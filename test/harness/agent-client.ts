@@ -96,8 +96,9 @@ export class Agent {
     });
   }
 
-  async serve(tcp: readonly number[], udp: readonly number[]): Promise<void> {
-    await this.request('serve', { tcp, udp });
+  /** `udpAddresses`: bind UDP to these addresses instead of the wildcard (namespaces with several addresses per family). */
+  async serve(tcp: readonly number[], udp: readonly number[], udpAddresses?: readonly string[]): Promise<void> {
+    await this.request('serve', { tcp, udp, ...(udpAddresses === undefined ? {} : { udpAddresses }) });
   }
 
   async probe(probes: readonly AgentProbe[]): Promise<AgentProbeResult[]> {

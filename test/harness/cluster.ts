@@ -62,8 +62,8 @@ export interface PodSpec {
   /** `ns/name`: the pod's name on the axes of truth tables. */
   readonly key: string;
   readonly node: string;
-  /** Default: the next free address of the node's pod CIDRs (from .10). */
-  readonly ips?: DualStack;
+  /** Default: the next free address of the node's pod CIDRs (from .10); a missing family is allocated too. */
+  readonly ips?: Partial<DualStack>;
   /** Served ports besides DEFAULT_PORTS. */
   readonly tcp?: readonly number[];
   readonly udp?: readonly number[];
@@ -134,7 +134,7 @@ export class Cluster {
   readonly style: NetworkStyle;
   readonly prefix: string;
   readonly nodes: readonly ClusterNode[];
-  readonly pods: readonly ClusterPod[];
+  #pods: ClusterPod[];
   readonly outside: ClusterOutside;
   /** Every namespace of this cluster (deleted by destroy()). */
   readonly namespaces: readonly string[];
@@ -152,7 +152,7 @@ export class Cluster {
     this.style = init.style;
     this.prefix = init.prefix;
     this.nodes = init.nodes;
-    this.pods = init.pods;
+    this.#pods = init.pods;
     this.outside = init.outside;
     this.namespaces = init.namespaces;
   }
@@ -182,15 +182,16 @@ export class Cluster {
     const nodeByName = new Map(nodes.map((n) => [n.name, n]));
 
     // Addresses: given ones are kept, the others are allocated from .10 of the node's pod CIDRs.
-    const used = new Set(spec.pods.flatMap((p) => (p.ips === undefined ? [] : [canonical(p.ips.v4), canonical(p.ips.v6)])));
+    const used = new Set(spec.pods.flatMap((p) => [p.ips?.v4, p.ips?.v6].flatMap((ip) => (ip === undefined ? [] : [canonical(ip)]))));
     const nextHost = new Map<string, number>();
-    const allocate = (node: string): DualStack => {
+    const allocate = (node: string, given: Partial<DualStack> | undefined): DualStack => {
+      if (given?.v4 !== undefined && given.v6 !== undefined) return { v4: canonical(given.v4), v6: canonical(given.v6) };
       const n = nodeByName.get(node)!;
       let k = nextHost.get(node) ?? 10;
       for (;;) {
-        const ips = { v4: nthAddress(n.podCIDRs.v4, k), v6: nthAddress(n.podCIDRs.v6, k) };
+        const ips = { v4: given?.v4 === undefined ? nthAddress(n.podCIDRs.v4, k) : canonical(given.v4), v6: given?.v6 === undefined ? nthAddress(n.podCIDRs.v6, k) : canonical(given.v6) };
         k += 1;
-        if (!used.has(ips.v4) && !used.has(ips.v6)) {
+        if ((given?.v4 !== undefined || !used.has(ips.v4)) && (given?.v6 !== undefined || !used.has(ips.v6))) {
           nextHost.set(node, k);
           used.add(ips.v4);
           used.add(ips.v6);
@@ -199,7 +200,7 @@ export class Cluster {
       }
     };
     const pods = spec.pods.map((p, i) => {
-      const ips = p.ips === undefined ? allocate(p.node) : { v4: canonical(p.ips.v4), v6: canonical(p.ips.v6) };
+      const ips = allocate(p.node, p.ips);
       const tcp = uniq([...DEFAULT_PORTS, ...(p.tcp ?? [])]);
       const udp = uniq([...DEFAULT_PORTS, ...(p.udp ?? [])]);
       const sctp = uniq([...DEFAULT_PORTS, ...(p.sctp ?? [])]);
@@ -378,7 +379,16 @@ export class Cluster {
             return a;
           }),
         ),
-        Promise.all(nodes.map(async (n) => (spec.nodeAgents === false ? undefined : await start(n.netns)))),
+        Promise.all(
+          nodes.map(async (n) => {
+            if (spec.nodeAgents === false) return undefined;
+            const a = await start(n.netns);
+            // Pods probe their node too (the input hook).
+            // UDP answers must come from the InternalIP, not the bridge gateway address.
+            await a.serve(DEFAULT_PORTS, DEFAULT_PORTS, [n.addresses.v4, n.addresses.v6]);
+            return a;
+          }),
+        ),
         (async () => {
           const a = await start(extNs);
           await a.serve(outsidePorts, outsidePorts);
@@ -400,6 +410,47 @@ export class Cluster {
       await deleteNetns(namespaces).catch(() => {});
       throw e;
     }
+  }
+
+  get pods(): readonly ClusterPod[] {
+    return this.#pods;
+  }
+
+  /**
+   * Serves more ports on a pod (TCP/UDP servers; SCTP is counted on every
+   * port) and exposes them on its Service as port -> same port, unless the
+   * Service already has that port. Updates the DNAT table of every node.
+   */
+  async serve(key: string, ports: { tcp?: readonly number[]; udp?: readonly number[]; sctp?: readonly number[] }): Promise<void> {
+    const i = this.#pods.findIndex((p) => p.key === key);
+    const p = this.#pods[i];
+    if (p === undefined) throw new Error(`no pod ${key} in the cluster`);
+    const tcp = uniq([...p.tcp, ...(ports.tcp ?? [])]);
+    const udp = uniq([...p.udp, ...(ports.udp ?? [])]);
+    await p.agent.serve(tcp, udp);
+    const services = [...p.services];
+    const add = (protocol: Protocol, list: readonly number[] | undefined) => {
+      for (const port of list ?? []) if (!services.some((s) => s.protocol === protocol && s.port === port)) services.push({ protocol, port, targetPort: port });
+    };
+    add('TCP', ports.tcp);
+    add('UDP', ports.udp);
+    add('SCTP', ports.sctp);
+    this.#pods[i] = { ...p, tcp, udp, services };
+    if (services.length !== p.services.length) await this.#applyKubeProxy();
+  }
+
+  /** Replaces a pod's Service ports (e.g. a named targetPort that resolves differently per pod). */
+  async setServicePorts(key: string, services: readonly ServicePort[]): Promise<void> {
+    const i = this.#pods.findIndex((p) => p.key === key);
+    const p = this.#pods[i];
+    if (p === undefined) throw new Error(`no pod ${key} in the cluster`);
+    this.#pods[i] = { ...p, services: [...services] };
+    await this.#applyKubeProxy();
+  }
+
+  async #applyKubeProxy(): Promise<void> {
+    const text = renderKubeProxy(this.#pods.map((p) => ({ clusterIPs: p.clusterIPs, podIPs: p.ips, ports: p.services })));
+    await Promise.all(this.nodes.map((n) => runIn(n.netns, 'nft', ['-f', '-'], { input: text })));
   }
 
   node(name: string): ClusterNode {
@@ -454,10 +505,11 @@ export class Cluster {
   /** The underlay and pod addresses as text, for reports and the demo. */
   describe(): string {
     const lines = [`cluster ${this.prefix}* (${this.style})`];
+    const w = Math.max(0, ...this.pods.map((p) => p.key.length));
     for (const n of this.nodes) {
       lines.push(`  node ${n.name}  netns ${n.netns}  ${n.addresses.v4} ${n.addresses.v6}  pods ${n.podCIDRs.v4} ${n.podCIDRs.v6}`);
       for (const p of this.pods.filter((x) => x.node === n.name)) {
-        lines.push(`    pod ${p.key.padEnd(14)} ${p.ips.v4.padEnd(14)} ${p.ips.v6.padEnd(22)} svc ${p.clusterIPs.v4} ${p.clusterIPs.v6}`);
+        lines.push(`    pod ${p.key.padEnd(w)}  ${p.ips.v4.padEnd(15)} ${p.ips.v6.padEnd(22)} svc ${p.clusterIPs.v4.padEnd(12)} ${p.clusterIPs.v6}  netns ${p.netns}`);
       }
     }
     lines.push(`  outside netns ${this.outside.netns}  ${this.outside.ips.v4} ${this.outside.ips.v6}`);

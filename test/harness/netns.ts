@@ -2,7 +2,7 @@
 // inside them, and cleanup that also happens when a test fails, the process is
 // interrupted, or an earlier run died (stale namespaces whose creator pid is gone).
 import { spawnSync } from 'node:child_process';
-import { readdirSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 import { execa } from 'execa';
 
 /** Every namespace this harness creates is named `nnpt-<creator pid>-<counter>-<role>`. */
@@ -150,6 +150,17 @@ export async function deleteNetns(names: readonly string[]): Promise<void> {
   const existing = new Set(listNetns());
   await ipBatch(names.filter((n) => existing.has(n)).map((n) => `netns del ${n}`));
   for (const n of names) owned.delete(n);
+}
+
+/** True once a process has exited (a zombie waiting for a reaper counts as exited). */
+export function processGone(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // Field 3, after the parenthesised command name.
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) === 'Z';
+  } catch {
+    return true;
+  }
 }
 
 /** Processes of ours to kill on interruption (agents are also tied to our stdin, so they exit when we die). */

@@ -53,13 +53,13 @@ function listenTCP(port: number): Promise<void> {
   });
 }
 
-function listenUDP(port: number): Promise<void> {
+function listenUDP(port: number, address = '::'): Promise<void> {
   return new Promise((resolve, reject) => {
-    const sock = dgram.createSocket({ type: 'udp6', ipv6Only: false });
+    const sock = dgram.createSocket(address.includes(':') ? { type: 'udp6', ipv6Only: address !== '::' } : { type: 'udp4' });
     sock.once('error', reject);
     // Echo: the prober recognises its own payload.
     sock.on('message', (msg, rinfo) => sock.send(msg, rinfo.port, rinfo.address));
-    sock.bind(port, '::', () => {
+    sock.bind(port, address, () => {
       sock.removeListener('error', reject);
       sock.on('error', () => {});
       servers.push(sock);
@@ -68,7 +68,14 @@ function listenUDP(port: number): Promise<void> {
   });
 }
 
-async function serve(tcp: readonly number[], udp: readonly number[]): Promise<void> {
+/**
+ * UDP servers bound to the wildcard answer from the address routing picks for
+ * the client, which on a namespace with several addresses (a node: InternalIP
+ * and bridge gateway) is not the one the client sent to, and the client's
+ * connected socket ignores the answer. `udpAddresses` binds one socket per
+ * address instead.
+ */
+async function serve(tcp: readonly number[], udp: readonly number[], udpAddresses: readonly string[] | undefined): Promise<void> {
   for (const p of tcp) {
     if (serving.tcp.has(p)) continue;
     await listenTCP(p);
@@ -76,7 +83,7 @@ async function serve(tcp: readonly number[], udp: readonly number[]): Promise<vo
   }
   for (const p of udp) {
     if (serving.udp.has(p)) continue;
-    await listenUDP(p);
+    for (const a of udpAddresses ?? ['::']) await listenUDP(p, a);
     serving.udp.add(p);
   }
 }
@@ -189,7 +196,9 @@ function nft(args: readonly string[], input?: string): Promise<string> {
       if (err !== null) reject(new Error(`nft ${args.join(' ')}: ${stderr.trim() || err.message}`));
       else resolve(stdout);
     });
-    child.stdin?.end(input ?? '');
+    child.stdin?.on('error', () => {}); // nft may exit before reading: the exit status tells
+    if (input === undefined) child.stdin?.end();
+    else child.stdin?.end(input);
   });
 }
 
@@ -230,6 +239,7 @@ interface Request {
   readonly op: string;
   readonly tcp?: number[];
   readonly udp?: number[];
+  readonly udpAddresses?: string[];
   readonly probes?: ProbeReq[];
 }
 
@@ -238,7 +248,7 @@ async function handle(req: Request): Promise<object> {
     case 'hello':
       return { pid: process.pid };
     case 'serve':
-      await serve(req.tcp ?? [], req.udp ?? []);
+      await serve(req.tcp ?? [], req.udp ?? [], req.udpAddresses);
       return { tcp: [...serving.tcp], udp: [...serving.udp] };
     case 'probe':
       return { results: await Promise.all((req.probes ?? []).map(probe)) };

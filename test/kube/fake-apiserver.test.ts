@@ -93,6 +93,35 @@ test('list: typed client gets JSON, a resourceVersion, and selector-filtered ite
   assert.deepEqual(nss.items.map((n) => n.metadata?.labels), [{ team: 'x', 'kubernetes.io/metadata.name': 'proto-list' }]);
 });
 
+test('list paging: limit/continue serve one consistent snapshot; a lost token is 410', async () => {
+  api.create('namespaces', namespace('proto-page'));
+  for (const n of ['p1', 'p2', 'p3', 'p4', 'p5']) api.create('pods', pod('proto-page', n, {}, 'n1', '10.7.0.1'));
+  const core = api.kubeConfig().makeApiClient(CoreV1Api);
+  const first = await core.listNamespacedPod({ namespace: 'proto-page', limit: 2 });
+  assert.deepEqual(first.items.map((p) => p.metadata?.name), ['p1', 'p2']);
+  assert.equal(first.metadata?.remainingItemCount, 3);
+  const token = first.metadata?._continue;
+  assert.ok(token !== undefined && token !== '');
+  // Changes after the first page do not show up in later pages.
+  api.delete('pods', 'proto-page', 'p4');
+  api.create('pods', pod('proto-page', 'p6', {}, 'n1', '10.7.0.6'));
+  const second = await core.listNamespacedPod({ namespace: 'proto-page', limit: 2, _continue: token });
+  const third = await core.listNamespacedPod({ namespace: 'proto-page', limit: 2, _continue: second.metadata?._continue ?? '' });
+  assert.deepEqual([...second.items, ...third.items].map((p) => p.metadata?.name), ['p3', 'p4', 'p5']);
+  assert.equal(third.metadata?._continue, undefined);
+  assert.equal(third.metadata?.resourceVersion, first.metadata?.resourceVersion);
+  await assert.rejects(core.listNamespacedPod({ namespace: 'proto-page', limit: 2, _continue: token }), (e: { code?: number }) => e.code === 410);
+});
+
+test('big lists are streamed in chunks and arrive whole', async () => {
+  api.create('namespaces', namespace('proto-big'));
+  for (let i = 0; i < 1_500; i++) api.create('pods', pod('proto-big', `p${String(i).padStart(4, '0')}`, { i: String(i) }, 'n1', '10.8.0.1'));
+  const list = await api.kubeConfig().makeApiClient(CoreV1Api).listNamespacedPod({ namespace: 'proto-big' });
+  assert.equal(list.items.length, 1_500);
+  assert.deepEqual([list.items[0]?.metadata?.name, list.items[1_499]?.metadata?.name], ['p0000', 'p1499']);
+  assert.equal(new Set(list.items.map((p) => p.metadata?.name)).size, 1_500);
+});
+
 test('list vs watch shapes differ (Date/_from vs string/from); the normalizer reads both alike', async () => {
   const spec = { podSelector: {}, ingress: [{ from: [{ podSelector: { matchLabels: { app: 'x' } } }] }] };
   api.create('namespaces', namespace('proto-shape'));

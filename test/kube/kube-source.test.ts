@@ -103,6 +103,15 @@ test('initial sync: local pods, needed peers only, every namespace and policy, t
   assert.ok(api.watchers().every((w) => w.bookmarks));
 });
 
+test('lists are paged: every object arrives, several requests per list', async () => {
+  for (let i = 0; i < 7; i++) api.create('pods', pod('shop', `db-p${i}`, { app: 'db' }, 'node-2', `10.0.3.${i + 1}`));
+  const s = await started({ listPageSize: 2 });
+  assert.equal(pods(s).filter((p) => p.startsWith('shop/db-')).length, 8);
+  const pages = api.requests.filter((r) => !r.watch && r.path === '/api/v1/namespaces/shop/pods');
+  assert.equal(pages.length, 4, '8 pods in pages of 2');
+  assert.ok(pages.slice(1).every((r) => r.query.continue !== undefined && r.query.limit === '2'));
+});
+
 test('synced() stays false while a list fails; the watch restarts with backoff until it lists', async () => {
   api.failNext(1_000, 500, { only: 'list', resource: 'networkpolicies' });
   const s = source();
@@ -220,6 +229,16 @@ test('silent stream: detected by the watchdog and restarted; events sent meanwhi
   await waitFor(() => s.snapshot().namespaces.some((n) => n.name === 'during-silence'), 'caught up');
   assert.match(s.status().find((w) => w.resource === 'namespaces')?.lastError ?? '', /no event or bookmark/);
   assert.equal(restarts(s, 'networkpolicies'), 0);
+});
+
+test("the library's own inactivity timeout (streamTimeoutMs) reconnects a silent stream without a restart", async () => {
+  const s = await started({ timing: { ...FAST, streamTimeoutMs: 300 } });
+  await waitFor(() => api.watchers().length === 5, 'watching');
+  api.silence('namespaces');
+  api.create('namespaces', namespace('during-silence'));
+  await waitFor(() => s.snapshot().namespaces.some((n) => n.name === 'during-silence'), 'reconnected and caught up', 15_000);
+  assert.equal(restarts(s, 'namespaces'), 0, 'a client-side timeout is not a failure');
+  assert.equal(s.status().find((w) => w.resource === 'namespaces')?.lastError, undefined);
 });
 
 test('stop(): no restarts, no requests, no errors afterwards, even while failing', async () => {

@@ -173,3 +173,35 @@ test('nodes: InternalIP/ExternalIP addresses, canonical, sorted, deduplicated', 
   assert.ok(bare.ok);
   assert.deepEqual(bare.value, { name: 'n', addresses: [] });
 });
+
+test('nodes: podCIDRs from spec.podCIDRs, else spec.podCIDR; canonical, v4 first; bad ones reported', () => {
+  const nodeWith = (spec: Record<string, unknown>): ReturnType<typeof normalizeNode> => normalizeNode({ apiVersion: 'v1', kind: 'Node', metadata: { name: 'node-1' }, spec });
+  const cases: { name: string; spec: Record<string, unknown>; podCIDRs: string[] | undefined; errors?: string[] }[] = [
+    { name: 'dual stack, v6 listed first', spec: { podCIDR: 'fd00:1::/64', podCIDRs: ['FD00:1:0::/64', '10.244.1.0/24'] }, podCIDRs: ['10.244.1.0/24', 'fd00:1::/64'] },
+    { name: 'podCIDR only (older clusters)', spec: { podCIDR: '10.244.2.0/24' }, podCIDRs: ['10.244.2.0/24'] },
+    { name: 'empty podCIDRs falls back', spec: { podCIDR: '10.244.2.0/24', podCIDRs: [] }, podCIDRs: ['10.244.2.0/24'] },
+    { name: 'podCIDRs wins over podCIDR', spec: { podCIDR: '10.9.0.0/24', podCIDRs: ['10.244.3.0/24'] }, podCIDRs: ['10.244.3.0/24'] },
+    { name: 'host bits cleared, duplicates merged', spec: { podCIDRs: ['10.244.4.7/24', '10.244.4.0/24'] }, podCIDRs: ['10.244.4.0/24'] },
+    { name: 'none: the field is absent', spec: {}, podCIDRs: undefined },
+    { name: 'empty podCIDR', spec: { podCIDR: '' }, podCIDRs: undefined },
+    {
+      name: 'invalid entries dropped and reported',
+      spec: { podCIDRs: ['10.244.5.0/24', '10.244.5.1', 'bogus/8', 7, 'fd00::/129'] },
+      podCIDRs: ['10.244.5.0/24'],
+      errors: [
+        'node-1 spec.podCIDRs[1]: must be a valid CIDR, not a bare address: "10.244.5.1"',
+        'node-1 spec.podCIDRs[2]: must be a valid CIDR: bad address in "bogus/8"',
+        'node-1 spec.podCIDRs[3]: must be a string, not 7',
+        'node-1 spec.podCIDRs[4]: must be a valid CIDR: prefix length 129 too long for IPv6',
+      ],
+    },
+    { name: 'invalid podCIDR', spec: { podCIDR: '10.0.0.0/33' }, podCIDRs: undefined, errors: ['node-1 spec.podCIDR: must be a valid CIDR: prefix length 33 too long for IPv4'] },
+    { name: 'podCIDRs not a list', spec: { podCIDRs: '10.0.0.0/24' }, podCIDRs: undefined, errors: ['node-1 spec.podCIDRs: must be a list, not "10.0.0.0/24"'] },
+  ];
+  for (const c of cases) {
+    const r = nodeWith(c.spec);
+    assert.ok(r.ok, c.name);
+    assert.deepEqual(r.value, c.podCIDRs === undefined ? { name: 'node-1', addresses: [] } : { name: 'node-1', addresses: [], podCIDRs: c.podCIDRs }, c.name);
+    assert.deepEqual(r.errors.map(formatValidationError), c.errors ?? [], c.name);
+  }
+});

@@ -769,7 +769,10 @@ export class FakeApiServer {
         metadata.remainingItemCount = snap.items.length - end;
       } else if (cont !== '') this.#pages.delete(cont.split(':')[0] ?? '');
       record(200);
-      return this.#send(res, 200, { kind: `${info.kind}List`, apiVersion: info.apiVersion, metadata, items: snap.items.slice(offset, end) });
+      const page = snap.items.slice(offset, end);
+      if (page.length <= 1_000) return this.#send(res, 200, { kind: `${info.kind}List`, apiVersion: info.apiVersion, metadata, items: page });
+      this.#streamList(res, { kind: `${info.kind}List`, apiVersion: info.apiVersion, metadata }, page);
+      return;
     }
     // Writes, so that process tests can drive the server with a real client too.
     if (method === 'DELETE' && route.name !== undefined) {
@@ -796,6 +799,28 @@ export class FakeApiServer {
       return;
     }
     fail(405, `${method} not supported`);
+  }
+
+  /** Big lists are written in chunks (one JSON.stringify of 100k pods would exceed V8's string limit). */
+  #streamList(res: ServerResponse, head: Record<string, unknown>, items: readonly KubeObject[]): void {
+    res.writeHead(200, { 'Content-Type': 'application/json' });
+    const open = JSON.stringify(head);
+    res.write(`${open.slice(0, -1)},"items":[`);
+    let i = 0;
+    const pump = (): void => {
+      while (i < items.length) {
+        const chunk: string[] = [];
+        for (const end = Math.min(items.length, i + 200); i < end; i++) chunk.push(JSON.stringify(items[i]));
+        const more = res.write(`${i > chunk.length ? ',' : ''}${chunk.join(',')}`);
+        if (!more) {
+          res.once('drain', pump);
+          return;
+        }
+      }
+      res.end(']}');
+    };
+    res.on('error', () => {});
+    pump();
   }
 
   #takeFault(kind: 'list' | 'watch' | undefined, route: Route | undefined): number | undefined {

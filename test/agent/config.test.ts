@@ -1,0 +1,95 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { parseCleanupConfig, parseDuration, parseListenAddr, parseRunConfig } from '../../src/agent/config.ts';
+import { backoffDelay } from '../../src/agent/backoff.ts';
+
+test('durations', () => {
+  assert.equal(parseDuration('500ms'), 500);
+  assert.equal(parseDuration('10s'), 10_000);
+  assert.equal(parseDuration('1m'), 60_000);
+  assert.equal(parseDuration('1.5s'), 1500);
+  assert.equal(parseDuration('2h'), 7_200_000);
+  assert.equal(parseDuration('250'), 250);
+  for (const bad of ['', 's', '-1s', '1d', '10 s', '1e3', 'abc']) assert.equal(parseDuration(bad), undefined, bad);
+});
+
+test('listen addresses', () => {
+  assert.deepEqual(parseListenAddr('127.0.0.1:9743'), { host: '127.0.0.1', port: 9743 });
+  assert.deepEqual(parseListenAddr(':9742'), { host: '0.0.0.0', port: 9742 });
+  assert.deepEqual(parseListenAddr('[::1]:9743'), { host: '::1', port: 9743 });
+  assert.deepEqual(parseListenAddr('localhost:0'), { host: 'localhost', port: 0 });
+  for (const bad of ['9743', '127.0.0.1', '1.2.3.4:70000', '[nope]:1', 'a b:1', '::1:9743']) assert.equal(parseListenAddr(bad), undefined, bad);
+});
+
+test('run: defaults, env, flags over env', () => {
+  const r = parseRunConfig(['--node', 'n1'], {});
+  assert.ok(r.ok);
+  assert.deepEqual(r.config, {
+    node: 'n1',
+    metricsAddr: { host: '0.0.0.0', port: 9742 },
+    debugAddr: { host: '127.0.0.1', port: 9743 },
+    table: 'nft-netpol',
+    denyAction: 'drop',
+    driftIntervalMs: 60_000,
+    debounceMs: 50,
+    logLevel: 'info',
+    fromDir: undefined,
+    nftPath: 'nft',
+    netns: undefined,
+    conntrack: true,
+  });
+  const e = parseRunConfig([], { NODE_NAME: 'from-env', METRICS_ADDR: '127.0.0.1:1', DEBUG_ADDR: '', DENY_ACTION: 'reject', DRIFT_INTERVAL: '10s', LOG_LEVEL: 'debug' });
+  assert.ok(e.ok);
+  assert.equal(e.config.node, 'from-env');
+  assert.deepEqual(e.config.metricsAddr, { host: '127.0.0.1', port: 1 });
+  assert.deepEqual(e.config.debugAddr, { host: '127.0.0.1', port: 9743 }, 'an empty variable counts as unset');
+  assert.equal(e.config.denyAction, 'reject');
+  assert.equal(e.config.driftIntervalMs, 10_000);
+  assert.equal(e.config.logLevel, 'debug');
+  const f = parseRunConfig(['--node', 'flag', '--debug-addr', '', '--drift-interval', '0', '--no-conntrack'], { NODE_NAME: 'env' });
+  assert.ok(f.ok);
+  assert.equal(f.config.node, 'flag');
+  assert.equal(f.config.debugAddr, undefined, 'an explicit empty flag disables');
+  assert.equal(f.config.driftIntervalMs, 0);
+  assert.equal(f.config.conntrack, false);
+});
+
+test('run: usage errors say what is wrong', () => {
+  const cases: [string[], RegExp][] = [
+    [[], /--node \(or NODE_NAME\) is required/],
+    [['--node', 'n', '--bogus'], /bogus/],
+    [['--node', 'n', '--deny-action', 'maybe'], /--deny-action must be drop or reject/],
+    [['--node', 'n', '--drift-interval', '5x'], /--drift-interval must be a duration/],
+    [['--node', 'n', '--drift-interval', '5ms'], /at least 100ms/],
+    [['--node', 'n', '--debounce', 'soon'], /--debounce/],
+    [['--node', 'n', '--metrics-addr', 'nope'], /--metrics-addr must be host:port/],
+    [['--node', 'n', '--table', 'bad;name'], /--table/],
+    [['--node', 'n', '--log-level', 'loud'], /--log-level/],
+    [['--node', 'n', '--netns', '../etc'], /--netns/],
+  ];
+  for (const [argv, re] of cases) {
+    const r = parseRunConfig(argv, {});
+    assert.ok(!r.ok && !r.help, argv.join(' '));
+    assert.match(r.error, re, argv.join(' '));
+  }
+  const h = parseRunConfig(['--help'], {});
+  assert.ok(!h.ok && h.help);
+});
+
+test('cleanup flags', () => {
+  const r = parseCleanupConfig(['--table', 't1', '--netns', 'ns1'], {});
+  assert.ok(r.ok);
+  assert.deepEqual(r.config, { table: 't1', netns: 'ns1', nftPath: 'nft' });
+  const bad = parseCleanupConfig(['--table', 'x y'], {});
+  assert.ok(!bad.ok && !bad.help);
+});
+
+test('backoff doubles from the initial delay up to the cap', () => {
+  const p = { initialMs: 100, maxMs: 30_000 };
+  assert.deepEqual(
+    [1, 2, 3, 4, 5, 6, 7, 8, 9, 10].map((n) => backoffDelay(p, n)),
+    [100, 200, 400, 800, 1600, 3200, 6400, 12800, 25600, 30000],
+  );
+  assert.equal(backoffDelay(p, 10_000), 30_000);
+  assert.equal(backoffDelay(p, 0), 0);
+});

@@ -1,0 +1,402 @@
+// Differential fuzzing of the datapath against the reference evaluator: a
+// seeded fast-check property generates namespaces, pods (labels, phases, named
+// ports), policies (every selector form, ipBlocks with except, numeric, named
+// and ranged ports, both directions, several per pod) and a sample of probes;
+// each node's ruleset is rendered and applied in a fixed simulated cluster,
+// and every probe must end as verdict() says. A failure is shrunk by
+// fast-check (re-probing each candidate) and printed as a self-contained
+// regression file (manifests as YAML plus the probe).
+import fc from 'fast-check';
+import { buildState } from '../../src/model/normalize.ts';
+import { cidrWithin, parseCIDR } from '../../src/model/ip.ts';
+import type { ClusterState, Family, Protocol } from '../../src/model/types.ts';
+import { verdict } from '../../src/policy/verdict.ts';
+import type { Endpoint } from '../../src/policy/verdict.ts';
+import { networkPolicy } from '../cases/raw.ts';
+import type { RawObject, RawPolicySpec } from '../cases/raw.ts';
+import { NAMESPACE_NAME_LABEL } from '../cases/upstream-model.ts';
+import { OUTSIDE } from './addressing.ts';
+import { Cluster } from './cluster.ts';
+import type { ClusterSpec, NetworkStyle } from './cluster.ts';
+import { applyState } from './enforce.ts';
+import type { EnforceOptions } from './enforce.ts';
+import { describeOutcome, nodeKey, OUTSIDE_KEY, runProbes } from './probe.ts';
+import type { Probe, ProbeOutcome } from './probe.ts';
+import { regressionToYaml } from './regression.ts';
+import type { Regression, RegressionProbe, UnlistedPod } from './regression.ts';
+
+/** TCP/UDP ports every slot and the outside host serve; probes and policies use them. */
+export const PORT_POOL = [80, 81, 443, 8080, 9000] as const;
+const RANGE_STARTS = [1, 80, 81, 100, 443, 1000, 8080];
+const RANGE_ENDS = [81, 443, 444, 8080, 9000, 65535];
+const PORT_NAMES = ['http', 'metrics', 'admin'];
+const NAMESPACES = ['alpha', 'beta', 'gamma'];
+const POD_KEYS = ['app', 'tier'];
+const POD_VALUES = ['a', 'b', 'c'];
+const NS_KEYS = ['team'];
+const NS_VALUES = ['red', 'blue'];
+const SLOTS = 8;
+const NODES = ['node-1', 'node-2'];
+
+export function slotKey(i: number): string {
+  return `slot/${i}`;
+}
+
+/** The fixed network the fuzzer runs in: 8 pod slots over two nodes. Which pod (if any) sits in a slot is generated. */
+export function fuzzClusterSpec(style: NetworkStyle): ClusterSpec {
+  return {
+    style,
+    nodes: NODES.map((name) => ({ name })),
+    pods: Array.from({ length: SLOTS }, (_, i) => ({ key: slotKey(i), node: NODES[i % 2]!, tcp: [...PORT_POOL], udp: [...PORT_POOL], sctp: [...PORT_POOL] })),
+    outsidePorts: [...PORT_POOL],
+  };
+}
+
+// ---- generated data ----
+
+interface GenPod {
+  readonly namespace: string;
+  readonly labels: Record<string, string>;
+  readonly phase: 'Running' | 'Pending' | 'Succeeded';
+  readonly ports: readonly { readonly name: string; readonly port: number; readonly protocol: Protocol }[];
+}
+
+export interface Scenario {
+  readonly nsLabels: readonly Record<string, string>[];
+  /** Per slot: the pod there, or null (an address no pod object has). */
+  readonly pods: readonly (GenPod | null)[];
+  readonly policies: readonly RawObject[];
+  readonly probes: readonly Probe[];
+  readonly denyAction: 'drop' | 'reject';
+}
+
+/** Drops undefined fields, so the manifests say only what was generated. */
+function clean<T>(v: T): T {
+  if (Array.isArray(v)) return v.map(clean) as T;
+  if (v !== null && typeof v === 'object') {
+    return Object.fromEntries(
+      Object.entries(v)
+        .filter(([, x]) => x !== undefined)
+        .map(([k, x]) => [k, clean(x)]),
+    ) as T;
+  }
+  return v;
+}
+
+function selectorArb(keys: readonly string[], values: readonly string[]) {
+  const req = fc.oneof(
+    fc.record({ key: fc.constantFrom(...keys), operator: fc.constantFrom('In', 'NotIn'), values: fc.subarray([...values], { minLength: 1 }) }),
+    fc.record({ key: fc.constantFrom(...keys), operator: fc.constantFrom('Exists', 'DoesNotExist') }),
+  );
+  return fc
+    .record({
+      matchLabels: fc.option(fc.dictionary(fc.constantFrom(...keys), fc.constantFrom(...values), { maxKeys: 2 }), { nil: undefined }),
+      matchExpressions: fc.option(fc.array(req, { maxLength: 2 }), { nil: undefined }),
+    })
+    .map(clean);
+}
+
+interface Addresses {
+  readonly slots: readonly { v4: string; v6: string }[];
+  readonly nodes: readonly { v4: string; v6: string }[];
+}
+
+/** CIDRs around the cluster's real addresses, so ipBlocks hit something. */
+function cidrCandidates(a: Addresses): string[] {
+  return [
+    ...a.slots.flatMap((s) => [`${s.v4}/32`, `${s.v6}/128`]),
+    ...a.nodes.flatMap((n) => [`${n.v4}/32`, `${n.v6}/128`]),
+    '10.244.1.0/24',
+    '10.244.2.0/24',
+    '10.244.1.8/29',
+    '10.244.2.12/30',
+    '10.244.0.0/16',
+    '10.0.0.0/8',
+    '0.0.0.0/0',
+    '203.0.113.0/24',
+    `${OUTSIDE.v4}/32`,
+    'fd00:10:244:1::/64',
+    'fd00:10:244:2::/64',
+    'fd00:10:244:1::8/125',
+    'fd00:10:244:2::c/126',
+    'fd00:10:244::/48',
+    '::/0',
+    '2001:db8::/64',
+    `${OUTSIDE.v6}/128`,
+  ];
+}
+
+function ipBlockArb(a: Addresses) {
+  const all = cidrCandidates(a);
+  return fc.constantFrom(...all).chain((cidr) => {
+    const outer = parseCIDR(cidr);
+    const inner = all.filter((x) => {
+      const c = parseCIDR(x);
+      return outer.ok && c.ok && c.cidr.prefix > outer.cidr.prefix && cidrWithin(c.cidr, outer.cidr);
+    });
+    const except = inner.length === 0 ? fc.constant(undefined) : fc.option(fc.subarray(inner, { minLength: 1, maxLength: Math.min(2, inner.length) }), { nil: undefined });
+    return except.map((e) => clean({ ipBlock: { cidr, except: e } }));
+  });
+}
+
+function peerArb(a: Addresses) {
+  const pod = selectorArb(POD_KEYS, POD_VALUES);
+  const ns = fc.oneof(selectorArb(NS_KEYS, NS_VALUES), fc.record({ matchLabels: fc.record({ [NAMESPACE_NAME_LABEL]: fc.constantFrom(...NAMESPACES) }) }));
+  return fc.oneof(
+    fc.record({ podSelector: pod }),
+    fc.record({ namespaceSelector: ns }),
+    fc.record({ podSelector: pod, namespaceSelector: ns }),
+    ipBlockArb(a),
+  );
+}
+
+const protocolArb = fc.option(fc.constantFrom<Protocol>('TCP', 'UDP', 'SCTP'), { nil: undefined });
+
+const portArb = fc
+  .oneof(
+    fc.record({ protocol: protocolArb }),
+    fc.record({ protocol: protocolArb, port: fc.constantFrom<number>(...PORT_POOL) }),
+    fc.record({ protocol: protocolArb, port: fc.constantFrom(...PORT_NAMES) }),
+    fc
+      .record({ protocol: protocolArb, port: fc.constantFrom(...RANGE_STARTS), endPort: fc.constantFrom(...RANGE_ENDS) })
+      .filter((p) => p.endPort >= p.port),
+  )
+  .map(clean);
+
+function rulesArb(a: Addresses, peerField: 'from' | 'to') {
+  const rule = fc
+    .record({
+      peers: fc.option(fc.array(peerArb(a), { maxLength: 2 }), { nil: undefined }),
+      ports: fc.option(fc.array(portArb, { maxLength: 2 }), { nil: undefined }),
+    })
+    .map((r) => clean({ [peerField]: r.peers, ports: r.ports }));
+  return fc.option(fc.array(rule, { maxLength: 2 }), { nil: undefined });
+}
+
+function policyArb(a: Addresses, i: number) {
+  return fc
+    .record({
+      namespace: fc.constantFrom(...NAMESPACES),
+      // `{}` often: policies that select pods are what makes probes interesting.
+      podSelector: fc.oneof({ arbitrary: fc.constant({}), weight: 2 }, { arbitrary: selectorArb(POD_KEYS, POD_VALUES), weight: 3 }),
+      policyTypes: fc.option(fc.constantFrom<('Ingress' | 'Egress')[]>(['Ingress'], ['Egress'], ['Ingress', 'Egress']), { nil: undefined }),
+      ingress: rulesArb(a, 'from'),
+      egress: rulesArb(a, 'to'),
+    })
+    .map((p) => networkPolicy(p.namespace, `pol${i}`, clean({ podSelector: p.podSelector, policyTypes: p.policyTypes, ingress: p.ingress, egress: p.egress }) as RawPolicySpec));
+}
+
+const podArb: fc.Arbitrary<GenPod> = fc.record({
+  namespace: fc.constantFrom(...NAMESPACES),
+  labels: fc.dictionary(fc.constantFrom(...POD_KEYS), fc.constantFrom(...POD_VALUES), { maxKeys: 2 }),
+  phase: fc.constantFrom<GenPod['phase']>('Running', 'Running', 'Running', 'Running', 'Pending', 'Succeeded'),
+  ports: fc
+    .uniqueArray(
+      fc.record({ name: fc.constantFrom(...PORT_NAMES), port: fc.constantFrom<number>(...PORT_POOL), protocol: fc.constantFrom<Protocol>('TCP', 'TCP', 'UDP', 'SCTP') }),
+      { maxLength: 3, selector: (p) => p.name },
+    )
+    .map((ps) => ps.filter((p, i) => ps.findIndex((q) => q.port === p.port && q.protocol === p.protocol) === i)),
+});
+
+const ENDPOINTS_FROM = [...Array.from({ length: SLOTS }, (_, i) => slotKey(i)), OUTSIDE_KEY, nodeKey('node-1'), nodeKey('node-2')];
+const ENDPOINTS_TO = [...Array.from({ length: SLOTS }, (_, i) => slotKey(i)), OUTSIDE_KEY, nodeKey('node-1'), nodeKey('node-2')];
+
+const probeArb: fc.Arbitrary<Probe> = fc
+  .record({
+    from: fc.constantFrom(...ENDPOINTS_FROM),
+    to: fc.constantFrom(...ENDPOINTS_TO),
+    protocol: fc.constantFrom<Protocol>('TCP', 'TCP', 'TCP', 'UDP', 'UDP', 'SCTP'),
+    port: fc.constantFrom<number>(...PORT_POOL),
+    family: fc.constantFrom<Family>(4, 6),
+    via: fc.constantFrom<'service' | 'pod'>('service', 'pod'),
+  })
+  .filter((p) => {
+    if (p.from === p.to) return false;
+    const toNode = p.to.startsWith('node:');
+    const fromOther = !p.from.startsWith('slot/');
+    // Nodes serve TCP/UDP 80 and 81 and count no SCTP; outside/node to outside/node is not pod traffic.
+    if (toNode && (p.protocol === 'SCTP' || (p.port !== 80 && p.port !== 81))) return false;
+    return !(fromOther && !p.to.startsWith('slot/'));
+  })
+  .map((p) => (p.to.startsWith('slot/') ? p : { ...p, via: 'pod' as const }));
+
+export function scenarioArb(c: Cluster, opts: { maxProbes?: number } = {}): fc.Arbitrary<Scenario> {
+  const a: Addresses = { slots: Array.from({ length: SLOTS }, (_, i) => c.pod(slotKey(i)).ips), nodes: c.nodes.map((n) => n.addresses) };
+  return fc.record({
+    nsLabels: fc.tuple(...NAMESPACES.map(() => fc.dictionary(fc.constantFrom(...NS_KEYS), fc.constantFrom(...NS_VALUES), { maxKeys: 1 }))),
+    pods: fc.tuple(...Array.from({ length: SLOTS }, () => fc.option(podArb, { nil: null, freq: 8 }))),
+    policies: fc.tuple(fc.integer({ min: 0, max: 5 }), fc.tuple(...[0, 1, 2, 3, 4].map((i) => policyArb(a, i)))).map(([n, ps]) => ps.slice(0, n)),
+    // size 'max': long probe lists by default (one ruleset, many probes), still shrinkable to one.
+    probes: fc.array(probeArb, { minLength: 1, maxLength: opts.maxProbes ?? 40, size: 'max' }),
+    denyAction: fc.constantFrom<'drop' | 'reject'>('reject', 'reject', 'reject', 'drop'),
+  });
+}
+
+// ---- from a scenario to objects, state and oracle ----
+
+const podName = (i: number) => `p${i}`;
+
+export function scenarioObjects(c: Cluster, s: Scenario): RawObject[] {
+  const namespaces = NAMESPACES.map((name, i) => ({ apiVersion: 'v1', kind: 'Namespace', metadata: { name, labels: { ...s.nsLabels[i], [NAMESPACE_NAME_LABEL]: name } } }));
+  const pods = s.pods.flatMap((g, i) => {
+    if (g === null) return [];
+    const slot = c.pod(slotKey(i));
+    return [
+      {
+        apiVersion: 'v1',
+        kind: 'Pod',
+        metadata: { name: podName(i), namespace: g.namespace, ...(Object.keys(g.labels).length === 0 ? {} : { labels: g.labels }) },
+        spec: { nodeName: slot.node, containers: [{ name: 'main', image: 'agnhost', ...(g.ports.length === 0 ? {} : { ports: g.ports.map((p) => ({ name: p.name, containerPort: p.port, protocol: p.protocol })) }) }] },
+        status: { phase: g.phase, podIP: slot.ips.v4, podIPs: [{ ip: slot.ips.v4 }, { ip: slot.ips.v6 }] },
+      },
+    ];
+  });
+  return [...namespaces, ...pods, ...c.nodeObjects(), ...s.policies];
+}
+
+function slotPod(state: ClusterState, s: Scenario, key: string) {
+  const i = Number(key.slice(5));
+  const g = s.pods[i];
+  return g === null || g === undefined ? undefined : state.pods.find((p) => p.namespace === g.namespace && p.name === podName(i));
+}
+
+function endpoint(c: Cluster, state: ClusterState, s: Scenario, key: string, f: Family): Endpoint {
+  const pick = (ips: { v4: string; v6: string }) => (f === 4 ? ips.v4 : ips.v6);
+  if (key === OUTSIDE_KEY) return { kind: 'ip', ip: pick(c.outside.ips) };
+  if (key.startsWith('node:')) return { kind: 'ip', ip: pick(c.node(key.slice(5)).addresses) };
+  const pod = slotPod(state, s, key);
+  return pod === undefined ? { kind: 'ip', ip: pick(c.pod(key).ips) } : { kind: 'pod', pod };
+}
+
+export function scenarioVerdict(c: Cluster, state: ClusterState, s: Scenario, p: Probe) {
+  // Services map every pool port to itself: the policy port is the dialled one.
+  return verdict(state, endpoint(c, state, s, p.from, p.family), endpoint(c, state, s, p.to, p.family), p.protocol, p.port, { family: p.family });
+}
+
+export interface Mismatch {
+  readonly outcome: ProbeOutcome;
+  readonly expected: boolean;
+  readonly reason: string;
+}
+
+export interface RunResult {
+  readonly state: ClusterState;
+  readonly mismatches: readonly Mismatch[];
+  readonly probes: number;
+  /** Probes the oracle expects to be blocked. */
+  readonly blocked: number;
+}
+
+/** Applies a scenario and probes it; mismatches are probes whose result differs from the oracle's. */
+export async function runScenario(c: Cluster, s: Scenario, mutate?: EnforceOptions['mutate']): Promise<RunResult> {
+  const { state } = buildState(scenarioObjects(c, s));
+  await applyState(c, state, { denyAction: s.denyAction, ...(mutate === undefined ? {} : { mutate }) });
+  const expected = new Map(s.probes.map((p) => [p, scenarioVerdict(c, state, s, p)]));
+  const outcomes = await runProbes(c, s.probes, { expect: (r) => expected.get(r.probe)?.allowed });
+  const mismatches = outcomes.flatMap((o) => {
+    const v = expected.get(o.probe)!;
+    const why = v.allowed ? `allowed: egress: ${v.egress.reason} ingress: ${v.ingress.reason}` : `blocked: ${v.egress.allowed ? v.ingress.reason : v.egress.reason}`;
+    return o.connected === v.allowed ? [] : [{ outcome: o, expected: v.allowed, reason: why }];
+  });
+  return { state, mismatches, probes: s.probes.length, blocked: [...expected.values()].filter((v) => !v.allowed).length };
+}
+
+// ---- the reproduction ----
+
+/** The scenario as a standalone regression: pods under their own names, empty slots as unlisted addresses. */
+export function toRegression(c: Cluster, s: Scenario, mismatches: readonly Mismatch[], description: string): Regression {
+  const keyOf = (key: string): string => {
+    if (!key.startsWith('slot/')) return key;
+    const i = Number(key.slice(5));
+    const g = s.pods[i];
+    return g === null || g === undefined ? key : `${g.namespace}/${podName(i)}`;
+  };
+  const used = new Set(mismatches.flatMap((m) => [m.outcome.probe.from, m.outcome.probe.to]));
+  // Empty slots, and pods that have finished (no pod semantics), are plain addresses on the network.
+  const unlistedPods: UnlistedPod[] = [...used]
+    .filter((k) => k.startsWith('slot/') && (s.pods[Number(k.slice(5))] ?? null)?.phase !== 'Running' && s.pods[Number(k.slice(5))]?.phase !== 'Pending')
+    .sort()
+    .map((k) => ({ key: keyOf(k), node: c.pod(k).node, ipv4: c.pod(k).ips.v4, ipv6: c.pod(k).ips.v6 }));
+  const probes: RegressionProbe[] = mismatches.map((m) => ({
+    from: keyOf(m.outcome.probe.from),
+    to: keyOf(m.outcome.probe.to),
+    protocol: m.outcome.probe.protocol,
+    port: m.outcome.probe.port,
+    family: m.outcome.probe.family,
+    via: m.outcome.probe.via ?? 'service',
+    expect: m.expected ? 'allowed' : 'blocked',
+    observed: m.outcome.connected ? 'connected' : m.outcome.detail,
+    reason: m.reason,
+  }));
+  return { description, styles: [c.style], denyAction: s.denyAction, unlistedPods, probes, objects: scenarioObjects(c, s) };
+}
+
+export interface FuzzOptions {
+  readonly seed: number;
+  readonly runs: number;
+  readonly maxProbes?: number;
+  /** Called after every run (progress output). */
+  readonly onRun?: (r: RunResult, n: number) => void;
+  /** Shrinking stops this long after the first failure (ms). Default 120 000. */
+  readonly shrinkBudgetMs?: number;
+  /** Test hook passed to applyState (see EnforceOptions.mutate). */
+  readonly mutate?: EnforceOptions['mutate'];
+}
+
+export interface FuzzReport {
+  readonly ok: boolean;
+  readonly runs: number;
+  readonly probes: number;
+  /** The shrunk failure as a regression file (YAML), with the probe lines first in its header. */
+  readonly reproduction?: string;
+  readonly summary: string;
+}
+
+export async function fuzz(c: Cluster, opts: FuzzOptions): Promise<FuzzReport> {
+  let probes = 0;
+  let blocked = 0;
+  let n = 0;
+  let firstFailure: number | undefined;
+  const budget = opts.shrinkBudgetMs ?? 120_000;
+  const property = fc.asyncProperty(scenarioArb(c, opts.maxProbes === undefined ? {} : { maxProbes: opts.maxProbes }), async (s) => {
+    // Every shrink candidate costs real probes: past the budget, candidates
+    // "pass" untried, so fast-check keeps the smallest failure found so far.
+    if (firstFailure !== undefined && Date.now() - firstFailure > budget) return true;
+    const r = await runScenario(c, s, opts.mutate);
+    n += 1;
+    probes += r.probes;
+    blocked += r.blocked;
+    opts.onRun?.(r, n);
+    if (r.mismatches.length > 0) firstFailure ??= Date.now();
+    return r.mismatches.length === 0;
+  });
+  const details = await fc.check(property, { seed: opts.seed, numRuns: opts.runs, endOnFailure: false });
+  if (!details.failed) return { ok: true, runs: n, probes, summary: `${details.numRuns} scenarios, ${probes} probes (${blocked} expected blocked), all as the oracle says` };
+  if (details.counterexample === null) {
+    return { ok: false, runs: n, probes, summary: `fuzz failed without a counterexample: ${String(details.errorInstance)}` };
+  }
+  const [s] = details.counterexample;
+  let again: RunResult;
+  try {
+    again = await runScenario(c, s, opts.mutate);
+  } catch (e) {
+    // Not a probe mismatch: rendering or applying the ruleset failed.
+    const description = `applying the scenario failed (fuzz seed ${opts.seed}, ${c.style}): ${e instanceof Error ? e.message.split('\n')[0] : String(e)}`;
+    const reproduction = regressionToYaml({ description, styles: [c.style], denyAction: s.denyAction, unlistedPods: [], probes: [], objects: scenarioObjects(c, s) }, description);
+    return { ok: false, runs: n, probes, reproduction, summary: `seed ${opts.seed}: ${e instanceof Error ? e.message : String(e)}` };
+  }
+  if (again.mismatches.length === 0) {
+    return { ok: false, runs: n, probes, summary: `seed ${opts.seed}: a mismatch was seen but did not reproduce on the shrunk scenario (flaky?)\n${fc.stringify(s)}` };
+  }
+  const description = `datapath differs from verdict() (fuzz seed ${opts.seed}, ${c.style}, path ${details.counterexamplePath ?? '?'})`;
+  const lines = again.mismatches.map((m) => `${describeOutcome(m.outcome)}; the oracle says ${m.expected ? 'allowed' : 'blocked'}: ${m.reason}`);
+  const header = [description, 'Replay: save as test/datapath/regressions/<name>.yaml and run node --test test/datapath/regressions.test.ts', ...lines].join('\n');
+  const reproduction = regressionToYaml(toRegression(c, s, again.mismatches, description), header);
+  return {
+    ok: false,
+    runs: n,
+    probes,
+    reproduction,
+    summary: `seed ${opts.seed}: ${again.mismatches.length} probe(s) differ from the oracle after shrinking (${details.numShrinks} shrinks):\n${lines.map((l) => `  ${l}`).join('\n')}`,
+  };
+}

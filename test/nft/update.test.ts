@@ -1,0 +1,314 @@
+// Element-only updates (nft/update.ts): which changes are element updates,
+// what the script holds, and, in scratch network namespaces, that applying
+// prev in full and then the update leaves exactly what applying next in full
+// leaves; a failing update changes nothing.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import fc from 'fast-check';
+import { compileNode } from '../../src/compile/compile.ts';
+import type { CompiledRuleset, RenderOptions } from '../../src/compile/ir.ts';
+import { listTable, runNft } from '../../src/nft/exec.ts';
+import { renderRuleset } from '../../src/nft/render.ts';
+import { renderUpdate, rulesetSkeleton } from '../../src/nft/update.ts';
+import type { ClusterState, Node, Pod } from '../../src/model/types.ts';
+import { cport, ipBlock, ns, pod, podPeer, policy, port, rule, sel, state } from '../support/state-builder.ts';
+import { canonicalListing, withNetns } from './netns-support.ts';
+import { haveNft } from './nft-support.ts';
+
+const NODE1: Node = { name: 'node-1', addresses: ['192.168.100.1'], podCIDRs: ['10.0.1.0/24', 'fd00:1::/64'] };
+const NODE2: Node = { name: 'node-2', addresses: ['192.168.100.2'], podCIDRs: ['10.0.2.0/24', 'fd00:2::/64'] };
+
+function elementCount(c: CompiledRuleset): number {
+  return c.sets.reduce((n, s) => n + s.elements.length, 0) + c.maps.reduce((n, m) => n + m.elements.length, 0);
+}
+
+// ---- pure: what is an element update ----
+
+const web = pod('a', 'web', { labels: { app: 'web' }, ips: ['10.0.1.2', 'fd00:1::2'], ports: [cport('http', 8080)] });
+const client = (i: number, app = 'client', node = 'node-2'): Pod => pod('a', `client-${i}`, { labels: { app }, ips: [`10.0.2.${i}`], node });
+const webPolicy = policy('a', 'web', {
+  podSelector: sel({ app: 'web' }),
+  ingress: [rule([podPeer(sel({ app: 'client' }))], [port('TCP', 'http')])],
+  egress: [rule([podPeer(sel({ app: 'client' })), ipBlock('192.168.0.0/16')], [port('TCP', 443)])],
+});
+const base = (pods: Pod[], o?: Partial<RenderOptions>): CompiledRuleset => compileNode(state({ pods: [web, ...pods], policies: [webPolicy], nodes: [NODE1, NODE2] }), 'node-1', o);
+
+test('no previous ruleset, another table, or a structural change: the full script', () => {
+  const prev = base([client(5)]);
+  assert.deepEqual(renderUpdate(undefined, prev), { kind: 'full', text: renderRuleset(prev), reason: 'no previous ruleset' });
+  const renamed = base([client(5)], { table: 'other' });
+  assert.equal(renderUpdate(prev, renamed).kind, 'full');
+  // A new isolated local pod needs its KUBE-POD-FW chains: structural.
+  const more = base([client(5), pod('a', 'web-2', { labels: { app: 'web' }, ips: ['10.0.1.3'] })]);
+  const u = renderUpdate(prev, more);
+  assert.equal(u.kind, 'full');
+  assert.equal(u.text, renderRuleset(more));
+  assert.ok(u.kind === 'full' && u.reason.startsWith('structure changed at: '), u.kind === 'full' ? u.reason : '');
+  // Another deny action changes pod chains.
+  assert.equal(renderUpdate(prev, base([client(5)], { denyAction: 'reject' })).kind, 'full');
+});
+
+test('same ruleset: an incremental update with nothing in it', () => {
+  const a = base([client(5)]);
+  const u = renderUpdate(a, base([client(5)]));
+  assert.deepEqual(u, { kind: 'incremental', text: '# nft-netpol-agent element update for node node-1: 0 added, 0 removed\n', added: 0, removed: 0 });
+});
+
+test('peer churn: element commands for exactly the difference, deletes first, no chain touched', () => {
+  const prev = base([client(5), client(6), client(9)]);
+  const next = base([client(5), client(7), client(9), client(20, 'other')]);
+  assert.equal(rulesetSkeleton(prev), rulesetSkeleton(next));
+  const u = renderUpdate(prev, next);
+  assert.equal(u.kind, 'incremental');
+  if (u.kind !== 'incremental') return;
+  const lines = u.text.trimEnd().split('\n');
+  assert.match(lines[0] ?? '', /^# nft-netpol-agent element update for node node-1: \d+ added, \d+ removed$/);
+  const cmds = lines.slice(1);
+  assert.ok(cmds.every((l) => /^(add|delete) element inet nft-netpol (peer[46]|named[46]|port)-[0-9a-f]{12} \{ .* \}$/.test(l)), cmds.join('\n'));
+  const firstAdd = cmds.findIndex((l) => l.startsWith('add'));
+  assert.ok(firstAdd > 0 && cmds.slice(firstAdd).every((l) => l.startsWith('add')), 'all deletes come first');
+  // Ingress peers are pods only (a hash set of addresses): 10.0.2.6 out, 10.0.2.7 in. Egress
+  // peers include an ipBlock (an interval set): 10.0.2.5-10.0.2.6 becomes 10.0.2.5 and 10.0.2.7.
+  assert.deepEqual(
+    cmds.map((l) => l.replace(/-[0-9a-f]{12}/, '')),
+    ['delete element inet nft-netpol peer4 { 10.0.2.6 }', 'delete element inet nft-netpol peer4 { 10.0.2.5-10.0.2.6 }', 'add element inet nft-netpol peer4 { 10.0.2.7 }', 'add element inet nft-netpol peer4 { 10.0.2.5, 10.0.2.7 }'],
+  );
+  assert.equal(u.removed, 2);
+  assert.equal(u.added, 3);
+  assert.equal(elementCount(next), elementCount(prev) + u.added - u.removed);
+});
+
+test('fail-closed maps: a known pod that is not isolated is an element update', () => {
+  const prev = base([client(5)]);
+  const next = base([client(5), pod('a', 'batch', { labels: { app: 'batch' }, ips: ['10.0.1.9', 'fd00:1::9'] })]);
+  const u = renderUpdate(prev, next);
+  assert.equal(u.kind, 'incremental');
+  assert.ok(u.kind === 'incremental' && u.text.includes('add element inet nft-netpol ingress-v4 { 10.0.1.9 : accept }'), u.text);
+  assert.ok(u.text.includes('add element inet nft-netpol egress-v6 { fd00:1::9 : accept }'), u.text);
+  assert.ok(u.kind === 'incremental' && u.added === 4 && u.removed === 0);
+  // And back: deleted from the maps by key.
+  const back = renderUpdate(next, prev);
+  assert.ok(back.kind === 'incremental' && back.text.includes('delete element inet nft-netpol ingress-v4 { 10.0.1.9 }'), back.text);
+});
+
+test('a map key whose verdict changes is deleted and added in one transaction', () => {
+  const pods = (ipA: string, ipB: string): Pod[] => [pod('a', 'x', { labels: { app: 'web' }, ips: [ipA] }), pod('a', 'y', { labels: { app: 'web' }, ips: [ipB] })];
+  const s = (ipA: string, ipB: string): ClusterState => state({ pods: pods(ipA, ipB), policies: [policy('a', 'deny', { podSelector: sel({ app: 'web' }) })], nodes: [NODE1] });
+  // Two isolated pods swap addresses (the model allows it; chains stay, map values move).
+  const u = renderUpdate(compileNode(s('10.0.1.2', '10.0.1.3'), 'node-1'), compileNode(s('10.0.1.3', '10.0.1.2'), 'node-1'));
+  assert.equal(u.kind, 'incremental');
+  assert.ok(u.kind === 'incremental' && u.added === 2 && u.removed === 2, u.text);
+  assert.match(u.text, /^delete element inet nft-netpol ingress-v4 \{ 10\.0\.1\.2, 10\.0\.1\.3 \}$/m);
+  assert.match(u.text, /^add element inet nft-netpol ingress-v4 \{ 10\.0\.1\.2 : goto KUBE-POD-FW-[0-9a-f]{12}-IN, 10\.0\.1\.3 : goto KUBE-POD-FW-[0-9a-f]{12}-IN \}$/m);
+});
+
+// ---- against the kernel ----
+
+async function applyOk(script: string, netns: string, label: string): Promise<void> {
+  const r = await runNft(script, { netns });
+  assert.ok(r.ok, `${label}: ${r.ok ? '' : r.error}\n${script.slice(0, 3000)}`);
+}
+
+async function listing(table: string, netns: string): Promise<string> {
+  const l = await listTable(table, { netns });
+  assert.ok(l !== undefined, `no table ${table} in ${netns}`);
+  return canonicalListing(l);
+}
+
+/** prev in full then the update in A; next in full in B: same table. */
+async function checkUpdate(prev: CompiledRuleset, next: CompiledRuleset, [a, b]: string[], label: string): Promise<ReturnType<typeof renderUpdate>> {
+  if (a === undefined || b === undefined) throw new Error('two namespaces needed');
+  const u = renderUpdate(prev, next);
+  await applyOk(renderRuleset(prev), a, `${label} prev`);
+  await applyOk(u.text, a, `${label} ${u.kind} update`);
+  await applyOk(renderRuleset(next), b, `${label} next`);
+  assert.equal(await listing(next.table, a), await listing(next.table, b), `${label}: ${u.kind} update\n${u.text.slice(0, 3000)}`);
+  return u;
+}
+
+test('kernel: the hand-made cases above give the same table as a full apply of next', async (t) => {
+  if (!(await haveNft(t))) return;
+  await withNetns(2, async (nss) => {
+    const cases: [string, CompiledRuleset, CompiledRuleset, 'incremental' | 'full'][] = [
+      ['interval split', base([client(5), client(6), client(9)]), base([client(5), client(7), client(9), client(20, 'other')]), 'incremental'],
+      ['interval merge', base([client(5), client(7)]), base([client(5), client(6), client(7)]), 'incremental'],
+      ['last peer leaves', base([client(5)]), base([]), 'incremental'],
+      ['non-isolated local pod', base([]), base([pod('a', 'batch', { ips: ['10.0.1.9', 'fd00:1::9'] })]), 'incremental'],
+      ['new isolated pod', base([]), base([pod('a', 'web-2', { labels: { app: 'web' }, ips: ['10.0.1.3'] })]), 'full'],
+    ];
+    for (const [label, prev, next, kind] of cases) assert.equal((await checkUpdate(prev, next, nss, label)).kind, kind, label);
+  });
+});
+
+// Random small clusters and random churn on them.
+const APPS = ['web', 'db', 'api'];
+const NSS = ['a', 'b'];
+
+interface PodSpec {
+  readonly ns: string;
+  readonly app: string;
+  readonly node: 'node-1' | 'node-2';
+  readonly dual: boolean;
+}
+
+const podSpec: fc.Arbitrary<PodSpec> = fc.record({
+  ns: fc.constantFrom(...NSS),
+  app: fc.constantFrom(...APPS),
+  node: fc.constantFrom('node-1' as const, 'node-2' as const, 'node-2' as const),
+  dual: fc.boolean(),
+});
+
+type Churn =
+  | { readonly op: 'add'; readonly spec: PodSpec }
+  | { readonly op: 'delete'; readonly at: number }
+  | { readonly op: 'relabel'; readonly at: number; readonly app: string }
+  | { readonly op: 'finish'; readonly at: number }
+  /** Delete a pod and give its IPs to a new pod (another name, maybe other labels or namespace). */
+  | { readonly op: 'reuse'; readonly at: number; readonly spec: PodSpec };
+
+const churn: fc.Arbitrary<Churn> = fc.oneof(
+  podSpec.map((spec) => ({ op: 'add' as const, spec })),
+  fc.nat().map((at) => ({ op: 'delete' as const, at })),
+  fc.tuple(fc.nat(), fc.constantFrom(...APPS)).map(([at, app]) => ({ op: 'relabel' as const, at, app })),
+  fc.nat().map((at) => ({ op: 'finish' as const, at })),
+  fc.tuple(fc.nat(), podSpec).map(([at, spec]) => ({ op: 'reuse' as const, at, spec })),
+);
+
+const policyArb = fc
+  .record({
+    ns: fc.constantFrom(...NSS),
+    target: fc.constantFrom(...APPS, 'any'),
+    peerApp: fc.constantFrom(...APPS),
+    wide: fc.boolean(),
+    block: fc.boolean(),
+    named: fc.boolean(),
+    egress: fc.boolean(),
+  })
+  .map((r) => (i: number) => {
+    const peers = [podPeer(sel({ app: r.peerApp }), r.wide ? sel() : undefined), ...(r.block ? [ipBlock('10.0.2.0/25', ['10.0.2.16/28'])] : [])];
+    const ports = r.named ? [port('TCP', 'http'), port('TCP', 80)] : [port('TCP', 80)];
+    return policy(r.ns, `pol-${i}`, { podSelector: r.target === 'any' ? sel() : sel({ app: r.target }), ingress: [rule(peers, ports)], ...(r.egress ? { egress: [rule(peers, ports)] } : {}) });
+  });
+
+class Cluster {
+  pods: Pod[] = [];
+  #next = 0;
+  #ipOf = new Map<string, number>();
+
+  add(spec: PodSpec, reuse?: readonly string[]): void {
+    const i = this.#next++;
+    const host = 2 + i;
+    const net = spec.node === 'node-1' ? 1 : 2;
+    const ips = reuse !== undefined ? [...reuse] : (spec.dual ? [`10.0.${net}.${host}`, `fd00:${net}::${host.toString(16)}`] : [`10.0.${net}.${host}`]);
+    // A reused IP keeps the subnet of its first owner: the new pod lands on that node.
+    const node = reuse === undefined ? spec.node : (reuse[0] ?? '').startsWith('10.0.1.') ? 'node-1' : 'node-2';
+    this.pods.push(pod(spec.ns, `pod-${i}`, { labels: { app: spec.app }, ips, node, ports: [cport('http', 8000 + (i % 3))] }));
+    this.#ipOf.set(`${spec.ns}/pod-${i}`, i);
+  }
+
+  /** remoteOnly: the churn only touches pods of node-2 (and adds pods there). */
+  apply(c: Churn, remoteOnly = false): void {
+    if (c.op === 'add') return this.add(remoteOnly ? { ...c.spec, node: 'node-2' } : c.spec);
+    const candidates = this.pods.map((p, i) => [p, i] as const).filter(([p]) => !remoteOnly || p.nodeName === 'node-2');
+    if (candidates.length === 0) return;
+    const [p, at] = candidates[c.at % candidates.length] as (typeof candidates)[number];
+    if (c.op === 'delete') this.pods.splice(at, 1);
+    else if (c.op === 'relabel') this.pods[at] = { ...p, labels: { app: c.app } };
+    else if (c.op === 'finish') this.pods[at] = { ...p, phase: 'Succeeded' };
+    else {
+      this.pods.splice(at, 1);
+      this.add(c.spec, p.ips);
+    }
+  }
+}
+
+test('kernel, property: prev + update == next, for random clusters and random pod churn', async (t) => {
+  if (!(await haveNft(t))) return;
+  let incremental = 0;
+  let nonEmpty = 0;
+  let full = 0;
+  await withNetns(2, async (nss) => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(podSpec, { minLength: 3, maxLength: 12 }),
+        fc.array(policyArb, { minLength: 1, maxLength: 4 }),
+        fc.array(churn, { minLength: 2, maxLength: 6 }),
+        fc.boolean(),
+        fc.boolean(),
+        async (specs, pols, ops, cidrs, remoteOnly) => {
+          const cl = new Cluster();
+          // A local web pod per namespace first, so that most policies isolate something on node-1.
+          for (const s of [...NSS.map((n): PodSpec => ({ ns: n, app: 'web', node: 'node-1', dual: true })), ...specs]) cl.add(s);
+          const nodes = cidrs ? [NODE1, NODE2] : [{ name: 'node-1', addresses: [] }];
+          const policies = pols.map((f, i) => f(i));
+          const mk = (): CompiledRuleset => compileNode(state({ namespaces: [ns('a'), ns('b')], pods: cl.pods, policies, nodes }), 'node-1');
+          const prev = mk();
+          for (const op of ops) cl.apply(op, remoteOnly);
+          const next = mk();
+          const u = await checkUpdate(prev, next, nss, 'random');
+          if (u.kind === 'full') full++;
+          else {
+            incremental++;
+            if (u.added + u.removed > 0) nonEmpty++;
+            assert.equal(elementCount(next), elementCount(prev) + u.added - u.removed);
+          }
+        },
+      ),
+      { numRuns: 80, seed: 424242 },
+    );
+  });
+  t.diagnostic(`incremental ${incremental} (non-empty ${nonEmpty}), full ${full}`);
+  // The property must exercise real element updates, not just fall back.
+  assert.ok(nonEmpty >= 25, `incremental ${incremental} (non-empty ${nonEmpty}), full ${full}`);
+  assert.ok(full >= 3, `incremental ${incremental}, full ${full}`);
+});
+
+test('property: churn of other nodes\' pods is always an element update when the node has podCIDRs', () => {
+  let nonEmpty = 0;
+  fc.assert(
+    fc.property(fc.array(podSpec, { minLength: 3, maxLength: 12 }), fc.array(policyArb, { minLength: 1, maxLength: 4 }), fc.array(churn, { minLength: 1, maxLength: 8 }), (specs, pols, ops) => {
+      const cl = new Cluster();
+      for (const s of [...NSS.map((n): PodSpec => ({ ns: n, app: 'web', node: 'node-1', dual: true })), ...specs]) cl.add(s);
+      const policies = pols.map((f, i) => f(i));
+      const mk = (): CompiledRuleset => compileNode(state({ namespaces: [ns('a'), ns('b')], pods: cl.pods, policies, nodes: [NODE1, NODE2] }), 'node-1');
+      const prev = mk();
+      for (const op of ops) cl.apply(op, true);
+      const next = mk();
+      const u = renderUpdate(prev, next);
+      // Pod peers keep their rules and (possibly empty) sets: no remote pod can change the structure.
+      assert.equal(u.kind, 'incremental', u.kind === 'full' ? u.reason : '');
+      if (u.kind === 'incremental' && u.added + u.removed > 0) nonEmpty++;
+    }),
+    { numRuns: 300, seed: 99 },
+  );
+  assert.ok(nonEmpty >= 100, `only ${nonEmpty} non-empty updates`);
+});
+
+test('kernel: an update that fails (kernel is not prev) changes nothing; the full script recovers', async (t) => {
+  if (!(await haveNft(t))) return;
+  await withNetns(2, async ([a, b]) => {
+    if (a === undefined || b === undefined) return;
+    const kernel = base([client(5)]);
+    // The agent believes a client 10.0.2.30 exists (it never reached the kernel).
+    const believed = base([client(5), client(30)]);
+    const next = base([client(7), client(40), pod('a', 'batch', { ips: ['10.0.1.9'] })]);
+    const u = renderUpdate(believed, next);
+    assert.equal(u.kind, 'incremental');
+    // Adds that would succeed on their own, and a delete of an element the kernel lacks.
+    assert.match(u.text, /^add element inet nft-netpol ingress-v4 \{ 10\.0\.1\.9 : accept \}$/m);
+    assert.match(u.text, /^delete element inet nft-netpol peer4-[0-9a-f]{12} \{ 10\.0\.2\.5, 10\.0\.2\.30 \}$/m);
+    await applyOk(renderRuleset(kernel), a, 'kernel state');
+    const before = await listing(kernel.table, a);
+    const r = await runNft(u.text, { netns: a });
+    assert.equal(r.ok, false, 'the update must fail');
+    assert.equal(await listing(kernel.table, a), before, 'a failed update leaves the table exactly as it was');
+    // Without any table at all it fails too, and creates nothing.
+    const none = await runNft(u.text, { netns: b });
+    assert.equal(none.ok, false);
+    assert.equal(await listTable(kernel.table, { netns: b }), undefined);
+    // Recovery: the full script of next.
+    await applyOk(renderRuleset(next), a, 'recovery');
+    await applyOk(renderRuleset(next), b, 'reference');
+    assert.equal(await listing(next.table, a), await listing(next.table, b));
+  });
+});

@@ -53,6 +53,10 @@ NetworkPolicies of the given cluster objects on node NAME.
   --node NAME           the node to render for (required)
   --table NAME          nftables table (inet family), default nft-netpol
   --deny-action ACTION  drop (default) or reject
+  --unknown-local-endpoints ACTION
+                        allow (default) or drop: drop addresses of the node's
+                        podCIDRs that are no known active local pod (opt-in,
+                        for CNIs that allocate from the node's podCIDRs)
 ${INPUT_HELP}
 
 Invalid policies are still rendered, fail-closed; their errors go to stderr
@@ -120,12 +124,17 @@ async function renderCmd(args: string[], io: Io): Promise<number> {
     node: { type: 'string' },
     table: { type: 'string', default: 'nft-netpol' },
     'deny-action': { type: 'string', default: 'drop' },
+    'unknown-local-endpoints': { type: 'string', default: 'allow' },
   });
   if (v.help) return help(io, 'render');
   const format = outputFormat(v.output);
   if (v.node === undefined || v.node === '') throw new UsageError('--node is required');
   const denyAction = v['deny-action'];
   if (denyAction !== 'drop' && denyAction !== 'reject') throw new UsageError(`--deny-action must be drop or reject, not "${denyAction}"`);
+  const unknownLocalEndpoints = v['unknown-local-endpoints'];
+  if (unknownLocalEndpoints !== 'drop' && unknownLocalEndpoints !== 'allow') {
+    throw new UsageError(`--unknown-local-endpoints must be allow or drop, not "${unknownLocalEndpoints}"`);
+  }
   if (!/^[A-Za-z][A-Za-z0-9_-]{0,63}$/.test(v.table)) throw new UsageError(`--table must be a plain identifier (letters, digits, - and _), not "${v.table}"`);
   const loaded = await loadInputs(v.filename);
   const bad = reportProblems(io, loaded);
@@ -133,7 +142,7 @@ async function renderCmd(args: string[], io: Io): Promise<number> {
   if (!loaded.state.nodes.some((n) => n.name === v.node) && !loaded.state.pods.some((p) => p.nodeName === v.node)) {
     io.err(`warning: node "${v.node}" has no Node object and no pods in the input`);
   }
-  const r = renderNode(loaded.state, v.node, { table: v.table, denyAction });
+  const r = renderNode(loaded.state, v.node, { table: v.table, denyAction, unknownLocalEndpoints });
   if (format === 'json') {
     io.out(JSON.stringify({ node: v.node, stats: r.stats, errors: loaded.validationErrors.map(formatValidationError), ruleset: r.text }, null, 2));
   } else {

@@ -16,7 +16,7 @@ import { formatElement } from './v4.ts';
 
 export type { CompiledRuleset, RenderOptions, RulesetStats } from './ir.ts';
 
-export const DEFAULT_OPTIONS: RenderOptions = { table: DEFAULT_TABLE, denyAction: 'drop', unknownLocalEndpoints: 'drop' };
+export const DEFAULT_OPTIONS: RenderOptions = { table: DEFAULT_TABLE, denyAction: 'drop', unknownLocalEndpoints: 'allow' };
 
 const DIRECTIONS: readonly Direction[] = ['ingress', 'egress'];
 const FAMILIES: readonly Family[] = [4, 6];

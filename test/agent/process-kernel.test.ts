@@ -155,7 +155,7 @@ test('agent process: a table flushed, edited or deleted from outside is repaired
   await nftIn(e.netns, ['delete', 'table', 'inet', 'nft-netpol']);
   await eventually('repaired after delete', async () => (await listTableIn(e.netns)) === good);
   await nftIn(e.netns, ['add', 'chain', 'inet', 'nft-netpol', 'intruder']);
-  await eventually('repaired after edit', async () => (await listTableIn(e.netns)) === good);
+  await eventually('repaired after edit', async () => (await listTableIn(e.netns)) === good).catch((err: unknown) => { throw new Error(`${String(err)}\n${a.tail(30)}`); });
   await eventually('counted thrice', async () => (await a.metric('nftnp_drift_repairs_total')) >= 3);
   assert.ok(a.lines.some((l) => l['event'] === 'drift-repaired'));
   const rs = JSON.parse((await a.get('/debug/ruleset')).body) as { kernelMatches: boolean };

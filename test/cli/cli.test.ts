@@ -43,6 +43,7 @@ test('usage errors exit 2 with a hint, help exits 0', async () => {
     [['render', '--node', 'n', '-f', 'examples/', '-o', 'yaml'], 2, /--output must be text or json/],
     [['render', '--node', 'n', '-f', 'examples/', '--deny-action', 'maybe'], 2, /--deny-action/],
     [['render', '--node', 'n', '-f', 'examples/', '--table', 'bad name;'], 2, /--table/],
+    [['render', '--node', 'n', '-f', 'examples/', '--unknown-local-endpoints', 'maybe'], 2, /--unknown-local-endpoints/],
     [['validate'], 2, /-f\/--filename is required/],
     [['explain', '-f', 'examples/', '--from', 'a/b'], 2, /--from, --to and --port are required/],
     [['explain', '-f', 'examples/', '--from', 'a/b', '--to', 'c/d', '--port', '80/ICMP'], 2, /--port/],

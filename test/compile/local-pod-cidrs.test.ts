@@ -31,7 +31,7 @@ const webOnly = policy('a', 'web-ingress', { podSelector: sel({ app: 'web' }) })
 
 function compile(label: string, node: Node, o?: Partial<RenderOptions>): CompiledRuleset {
   const s: ClusterState = state({ pods, policies: [webOnly], nodes: [node, { name: 'node-2', addresses: [], podCIDRs: ['10.0.2.0/24'] }] });
-  const c = compileNode(s, 'node-1', o);
+  const c = compileNode(s, 'node-1', { unknownLocalEndpoints: 'drop', ...o });
   log.add(label, renderRuleset(c));
   return c;
 }
@@ -98,7 +98,7 @@ test('without podCIDRs, or with unknownLocalEndpoints allow: exactly the behavio
 
 test('podCIDRs of another node, or of no node object, change nothing', () => {
   const s: ClusterState = state({ pods, policies: [webOnly], nodes: [{ name: 'node-2', addresses: [], podCIDRs: ['10.0.2.0/24'] }] });
-  const c = compileNode(s, 'node-1');
+  const c = compileNode(s, 'node-1', { unknownLocalEndpoints: 'drop' });
   assert.ok(!c.sets.some((x) => x.name.startsWith('local-')));
   assert.deepEqual(mapEntries(c, 'egress', 4), {});
 });

@@ -154,12 +154,18 @@ const protocolArb = fc.option(fc.constantFrom<Protocol>('TCP', 'UDP', 'SCTP'), {
 
 const portArb = fc
   .oneof(
-    fc.record({ protocol: protocolArb }),
-    fc.record({ protocol: protocolArb, port: fc.constantFrom<number>(...PORT_POOL) }),
-    fc.record({ protocol: protocolArb, port: fc.constantFrom(...PORT_NAMES) }),
-    fc
-      .record({ protocol: protocolArb, port: fc.constantFrom(...RANGE_STARTS), endPort: fc.constantFrom(...RANGE_ENDS) })
-      .filter((p) => p.endPort >= p.port),
+    { arbitrary: fc.record({ protocol: protocolArb }), weight: 3 },
+    { arbitrary: fc.record({ protocol: protocolArb, port: fc.constantFrom<number>(...PORT_POOL) }), weight: 3 },
+    { arbitrary: fc.record({ protocol: protocolArb, port: fc.constantFrom(...PORT_NAMES) }), weight: 3 },
+    {
+      arbitrary: fc
+        .record({ protocol: protocolArb, port: fc.constantFrom(...RANGE_STARTS), endPort: fc.constantFrom(...RANGE_ENDS) })
+        .filter((p) => p.endPort >= p.port),
+      weight: 3,
+    },
+    // Invalid (the API server would refuse them): the rule must allow nothing, as the oracle says.
+    { arbitrary: fc.record({ protocol: protocolArb, port: fc.constantFrom(...PORT_NAMES), endPort: fc.constant(9000) }), weight: 1 },
+    { arbitrary: fc.record({ protocol: protocolArb, port: fc.constant(9000), endPort: fc.constant(80) }), weight: 1 },
   )
   .map(clean);
 

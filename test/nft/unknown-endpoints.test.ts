@@ -25,7 +25,7 @@ const PORT = 9;
 const node = { name: 'node-1', addresses: ['192.168.100.1'], podCIDRs: ['10.0.1.0/24'] };
 const known = pod('a', 'known', { labels: { app: 'batch' }, ips: [KNOWN] });
 const remote = pod('b', 'client', { ips: [REMOTE], node: 'node-2' });
-const compile = (pods: Pod[], o?: Partial<RenderOptions>) => compileNode(state({ pods, nodes: [node] }), 'node-1', { table: 'nftnp-unknown', ...o });
+const compile = (pods: Pod[], o?: Partial<RenderOptions>) => compileNode(state({ pods, nodes: [node] }), 'node-1', { table: 'nftnp-unknown', unknownLocalEndpoints: 'drop', ...o });
 
 async function ip(netns: string, ...lines: string[][]): Promise<void> {
   for (const l of lines) await inNetns(netns, 'ip', l);

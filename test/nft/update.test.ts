@@ -31,7 +31,8 @@ const webPolicy = policy('a', 'web', {
   ingress: [rule([podPeer(sel({ app: 'client' }))], [port('TCP', 'http')])],
   egress: [rule([podPeer(sel({ app: 'client' })), ipBlock('192.168.0.0/16')], [port('TCP', 443)])],
 });
-const base = (pods: Pod[], o?: Partial<RenderOptions>): CompiledRuleset => compileNode(state({ pods: [web, ...pods], policies: [webPolicy], nodes: [NODE1, NODE2] }), 'node-1', o);
+const base = (pods: Pod[], o?: Partial<RenderOptions>): CompiledRuleset => compileNode(state({ pods: [web, ...pods], policies: [webPolicy], nodes: [NODE1, NODE2] }), 'node-1', { unknownLocalEndpoints: 'drop', ...o });
+const DROP = { unknownLocalEndpoints: 'drop' } as const;
 
 test('no previous ruleset, another table, or a structural change: the full script', () => {
   const prev = base([client(5)]);
@@ -95,7 +96,7 @@ test('a map key whose verdict changes is deleted and added in one transaction', 
   const pods = (ipA: string, ipB: string): Pod[] => [pod('a', 'x', { labels: { app: 'web' }, ips: [ipA] }), pod('a', 'y', { labels: { app: 'web' }, ips: [ipB] })];
   const s = (ipA: string, ipB: string): ClusterState => state({ pods: pods(ipA, ipB), policies: [policy('a', 'deny', { podSelector: sel({ app: 'web' }) })], nodes: [NODE1] });
   // Two isolated pods swap addresses (the model allows it; chains stay, map values move).
-  const u = renderUpdate(compileNode(s('10.0.1.2', '10.0.1.3'), 'node-1'), compileNode(s('10.0.1.3', '10.0.1.2'), 'node-1'));
+  const u = renderUpdate(compileNode(s('10.0.1.2', '10.0.1.3'), 'node-1', DROP), compileNode(s('10.0.1.3', '10.0.1.2'), 'node-1', DROP));
   assert.equal(u.kind, 'incremental');
   assert.ok(u.kind === 'incremental' && u.added === 2 && u.removed === 2, u.text);
   assert.match(u.text, /^delete element inet nft-netpol ingress-v4 \{ 10\.0\.1\.2, 10\.0\.1\.3 \}$/m);
@@ -241,7 +242,7 @@ test('kernel, property: prev + update == next, for random clusters and random po
           for (const s of [...NSS.map((n): PodSpec => ({ ns: n, app: 'web', node: 'node-1', dual: true })), ...specs]) cl.add(s);
           const nodes = cidrs ? [NODE1, NODE2] : [{ name: 'node-1', addresses: [] }];
           const policies = pols.map((f, i) => f(i));
-          const mk = (): CompiledRuleset => compileNode(state({ namespaces: [ns('a'), ns('b')], pods: cl.pods, policies, nodes }), 'node-1');
+          const mk = (): CompiledRuleset => compileNode(state({ namespaces: [ns('a'), ns('b')], pods: cl.pods, policies, nodes }), 'node-1', DROP);
           const prev = mk();
           for (const op of ops) cl.apply(op, remoteOnly);
           const next = mk();
@@ -270,7 +271,7 @@ test('property: churn of other nodes\' pods is always an element update when the
       const cl = new Cluster();
       for (const s of [...NSS.map((n): PodSpec => ({ ns: n, app: 'web', node: 'node-1', dual: true })), ...specs]) cl.add(s);
       const policies = pols.map((f, i) => f(i));
-      const mk = (): CompiledRuleset => compileNode(state({ namespaces: [ns('a'), ns('b')], pods: cl.pods, policies, nodes: [NODE1, NODE2] }), 'node-1');
+      const mk = (): CompiledRuleset => compileNode(state({ namespaces: [ns('a'), ns('b')], pods: cl.pods, policies, nodes: [NODE1, NODE2] }), 'node-1', DROP);
       const prev = mk();
       for (const op of ops) cl.apply(op, true);
       const next = mk();

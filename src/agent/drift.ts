@@ -45,3 +45,21 @@ export function firstDifference(a: string, b: string): string | undefined {
   }
   return undefined;
 }
+
+/**
+ * The named objects of a table (chains, sets, maps), from our script or from
+ * a kernel listing: both print `chain NAME {`, `set NAME {`, `map NAME {`.
+ * The read-back after an apply must have exactly the script's objects; if
+ * not, someone changed the table in between and the listing is not canonical.
+ */
+export function tableObjects(text: string): string[] {
+  const out: string[] = [];
+  for (const m of text.matchAll(/^\s*(chain|set|map) (\S+) \{\s*$/gm)) out.push(`${m[1]} ${m[2]}`);
+  return out.sort();
+}
+
+export function sameObjects(script: string, listing: string): boolean {
+  const a = tableObjects(script);
+  const b = tableObjects(listing);
+  return a.length === b.length && a.every((x, i) => x === b[i]);
+}

@@ -19,7 +19,7 @@ import type { Logger } from 'pino';
 import type { ClusterState } from '../model/types.ts';
 import { errorMessage } from '../observability/logger.ts';
 import { backoffDelay, DEFAULT_BACKOFF, type BackoffPolicy } from './backoff.ts';
-import { checkDrift, normalizeListing } from './drift.ts';
+import { checkDrift, normalizeListing, sameObjects } from './drift.ts';
 import { diffInvalid, eventMessage, fingerprint, reportsEventFor, type InvalidIndex, type InvalidPolicy } from './invalid-policies.ts';
 import { releasedPodIPs } from './local-view.ts';
 import { SYSTEM_CLOCK, type AgentMetrics, type Clock, type Dataplane, type EventSink, type RenderFn, type RenderStats, type StateSource } from './ports.ts';
@@ -442,7 +442,11 @@ export class Reconciler {
       this.#captureAbort = ac;
       const listing = await this.#listQuietly(ac.signal);
       this.#captureAbort = undefined;
-      if (listing !== undefined) {
+      if (listing !== undefined && !sameObjects(rendered.text, listing)) {
+        // Changed between our commit and the read-back: not canonical; the
+        // next drift check (no read-back) applies again.
+        this.#d.log.warn({ event: 'list' }, 'the table was changed right after the apply; it will be re-applied');
+      } else if (listing !== undefined) {
         this.#applied = { text: rendered.text, canonical: normalizeListing(listing) };
         this.#kernelVerifiedAt = this.#clock.mono();
       } else if (ac.signal.aborted) {

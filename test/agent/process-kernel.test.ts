@@ -149,14 +149,22 @@ test('agent process: a table flushed, edited or deleted from outside is repaired
   const a = e.start();
   await a.waitReady();
   const good = await listTableIn(e.netns);
+  // Tamper only once the agent has read its own apply back (as an operator would, seconds later).
+  const settled = (n: number) =>
+    eventually(`repair ${n} read back`, async () => {
+      const rs = JSON.parse((await a.get('/debug/ruleset')).body) as { kernelMatches: boolean | null };
+      return rs.kernelMatches === true && (await a.metric('nftnp_drift_repairs_total')) >= n;
+    });
+  await settled(0);
   await nftIn(e.netns, ['flush', 'table', 'inet', 'nft-netpol']);
   await eventually('repaired after flush', async () => (await listTableIn(e.netns)) === good);
-  await eventually('counted', async () => (await a.metric('nftnp_drift_repairs_total')) >= 1);
+  await settled(1);
   await nftIn(e.netns, ['delete', 'table', 'inet', 'nft-netpol']);
   await eventually('repaired after delete', async () => (await listTableIn(e.netns)) === good);
+  await settled(2);
   await nftIn(e.netns, ['add', 'chain', 'inet', 'nft-netpol', 'intruder']);
-  await eventually('repaired after edit', async () => (await listTableIn(e.netns)) === good).catch((err: unknown) => { throw new Error(`${String(err)}\n${a.tail(30)}`); });
-  await eventually('counted thrice', async () => (await a.metric('nftnp_drift_repairs_total')) >= 3);
+  await eventually('repaired after edit', async () => (await listTableIn(e.netns)) === good);
+  await settled(3);
   assert.ok(a.lines.some((l) => l['event'] === 'drift-repaired'));
   const rs = JSON.parse((await a.get('/debug/ruleset')).body) as { kernelMatches: boolean };
   assert.equal(rs.kernelMatches, true);

@@ -2,7 +2,7 @@
 // local pod views, released IPs, the Event body, content negotiation.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { checkDrift, normalizeListing } from '../../src/agent/drift.ts';
+import { checkDrift, normalizeListing, sameObjects, tableObjects } from '../../src/agent/drift.ts';
 import { diffInvalid, eventMessage, reportsEventFor } from '../../src/agent/invalid-policies.ts';
 import { localPodViews, podIPOwners, releasedIPs, releasedPodIPs } from '../../src/agent/local-view.ts';
 import { policyEvent } from '../../src/agent/event-sink.ts';
@@ -29,6 +29,13 @@ test('counters and whitespace do not count as drift; anything else does', () => 
   assert.match(String(edited.firstDifference), /line 4: expected .*jump KUBE-POD-FW.*, found .*accept/);
   const flushed = checkDrift(canonical, 'table inet nft-netpol {\n}\n');
   assert.ok(flushed.drifted);
+});
+
+test('the read-back must hold exactly the script\'s chains, sets and maps', () => {
+  const script = 'table inet t {}\ndelete table inet t\ntable inet t {\n\tset peer4-a {\n\t\ttype ipv4_addr\n\t}\n\tmap m {\n\t}\n\tchain forward {\n\t}\n}\n';
+  assert.deepEqual(tableObjects(script), ['chain forward', 'map m', 'set peer4-a']);
+  assert.equal(sameObjects(script, LISTING.replace('chain forward {', 'set peer4-a {\n\t}\n\tmap m {\n\t}\n\tchain forward {')), true);
+  assert.equal(sameObjects(script, `${LISTING}\n\tchain intruder {\n\t}`), false);
 });
 
 test('invalid policies: changed, resolved, same errors unchanged', () => {

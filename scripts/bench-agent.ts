@@ -37,6 +37,8 @@ import { FakeApiServer, type KubeObject } from '../test/support/fake-apiserver.t
 import { createNetns, deleteNetns, uniquePrefix } from '../test/harness/netns.ts';
 import { AgentProcess, eventually, listTableIn, scratch, type LogLine } from '../test/agent/agent-process.ts';
 import { clusterObjects, generateCluster, podObject, policyObject } from './gen-cluster.ts';
+import { renderNode } from '../src/nft/render.ts';
+import { listTable, runNft } from '../src/nft/exec.ts';
 
 const { values: args } = parseArgs({
   options: {
@@ -111,6 +113,25 @@ function policyChange(pol: NetworkPolicy): Change {
   };
 }
 
+/** Medians of 5 runs of each step of one apply, in this process, into the scratch namespace. */
+async function applySteps(state: Parameters<typeof renderNode>[0], node: string, netns: string): Promise<{ render: number; nft: number; list: number; scriptKiB: number }> {
+  const times = { render: [] as number[], nft: [] as number[], list: [] as number[] };
+  let text = '';
+  for (let i = 0; i < 5; i++) {
+    let t = performance.now();
+    text = renderNode(state, node).text;
+    times.render.push(performance.now() - t);
+    t = performance.now();
+    const r = await runNft(text, { netns });
+    if (!r.ok) throw new Error(`nft -f failed: ${r.error}`);
+    times.nft.push(performance.now() - t);
+    t = performance.now();
+    await listTable('nft-netpol', { netns });
+    times.list.push(performance.now() - t);
+  }
+  return { render: pct(times.render, 50), nft: pct(times.nft, 50), list: pct(times.list, 50), scriptKiB: Buffer.byteLength(text) / 1024 };
+}
+
 interface SizeResult {
   pods: number;
   policies: number;
@@ -123,6 +144,7 @@ interface SizeResult {
   applyMs: { p50: number; p99: number };
   stats: LogLine;
   listingKiB: number;
+  steps: { render: number; nft: number; list: number; scriptKiB: number };
 }
 
 async function benchSize(pods: number): Promise<SizeResult> {
@@ -158,6 +180,8 @@ async function benchSize(pods: number): Promise<SizeResult> {
   const netns = `${uniquePrefix()}bench`;
   await createNetns([netns]);
   const s = await scratch(api);
+  const steps = await applySteps(st, node, netns);
+  await execa('ip', ['netns', 'exec', netns, 'nft', 'delete', 'table', 'inet', 'nft-netpol']);
   const t0 = Date.now();
   // As the DaemonSet runs it: heap bounded below the 512Mi memory limit.
   const agent = AgentProcess.start({
@@ -219,6 +243,7 @@ async function benchSize(pods: number): Promise<SizeResult> {
       applyMs: { p50: pct(steady, 50), p99: pct(steady, 99) },
       stats: last,
       listingKiB: Buffer.byteLength(listing) / 1024,
+      steps,
     };
   } finally {
     await agent.stop();
@@ -266,4 +291,13 @@ for (const r of results) {
   console.log(
     `| ${r.pods / 1000}k pods, ${r.policies} policies | ${(r.readyMs / 1000).toFixed(1)} | ${l('local pod')} | ${l('remote peer')} | ${l('policy')} | ${r.applyMs.p50.toFixed(0)} / ${r.applyMs.p99.toFixed(0)} | ${(r.heapAfterSync / MiB).toFixed(0)} | ${(r.rssAfterSync / MiB).toFixed(0)} | ${(r.hwm / MiB).toFixed(0)} | ${String(s['rules'])} | ${Number(s['sets']) + Number(s['maps'])} | ${String(s['elements'])} | ${r.listingKiB.toFixed(0)} |`,
   );
+}
+
+console.log('');
+console.log('Steps of one apply, medians of 5 in the benchmark process (nft through `ip netns exec`, ~5 ms of it):');
+console.log('');
+console.log('| cluster | render ms | nft -f ms | nft list ms | script KiB |');
+console.log('|---|---:|---:|---:|---:|');
+for (const r of results) {
+  console.log(`| ${r.pods / 1000}k pods | ${r.steps.render.toFixed(0)} | ${r.steps.nft.toFixed(0)} | ${r.steps.list.toFixed(0)} | ${r.steps.scriptKiB.toFixed(0)} |`);
 }

@@ -213,6 +213,8 @@ export class Reconciler {
     for (const t of [this.#driftTimer, this.#watchTimer]) if (t !== undefined) clearInterval(t);
     this.#debounceTimer = this.#syncTimer = this.#driftTimer = this.#watchTimer = undefined;
     this.#queue.clear();
+    // A read-back in flight is bookkeeping only: no need to wait for it.
+    this.#captureAbort?.abort();
     if (this.#queue.pending === 0) return true;
     let timer: NodeJS.Timeout | undefined;
     const finished = await Promise.race([

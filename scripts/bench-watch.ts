@@ -33,7 +33,7 @@ import { KubeClusterSource } from '../src/kube/kube-source.ts';
 import type { KubeSourceOptions } from '../src/kube/kube-source.ts';
 import { FakeApiServer, makeKubeConfig } from '../test/support/fake-apiserver.ts';
 import type { KubeObject } from '../test/support/fake-apiserver.ts';
-import { clusterObjects, generateCluster } from './gen-cluster.ts';
+import { clusterObjects, generateCluster, rng } from './gen-cluster.ts';
 
 const MODES = ['naive-informers', 'all-pods', 'selective', 'selective-unbounded'] as const;
 type Mode = (typeof MODES)[number];
@@ -46,17 +46,6 @@ function send(obj: unknown): void {
   process.stdout.write(`${JSON.stringify(obj)}\n`);
 }
 
-/** mulberry32, as in gen-cluster: the churn is the same for every mode. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 // ------------------------------------------------------------ role: server
 

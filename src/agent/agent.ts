@@ -5,15 +5,25 @@ import type { Server } from 'node:http';
 import type { Logger } from 'pino';
 import type { ClusterSource, WatchStatus } from '../kube/source.ts';
 import type { ClusterState } from '../model/types.ts';
-import { renderNode } from '../nft/render.ts';
+import { compileNode } from '../compile/compile.ts';
+import type { RenderOptions } from '../compile/ir.ts';
+import { renderRuleset } from '../nft/render.ts';
 import type { Metrics } from '../observability/metrics.ts';
 import { debugHandler, metricsHandler, type AgentView } from '../observability/debug-server.ts';
 import { closeServer, listen } from '../observability/http-server.ts';
 import { formatListenAddr, type AgentConfig } from './config.ts';
 import { conntrackAvailable, deleteConntrack } from './dataplane.ts';
 import { agentMetrics } from './metrics-adapter.ts';
-import type { Dataplane, EventSink } from './ports.ts';
+import type { Dataplane, EventSink, RenderFn } from './ports.ts';
 import { Reconciler } from './reconciler.ts';
+
+/** The node's ruleset, script and compiled form (the latter for element-only updates). Pure. */
+export function nodeRenderer(node: string, opts: RenderOptions): RenderFn {
+  return (state) => {
+    const compiled = compileNode(state, node, opts);
+    return { text: renderRuleset(compiled), stats: compiled.stats, compiled };
+  };
+}
 
 export interface AgentParts {
   readonly config: AgentConfig;
@@ -45,14 +55,14 @@ export class Agent {
     this.#reconciler = new Reconciler(
       {
         source: parts.source,
-        render: (state) => renderNode(state, c.node, { table: c.table, denyAction: c.denyAction }),
+        render: nodeRenderer(c.node, { table: c.table, denyAction: c.denyAction, unknownLocalEndpoints: c.unknownLocalEndpoints }),
         dataplane: parts.dataplane,
         metrics: agentMetrics(parts.metrics),
         log: parts.log,
         events: parts.events,
         onReleasedIPs: c.conntrack ? (ips) => this.#conntrack(ips) : undefined,
       },
-      { nodeName: c.node, debounceMs: c.debounceMs, driftIntervalMs: c.driftIntervalMs },
+      { nodeName: c.node, debounceMs: c.debounceMs, driftIntervalMs: c.driftIntervalMs, incremental: c.incremental },
     );
   }
 

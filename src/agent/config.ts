@@ -27,6 +27,10 @@ export interface AgentConfig {
   readonly netns: string | undefined;
   /** Delete conntrack entries of removed pod IPs when `conntrack` is installed. */
   readonly conntrack: boolean;
+  /** Element-only changes as add/delete element transactions (else always the full table). */
+  readonly incremental: boolean;
+  /** Renderer option (docs/datapath.md "Unknown local endpoints"). */
+  readonly unknownLocalEndpoints: 'allow' | 'drop';
 }
 
 export type ConfigResult = { readonly ok: true; readonly config: AgentConfig } | { readonly ok: false; readonly help: true } | { readonly ok: false; readonly help: false; readonly error: string };
@@ -57,6 +61,12 @@ by a previous run stays in force until then and on exit.
   --netns NAME            apply inside network namespace NAME via 'ip netns exec'
                           (testing aid; env NETNS)
   --no-conntrack          do not delete conntrack entries of removed pod IPs
+  --no-incremental        always send the full table, never element-only updates
+  --unknown-local-endpoints A
+                          allow (default) or drop: drop addresses of the node's
+                          podCIDRs that are no known active local pod (opt-in;
+                          only for CNIs that allocate from the node's podCIDRs)
+                          (env UNKNOWN_LOCAL_ENDPOINTS)
   -h, --help              show this help
 
 Durations: 500ms, 10s, 1m, 1h (a bare number is milliseconds).
@@ -129,6 +139,8 @@ export function parseRunConfig(argv: readonly string[], env: Env): ConfigResult 
         nft: { type: 'string' },
         netns: { type: 'string' },
         'no-conntrack': { type: 'boolean', default: false },
+        'no-incremental': { type: 'boolean', default: false },
+        'unknown-local-endpoints': { type: 'string' },
         help: { type: 'boolean', short: 'h', default: false },
       },
     }).values;
@@ -175,6 +187,10 @@ export function parseRunConfig(argv: readonly string[], env: Env): ConfigResult 
   if (netns !== undefined && !NETNS_RE.test(netns)) return fail(`--netns must be a network namespace name, not "${netns}"`);
   const nftPath = pick(values.nft, 'NFT') ?? 'nft';
   const fromDir = pick(values['from-dir'], 'FROM_DIR');
+  const unknownLocalEndpoints = pick(values['unknown-local-endpoints'], 'UNKNOWN_LOCAL_ENDPOINTS') ?? 'allow';
+  if (unknownLocalEndpoints !== 'allow' && unknownLocalEndpoints !== 'drop') {
+    return fail(`--unknown-local-endpoints must be allow or drop, not "${unknownLocalEndpoints}"`);
+  }
 
   return {
     ok: true,
@@ -191,6 +207,8 @@ export function parseRunConfig(argv: readonly string[], env: Env): ConfigResult 
       nftPath,
       netns,
       conntrack: !values['no-conntrack'],
+      incremental: !values['no-incremental'],
+      unknownLocalEndpoints,
     },
   };
 }

@@ -1,21 +1,16 @@
 // What the reconciler needs from the outside world, as narrow interfaces:
 // the real implementations (informers, nft, prom-client, the Events API)
 // live in the shell; unit tests inject fakes.
+import type { CompiledRuleset, RulesetStats } from '../compile/ir.ts';
 import type { ClusterState } from '../model/types.ts';
 
-export interface RenderStats {
-  readonly chains: number;
-  readonly rules: number;
-  readonly sets: number;
-  readonly maps: number;
-  readonly elements: number;
-  readonly localPods: number;
-  readonly policies: number;
-}
+export type RenderStats = RulesetStats;
 
 export interface Rendered {
   readonly text: string;
   readonly stats: RenderStats;
+  /** The compiled form, when the renderer gives it: enables element-only updates. */
+  readonly compiled?: CompiledRuleset;
 }
 
 /** Pure: the node's full ruleset for a state (one atomic nft script). */

@@ -1,6 +1,7 @@
 // The reconcile loop: turns "something changed" notifications into at most
-// one nft transaction in flight, each carrying the whole ruleset for the
-// latest snapshot. Everything impure is injected (ports.ts); the decisions
+// one nft transaction in flight, each bringing the kernel to the full ruleset
+// of the latest snapshot (the whole table, or only the set elements that
+// changed: nft/update.ts). Everything impure is injected (ports.ts); the decisions
 // (what to apply, when to retry, what counts as drift) live here and in the
 // pure helpers next to it.
 //
@@ -20,9 +21,11 @@ import type { ClusterState } from '../model/types.ts';
 import { errorMessage } from '../observability/logger.ts';
 import { backoffDelay, DEFAULT_BACKOFF, type BackoffPolicy } from './backoff.ts';
 import { checkDrift, normalizeListing, sameObjects } from './drift.ts';
+import { renderUpdate } from '../nft/update.ts';
+import type { CompiledRuleset } from '../compile/ir.ts';
 import { diffInvalid, eventMessage, fingerprint, reportsEventFor, type InvalidIndex, type InvalidPolicy } from './invalid-policies.ts';
 import { releasedPodIPs } from './local-view.ts';
-import { SYSTEM_CLOCK, type AgentMetrics, type Clock, type Dataplane, type EventSink, type RenderFn, type RenderStats, type StateSource } from './ports.ts';
+import { SYSTEM_CLOCK, type AgentMetrics, type Clock, type Dataplane, type EventSink, type NftResult, type RenderFn, type RenderStats, type StateSource } from './ports.ts';
 
 export interface ReconcilerOptions {
   readonly nodeName: string;
@@ -42,6 +45,12 @@ export interface ReconcilerOptions {
    * the drift timer still checks on its own).
    */
   readonly kernelCheckFreshMs?: number;
+  /**
+   * Apply element-only changes as `delete/add element` transactions
+   * (nft/update.ts) instead of the full script, when the renderer gives the
+   * compiled ruleset. Off by default here; the agent turns it on.
+   */
+  readonly incremental?: boolean;
 }
 
 export interface ReconcilerDeps {
@@ -60,6 +69,8 @@ export type ApplyResult = 'applied' | 'unchanged' | 'failed';
 
 export interface ApplyRecord {
   readonly result: ApplyResult;
+  /** How the kernel was updated: the whole table, or only set/map elements. */
+  readonly mode: 'full' | 'incremental' | undefined;
   /** What triggered it: change reasons, "drift", "retry". */
   readonly reasons: readonly string[];
   readonly atUnixMs: number;
@@ -101,6 +112,8 @@ export type KernelCheck =
 
 interface Applied {
   readonly text: string;
+  /** Its compiled form (element updates are computed from it). */
+  readonly compiled: CompiledRuleset | undefined;
   /** Normalized kernel listing right after the apply; undefined if it could not be read. */
   readonly canonical: string | undefined;
 }
@@ -133,6 +146,8 @@ export class Reconciler {
   #failures = 0;
   #retryAt: number | undefined;
   #inFlightSince: number | undefined;
+  /** Incremental applies since the last full one. */
+  #incrementsSinceFull = 0;
   /** Aborts the read-back after an apply when a newer change is queued. */
   #captureAbort: AbortController | undefined;
   /** Monotonic time the kernel was last seen to match the last apply. */
@@ -166,6 +181,7 @@ export class Reconciler {
       watchPollMs: 5000,
       wedgeMs: 150_000,
       kernelCheckFreshMs: 5000,
+      incremental: false,
       ...opts,
     };
   }
@@ -419,12 +435,23 @@ export class Reconciler {
         }
       }
 
-      this.#d.metrics.restoreCall();
-      let res;
-      try {
-        res = await this.#d.dataplane.apply(rendered.text);
-      } catch (e) {
-        res = { ok: false as const, error: errorMessage(e), exitCode: undefined };
+      // Element-only changes: a small transaction; any rejection falls back
+      // to the full script below (nft is atomic: a rejected increment
+      // changed nothing).
+      let mode: 'full' | 'incremental' = 'full';
+      if (this.#o.incremental && !force && prev?.compiled !== undefined && rendered.compiled !== undefined) {
+        const u = renderUpdate(prev.compiled, rendered.compiled);
+        if (u.kind === 'incremental' && u.added + u.removed > 0) {
+          this.#d.metrics.restoreCall();
+          const r = await this.#applyScript(u.text);
+          if (r.ok) mode = 'incremental';
+          else this.#d.log.warn({ event: 'apply', mode: 'incremental', error: r.error.trim() }, 'incremental update rejected; applying the full ruleset');
+        }
+      }
+      let res: NftResult = { ok: true };
+      if (mode === 'full') {
+        this.#d.metrics.restoreCall();
+        res = await this.#applyScript(rendered.text);
       }
       // Render and transaction; the read-back below is bookkeeping, not applying.
       this.#d.metrics.applySeconds((this.#clock.mono() - t0) / 1000);
@@ -435,8 +462,9 @@ export class Reconciler {
         return;
       }
       // Enforced now: record it (latency, log line) before the read-back below.
-      this.#applied = { text: rendered.text, canonical: undefined };
-      this.#succeeded(since, reasons, t0, rendered.stats, 'applied', repair);
+      this.#applied = { text: rendered.text, compiled: rendered.compiled, canonical: undefined };
+      this.#incrementsSinceFull = mode === 'incremental' ? this.#incrementsSinceFull + 1 : 0;
+      this.#succeeded(since, reasons, t0, rendered.stats, 'applied', repair, mode);
       this.#releaseIPs(state);
       // The canonical listing for drift checks, captured right after the apply
       // (given up if a newer change is queued: its apply captures instead).
@@ -449,7 +477,7 @@ export class Reconciler {
         // next drift check (no read-back) applies again.
         this.#d.log.warn({ event: 'list' }, 'the table was changed right after the apply; it will be re-applied');
       } else if (listing !== undefined) {
-        this.#applied = { text: rendered.text, canonical: normalizeListing(listing) };
+        this.#applied = { text: rendered.text, compiled: rendered.compiled, canonical: normalizeListing(listing) };
         this.#kernelVerifiedAt = this.#clock.mono();
       } else if (ac.signal.aborted) {
         this.#d.log.debug({ event: 'list' }, 'read-back skipped: a newer change is waiting');
@@ -461,10 +489,10 @@ export class Reconciler {
     }
   }
 
-  #succeeded(since: number | undefined, reasons: readonly string[], t0: number, stats: RenderStats, result: 'applied' | 'unchanged', repair: boolean): void {
+  #succeeded(since: number | undefined, reasons: readonly string[], t0: number, stats: RenderStats, result: 'applied' | 'unchanged', repair: boolean, mode?: 'full' | 'incremental'): void {
     const now = this.#clock.mono();
     const durationMs = now - t0;
-    const rec: ApplyRecord = { result, reasons, atUnixMs: this.#clock.wall(), durationMs, stats, error: undefined, exitCode: undefined };
+    const rec: ApplyRecord = { result, mode, reasons, atUnixMs: this.#clock.wall(), durationMs, stats, error: undefined, exitCode: undefined };
     const recovered = this.#failures > 0;
     this.#failures = 0;
     this.#failedText = undefined;
@@ -479,7 +507,7 @@ export class Reconciler {
       this.#d.metrics.driftRepair();
       this.#d.log.warn({ event: 'drift-repaired' }, 'drifted table restored');
     }
-    const line = { event: 'apply', result, reasons, durationMs: Math.round(durationMs * 10) / 10, ...stats, recovered };
+    const line = { event: 'apply', result, ...(mode === undefined ? {} : { mode }), reasons, durationMs: Math.round(durationMs * 10) / 10, ...stats, recovered };
     if (result === 'applied') this.#d.log.info(line, 'ruleset applied');
     else this.#d.log.debug(line, 'ruleset unchanged and in place');
   }
@@ -489,7 +517,7 @@ export class Reconciler {
     const delay = backoffDelay(this.#o.backoff, this.#failures);
     this.#retryAt = this.#clock.mono() + delay;
     const durationMs = this.#clock.mono() - t0;
-    this.#lastApply = { result: 'failed', reasons, atUnixMs: this.#clock.wall(), durationMs, stats, error, exitCode };
+    this.#lastApply = { result: 'failed', mode: 'full', reasons, atUnixMs: this.#clock.wall(), durationMs, stats, error, exitCode };
     this.#d.metrics.dataplaneFailure();
     this.#d.metrics.resyncState(2);
     this.#d.log.error(
@@ -502,6 +530,14 @@ export class Reconciler {
     for (const r of reasons) if (this.#pendingReasons.size < MAX_REASONS) this.#pendingReasons.add(r);
     this.#pendingReasons.add('retry');
     this.#schedule();
+  }
+
+  async #applyScript(script: string): Promise<NftResult> {
+    try {
+      return await this.#d.dataplane.apply(script);
+    } catch (e) {
+      return { ok: false, error: errorMessage(e), exitCode: undefined };
+    }
   }
 
   async #driftCheck(): Promise<void> {
@@ -524,6 +560,10 @@ export class Reconciler {
     }
     if (check.kind === 'match') {
       this.#d.log.debug({ event: 'drift-check' }, 'table matches the last apply');
+      // A read-back after an increment only shows what the kernel held then:
+      // an edit made before that increment would pass as ours. One full
+      // apply per interval after increments bounds how long it can last.
+      if (this.#incrementsSinceFull > 0) await this.#reconcile(true, 'refresh');
       return;
     }
     this.#d.log.warn({ event: 'drift', detail: check.detail }, 'table was changed from outside; re-applying');

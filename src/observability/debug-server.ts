@@ -52,7 +52,7 @@ function stateReply(v: AgentView): Reply {
   const pods = snap === undefined ? [] : localPodViews(snap, v.nodeName);
   const watches = v.watches();
   const apply = (a: ReconcilerStatus['lastApply']) =>
-    a === undefined ? null : { result: a.result, at: iso(a.atUnixMs), durationMs: Math.round(a.durationMs * 10) / 10, reasons: a.reasons, stats: a.stats ?? null, error: a.error ?? null, exitCode: a.exitCode ?? null };
+    a === undefined ? null : { result: a.result, mode: a.mode ?? null, at: iso(a.atUnixMs), durationMs: Math.round(a.durationMs * 10) / 10, reasons: a.reasons, stats: a.stats ?? null, error: a.error ?? null, exitCode: a.exitCode ?? null };
   const body = {
     node: v.nodeName,
     table: v.table,
@@ -77,7 +77,7 @@ function stateReply(v: AgentView): Reply {
   const la = s.lastApply;
   if (la === undefined) lines.push('last apply: none yet');
   else {
-    lines.push(`last apply: ${la.result} at ${iso(la.atUnixMs)} in ${la.durationMs.toFixed(1)} ms (${la.reasons.join(', ') || '-'})`);
+    lines.push(`last apply: ${la.result}${la.mode === undefined ? '' : ` (${la.mode})`} at ${iso(la.atUnixMs)} in ${la.durationMs.toFixed(1)} ms (${la.reasons.join(', ') || '-'})`);
     if (la.error !== undefined) lines.push(`  error: ${la.error}`);
     if (la.stats !== undefined) {
       const t = la.stats;

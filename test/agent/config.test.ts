@@ -37,6 +37,8 @@ test('run: defaults, env, flags over env', () => {
     nftPath: 'nft',
     netns: undefined,
     conntrack: true,
+    incremental: true,
+    unknownLocalEndpoints: 'allow',
   });
   const e = parseRunConfig([], { NODE_NAME: 'from-env', METRICS_ADDR: '127.0.0.1:1', DEBUG_ADDR: '', DENY_ACTION: 'reject', DRIFT_INTERVAL: '10s', LOG_LEVEL: 'debug' });
   assert.ok(e.ok);

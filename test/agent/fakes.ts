@@ -43,10 +43,19 @@ export class FakeDataplane implements Dataplane {
   gate: Promise<void> | undefined;
   #traffic = 0;
 
+  /** Element-only transactions received (this fake does not model their effect on `kernel`). */
+  increments: string[] = [];
+  failIncrements = false;
+
   apply(script: string): Promise<NftResult> {
     this.attempts++;
     const go = async (): Promise<NftResult> => {
       if (this.gate !== undefined) await this.gate;
+      if (!script.includes('table inet')) {
+        if (this.failIncrements) return { ok: false, error: 'Error: Could not process rule: No such file or directory\ndelete element ...', exitCode: 1 };
+        this.increments.push(script);
+        return { ok: true };
+      }
       if (this.failNext > 0) {
         this.failNext--;
         return { ok: false, error: 'Error: Could not process rule: No such file or directory', exitCode: 1 };

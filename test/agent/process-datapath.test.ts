@@ -121,4 +121,7 @@ test('agent processes enforce policy changes on real traffic', { timeout: 300_00
   await expect('policies deleted', [tcp80('shop/web', 'ext/client', true, 'no policy'), tcp80('shop/web', 'shop/db', true, 'no policy'), tcp80('ext/client', 'shop/db', true, 'no policy')]);
 
   for (const a of agents) assert.equal(await a.metric('nftnp_nft_restore_errors_total'), 0);
+  // Remote pod changes went as element-only transactions, none rejected.
+  assert.ok(agents.some((a) => a.lines.some((l) => l['event'] === 'apply' && l['mode'] === 'incremental' && l['result'] === 'applied')));
+  for (const a of agents) assert.deepEqual(a.lines.filter((l) => l['mode'] === 'incremental' && l['level'] === 'warn'), []);
 });

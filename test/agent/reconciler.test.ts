@@ -3,6 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Reconciler, type ReconcilerOptions } from '../../src/agent/reconciler.ts';
+import { nodeRenderer } from '../../src/agent/agent.ts';
 import { renderNode } from '../../src/nft/render.ts';
 import type { ClusterState } from '../../src/model/types.ts';
 import { pod, policy, rule, podPeer, sel, state, node } from '../support/state-builder.ts';
@@ -25,7 +26,7 @@ function setup(opts: Partial<ReconcilerOptions> = {}, initial: ClusterState = cl
   const r = new Reconciler(
     {
       source,
-      render: (s) => renderNode(s, NODE, { table: 'nft-netpol', denyAction: 'drop' }),
+      render: nodeRenderer(NODE, { table: 'nft-netpol', denyAction: 'drop', unknownLocalEndpoints: 'allow' }),
       dataplane,
       metrics: port,
       log,
@@ -155,6 +156,62 @@ test('without a read-back of the last apply, the drift check re-applies and coun
   await t.r.checkDriftNow();
   assert.equal(t.r.status().lastDriftCheck?.result, 'match');
   assert.equal(t.dataplane.applies.length, 2);
+  await t.r.stop(1000);
+});
+
+function withRemotePeers(n: number, locals = 2): ClusterState {
+  const base = clusterWith(locals);
+  const remote = Array.from({ length: n }, (_, i) => pod('default', `r${i}`, { labels: { app: 'web' }, ips: [`10.0.9.${i + 1}`], node: 'node-2' }));
+  return { ...base, pods: [...base.pods, ...remote].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)) };
+}
+
+test('element-only changes go as increments; structural changes and refreshes as the full table', async () => {
+  const t = setup({ incremental: true, driftIntervalMs: 0 }, withRemotePeers(1));
+  t.r.start();
+  await waitFor('first apply', () => t.dataplane.applies.length === 1);
+  t.source.current = withRemotePeers(2);
+  t.r.notify('remote pod added');
+  await waitFor('increment', () => t.dataplane.increments.length === 1);
+  assert.match(t.dataplane.increments[0] ?? '', /^add element inet nft-netpol peer4-\S+ \{ 10\.0\.9\.2 \}$/m);
+  assert.doesNotMatch(t.dataplane.increments[0] ?? '', /10\.0\.9\.1\b/);
+  await waitFor('recorded', () => t.r.status().lastApply?.mode === 'incremental');
+  t.source.current = withRemotePeers(0);
+  t.r.notify('remote pods deleted');
+  await waitFor('second increment', () => t.dataplane.increments.length === 2);
+  assert.match(t.dataplane.increments[1] ?? '', /^delete element inet nft-netpol peer4-\S+ \{ 10\.0\.9\.1, 10\.0\.9\.2 \}$/m);
+  // A new local pod changes chains: the full table.
+  t.source.current = withRemotePeers(0, 3);
+  t.r.notify('local pod added');
+  await waitFor('full apply', () => t.dataplane.applies.length === 2);
+  assert.equal(t.r.status().lastApply?.mode, 'full');
+  // After increments, the drift check refreshes once with the full table.
+  t.source.current = withRemotePeers(1, 3);
+  t.r.notify('remote pod');
+  await waitFor('third increment', () => t.dataplane.increments.length === 3);
+  await waitFor('idle', () => !t.r.status().applying && !t.r.status().pending);
+  await t.r.checkDriftNow();
+  assert.equal(t.dataplane.applies.length, 3);
+  assert.equal(t.dataplane.kernel, renderNode(withRemotePeers(1, 3), NODE).text);
+  await t.r.checkDriftNow();
+  assert.equal(t.dataplane.applies.length, 3, 'one refresh only');
+  assert.equal(await metricValue(t.metrics, 'nftnp_drift_repairs_total'), 0);
+  await t.r.stop(1000);
+});
+
+test('a rejected increment falls back to the full table in the same apply', async () => {
+  const t = setup({ incremental: true }, withRemotePeers(1));
+  t.r.start();
+  await waitFor('first apply', () => t.dataplane.applies.length === 1);
+  t.dataplane.failIncrements = true;
+  t.source.current = withRemotePeers(3);
+  t.r.notify('remote pods added');
+  await waitFor('full apply', () => t.dataplane.applies.length === 2);
+  assert.equal(t.dataplane.kernel, renderNode(withRemotePeers(3), NODE).text);
+  assert.equal(t.r.status().lastApply?.mode, 'full');
+  assert.equal(t.r.status().consecutiveFailures, 0);
+  assert.equal(await metricValue(t.metrics, 'nftnp_nft_restore_errors_total'), 0, 'the fallback is not a failure');
+  assert.equal(await metricValue(t.metrics, 'nftnp_nft_restore_calls_total'), 3);
+  assert.ok(t.lines.some((l) => l['mode'] === 'incremental' && /No such file/.test(String(l['error']))));
   await t.r.stop(1000);
 });
 

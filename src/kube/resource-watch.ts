@@ -25,6 +25,7 @@
 // Memory: the informer caches whatever listFn and the watch hand it, so both
 // paths hand it small envelopes {metadata: name/namespace/resourceVersion,
 // value: normalized object}; raw objects are dropped right away.
+import { isDeepStrictEqual } from 'node:util';
 import { ListWatch, Watch } from '@kubernetes/client-node';
 import type { KubeConfig, KubernetesListObject } from '@kubernetes/client-node';
 import type { Normalized } from '../model/normalize.ts';
@@ -453,8 +454,11 @@ export class ResourceWatch<T> {
     if (type === 'delete' || value === undefined) {
       if (this.#items.delete(key)) change = 'delete';
     } else {
-      change = this.#items.has(key) ? 'update' : 'add';
+      const prev = this.#items.get(key);
       this.#items.set(key, value);
+      // Most updates (pod status heartbeats, annotations, managedFields)
+      // change nothing the engine reads: no change, no snapshot, no render.
+      change = prev === undefined ? 'add' : isDeepStrictEqual(prev, value) ? undefined : 'update';
     }
     if (type !== 'delete' && env.errors.length > 0 && this.#opts.onErrors !== undefined) {
       const onErrors = this.#opts.onErrors;

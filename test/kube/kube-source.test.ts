@@ -390,3 +390,16 @@ test('egress named port with no peers needs every pod', async () => {
   assert.equal(s.peerPlan()?.mode, 'all');
   assert.equal(pods(s).length, 5);
 });
+
+test('an update that changes nothing the engine reads (annotations, status heartbeats) is no change', async () => {
+  const s = await started();
+  const reasons: string[] = [];
+  s.onChange((r) => reasons.push(r));
+  const web = pod('shop', 'web-1', { app: 'web' }, 'node-1', '10.0.1.1');
+  api.update('pods', { ...web, metadata: { ...web.metadata, annotations: { 'example.com/heartbeat': '1' } } });
+  // A relevant change afterwards proves the quiet one was delivered and dropped, not still in flight.
+  api.patchLabels('pods', 'shop', 'web-1', { tier: 'front' });
+  await waitFor(() => reasons.some((r) => r.includes('shop/web-1')), 'label change seen');
+  assert.deepEqual(reasons.filter((r) => r.includes('shop/web-1')).length, 1, reasons.join('\n'));
+  assert.equal(s.snapshot().pods.find((p) => p.name === 'web-1')?.labels.tier, 'front');
+});

@@ -13,7 +13,9 @@ export interface AgentProbe {
   readonly host: string;
   readonly port: number;
   readonly timeoutMs: number;
+  /** Source address to bind (node probes use the node's own address). */
   readonly localAddress?: string;
+  /** Source port: SCTP probes are recognised by it at the destination. */
   readonly sport?: number;
 }
 

@@ -14,17 +14,9 @@ import dgram from 'node:dgram';
 import net from 'node:net';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import type { AgentProbe } from './agent-client.ts';
 
-interface ProbeReq {
-  readonly proto: 'TCP' | 'UDP' | 'SCTP';
-  readonly host: string;
-  readonly port: number;
-  readonly timeoutMs: number;
-  /** Source address to bind (node probes use the node's own address). */
-  readonly localAddress?: string;
-  /** Source port: SCTP probes are recognised by it at the destination. */
-  readonly sport?: number;
-}
+type ProbeReq = AgentProbe;
 
 interface ProbeRes {
   readonly ok: boolean;

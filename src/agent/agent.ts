@@ -5,7 +5,7 @@ import type { Server } from 'node:http';
 import type { Logger } from 'pino';
 import type { ClusterSource, WatchStatus } from '../kube/source.ts';
 import type { ClusterState } from '../model/types.ts';
-import { compileNode } from '../compile/compile.ts';
+import { NodeCompiler } from '../compile/node-compiler.ts';
 import type { RenderOptions } from '../compile/ir.ts';
 import { renderRuleset } from '../nft/render.ts';
 import type { Metrics } from '../observability/metrics.ts';
@@ -17,11 +17,24 @@ import { agentMetrics } from './metrics-adapter.ts';
 import type { Dataplane, EventSink, RenderFn } from './ports.ts';
 import { Reconciler } from './reconciler.ts';
 
-/** The node's ruleset, script and compiled form (the latter for element-only updates). Pure. */
+/**
+ * The node's ruleset: compiled form (for incremental updates) and full script.
+ * Compiles advance from the previous snapshot (NodeCompiler: same result as
+ * compileNode, at the cost of the change). The script is rendered on first
+ * use: an incremental apply never needs it.
+ */
 export function nodeRenderer(node: string, opts: RenderOptions): RenderFn {
+  const compiler = new NodeCompiler(node, opts);
   return (state) => {
-    const compiled = compileNode(state, node, opts);
-    return { text: renderRuleset(compiled), stats: compiled.stats, compiled };
+    const compiled = compiler.compile(state);
+    let text: string | undefined;
+    return {
+      get text(): string {
+        return (text ??= renderRuleset(compiled));
+      },
+      stats: compiled.stats,
+      compiled,
+    };
   };
 }
 

@@ -2,6 +2,7 @@
 // (`nft list table`), never our own script with a listing: nft re-formats
 // what it prints (merged intervals, element order, defaults). The canonical
 // listing is captured right after each successful apply.
+import type { CompiledRuleset } from '../compile/ir.ts';
 
 /**
  * Removes what changes without anyone editing the table: counter values
@@ -58,8 +59,14 @@ export function tableObjects(text: string): string[] {
   return out.sort();
 }
 
-export function sameObjects(script: string, listing: string): boolean {
-  const a = tableObjects(script);
+/** The named objects of a compiled ruleset, as tableObjects() gives them. */
+export function compiledObjects(c: CompiledRuleset): string[] {
+  return [...c.chains.map((x) => `chain ${x.name}`), ...c.sets.map((x) => `set ${x.name}`), ...c.maps.map((x) => `map ${x.name}`)].sort();
+}
+
+/** Does the listing hold exactly these objects (sorted, as tableObjects() gives them)? */
+export function sameObjects(objects: readonly string[], listing: string): boolean {
+  const a = objects;
   const b = tableObjects(listing);
   return a.length === b.length && a.every((x, i) => x === b[i]);
 }

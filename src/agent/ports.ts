@@ -7,9 +7,10 @@ import type { ClusterState } from '../model/types.ts';
 export type RenderStats = RulesetStats;
 
 export interface Rendered {
+  /** The full script (may be rendered lazily, on first read). */
   readonly text: string;
   readonly stats: RenderStats;
-  /** The compiled form, when the renderer gives it: enables element-only updates. */
+  /** The compiled form, when the renderer gives it: enables incremental updates. */
   readonly compiled?: CompiledRuleset;
 }
 

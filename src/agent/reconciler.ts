@@ -20,12 +20,14 @@ import type { Logger } from 'pino';
 import type { ClusterState } from '../model/types.ts';
 import { errorMessage } from '../observability/logger.ts';
 import { backoffDelay, DEFAULT_BACKOFF, type BackoffPolicy } from './backoff.ts';
-import { checkDrift, normalizeListing, sameObjects } from './drift.ts';
-import { renderUpdate } from '../nft/update.ts';
+import { checkDrift, compiledObjects, normalizeListing, sameObjects, tableObjects } from './drift.ts';
+import { isEmptyUpdate, renderUpdate } from '../nft/update.ts';
+import type { UpdateCounts } from '../nft/update.ts';
 import type { CompiledRuleset } from '../compile/ir.ts';
+import type { RulesetUpdate } from '../nft/update.ts';
 import { diffInvalid, eventMessage, fingerprint, reportsEventFor, type InvalidIndex, type InvalidPolicy } from './invalid-policies.ts';
 import { releasedPodIPs } from './local-view.ts';
-import { SYSTEM_CLOCK, type AgentMetrics, type Clock, type Dataplane, type EventSink, type NftResult, type RenderFn, type RenderStats, type StateSource } from './ports.ts';
+import { SYSTEM_CLOCK, type AgentMetrics, type Clock, type Dataplane, type EventSink, type NftResult, type Rendered, type RenderFn, type RenderStats, type StateSource } from './ports.ts';
 
 export interface ReconcilerOptions {
   readonly nodeName: string;
@@ -111,9 +113,8 @@ export type KernelCheck =
   | { readonly kind: 'unknown'; readonly detail: string };
 
 interface Applied {
-  readonly text: string;
-  /** Its compiled form (element updates are computed from it). */
-  readonly compiled: CompiledRuleset | undefined;
+  /** What was applied; its text is rendered lazily (only a full apply or the debug endpoint needs it). */
+  readonly rendered: Rendered;
   /** Normalized kernel listing right after the apply; undefined if it could not be read. */
   readonly canonical: string | undefined;
 }
@@ -258,7 +259,7 @@ export class Reconciler {
   }
 
   lastAppliedText(): string | undefined {
-    return this.#applied?.text;
+    return this.#applied?.rendered.text;
   }
 
   /** The script nft rejected last, while no later apply has succeeded. */
@@ -420,7 +421,11 @@ export class Reconciler {
 
       let repair = trigger === 'drift';
       const prev = this.#applied;
-      if (!force && prev !== undefined && prev.text === rendered.text) {
+      // The update from what the kernel holds, when both sides are compiled:
+      // it also says whether anything changed, without rendering the full text.
+      const update: RulesetUpdate | undefined = prev?.rendered.compiled !== undefined && rendered.compiled !== undefined ? renderUpdate(prev.rendered.compiled, rendered.compiled) : undefined;
+      const unchanged = prev !== undefined && (update === undefined ? prev.rendered.text === rendered.text : update.kind === 'incremental' && isEmptyUpdate(update));
+      if (!force && prev !== undefined && unchanged) {
         const fresh = prev.canonical !== undefined && this.#kernelVerifiedAt !== undefined && this.#clock.mono() - this.#kernelVerifiedAt < this.#o.kernelCheckFreshMs;
         const check: KernelCheck = fresh ? { kind: 'match' } : await this.#checkKernel(prev);
         if (check.kind === 'match') {
@@ -435,23 +440,23 @@ export class Reconciler {
         }
       }
 
-      // Element-only changes: a small transaction; any rejection falls back
-      // to the full script below (nft is atomic: a rejected increment
-      // changed nothing).
+      // Incremental changes (elements, pod and policy chains, sets): a small
+      // transaction; any rejection falls back to the full script below (nft
+      // is atomic: a rejected increment changed nothing).
       let mode: 'full' | 'incremental' = 'full';
-      if (this.#o.incremental && !force && prev?.compiled !== undefined && rendered.compiled !== undefined) {
-        const u = renderUpdate(prev.compiled, rendered.compiled);
-        if (u.kind === 'incremental' && u.added + u.removed > 0) {
-          this.#d.metrics.restoreCall();
-          const r = await this.#applyScript(u.text);
-          if (r.ok) mode = 'incremental';
-          else this.#d.log.warn({ event: 'apply', mode: 'incremental', error: r.error.trim() }, 'incremental update rejected; applying the full ruleset');
-        }
+      let counts: UpdateCounts | undefined;
+      if (this.#o.incremental && !force && !unchanged && update?.kind === 'incremental') {
+        this.#d.metrics.restoreCall();
+        const r = await this.#applyScript(update.text);
+        if (r.ok) {
+          mode = 'incremental';
+          counts = update;
+        } else this.#d.log.warn({ event: 'apply', mode: 'incremental', error: r.error.trim() }, 'incremental update rejected; applying the full ruleset');
       }
       let res: NftResult = { ok: true };
       if (mode === 'full') {
         this.#d.metrics.restoreCall();
-        res = await this.#applyScript(rendered.text);
+        res = await this.#applyScript(update?.kind === 'full' ? update.text : rendered.text);
       }
       // Render and transaction; the read-back below is bookkeeping, not applying.
       this.#d.metrics.applySeconds((this.#clock.mono() - t0) / 1000);
@@ -462,9 +467,9 @@ export class Reconciler {
         return;
       }
       // Enforced now: record it (latency, log line) before the read-back below.
-      this.#applied = { text: rendered.text, compiled: rendered.compiled, canonical: undefined };
+      this.#applied = { rendered, canonical: undefined };
       this.#incrementsSinceFull = mode === 'incremental' ? this.#incrementsSinceFull + 1 : 0;
-      this.#succeeded(since, reasons, t0, rendered.stats, 'applied', repair, mode);
+      this.#succeeded(since, reasons, t0, rendered.stats, 'applied', repair, mode, counts);
       this.#releaseIPs(state);
       // The canonical listing for drift checks, captured right after the apply
       // (given up if a newer change is queued: its apply captures instead).
@@ -472,12 +477,12 @@ export class Reconciler {
       this.#captureAbort = ac;
       const listing = await this.#listQuietly(ac.signal);
       this.#captureAbort = undefined;
-      if (listing !== undefined && !sameObjects(rendered.text, listing)) {
+      if (listing !== undefined && !sameObjects(rendered.compiled !== undefined ? compiledObjects(rendered.compiled) : tableObjects(rendered.text), listing)) {
         // Changed between our commit and the read-back: not canonical; the
         // next drift check (no read-back) applies again.
         this.#d.log.warn({ event: 'list' }, 'the table was changed right after the apply; it will be re-applied');
       } else if (listing !== undefined) {
-        this.#applied = { text: rendered.text, compiled: rendered.compiled, canonical: normalizeListing(listing) };
+        this.#applied = { rendered, canonical: normalizeListing(listing) };
         this.#kernelVerifiedAt = this.#clock.mono();
       } else if (ac.signal.aborted) {
         this.#d.log.debug({ event: 'list' }, 'read-back skipped: a newer change is waiting');
@@ -489,7 +494,7 @@ export class Reconciler {
     }
   }
 
-  #succeeded(since: number | undefined, reasons: readonly string[], t0: number, stats: RenderStats, result: 'applied' | 'unchanged', repair: boolean, mode?: 'full' | 'incremental'): void {
+  #succeeded(since: number | undefined, reasons: readonly string[], t0: number, stats: RenderStats, result: 'applied' | 'unchanged', repair: boolean, mode?: 'full' | 'incremental', counts?: UpdateCounts): void {
     const now = this.#clock.mono();
     const durationMs = now - t0;
     const rec: ApplyRecord = { result, mode, reasons, atUnixMs: this.#clock.wall(), durationMs, stats, error: undefined, exitCode: undefined };
@@ -507,7 +512,8 @@ export class Reconciler {
       this.#d.metrics.driftRepair();
       this.#d.log.warn({ event: 'drift-repaired' }, 'drifted table restored');
     }
-    const line = { event: 'apply', result, ...(mode === undefined ? {} : { mode }), reasons, durationMs: Math.round(durationMs * 10) / 10, ...stats, recovered };
+    const update = counts === undefined ? {} : { update: { elementsAdded: counts.added, elementsRemoved: counts.removed, chainsAdded: counts.chainsAdded, chainsChanged: counts.chainsChanged, chainsDeleted: counts.chainsDeleted, setsAdded: counts.setsAdded, setsDeleted: counts.setsDeleted } };
+    const line = { event: 'apply', result, ...(mode === undefined ? {} : { mode }), ...update, reasons, durationMs: Math.round(durationMs * 10) / 10, ...stats, recovered };
     if (result === 'applied') this.#d.log.info(line, 'ruleset applied');
     else this.#d.log.debug(line, 'ruleset unchanged and in place');
   }

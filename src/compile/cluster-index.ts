@@ -1,7 +1,8 @@
 // Lookups over the whole cluster that the compiler needs per node. Built once
-// per compile; the expensive parts (label postings, named ports) only when a
-// relevant policy asks for them, and every selector result is memoized, so the
-// cost follows what the node needs instead of pods x policies.
+// (or advanced by a pod diff, see node-compiler.ts); the expensive parts
+// (label postings, named ports) only when a relevant policy asks for them,
+// and every selector result is memoized, so the cost follows what the node
+// needs instead of pods x policies.
 import { parseIP } from '../model/ip.ts';
 import type { IP } from '../model/ip.ts';
 import { formatSelector, selectorMatches } from '../model/selector.ts';
@@ -17,8 +18,30 @@ export interface NamedPortHolder {
 // Below this many candidates scanning beats looking up label postings.
 const SCAN_LIMIT = 512;
 
+/** Order of the state's pods (makeState): namespace, then name. */
+export function byPodKey(a: Pod, b: Pod): number {
+  return a.namespace < b.namespace ? -1 : a.namespace > b.namespace ? 1 : a.name < b.name ? -1 : a.name > b.name ? 1 : 0;
+}
+
+/** Inserts `p` into a list sorted by byPodKey, keeping it sorted. */
+function insertSorted(list: Pod[], p: Pod): void {
+  let lo = 0;
+  let hi = list.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (byPodKey(list[mid] as Pod, p) <= 0) lo = mid + 1;
+    else hi = mid;
+  }
+  list.splice(lo, 0, p);
+}
+
+function removeFrom(list: Pod[], p: Pod): void {
+  const i = list.indexOf(p);
+  if (i >= 0) list.splice(i, 1);
+}
+
 export class ClusterIndex {
-  readonly state: ClusterState;
+  #state: ClusterState;
   readonly #podsByNs = new Map<string, Pod[]>();
   readonly #nsByName = new Map<string, Namespace>();
   readonly #nsSelectorMemo = new Map<string, readonly string[]>();
@@ -26,8 +49,12 @@ export class ClusterIndex {
   readonly #byLabel = new Map<string, Map<string, Pod[]>>();
   #namedPorts: Map<string, NamedPortHolder[]> | undefined;
 
-  constructor(state: ClusterState) {
-    this.state = state;
+  readonly #scanLimit: number;
+
+  /** scanLimit: candidates below which a selector scans instead of using label postings (tests lower it). */
+  constructor(state: ClusterState, scanLimit = SCAN_LIMIT) {
+    this.#state = state;
+    this.#scanLimit = scanLimit;
     for (const ns of state.namespaces) this.#nsByName.set(ns.name, ns);
     for (const p of state.pods) {
       if (!isActivePod(p)) continue;
@@ -37,7 +64,51 @@ export class ClusterIndex {
     }
   }
 
-  /** Active pods of one namespace (input order). */
+  get state(): ClusterState {
+    return this.#state;
+  }
+
+  /**
+   * Moves the index to `state`, which has the same namespaces (names and
+   * labels) as the current one and differs only in these pods: `removed`
+   * are objects of the current state that `state` does not hold, `added`
+   * objects of `state` the current one does not hold (a changed pod is in
+   * both, old and new object). Mutates: the index of the old state is gone.
+   */
+  advance(state: ClusterState, removed: readonly Pod[], added: readonly Pod[]): void {
+    this.#state = state;
+    const gone = new Set(removed);
+    const touched = new Set<string>();
+    for (const p of [...removed, ...added]) touched.add(p.namespace);
+    for (const ns of touched) {
+      const list = (this.#podsByNs.get(ns) ?? []).filter((p) => !gone.has(p));
+      for (const p of added) if (p.namespace === ns && isActivePod(p)) insertSorted(list, p);
+      if (list.length > 0) this.#podsByNs.set(ns, list);
+      else this.#podsByNs.delete(ns);
+    }
+    for (const [key, m] of this.#byLabel) {
+      for (const p of removed) {
+        const v = Object.hasOwn(p.labels, key) ? p.labels[key] : undefined;
+        const list = v === undefined ? undefined : m.get(v);
+        if (v === undefined || list === undefined) continue;
+        removeFrom(list, p);
+        if (list.length === 0) m.delete(v);
+      }
+      for (const p of added) {
+        if (!isActivePod(p) || !Object.hasOwn(p.labels, key)) continue;
+        const v = p.labels[key] as string;
+        let list = m.get(v);
+        if (list === undefined) m.set(v, (list = []));
+        insertSorted(list, p);
+      }
+    }
+    // Rebuilt on demand: few rules need it, and holders are per port.
+    if (removed.some((p) => p.ports.length > 0) || added.some((p) => p.ports.length > 0)) this.#namedPorts = undefined;
+    // Parsed addresses of pods long gone would pile up with churn.
+    if (this.#ipMemo.size > 4 * state.pods.length + 1024) this.#ipMemo.clear();
+  }
+
+  /** Active pods of one namespace (sorted by name). */
   podsIn(namespace: string): readonly Pod[] {
     return this.#podsByNs.get(namespace) ?? [];
   }
@@ -61,7 +132,7 @@ export class ClusterIndex {
     let candidates = 0;
     for (const ns of namespaces) candidates += this.podsIn(ns).length;
     const labels = podSel === undefined ? [] : Object.entries(podSel.matchLabels);
-    if (podSel !== undefined && candidates > SCAN_LIMIT && labels.length > 0) {
+    if (podSel !== undefined && candidates > this.#scanLimit && labels.length > 0) {
       let best: readonly Pod[] | undefined;
       for (const [k, v] of labels) {
         const list = this.#postings(k).get(v) ?? [];

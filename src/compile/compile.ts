@@ -146,9 +146,12 @@ function computeStats(sets: readonly NamedSet[], maps: readonly VerdictMap[], ch
 }
 
 export function compileNode(state: ClusterState, nodeName: string, opts?: Partial<RenderOptions>): CompiledRuleset {
-  const o = resolveOptions(opts);
   const idx = new ClusterIndex(state);
-  const peers = new PeerResolver(idx);
+  return compileWith(state, nodeName, resolveOptions(opts), idx, new PeerResolver(idx));
+}
+
+/** compileNode with the lookups given: an index of `state` and a resolver over it (see node-compiler.ts). */
+export function compileWith(state: ClusterState, nodeName: string, o: RenderOptions, idx: ClusterIndex, peers: PeerResolver): CompiledRuleset {
   const local = localPods(state, nodeName);
   const relevant = relevantPolicies(state, local);
   // With the node's pod CIDRs known, every active local pod is listed in the

@@ -3,8 +3,8 @@
 // sorted, so they render as non-overlapping interval set elements.
 import { cidrInterval, mergeIntervals, parseCIDR, subtractIntervals } from '../model/ip.ts';
 import type { Interval } from '../model/ip.ts';
-import { formatSelector } from '../model/selector.ts';
-import type { Family, Peer, Pod } from '../model/types.ts';
+import { formatSelector, selectorMatches } from '../model/selector.ts';
+import type { Family, LabelSelector, Peer, Pod } from '../model/types.ts';
 import type { ClusterIndex } from './cluster-index.ts';
 import { mergeV4, parseV4 } from './v4.ts';
 
@@ -22,6 +22,15 @@ function byFamily(merged: readonly Interval[]): FamilyIntervals {
 interface PodPeerResult {
   readonly pods: readonly Pod[];
   readonly intervals: readonly Interval[];
+  /** What decides the result: pods in these namespaces matching this selector (undefined = all). */
+  readonly namespaces: ReadonlySet<string>;
+  readonly selector: LabelSelector | undefined;
+}
+
+interface RuleResult {
+  readonly intervals: FamilyIntervals;
+  /** Keys of the pod peer results it was built from. */
+  readonly deps: readonly string[];
 }
 
 /** The destinations a rule's peers name: pods by selector, plus address blocks. */
@@ -89,18 +98,44 @@ export function describePeers(peers: readonly Peer[], policyNs: string, family: 
   return [...new Set(parts)].sort().join(' or ');
 }
 
-/** Resolves pod peers, memoized by (namespace scope, pod selector). */
+function podPeerKey(peer: Extract<Peer, { kind: 'pods' }>, policyNs: string): string {
+  return `${podPeerScope(peer, policyNs)}|${podSelectorText(peer)}`;
+}
+
+/**
+ * Resolves pod peers, memoized by (namespace scope, pod selector). The memo
+ * outlives one compile when the index is advanced by a pod diff: invalidate()
+ * drops exactly the results a changed pod could be part of.
+ */
 export class PeerResolver {
   readonly #idx: ClusterIndex;
   readonly #memo = new Map<string, PodPeerResult>();
-  readonly #ruleMemo = new Map<string, FamilyIntervals>();
+  readonly #ruleMemo = new Map<string, RuleResult>();
 
   constructor(idx: ClusterIndex) {
     this.#idx = idx;
   }
 
+  /**
+   * Forgets every result that one of these pods (old or new objects of
+   * changed pods) is, or may now be, part of: its namespace in the scope and
+   * its labels matching the selector. Namespaces must not have changed.
+   */
+  invalidate(changed: readonly Pod[]): void {
+    if (changed.length === 0) return;
+    const dropped = new Set<string>();
+    for (const [key, r] of this.#memo) {
+      if (changed.some((p) => r.namespaces.has(p.namespace) && (r.selector === undefined || selectorMatches(r.selector, p.labels)))) {
+        this.#memo.delete(key);
+        dropped.add(key);
+      }
+    }
+    if (dropped.size === 0) return;
+    for (const [def, r] of this.#ruleMemo) if (r.deps.some((k) => dropped.has(k))) this.#ruleMemo.delete(def);
+  }
+
   #podPeer(peer: Extract<Peer, { kind: 'pods' }>, policyNs: string): PodPeerResult {
-    const key = `${podPeerScope(peer, policyNs)}|${podSelectorText(peer)}`;
+    const key = podPeerKey(peer, policyNs);
     let r = this.#memo.get(key);
     if (r === undefined) {
       const namespaces = peer.namespaceSelector === undefined ? [policyNs] : this.#idx.namespacesMatching(peer.namespaceSelector);
@@ -121,7 +156,12 @@ export class PeerResolver {
       }
       // (A non-canonical IPv4 text would land in `other`: then merge all together.)
       const fast = mergeV4(v4);
-      r = { pods, intervals: other.some((iv) => iv.family === 4) ? mergeIntervals([...fast, ...other]) : [...fast, ...mergeIntervals(other)] };
+      r = {
+        pods,
+        intervals: other.some((iv) => iv.family === 4) ? mergeIntervals([...fast, ...other]) : [...fast, ...mergeIntervals(other)],
+        namespaces: new Set(namespaces),
+        selector: peer.podSelector,
+      };
       this.#memo.set(key, r);
     }
     return r;
@@ -140,10 +180,11 @@ export class PeerResolver {
     let r = this.#ruleMemo.get(definition);
     if (r === undefined) {
       // A single peer is already merged (the common case; skips a re-sort).
-      r = peers.length === 1 && peers[0] !== undefined ? byFamily(this.peerIntervals(peers[0], policyNs)) : byFamily(mergeIntervals(peers.flatMap((p) => this.peerIntervals(p, policyNs))));
+      const intervals = peers.length === 1 && peers[0] !== undefined ? byFamily(this.peerIntervals(peers[0], policyNs)) : byFamily(mergeIntervals(peers.flatMap((p) => this.peerIntervals(p, policyNs))));
+      r = { intervals, deps: peers.flatMap((p) => (p.kind === 'pods' ? [podPeerKey(p, policyNs)] : [])) };
       this.#ruleMemo.set(definition, r);
     }
-    return r;
+    return r.intervals;
   }
 
   /** Only ipBlock peers, per family: the part of a rule's addresses that never changes with pods. */

@@ -50,7 +50,7 @@ function verdictText(v: Verdict): string {
 
 // nft strings have no escapes: sanitize again here (idempotent), so even a
 // hand-built IR cannot break out of the quotes.
-function quoted(text: string): string {
+export function quoted(text: string): string {
   return `"${sanitizeComment(text)}"`;
 }
 
@@ -80,6 +80,11 @@ function elementsBlock(out: string[], elements: readonly string[]): void {
 /** `10.0.0.1 : goto KUBE-POD-FW-…`, or `10.0.0.1 : accept` for a known pod nothing isolates. */
 export function mapElementText(e: MapElement): string {
   return `${e.key} : ${e.chain === undefined ? 'accept' : `goto ${e.chain}`}`;
+}
+
+/** A set's declaration on one line (`add set ... { this }`); equal text, equal declaration. */
+export function setDeclaration(s: NamedSet): string {
+  return [`type ${s.type};`, ...(s.interval ? ['flags interval;'] : []), ...(s.comment === undefined ? [] : [`comment ${quoted(s.comment)};`])].join(' ');
 }
 
 function renderSet(out: string[], s: NamedSet): void {

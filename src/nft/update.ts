@@ -1,29 +1,43 @@
-// Element-only updates, the way Calico Felix keeps nftables in sync: when the
-// new ruleset has the same tables, chains, rules and set/map declarations as
-// the one the kernel holds and differs only in set or map elements (pods
-// coming and going, relabelled, IPs reused), the update is one nft script of
-// `delete element` / `add element` commands for exactly the differences,
-// instead of the whole table again. nft applies a file as one transaction:
-// if anything in it fails (the kernel does not hold `prev`, an element to
-// delete is missing), nothing of it is applied. Anything structural falls
-// back to the full script (render.ts), which is always the recovery path.
-import type { CompiledRuleset } from '../compile/ir.ts';
-import { elementList, mapElementText, renderRuleset } from './render.ts';
+// Incremental updates, the way Calico Felix keeps nftables in sync: the
+// kernel holds `prev` (the last ruleset applied successfully); the update is
+// one nft script that changes only what differs from `next`:
+//
+//   - set and map elements: `delete element` / `add element` for exactly the
+//     differences (pods coming and going, relabelled, IPs reused);
+//   - sets: new ones added (with their elements), unused ones deleted;
+//   - pod and policy chains: new ones added, changed ones flushed and refilled,
+//     unused ones flushed and deleted.
+//
+// nft applies a file as one transaction: packets see `prev` or `next`, never
+// a mix, and if anything in it fails (the kernel does not hold `prev`, an
+// element to delete is missing) nothing of it is applied. Base chains, maps
+// and the table itself are fixed per node; a change to them (or to an
+// object's declaration, which `add` cannot change in place) falls back to the
+// full script (render.ts), which is always the recovery path.
+import type { Chain, CompiledRuleset, NamedSet } from '../compile/ir.ts';
+import { elementList, mapElementText, quoted, renderRuleset, ruleText, setDeclaration } from './render.ts';
+
+export interface UpdateCounts {
+  /** Elements added / removed, including those of added / deleted sets (a map key whose verdict changed is one of each). */
+  readonly added: number;
+  readonly removed: number;
+  readonly chainsAdded: number;
+  /** Existing chains whose rules were replaced (flush + add rule). */
+  readonly chainsChanged: number;
+  readonly chainsDeleted: number;
+  readonly setsAdded: number;
+  readonly setsDeleted: number;
+}
 
 export type RulesetUpdate =
-  /** Apply `text` on top of `prev`; added/removed count elements (a changed map entry is one of each). */
-  | { readonly kind: 'incremental'; readonly text: string; readonly added: number; readonly removed: number }
-  /** `text` is renderRuleset(next); `reason` says why an element update was not possible (for logs). */
+  /** Apply `text` on top of `prev`. */
+  | ({ readonly kind: 'incremental'; readonly text: string } & UpdateCounts)
+  /** `text` is renderRuleset(next); `reason` says why an incremental update was not possible (for logs). */
   | { readonly kind: 'full'; readonly text: string; readonly reason: string };
 
-/**
- * The ruleset without its set and map elements, as script text: two rulesets
- * with equal skeletons differ only in elements. The declaration order is part
- * of it, so the kernel's listing after an element update is the listing a full
- * apply of `next` would give.
- */
-export function rulesetSkeleton(c: CompiledRuleset): string {
-  return renderRuleset({ ...c, sets: c.sets.map((s) => ({ ...s, elements: [] })), maps: c.maps.map((m) => ({ ...m, elements: [] })) });
+/** Does the update change anything at all? */
+export function isEmptyUpdate(u: UpdateCounts): boolean {
+  return u.added + u.removed + u.chainsAdded + u.chainsChanged + u.chainsDeleted + u.setsAdded + u.setsDeleted === 0;
 }
 
 interface Diff {
@@ -51,59 +65,113 @@ function diffElements(prev: readonly string[], next: readonly string[]): Diff {
   return { removed: a.filter((e) => !after.has(e)), added: b.filter((e) => !before.has(e)) };
 }
 
-function firstDifferentLine(a: string, b: string): string {
-  const la = a.split('\n');
-  const lb = b.split('\n');
-  for (let i = 0; i < Math.max(la.length, lb.length); i++) {
-    if (la[i] !== lb[i]) return (lb[i] ?? la[i] ?? '').trim().slice(0, 160);
-  }
-  return '';
-}
-
 function full(next: CompiledRuleset, reason: string): RulesetUpdate {
   return { kind: 'full', text: renderRuleset(next), reason };
 }
 
+function sameRules(a: Chain, b: Chain): boolean {
+  return a.rules.length === b.rules.length && a.rules.every((r, i) => ruleText(r) === ruleText(b.rules[i] as Chain['rules'][number]));
+}
+
+function byName<T extends { readonly name: string }>(xs: readonly T[]): Map<string, T> {
+  return new Map(xs.map((x) => [x.name, x]));
+}
+
+/** Base chains, maps (declarations only) and the table comment: what an update never changes. */
+function fixedPart(c: CompiledRuleset): string {
+  const base = c.chains.filter((ch) => ch.role === 'base').map((ch) => `${ch.name} ${JSON.stringify(ch.base)} ${ch.comment ?? ''}\n${ch.rules.map(ruleText).join('\n')}`);
+  const maps = c.maps.map((m) => `${m.name} ${m.family} ${m.direction}`);
+  return [c.comment, ...base, ...maps].join('\n');
+}
+
 /**
  * The cheapest correct script taking the kernel from `prev` (the last ruleset
- * applied successfully) to `next`: element commands when only elements
- * differ, else the full replacement. `prev` undefined: full.
+ * applied successfully) to `next`: incremental commands when the fixed part is
+ * unchanged, else the full replacement. `prev` undefined: full.
  */
 export function renderUpdate(prev: CompiledRuleset | undefined, next: CompiledRuleset): RulesetUpdate {
   if (prev === undefined) return full(next, 'no previous ruleset');
   if (prev.table !== next.table) return full(next, `table changed from ${prev.table}`);
-  const a = rulesetSkeleton(prev);
-  const b = rulesetSkeleton(next);
-  if (a !== b) return full(next, `structure changed at: ${firstDifferentLine(a, b)}`);
+  if (fixedPart(prev) !== fixedPart(next)) return full(next, 'base chains or verdict maps changed');
 
-  const t = next.table;
-  const deletes: string[] = [];
-  const adds: string[] = [];
+  const t = `inet ${next.table}`;
+  const prevSets = byName(prev.sets);
+  const nextSets = byName(next.sets);
+  const prevChains = byName(prev.chains.filter((c) => c.role !== 'base'));
+  const nextChains = byName(next.chains.filter((c) => c.role !== 'base'));
+
+  const addSets: string[] = [];
+  const deleteElements: string[] = [];
+  const addElements: string[] = [];
   let added = 0;
   let removed = 0;
-  const emit = (name: string, d: Diff, deleteKeys: readonly string[]): void => {
-    // Map elements are deleted by key alone.
-    if (deleteKeys.length > 0) deletes.push(`delete element inet ${t} ${name} ${elementList(deleteKeys, '\t')}`);
-    if (d.added.length > 0) adds.push(`add element inet ${t} ${name} ${elementList(d.added, '\t')}`);
+
+  for (const s of next.sets) {
+    const old = prevSets.get(s.name);
+    if (old === undefined) {
+      addSets.push(`add set ${t} ${s.name} { ${setDeclaration(s)} }`);
+      if (s.elements.length > 0) addSets.push(`add element ${t} ${s.name} ${elementList(s.elements, '\t')}`);
+      added += s.elements.length;
+      continue;
+    }
+    // `add set` cannot change a declaration in place (nft ignores it).
+    if (setDeclaration(old) !== setDeclaration(s)) return full(next, `set ${s.name} declared differently`);
+    const d = diffElements(old.elements, s.elements);
+    if (d.removed.length > 0) deleteElements.push(`delete element ${t} ${s.name} ${elementList(d.removed, '\t')}`);
+    if (d.added.length > 0) addElements.push(`add element ${t} ${s.name} ${elementList(d.added, '\t')}`);
     added += d.added.length;
     removed += d.removed.length;
-  };
-  // Equal skeletons: the same sets and maps, in the same order.
-  next.sets.forEach((s, i) => {
-    const d = diffElements(prev.sets[i]?.elements ?? [], s.elements);
-    emit(s.name, d, d.removed);
-  });
+  }
+  const deleteSets: string[] = [];
+  for (const s of prev.sets) {
+    if (nextSets.has(s.name)) continue;
+    deleteSets.push(`delete set ${t} ${s.name}`);
+    removed += s.elements.length;
+  }
+
   next.maps.forEach((m, i) => {
     const before = prev.maps[i]?.elements ?? [];
     if (before.length === m.elements.length && before.every((e, j) => e.key === m.elements[j]?.key && e.chain === m.elements[j]?.chain)) return;
     const nextText = new Map(m.elements.map((e) => [e.key, mapElementText(e)]));
     const prevText = new Map(before.map((e) => [e.key, mapElementText(e)]));
-    // A key whose verdict changed is deleted and added again in the same transaction.
-    const gone = before.filter((e) => nextText.get(e.key) !== prevText.get(e.key));
-    const d = { removed: gone.map((e) => prevText.get(e.key) ?? ''), added: m.elements.filter((e) => prevText.get(e.key) !== nextText.get(e.key)).map(mapElementText) };
-    emit(m.name, d, gone.map((e) => e.key));
+    // A key whose verdict changed is deleted (by key alone) and added again.
+    const gone = before.filter((e) => nextText.get(e.key) !== prevText.get(e.key)).map((e) => e.key);
+    const come = m.elements.filter((e) => prevText.get(e.key) !== nextText.get(e.key)).map(mapElementText);
+    if (gone.length > 0) deleteElements.push(`delete element ${t} ${m.name} ${elementList(gone, '\t')}`);
+    if (come.length > 0) addElements.push(`add element ${t} ${m.name} ${elementList(come, '\t')}`);
+    added += come.length;
+    removed += gone.length;
   });
-  // Deletes first: a replaced interval or map key is free again when its successor is added.
-  const text = [`# nft-netpol-agent element update for node ${next.node.replace(/[^A-Za-z0-9._-]/g, '_')}: ${added} added, ${removed} removed`, ...deletes, ...adds, ''].join('\n');
-  return { kind: 'incremental', text, added, removed };
+
+  const addChains: string[] = [];
+  const flushChains: string[] = [];
+  const addRules: string[] = [];
+  let chainsChanged = 0;
+  for (const c of next.chains) {
+    if (c.role === 'base') continue;
+    const old = prevChains.get(c.name);
+    if (old === undefined) {
+      addChains.push(`add chain ${t} ${c.name}${c.comment === undefined ? '' : ` { comment ${quoted(c.comment)}; }`}`);
+    } else if (old.comment !== c.comment) {
+      return full(next, `chain ${c.name} declared differently`);
+    } else if (!sameRules(old, c)) {
+      flushChains.push(`flush chain ${t} ${c.name}`);
+      chainsChanged++;
+    } else continue;
+    for (const r of c.rules) addRules.push(`add rule ${t} ${c.name} ${ruleText(r)}`);
+  }
+  const gone = prev.chains.filter((c) => c.role !== 'base' && !nextChains.has(c.name));
+  // A chain must be empty to be deleted, and unreferenced: jumps to it are in
+  // chains flushed above, map entries to it are deleted above.
+  for (const c of gone) flushChains.push(`flush chain ${t} ${c.name}`);
+  const deleteChains = gone.map((c) => `delete chain ${t} ${c.name}`);
+
+  const counts: UpdateCounts = { added, removed, chainsAdded: addChains.length, chainsChanged, chainsDeleted: deleteChains.length, setsAdded: addSets.filter((l) => l.startsWith('add set')).length, setsDeleted: deleteSets.length };
+  const node = next.node.replace(/[^A-Za-z0-9._-]/g, '_');
+  const header = `# nft-netpol-agent incremental update for node ${node}: ${added} elements added, ${removed} removed; chains ${counts.chainsAdded} added, ${chainsChanged} changed, ${counts.chainsDeleted} deleted; sets ${counts.setsAdded} added, ${counts.setsDeleted} deleted`;
+  // Order: what rules and map entries refer to exists before they are added;
+  // element deletes precede adds (a replaced interval or map key is free
+  // again); nothing is deleted while still referenced.
+  const text = [header, ...addSets, ...addChains, ...deleteElements, ...flushChains, ...addRules, ...addElements, ...deleteChains, ...deleteSets, ''].join('\n');
+  return { kind: 'incremental', text, ...counts };
 }

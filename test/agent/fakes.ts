@@ -43,7 +43,7 @@ export class FakeDataplane implements Dataplane {
   gate: Promise<void> | undefined;
   #traffic = 0;
 
-  /** Element-only transactions received (this fake does not model their effect on `kernel`). */
+  /** Incremental transactions received (this fake does not model their effect on `kernel`). */
   increments: string[] = [];
   failIncrements = false;
 

@@ -2,7 +2,9 @@
 // local pod views, released IPs, the Event body, content negotiation.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { checkDrift, normalizeListing, sameObjects, tableObjects } from '../../src/agent/drift.ts';
+import { checkDrift, compiledObjects, normalizeListing, sameObjects, tableObjects } from '../../src/agent/drift.ts';
+import { compileNode } from '../../src/compile/compile.ts';
+import { renderRuleset } from '../../src/nft/render.ts';
 import { diffInvalid, eventMessage, reportsEventFor } from '../../src/agent/invalid-policies.ts';
 import { localPodViews, podIPOwners, releasedIPs, releasedPodIPs } from '../../src/agent/local-view.ts';
 import { policyEvent } from '../../src/agent/event-sink.ts';
@@ -34,8 +36,11 @@ test('counters and whitespace do not count as drift; anything else does', () => 
 test('the read-back must hold exactly the script\'s chains, sets and maps', () => {
   const script = 'table inet t {}\ndelete table inet t\ntable inet t {\n\tset peer4-a {\n\t\ttype ipv4_addr\n\t}\n\tmap m {\n\t}\n\tchain forward {\n\t}\n}\n';
   assert.deepEqual(tableObjects(script), ['chain forward', 'map m', 'set peer4-a']);
-  assert.equal(sameObjects(script, LISTING.replace('chain forward {', 'set peer4-a {\n\t}\n\tmap m {\n\t}\n\tchain forward {')), true);
-  assert.equal(sameObjects(script, `${LISTING}\n\tchain intruder {\n\t}`), false);
+  assert.equal(sameObjects(tableObjects(script), LISTING.replace('chain forward {', 'set peer4-a {\n\t}\n\tmap m {\n\t}\n\tchain forward {')), true);
+  assert.equal(sameObjects(tableObjects(script), `${LISTING}\n\tchain intruder {\n\t}`), false);
+  // A compiled ruleset names its objects the way its rendered script does.
+  const c = compileNode(state({ pods: [pod('default', 'web', { labels: { app: 'web' }, ips: ['10.0.1.2'] })], policies: [policy('default', 'deny')] }), 'node-1');
+  assert.deepEqual(compiledObjects(c), tableObjects(renderRuleset(c)));
 });
 
 test('invalid policies: changed, resolved, same errors unchanged', () => {

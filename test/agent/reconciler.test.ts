@@ -165,7 +165,7 @@ function withRemotePeers(n: number, locals = 2): ClusterState {
   return { ...base, pods: [...base.pods, ...remote].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)) };
 }
 
-test('element-only changes go as increments; structural changes and refreshes as the full table', async () => {
+test('pod and policy changes go as increments; refreshes after increments as the full table', async () => {
   const t = setup({ incremental: true, driftIntervalMs: 0 }, withRemotePeers(1));
   t.r.start();
   await waitFor('first apply', () => t.dataplane.applies.length === 1);
@@ -179,21 +179,24 @@ test('element-only changes go as increments; structural changes and refreshes as
   t.r.notify('remote pods deleted');
   await waitFor('second increment', () => t.dataplane.increments.length === 2);
   assert.match(t.dataplane.increments[1] ?? '', /^delete element inet nft-netpol peer4-\S+ \{ 10\.0\.9\.1, 10\.0\.9\.2 \}$/m);
-  // A new local pod changes chains: the full table.
+  // A new local pod that a policy isolates: its chains are added in an increment too.
   t.source.current = withRemotePeers(0, 3);
   t.r.notify('local pod added');
-  await waitFor('full apply', () => t.dataplane.applies.length === 2);
-  assert.equal(t.r.status().lastApply?.mode, 'full');
+  await waitFor('third increment', () => t.dataplane.increments.length === 3);
+  assert.match(t.dataplane.increments[2] ?? '', /^add chain inet nft-netpol KUBE-POD-FW-[0-9a-f]{12}-IN /m);
+  assert.equal(t.dataplane.applies.length, 1);
+  await waitFor('logged', () => t.lines.some((l) => l['mode'] === 'incremental' && (l['update'] as { chainsAdded?: number } | undefined)?.chainsAdded === 1));
   // After increments, the drift check refreshes once with the full table.
   t.source.current = withRemotePeers(1, 3);
   t.r.notify('remote pod');
-  await waitFor('third increment', () => t.dataplane.increments.length === 3);
+  await waitFor('fourth increment', () => t.dataplane.increments.length === 4);
   await waitFor('idle', () => !t.r.status().applying && !t.r.status().pending);
   await t.r.checkDriftNow();
-  assert.equal(t.dataplane.applies.length, 3);
+  assert.equal(t.dataplane.applies.length, 2);
+  assert.equal(t.r.status().lastApply?.mode, 'full');
   assert.equal(t.dataplane.kernel, renderNode(withRemotePeers(1, 3), NODE).text);
   await t.r.checkDriftNow();
-  assert.equal(t.dataplane.applies.length, 3, 'one refresh only');
+  assert.equal(t.dataplane.applies.length, 2, 'one refresh only');
   assert.equal(await metricValue(t.metrics, 'nftnp_drift_repairs_total'), 0);
   await t.r.stop(1000);
 });

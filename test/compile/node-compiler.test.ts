@@ -1,0 +1,185 @@
+// NodeCompiler (compile/node-compiler.ts) advances its index by pod diffs and
+// keeps peer results that no changed pod can affect. Whatever the sequence of
+// changes, every compile must equal compileNode on the same state: that is the
+// whole contract, checked here on random clusters and random change streams.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import fc from 'fast-check';
+import { compileNode } from '../../src/compile/compile.ts';
+import { diffPods, NodeCompiler } from '../../src/compile/node-compiler.ts';
+import { renderRuleset } from '../../src/nft/render.ts';
+import type { Namespace, NetworkPolicy, Node, Pod } from '../../src/model/types.ts';
+import { cport, ipBlock, ns, pod, podPeer, policy, port, rule, sel, state } from '../support/state-builder.ts';
+
+const NODES: Node[] = [
+  { name: 'node-1', addresses: ['192.168.100.1'], podCIDRs: ['10.0.1.0/24', 'fd00:1::/64'] },
+  { name: 'node-2', addresses: ['192.168.100.2'], podCIDRs: ['10.0.2.0/24', 'fd00:2::/64'] },
+];
+const APPS = ['web', 'db', 'api'];
+const NSS = ['a', 'b', 'c'];
+const TIERS = ['front', 'back'];
+
+test('diffPods: by identity, a changed pod is old and new object, past the limit undefined', () => {
+  const x = pod('a', 'x');
+  const y = pod('a', 'y');
+  const z = pod('b', 'z');
+  const y2 = { ...y, labels: { app: 'web' } };
+  assert.deepEqual(diffPods([x, y, z], [x, y, z], 10), { removed: [], added: [] });
+  assert.deepEqual(diffPods([x, y, z], [x, y2], 10), { removed: [y, z], added: [y2] });
+  assert.deepEqual(diffPods([x], [x, y, z], 10), { removed: [], added: [y, z] });
+  assert.equal(diffPods([x, y, z], [], 2), undefined);
+});
+
+type Op =
+  | { readonly op: 'addPod'; readonly ns: string; readonly app: string; readonly local: boolean; readonly dual: boolean; readonly named: boolean }
+  | { readonly op: 'deletePod'; readonly at: number }
+  | { readonly op: 'relabelPod'; readonly at: number; readonly app: string }
+  | { readonly op: 'finishPod'; readonly at: number }
+  | { readonly op: 'reuseIP'; readonly at: number; readonly ns: string; readonly app: string }
+  | { readonly op: 'renumberPort'; readonly at: number; readonly port: number }
+  | { readonly op: 'relabelNs'; readonly ns: string; readonly tier: string }
+  | { readonly op: 'addPolicy'; readonly make: (i: number) => NetworkPolicy }
+  | { readonly op: 'deletePolicy'; readonly at: number };
+
+const policyArb = fc
+  .record({
+    ns: fc.constantFrom(...NSS),
+    target: fc.constantFrom(...APPS, 'any'),
+    peerApp: fc.constantFrom(...APPS, 'any'),
+    scope: fc.constantFrom('own', 'all', 'tier'),
+    block: fc.boolean(),
+    named: fc.boolean(),
+    egress: fc.boolean(),
+    expr: fc.boolean(),
+  })
+  .map((r) => (i: number): NetworkPolicy => {
+    const podSel = r.peerApp === 'any' ? sel() : r.expr ? sel({}, [{ key: 'app', operator: 'NotIn', values: [r.peerApp] }]) : sel({ app: r.peerApp });
+    const nsSel = r.scope === 'own' ? undefined : r.scope === 'all' ? sel() : sel({ tier: 'front' });
+    const peers = [podPeer(podSel, nsSel), ...(r.block ? [ipBlock('10.0.2.0/25', ['10.0.2.16/28'])] : [])];
+    const ports = r.named ? [port('TCP', 'http'), port('TCP', 80)] : [port('TCP', 80)];
+    return policy(r.ns, `pol-${i}`, { podSelector: r.target === 'any' ? sel() : sel({ app: r.target }), ingress: [rule(peers, ports)], ...(r.egress ? { egress: [rule(peers, ports)] } : {}) });
+  });
+
+const opArb: fc.Arbitrary<Op> = fc.oneof(
+  { weight: 4, arbitrary: fc.record({ op: fc.constant('addPod' as const), ns: fc.constantFrom(...NSS), app: fc.constantFrom(...APPS), local: fc.boolean(), dual: fc.boolean(), named: fc.boolean() }) },
+  { weight: 3, arbitrary: fc.record({ op: fc.constant('deletePod' as const), at: fc.nat() }) },
+  { weight: 3, arbitrary: fc.record({ op: fc.constant('relabelPod' as const), at: fc.nat(), app: fc.constantFrom(...APPS) }) },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant('finishPod' as const), at: fc.nat() }) },
+  { weight: 2, arbitrary: fc.record({ op: fc.constant('reuseIP' as const), at: fc.nat(), ns: fc.constantFrom(...NSS), app: fc.constantFrom(...APPS) }) },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant('renumberPort' as const), at: fc.nat(), port: fc.constantFrom(8080, 8081) }) },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant('relabelNs' as const), ns: fc.constantFrom(...NSS), tier: fc.constantFrom(...TIERS) }) },
+  { weight: 1, arbitrary: policyArb.map((make) => ({ op: 'addPolicy' as const, make })) },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant('deletePolicy' as const), at: fc.nat() }) },
+);
+
+/** A cluster that, like the sources, keeps the object of every pod it does not change. */
+class World {
+  pods: Pod[] = [];
+  policies: NetworkPolicy[] = [];
+  namespaces: Namespace[] = NSS.map((n) => ns(n, { tier: 'back' }));
+  #n = 0;
+  #p = 0;
+
+  addPod(o: { ns: string; app: string; local: boolean; dual: boolean; named: boolean }, ips?: readonly string[]): void {
+    const i = this.#n++;
+    const net = o.local ? 1 : 2;
+    const own = o.dual ? [`10.0.${net}.${(i % 250) + 2}`, `fd00:${net}::${(i + 2).toString(16)}`] : [`10.0.${net}.${(i % 250) + 2}`];
+    const addrs = ips ?? own;
+    const node = (addrs[0] ?? '').startsWith('10.0.1.') ? 'node-1' : 'node-2';
+    this.pods.push(pod(o.ns, `pod-${i}`, { labels: { app: o.app }, ips: [...addrs], node, ports: o.named ? [cport('http', 8000 + (i % 3))] : [] }));
+  }
+
+  addPolicy(make: (i: number) => NetworkPolicy): void {
+    this.policies.push(make(this.#p++));
+  }
+
+  apply(op: Op): void {
+    const at = 'at' in op ? op.at : 0;
+    const k = this.pods.length === 0 ? -1 : at % this.pods.length;
+    const p = this.pods[k];
+    switch (op.op) {
+      case 'addPod':
+        return this.addPod(op);
+      case 'addPolicy':
+        return this.addPolicy(op.make);
+      case 'deletePolicy':
+        if (this.policies.length > 0) this.policies.splice(op.at % this.policies.length, 1);
+        return;
+      case 'relabelNs':
+        this.namespaces = this.namespaces.map((n) => (n.name === op.ns ? ns(n.name, { tier: op.tier }) : n));
+        return;
+    }
+    if (p === undefined) return;
+    if (op.op === 'deletePod') this.pods.splice(k, 1);
+    else if (op.op === 'relabelPod') this.pods[k] = { ...p, labels: { app: op.app } };
+    else if (op.op === 'finishPod') this.pods[k] = { ...p, phase: 'Succeeded' };
+    else if (op.op === 'renumberPort') this.pods[k] = { ...p, ports: [cport('http', op.port)] };
+    else {
+      this.pods.splice(k, 1);
+      this.addPod({ ns: op.ns, app: op.app, local: false, dual: false, named: true }, p.ips);
+    }
+  }
+
+  state() {
+    return state({ namespaces: this.namespaces, pods: this.pods, policies: this.policies, nodes: NODES });
+  }
+}
+
+test('property: NodeCompiler.compile equals compileNode after every change of a random stream', () => {
+  let incremental = 0;
+  let fresh = 0;
+  fc.assert(
+    fc.property(
+      fc.array(fc.record({ ns: fc.constantFrom(...NSS), app: fc.constantFrom(...APPS), local: fc.boolean(), dual: fc.boolean(), named: fc.boolean() }), { minLength: 2, maxLength: 25 }),
+      fc.array(policyArb, { minLength: 1, maxLength: 5 }),
+      fc.array(fc.array(opArb, { minLength: 1, maxLength: 3 }), { minLength: 1, maxLength: 12 }),
+      fc.constantFrom('drop' as const, 'allow' as const),
+      fc.constantFrom(undefined, 0),
+      (pods, pols, steps, unknown, scanLimit) => {
+        const w = new World();
+        for (const p of pods) w.addPod(p);
+        for (const f of pols) w.addPolicy(f);
+        const opts = { unknownLocalEndpoints: unknown };
+        // scanLimit 0: selectors go through the label postings, which advance() must keep right.
+        const nc = new NodeCompiler('node-1', opts, scanLimit);
+        const check = (label: string): void => {
+          const s = w.state();
+          const got = nc.compile(s);
+          const want = compileNode(s, 'node-1', opts);
+          if (nc.lastMode === 'incremental') incremental++;
+          else fresh++;
+          // Text first (readable diff), then every field.
+          assert.equal(renderRuleset(got), renderRuleset(want), label);
+          assert.deepEqual(got, want, label);
+        };
+        check('initial');
+        steps.forEach((ops, i) => {
+          for (const op of ops) w.apply(op);
+          check(`after step ${i}: ${JSON.stringify(ops.map((o) => o.op))}`);
+        });
+      },
+    ),
+    { numRuns: 250, seed: 20261122 },
+  );
+  // The stream must mostly take the incremental path (namespace relabels and first compiles are fresh).
+  assert.ok(incremental > 3 * fresh, `incremental ${incremental}, fresh ${fresh}`);
+});
+
+test('a namespace relabel or a large change compiles afresh; a pod change advances', () => {
+  const w = new World();
+  for (let i = 0; i < 5; i++) w.addPod({ ns: 'a', app: 'web', local: i < 2, dual: false, named: false });
+  w.addPolicy((i) => policy('a', `pol-${i}`, { podSelector: sel({ app: 'web' }), ingress: [rule([podPeer(sel({ app: 'web' }), sel({ tier: 'front' }))])] }));
+  const nc = new NodeCompiler('node-1');
+  nc.compile(w.state());
+  assert.equal(nc.lastMode, 'fresh');
+  w.apply({ op: 'relabelPod', at: 3, app: 'db' });
+  nc.compile(w.state());
+  assert.equal(nc.lastMode, 'incremental');
+  w.apply({ op: 'relabelNs', ns: 'a', tier: 'front' });
+  const s = w.state();
+  assert.deepEqual(nc.compile(s), compileNode(s, 'node-1'));
+  assert.equal(nc.lastMode, 'fresh');
+  // Every pod replaced by a new object (a file source re-reading everything): within the limit, still exact.
+  const copied = { ...s, pods: s.pods.map((p) => ({ ...p })) };
+  assert.deepEqual(nc.compile(copied), compileNode(copied, 'node-1'));
+});

@@ -61,7 +61,7 @@ by a previous run stays in force until then and on exit.
   --netns NAME            apply inside network namespace NAME via 'ip netns exec'
                           (testing aid; env NETNS)
   --no-conntrack          do not delete conntrack entries of removed pod IPs
-  --no-incremental        always send the full table, never element-only updates
+  --no-incremental        always send the full table, never incremental updates
   --unknown-local-endpoints A
                           allow (default) or drop: drop addresses of the node's
                           podCIDRs that are no known active local pod (opt-in;

@@ -48,8 +48,8 @@ export interface ReconcilerOptions {
    */
   readonly kernelCheckFreshMs?: number;
   /**
-   * Apply element-only changes as `delete/add element` transactions
-   * (nft/update.ts) instead of the full script, when the renderer gives the
+   * Apply changes as incremental transactions (elements, chains, sets:
+   * nft/update.ts) instead of the full script, when the renderer gives the
    * compiled ruleset. Off by default here; the agent turns it on.
    */
   readonly incremental?: boolean;

@@ -2,7 +2,7 @@
 // deletes it and defines it anew: nft applies a file as one transaction, so
 // the kernel switches from the old ruleset to the new one atomically and
 // nothing outside our table is touched. This full script is also the
-// recovery path of the element-only updates of nft/update.ts.
+// recovery path of the incremental updates of nft/update.ts.
 import type { ClusterState } from '../model/types.ts';
 import { compileNode, resolveOptions } from '../compile/compile.ts';
 import { sanitizeComment } from './ids.ts';

@@ -121,7 +121,14 @@ test('agent processes enforce policy changes on real traffic', { timeout: 300_00
   await expect('policies deleted', [tcp80('shop/web', 'ext/client', true, 'no policy'), tcp80('shop/web', 'shop/db', true, 'no policy'), tcp80('ext/client', 'shop/db', true, 'no policy')]);
 
   for (const a of agents) assert.equal(await a.metric('nftnp_nft_restore_errors_total'), 0);
-  // Remote pod changes went as element-only transactions, none rejected.
-  assert.ok(agents.some((a) => a.lines.some((l) => l['event'] === 'apply' && l['mode'] === 'incremental' && l['result'] === 'applied')));
+  // Changes went as incremental transactions, none rejected: element-only ones
+  // (remote pods) and ones that added, changed and deleted chains (policies
+  // created, updated, deleted), so the probes above checked those too.
+  const updates = agents.flatMap((a) => a.lines.filter((l) => l['event'] === 'apply' && l['mode'] === 'incremental' && l['result'] === 'applied').map((l) => l['update'] as Record<string, number>));
+  const summary = JSON.stringify(updates);
+  assert.ok(updates.some((u) => u['chainsAdded'] === 0 && u['chainsChanged'] === 0 && u['chainsDeleted'] === 0), summary);
+  assert.ok(updates.some((u) => (u['chainsAdded'] ?? 0) > 0), summary);
+  assert.ok(updates.some((u) => (u['chainsChanged'] ?? 0) > 0), summary);
+  assert.ok(updates.some((u) => (u['chainsDeleted'] ?? 0) > 0), summary);
   for (const a of agents) assert.deepEqual(a.lines.filter((l) => l['mode'] === 'incremental' && l['level'] === 'warn'), []);
 });

@@ -407,9 +407,14 @@ export class Reconciler {
     try {
       let state: ClusterState;
       let rendered;
+      // Where an apply's time goes, for the log line: snapshot, compile, update
+      // diff, rendering the full script (when one is sent), nft.
+      const phases = { snapshot: 0, compile: 0, update: 0, render: 0, nft: 0 };
       try {
         state = this.#d.source.snapshot();
+        phases.snapshot = this.#clock.mono() - t0;
         rendered = this.#d.render(state);
+        phases.compile = this.#clock.mono() - t0 - phases.snapshot;
       } catch (e) {
         this.#failed(since, reasons, t0, undefined, `render failed: ${errorMessage(e)}`, undefined);
         return;
@@ -423,7 +428,9 @@ export class Reconciler {
       const prev = this.#applied;
       // The update from what the kernel holds, when both sides are compiled:
       // it also says whether anything changed, without rendering the full text.
+      const tu = this.#clock.mono();
       const update: RulesetUpdate | undefined = prev?.rendered.compiled !== undefined && rendered.compiled !== undefined ? renderUpdate(prev.rendered.compiled, rendered.compiled) : undefined;
+      phases.update = this.#clock.mono() - tu;
       const unchanged = prev !== undefined && (update === undefined ? prev.rendered.text === rendered.text : update.kind === 'incremental' && isEmptyUpdate(update));
       if (!force && prev !== undefined && unchanged) {
         const fresh = prev.canonical !== undefined && this.#kernelVerifiedAt !== undefined && this.#clock.mono() - this.#kernelVerifiedAt < this.#o.kernelCheckFreshMs;
@@ -447,7 +454,7 @@ export class Reconciler {
       let counts: UpdateCounts | undefined;
       if (this.#o.incremental && !force && !unchanged && update?.kind === 'incremental') {
         this.#d.metrics.restoreCall();
-        const r = await this.#applyScript(update.text);
+        const r = await this.#applyScript(update.text, phases);
         if (r.ok) {
           mode = 'incremental';
           counts = update;
@@ -456,7 +463,10 @@ export class Reconciler {
       let res: NftResult = { ok: true };
       if (mode === 'full') {
         this.#d.metrics.restoreCall();
-        res = await this.#applyScript(update?.kind === 'full' ? update.text : rendered.text);
+        const tr = this.#clock.mono();
+        const text = update?.kind === 'full' ? update.text : rendered.text;
+        phases.render = this.#clock.mono() - tr;
+        res = await this.#applyScript(text, phases);
       }
       // Render and transaction; the read-back below is bookkeeping, not applying.
       this.#d.metrics.applySeconds((this.#clock.mono() - t0) / 1000);
@@ -469,7 +479,7 @@ export class Reconciler {
       // Enforced now: record it (latency, log line) before the read-back below.
       this.#applied = { rendered, canonical: undefined };
       this.#incrementsSinceFull = mode === 'incremental' ? this.#incrementsSinceFull + 1 : 0;
-      this.#succeeded(since, reasons, t0, rendered.stats, 'applied', repair, mode, counts);
+      this.#succeeded(since, reasons, t0, rendered.stats, 'applied', repair, mode, counts, phases);
       this.#releaseIPs(state);
       // The canonical listing for drift checks, captured right after the apply
       // (given up if a newer change is queued: its apply captures instead).
@@ -494,7 +504,7 @@ export class Reconciler {
     }
   }
 
-  #succeeded(since: number | undefined, reasons: readonly string[], t0: number, stats: RenderStats, result: 'applied' | 'unchanged', repair: boolean, mode?: 'full' | 'incremental', counts?: UpdateCounts): void {
+  #succeeded(since: number | undefined, reasons: readonly string[], t0: number, stats: RenderStats, result: 'applied' | 'unchanged', repair: boolean, mode?: 'full' | 'incremental', counts?: UpdateCounts, phases?: Readonly<Record<string, number>>): void {
     const now = this.#clock.mono();
     const durationMs = now - t0;
     const rec: ApplyRecord = { result, mode, reasons, atUnixMs: this.#clock.wall(), durationMs, stats, error: undefined, exitCode: undefined };
@@ -513,7 +523,8 @@ export class Reconciler {
       this.#d.log.warn({ event: 'drift-repaired' }, 'drifted table restored');
     }
     const update = counts === undefined ? {} : { update: { elementsAdded: counts.added, elementsRemoved: counts.removed, chainsAdded: counts.chainsAdded, chainsChanged: counts.chainsChanged, chainsDeleted: counts.chainsDeleted, setsAdded: counts.setsAdded, setsDeleted: counts.setsDeleted } };
-    const line = { event: 'apply', result, ...(mode === undefined ? {} : { mode }), ...update, reasons, durationMs: Math.round(durationMs * 10) / 10, ...stats, recovered };
+    const phasesMs = phases === undefined ? {} : { phasesMs: Object.fromEntries(Object.entries(phases).map(([k, v]) => [k, Math.round(v * 10) / 10])) };
+    const line = { event: 'apply', result, ...(mode === undefined ? {} : { mode }), ...update, reasons, durationMs: Math.round(durationMs * 10) / 10, ...phasesMs, ...stats, recovered };
     if (result === 'applied') this.#d.log.info(line, 'ruleset applied');
     else this.#d.log.debug(line, 'ruleset unchanged and in place');
   }
@@ -538,11 +549,14 @@ export class Reconciler {
     this.#schedule();
   }
 
-  async #applyScript(script: string): Promise<NftResult> {
+  async #applyScript(script: string, phases?: { nft: number }): Promise<NftResult> {
+    const t = this.#clock.mono();
     try {
       return await this.#d.dataplane.apply(script);
     } catch (e) {
       return { ok: false, error: errorMessage(e), exitCode: undefined };
+    } finally {
+      if (phases !== undefined) phases.nft += this.#clock.mono() - t;
     }
   }
 

@@ -186,6 +186,10 @@ test('pod and policy changes go as increments; refreshes after increments as the
   assert.match(t.dataplane.increments[2] ?? '', /^add chain inet nft-netpol KUBE-POD-FW-[0-9a-f]{12}-IN /m);
   assert.equal(t.dataplane.applies.length, 1);
   await waitFor('logged', () => t.lines.some((l) => l['mode'] === 'incremental' && (l['update'] as { chainsAdded?: number } | undefined)?.chainsAdded === 1));
+  // Each apply line says where its time went.
+  const applied = t.lines.filter((l) => l['event'] === 'apply' && l['result'] === 'applied');
+  assert.ok(applied.length >= 4);
+  for (const l of applied) assert.deepEqual(Object.keys(l['phasesMs'] as object), ['snapshot', 'compile', 'update', 'render', 'nft']);
   // After increments, the drift check refreshes once with the full table.
   t.source.current = withRemotePeers(1, 3);
   t.r.notify('remote pod');

@@ -53,7 +53,12 @@ WORKDIR /app
 COPY --from=prod-deps /app/node_modules ./node_modules
 COPY --from=build /src/dist ./dist
 COPY package.json ./
-ENV NODE_ENV=production
+# Memory (docs/operations.md, NODE_OPTIONS): the young generation capped at
+# 2 x 8 MiB and two glibc malloc arenas. The DaemonSet sets both again, with
+# the heap limit that fits its memory limit.
+ENV NODE_ENV=production \
+    NODE_OPTIONS=--max-semi-space-size=8 \
+    MALLOC_ARENA_MAX=2
 # uid 0 on purpose, as in daemonset/daemonset.yaml: nft needs CAP_NET_ADMIN
 # in its effective set, which a non-root user gets only from file
 # capabilities, and those are ignored under no_new_privs

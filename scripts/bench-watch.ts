@@ -12,7 +12,7 @@
 // mix as is, with cluster-wide peers (every frontend of every namespace) and
 // team namespaceSelectors; 'local' drops those policies, leaving
 // namespace-scoped microservice policies plus DNS and monitoring peers. Each mode then runs in its own child process (--expose-gc, so its
-// RSS and heap are its own): it syncs, is measured, and counts the objects it
+// RSS and heap are its own; with the agent's memory settings, RUNTIME below): it syncs, is measured, and counts the objects it
 // receives while the server applies the same churn to random pods cluster-wide
 // (half label changes, half delete + re-create). Modes:
 //   naive-informers      plain client-node informers on all pods, namespaces,
@@ -41,6 +41,14 @@ const MIXES = ['gen', 'local'] as const;
 type Mix = (typeof MIXES)[number];
 
 const MB = 1024 * 1024;
+
+/**
+ * The runtime settings the agent ships with (daemonset/daemonset.yaml env,
+ * as scripts/bench-agent.ts): measured modes run with them, so that RSS is
+ * what a node would see. (The heap limit is left out: the naive mode would
+ * not fit in it at 100k pods.)
+ */
+const RUNTIME = { nodeArgs: ['--max-semi-space-size=8'], env: { MALLOC_ARENA_MAX: '2' } };
 
 function send(obj: unknown): void {
   process.stdout.write(`${JSON.stringify(obj)}\n`);
@@ -283,8 +291,8 @@ interface Child {
   cmd(line: string): Promise<Record<string, unknown>>;
 }
 
-function child(args: string[], nodeArgs: string[] = []): Child {
-  const proc = spawn(process.execPath, [...nodeArgs, import.meta.filename, ...args], { stdio: ['pipe', 'pipe', 'inherit'] });
+function child(args: string[], nodeArgs: string[] = [], env: Readonly<Record<string, string>> = {}): Child {
+  const proc = spawn(process.execPath, [...nodeArgs, import.meta.filename, ...args], { stdio: ['pipe', 'pipe', 'inherit'], env: { ...process.env, ...env } });
   const lines = createInterface({ input: proc.stdout as NodeJS.ReadableStream });
   const queue: string[] = [];
   const waiters: ((l: string) => void)[] = [];
@@ -321,7 +329,7 @@ function child(args: string[], nodeArgs: string[] = []): Child {
 
 async function orchestrate(sizes: [number, number, number][], churn: number, modes: Mode[], mixes: Mix[]): Promise<void> {
   const rows: string[] = [];
-  console.log(`# bench-watch ${new Date().toISOString().slice(0, 10)}, node ${process.version}, ${cpus().length} cores (${cpus()[0]?.model ?? '?'}), ${(totalmem() / 1024 ** 3).toFixed(0)} GiB`);
+  console.log(`# bench-watch ${new Date().toISOString().slice(0, 10)}, node ${process.version}, ${cpus().length} cores (${cpus()[0]?.model ?? '?'}), ${(totalmem() / 1024 ** 3).toFixed(0)} GiB; measured with ${[...RUNTIME.nodeArgs, ...Object.entries(RUNTIME.env).map(([k, v]) => `${k}=${v}`)].join(' ')}`);
   const header = '| mix | pods | policies | namespaces | mode | watches | objects cached | sync s | RSS MB (idle) | heap MB | churn events (cluster) | received |';
   console.log(header);
   console.log('|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|');
@@ -332,7 +340,7 @@ async function orchestrate(sizes: [number, number, number][], churn: number, mod
     const url = String(ready.url);
     const node = String(ready.node);
     for (const mode of modes) {
-      const m = child(['--measure', mode, '--url', url, '--node', node], ['--expose-gc']);
+      const m = child(['--measure', mode, '--url', url, '--node', node], ['--expose-gc', ...RUNTIME.nodeArgs], RUNTIME.env);
       const synced = await m.next();
       const before = Number((await m.cmd('count')).received);
       // The same seed for every mode: the same pods churn the same way.

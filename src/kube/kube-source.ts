@@ -76,8 +76,8 @@ function paging(page: ListPage): { limit?: number; _continue?: string } {
   return { ...(page.limit === undefined ? {} : { limit: page.limit }), ...(page.continue === undefined ? {} : { _continue: page.continue }) };
 }
 
-function podKey(p: Pod): string {
-  return `${p.namespace}/${p.name}`;
+function byPodKey(a: Pod, b: Pod): number {
+  return a.namespace < b.namespace ? -1 : a.namespace > b.namespace ? 1 : a.name < b.name ? -1 : a.name > b.name ? 1 : 0;
 }
 
 function peerName(spec: PodWatchSpec): string {
@@ -147,15 +147,27 @@ export class KubeClusterSource implements ClusterSource {
 
   snapshot(): ClusterState {
     if (this.#cache !== undefined) return this.#cache;
-    const pods = new Map<string, Pod>();
-    for (const pw of this.#peers.values()) {
-      for (const p of pw.watch.values()) if (pw.filter === undefined || pw.filter.has(p.namespace)) pods.set(podKey(p), p);
+    // A pod can be in several watches (as different objects): the local
+    // watch is authoritative for local pods, and among peer watches the one
+    // added last wins. Candidates in that order, stably sorted by key, keep
+    // the first of each key: no per-pod key strings or map on every change
+    // (makeState's own sort is then a linear pass).
+    const all: Pod[] = [...(this.#localPods?.values() ?? [])];
+    for (const pw of [...this.#peers.values()].reverse()) {
+      for (const p of pw.watch.values()) if (pw.filter === undefined || pw.filter.has(p.namespace)) all.push(p);
     }
-    // The local watch is authoritative for local pods.
-    for (const p of this.#localPods?.values() ?? []) pods.set(podKey(p), p);
+    all.sort(byPodKey);
+    let n = 0;
+    for (let i = 0; i < all.length; i++) {
+      const p = all[i] as Pod;
+      const prev = n === 0 ? undefined : all[n - 1];
+      if (prev !== undefined && prev.namespace === p.namespace && prev.name === p.name) continue;
+      all[n++] = p;
+    }
+    all.length = n;
     this.#cache = makeState({
       namespaces: [...(this.#namespaces?.values() ?? [])],
-      pods: [...pods.values()],
+      pods: all,
       policies: [...(this.#policies?.values() ?? [])],
       nodes: [...(this.#nodes?.values() ?? [])],
     });

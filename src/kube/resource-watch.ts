@@ -23,12 +23,14 @@
 //   differ: both go through the same normalizer.
 //
 // Memory: the informer caches whatever listFn and the watch hand it, so both
-// paths hand it small envelopes {metadata: name/namespace/resourceVersion,
-// value: normalized object}; raw objects are dropped right away.
+// paths hand it small envelopes (name, namespace, resourceVersion, normalized
+// value, in one object that is its own metadata); raw objects are dropped
+// right away.
 import { isDeepStrictEqual } from 'node:util';
 import { ListWatch, Watch } from '@kubernetes/client-node';
 import type { KubeConfig, KubernetesListObject } from '@kubernetes/client-node';
 import type { Normalized } from '../model/normalize.ts';
+import { EMPTY } from '../model/normalize-intern.ts';
 import type { ValidationError } from '../model/types.ts';
 import { errorMessage, SILENT_LOGGER } from './source.ts';
 import type { SourceLogger, WatchStatus } from './source.ts';
@@ -57,12 +59,31 @@ export const DEFAULT_TIMING: WatchTiming = {
   streamTimeoutMs: 90_000,
 };
 
-/** What the informer caches in place of the raw object. */
-interface Envelope {
-  metadata: { name: string; namespace?: string; resourceVersion?: string };
+/**
+ * What the informer caches in place of the raw object: one small object per
+ * cached object (a node may cache 100k+ pods).
+ */
+class Envelope {
+  readonly name: string;
+  readonly namespace: string | undefined;
+  readonly resourceVersion: string | undefined;
   /** undefined: the object failed to normalize (it is not part of the model). */
-  value: unknown;
-  errors: readonly ValidationError[];
+  readonly value: unknown;
+  /** Shared EMPTY when there are none. */
+  readonly errors: readonly ValidationError[];
+
+  constructor(name: string, namespace: string | undefined, resourceVersion: string | undefined, value: unknown, errors: readonly ValidationError[]) {
+    this.name = name;
+    this.namespace = namespace;
+    this.resourceVersion = resourceVersion;
+    this.value = value;
+    this.errors = errors;
+  }
+
+  /** The informer reads metadata.name, .namespace and .resourceVersion: the envelope's own fields. */
+  get metadata(): this {
+    return this;
+  }
 }
 
 export type ChangeType = 'add' | 'update' | 'delete';
@@ -205,7 +226,18 @@ export class ResourceWatch<T> {
   readonly #log: SourceLogger;
   readonly #informer: ListWatch<Envelope>;
   // (ListWatch's listFn takes no arguments: #list pages internally.)
-  readonly #items = new Map<string, T>();
+  // The informer's cache is the only copy: values() and get() read it.
+  /** Envelopes the informer caches, per namespace ('' = cluster-scoped): which namespaces to list. */
+  readonly #cachedPerNs = new Map<string, number>();
+  /** Of those, the ones with a value (the model's objects). */
+  #size = 0;
+  /**
+   * For each envelope made and not applied yet: the envelope the informer
+   * cached under its name at that moment (undefined: none). The informer
+   * replaces its entry before it tells us, and a change is only a change if
+   * the value differs from that one.
+   */
+  readonly #before = new WeakMap<Envelope, Envelope | undefined>();
   #state: State = 'new';
   /** Bumped by every restart and stop: late results of older runs are dropped. */
   #gen = 0;
@@ -291,15 +323,21 @@ export class ResourceWatch<T> {
   }
 
   get size(): number {
-    return this.#items.size;
+    return this.#size;
   }
 
-  values(): IterableIterator<T> {
-    return this.#items.values();
+  /** The cached objects that normalized (namespace by namespace). */
+  *values(): Generator<T, void, undefined> {
+    // list(namespace) copies one namespace; list() copies everything, and is
+    // the only way to reach cluster-scoped ('') objects.
+    const lists = this.#cachedPerNs.has('') ? [this.#informer.list()] : [...this.#cachedPerNs.keys()].map((ns) => this.#informer.list(ns));
+    for (const list of lists) {
+      for (const env of list) if (env.value !== undefined) yield env.value as T;
+    }
   }
 
-  get(key: string): T | undefined {
-    return this.#items.get(key);
+  get(name: string, namespace?: string): T | undefined {
+    return this.#informer.get(name, namespace)?.value as T | undefined;
   }
 
   /** Changes applied to the cache since start (list items included). */
@@ -319,7 +357,7 @@ export class ResourceWatch<T> {
       restarts: this.#restarts,
       lastEventAt: this.#lastEventAt,
       lastError: this.#lastError,
-      objects: this.#items.size,
+      objects: this.#size,
     };
   }
 
@@ -391,7 +429,7 @@ export class ResourceWatch<T> {
       this.#touch();
       if (!this.#synced) {
         this.#synced = true;
-        this.#log.debug({ watch: this.name, objects: this.#items.size }, 'watch synced');
+        this.#log.debug({ watch: this.name, objects: this.#size }, 'watch synced');
         if (this.#opts.onSynced !== undefined) this.#guard(this.#opts.onSynced);
       }
     });
@@ -412,11 +450,9 @@ export class ResourceWatch<T> {
     const ns = meta?.namespace;
     const rv = meta?.resourceVersion;
     const n = this.#opts.normalize(raw);
-    return {
-      metadata: { name, ...(typeof ns === 'string' ? { namespace: ns } : {}), ...(typeof rv === 'string' ? { resourceVersion: rv } : {}) },
-      value: n.ok ? n.value : undefined,
-      errors: n.errors,
-    };
+    const env = new Envelope(name, typeof ns === 'string' ? ns : undefined, typeof rv === 'string' ? rv : undefined, n.ok ? n.value : undefined, n.errors.length === 0 ? EMPTY : n.errors);
+    this.#before.set(env, this.#informer.get(name, typeof ns === 'string' ? ns : undefined));
+    return env;
   }
 
   /** Watch event object -> what the informer gets; undefined drops the event. */
@@ -446,16 +482,29 @@ export class ResourceWatch<T> {
   }
 
   #apply(type: ChangeType, env: Envelope): void {
+    // An envelope we did not make just now is the informer's cached one
+    // (a relist deleting what it no longer lists).
+    const before = this.#before.has(env) ? this.#before.get(env) : env;
+    this.#before.delete(env);
+    const ns = env.namespace ?? '';
+    // The informer adds to its cache with 'add' and removes with 'delete' only.
+    if (type === 'add') this.#cachedPerNs.set(ns, (this.#cachedPerNs.get(ns) ?? 0) + 1);
+    else if (type === 'delete') {
+      const left = (this.#cachedPerNs.get(ns) ?? 1) - 1;
+      if (left > 0) this.#cachedPerNs.set(ns, left);
+      else this.#cachedPerNs.delete(ns);
+    }
+    const prev = before?.value as T | undefined;
+    const value = type === 'delete' ? undefined : (env.value as T | undefined);
+    if (prev !== undefined) this.#size--;
+    if (value !== undefined) this.#size++;
     if (this.#state === 'stopped') return;
     this.#failures = 0;
-    const key = env.metadata.namespace === undefined ? env.metadata.name : `${env.metadata.namespace}/${env.metadata.name}`;
-    const value = env.value as T | undefined;
+    const key = env.namespace === undefined ? env.name : `${env.namespace}/${env.name}`;
     let change: ChangeType | undefined;
-    if (type === 'delete' || value === undefined) {
-      if (this.#items.delete(key)) change = 'delete';
+    if (value === undefined) {
+      if (prev !== undefined) change = 'delete';
     } else {
-      const prev = this.#items.get(key);
-      this.#items.set(key, value);
       // Most updates (pod status heartbeats, annotations, managedFields)
       // change nothing the engine reads: no change, no snapshot, no render.
       change = prev === undefined ? 'add' : isDeepStrictEqual(prev, value) ? undefined : 'update';

@@ -1,11 +1,50 @@
 // Pod (v1) -> normalized Pod: labels, placement, IPs and named container ports.
+//
+// A node may cache 100k+ pods, so a pod is kept small: equal labels, port
+// lists, container ports and the repeated strings (namespace, node name,
+// phase) are shared between pods (normalize-intern.ts), and lists are exactly
+// as long as their contents.
 import { formatIP, parseIP } from './ip.ts';
 import type { IP } from './ip.ts';
 import { isPortNumber, portNameErrors, PORT_RANGE_MESSAGE } from './k8s-names.ts';
 import { field, isRecord, listField, normalizeLabels, readHead, show, subObject } from './normalize-common.ts';
 import type { Normalized, Raw, Report } from './normalize-common.ts';
+import { EMPTY, fnv1a, FNV_OFFSET, StringPool, WeakPool } from './normalize-intern.ts';
 import { PROTOCOLS } from './types.ts';
-import type { ContainerPort, Pod } from './types.ts';
+import type { ContainerPort, Labels, Pod } from './types.ts';
+
+/** Namespaces, node names and phases: few distinct values, repeated by every pod. */
+const strings = new StringPool();
+
+const labelPool = new WeakPool<Labels>((a, b) => {
+  const ka = Object.keys(a);
+  if (ka.length !== Object.keys(b).length) return false;
+  return ka.every((k) => Object.hasOwn(b, k) && a[k] === b[k]);
+});
+
+const portPool = new WeakPool<ContainerPort>((a, b) => a.name === b.name && a.port === b.port && a.protocol === b.protocol);
+
+const portListPool = new WeakPool<readonly ContainerPort[]>((a, b) => a.length === b.length && a.every((p, i) => p === b[i]));
+
+/** Pods with equal labels share one frozen labels object. */
+function internLabels(labels: Labels): Labels {
+  let h = FNV_OFFSET;
+  for (const [k, v] of Object.entries(labels)) h = fnv1a(v, fnv1a(k, h) ^ 0x3d) ^ 0x2c;
+  return labelPool.intern(h, Object.freeze(labels));
+}
+
+function portHash(p: ContainerPort, h: number): number {
+  return fnv1a(p.protocol, fnv1a(p.name ?? '', h ^ p.port) ^ 0x2f) ^ 0x2c;
+}
+
+/** Pods with equal container ports share one frozen list of shared frozen ports. */
+function internPorts(ports: readonly ContainerPort[]): readonly ContainerPort[] {
+  if (ports.length === 0) return EMPTY;
+  const shared = ports.map((p) => portPool.intern(portHash(p, FNV_OFFSET), Object.freeze(p)));
+  let h = FNV_OFFSET;
+  for (const p of shared) h = portHash(p, h);
+  return portListPool.intern(h, Object.freeze(shared));
+}
 
 export function normalizePod(obj: unknown): Normalized<Pod> {
   const h = readHead(obj, 'Pod', true, 'v1');
@@ -18,15 +57,16 @@ export function normalizePod(obj: unknown): Normalized<Pod> {
   const nodeName = optionalString(spec, 'nodeName', 'spec.nodeName', report);
   const hostNetworkRaw = field(spec, 'hostNetwork');
   if (hostNetworkRaw !== undefined && typeof hostNetworkRaw !== 'boolean') report('spec.hostNetwork', `must be a boolean, not ${show(hostNetworkRaw)}`);
+  const phase = optionalString(status, 'phase', 'status.phase', report);
   const pod: Pod = {
-    namespace: h.head.namespace ?? 'default',
+    namespace: strings.intern(h.head.namespace ?? 'default'),
     name,
-    labels: normalizeLabels(field(metadata, 'labels'), 'metadata.labels', report).labels,
-    nodeName,
+    labels: internLabels(normalizeLabels(field(metadata, 'labels'), 'metadata.labels', report).labels),
+    nodeName: nodeName === undefined ? undefined : strings.intern(nodeName),
     hostNetwork: hostNetworkRaw === true,
-    phase: optionalString(status, 'phase', 'status.phase', report),
+    phase: phase === undefined ? undefined : strings.intern(phase),
     ips: podIPs(status, report),
-    ports: containerPorts(spec, report),
+    ports: internPorts(containerPorts(spec, report)),
   };
   return { ok: true, value: pod, errors };
 }
@@ -40,7 +80,7 @@ function optionalString(obj: Raw, name: string, path: string, report: Report): s
 }
 
 /** status.podIPs[].ip (falling back to status.podIP): canonical, one per family, v4 first. */
-function podIPs(status: Raw, report: Report): string[] {
+function podIPs(status: Raw, report: Report): readonly string[] {
   const list = listField(status, ['podIPs'], 'status.podIPs', report);
   const candidates: { path: string; value: unknown }[] = [];
   if (list !== undefined && list.length > 0) {
@@ -60,10 +100,11 @@ function podIPs(status: Raw, report: Report): string[] {
       byFamily.set(ip.family, ip);
     }
   }
-  return [4, 6].flatMap((f) => {
-    const ip = byFamily.get(f);
-    return ip === undefined ? [] : [formatIP(ip)];
-  });
+  // Literals: exactly as long as their contents (a pod's list lives as long as the pod).
+  const v4 = byFamily.get(4);
+  const v6 = byFamily.get(6);
+  if (v4 === undefined) return v6 === undefined ? EMPTY : [formatIP(v6)];
+  return v6 === undefined ? [formatIP(v4)] : [formatIP(v4), formatIP(v6)];
 }
 
 /** Ports of app containers and of sidecars (init containers with restartPolicy Always). */

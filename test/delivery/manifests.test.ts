@@ -12,6 +12,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { describe, test, type TestContext } from 'node:test';
 import ts from 'typescript';
+import { daemonsetEnv } from '../../scripts/daemonset-env.ts';
 import { DAEMONSET_DIR, IN_CI, MONITORING_DIR, ROOT, arr, at, isRecord, parseYamlStream, readText, readYaml, rec, run, str, which } from './support.ts';
 
 type K8sObject = Record<string, unknown> & { apiVersion: string; kind: string; metadata: Record<string, unknown> };
@@ -293,7 +294,7 @@ describe('project rules', () => {
     assert.deepEqual(agent.ports, [{ name: 'metrics', containerPort: 9742, protocol: 'TCP' }]);
     assert.deepEqual(at(agent, 'livenessProbe.httpGet'), { path: '/healthz', port: 'metrics' });
     assert.deepEqual(at(agent, 'readinessProbe.httpGet'), { path: '/readyz', port: 'metrics' });
-    assert.deepEqual(agent.resources, { requests: { cpu: '50m', memory: '128Mi' }, limits: { memory: '512Mi' } });
+    assert.deepEqual(agent.resources, { requests: { cpu: '50m', memory: '192Mi' }, limits: { memory: '512Mi' } });
     const annotations = rec(at(ds, 'spec.template.metadata.annotations'), 'annotations');
     assert.deepEqual(annotations, { 'prometheus.io/scrape': 'true', 'prometheus.io/port': '9742', 'prometheus.io/path': '/metrics' });
   });
@@ -327,4 +328,15 @@ describe('project rules', () => {
     for (const o of base) assert.ok(!o.apiVersion.startsWith('monitoring.coreos.com/'), id(o));
     assert.equal(dirname(MONITORING_DIR), DAEMONSET_DIR);
   });
+});
+
+test('the agent benchmark runs with the DaemonSet\'s memory settings, and the image has the same defaults', () => {
+  // scripts/bench-agent.ts starts the agent with daemonsetEnv(): what ships is what is measured.
+  const env = daemonsetEnv(join(DAEMONSET_DIR, 'daemonset.yaml'), ['NODE_OPTIONS', 'MALLOC_ARENA_MAX']);
+  assert.match(env['NODE_OPTIONS'] ?? '', /^--max-old-space-size=\d+ --max-semi-space-size=8$/);
+  assert.equal(env['MALLOC_ARENA_MAX'], '2');
+  const docker = readFileSync(join(ROOT, 'Dockerfile'), 'utf8');
+  assert.match(docker, /NODE_OPTIONS=--max-semi-space-size=8\b/);
+  assert.match(docker, /MALLOC_ARENA_MAX=2\b/);
+  assert.throws(() => daemonsetEnv(join(DAEMONSET_DIR, 'daemonset.yaml'), ['NO_SUCH_VARIABLE']), /sets no literal NO_SUCH_VARIABLE/);
 });

@@ -356,6 +356,25 @@ test('peer demand change: watches added and removed, still-needed watches untouc
   assert.ok(s.synced());
 });
 
+test('a pod seen by several watches (local and peer watches) is in the snapshot once, sorted', async () => {
+  api.create('networkpolicies', webFrom('web-from-backend', { podSelector: { matchLabels: { tier: 'backend' } } }));
+  api.create('pods', pod('shop', 'db-3', { app: 'db', tier: 'backend' }, 'node-2', '10.0.2.9'));
+  api.create('pods', pod('shop', 'db-0', { app: 'db', tier: 'backend' }, 'node-1', '10.0.1.5'));
+  const s = await started();
+  await waitFor(() => s.status().filter((w) => w.resource.startsWith('pods -n shop') && w.synced).length === 2, 'both peer watches listed');
+  assert.deepEqual(pods(s), ['shop/db-0', 'shop/db-1', 'shop/db-3', 'shop/web-1']);
+  const snap = s.snapshot();
+  assert.equal(snap.pods.find((p) => p.name === 'db-0')?.nodeName, 'node-1');
+  assert.deepEqual(snap.pods.find((p) => p.name === 'db-3')?.ips, ['10.0.2.9']);
+  // Gone from one watch only (labels changed): still there once; gone from all: gone.
+  api.patchLabels('pods', 'shop', 'db-3', { tier: null });
+  await waitFor(() => s.snapshot().pods.find((p) => p.name === 'db-3')?.labels.tier === undefined, 'db-3 relabelled');
+  assert.deepEqual(pods(s), ['shop/db-0', 'shop/db-1', 'shop/db-3', 'shop/web-1']);
+  api.delete('pods', 'shop', 'db-0');
+  await waitFor(() => !pods(s).includes('shop/db-0'), 'db-0 deleted');
+  assert.deepEqual(pods(s), ['shop/db-1', 'shop/db-3', 'shop/web-1']);
+});
+
 test('make-before-break: a new peer watch that cannot list keeps the old one (fail closed meanwhile)', async () => {
   const s = await started();
   assert.ok(pods(s).includes('shop/db-1'));

@@ -450,8 +450,12 @@ export class ResourceWatch<T> {
     const ns = meta?.namespace;
     const rv = meta?.resourceVersion;
     const n = this.#opts.normalize(raw);
-    const env = new Envelope(name, typeof ns === 'string' ? ns : undefined, typeof rv === 'string' ? rv : undefined, n.ok ? n.value : undefined, n.errors.length === 0 ? EMPTY : n.errors);
-    this.#before.set(env, this.#informer.get(name, typeof ns === 'string' ? ns : undefined));
+    const before = this.#informer.get(name, typeof ns === 'string' ? ns : undefined);
+    // An update that changes nothing the model holds keeps the cached object:
+    // one copy in memory, and the compiler's pod diff (by identity) stays empty.
+    const value = n.ok ? (before !== undefined && isDeepStrictEqual(before.value, n.value) ? before.value : n.value) : undefined;
+    const env = new Envelope(name, typeof ns === 'string' ? ns : undefined, typeof rv === 'string' ? rv : undefined, value, n.errors.length === 0 ? EMPTY : n.errors);
+    this.#before.set(env, before);
     return env;
   }
 

@@ -100,7 +100,7 @@ test('values, get and size follow adds, updates, deletes and objects that fail t
   consistent(w);
 });
 
-test('an update equal to the cached value is no change, and the cache holds the new object', async () => {
+test('an update equal to the cached value is no change; a real one replaces the object', async () => {
   api.create('pods', pod('shop', 'a', { app: 'a' }, 'node-1', '10.0.0.1'));
   const { watch: w, changes } = await watching();
   changes.length = 0;
@@ -112,6 +112,22 @@ test('an update equal to the cached value is no change, and the cache holds the 
   assert.deepEqual(changes, ['update shop/a'], 'the annotation-only update was no change');
   assert.notEqual(w.get('a', 'shop'), before);
   assert.equal(w.get('a', 'shop')?.labels.tier, 'x');
+  consistent(w);
+});
+
+test('an annotation-only update leaves the very same cached object', async () => {
+  api.create('pods', pod('shop', 'a', { app: 'a' }, 'node-1', '10.0.0.1'));
+  api.create('pods', pod('shop', 'z', { app: 'z' }, 'node-1', '10.0.0.2'));
+  const { watch: w, changes } = await watching();
+  changes.length = 0;
+  const before = w.get('a', 'shop');
+  const a = pod('shop', 'a', { app: 'a' }, 'node-1', '10.0.0.1');
+  api.update('pods', { ...a, metadata: { ...a.metadata, annotations: { heartbeat: '1' } } });
+  // A later real change on another pod marks that the heartbeat was delivered (one stream, in order).
+  api.patchLabels('pods', 'shop', 'z', { tier: 'x' });
+  await waitFor(() => changes.length > 0, 'the label change');
+  assert.deepEqual(changes, ['update shop/z']);
+  assert.equal(w.get('a', 'shop'), before, 'same object');
   consistent(w);
 });
 

@@ -78,7 +78,8 @@ async function main(): Promise<void> {
   // The generator gives node n the addresses 10.(n >> 8).(n & 255).x.
   const podCIDR = `10.${(idx >> 8) & 255}.${idx & 255}.0/24`;
   const state: ClusterState = { ...cluster.state, nodes: cluster.state.nodes.map((n) => (n.name === node ? { ...n, podCIDRs: [podCIDR] } : n)) };
-  const prev: CompiledRuleset = compileNode(state, node);
+  // Unknown local endpoints dropped (opt-in in the agent): pods nothing isolates are `accept` map elements.
+  const prev: CompiledRuleset = compileNode(state, node, { unknownLocalEndpoints: 'drop' });
   const prevText = renderRuleset(prev);
   console.log(`node ${process.version}, ${cpus().length} x ${cpus()[0]?.model ?? '?'}, ${new Date().toISOString().slice(0, 10)}`);
   console.log(`${pods} pods; ${node} (pod CIDR ${podCIDR}): ${prev.stats.elements} elements, ${(Buffer.byteLength(prevText) / 1024).toFixed(0)} KiB full script`);
@@ -90,7 +91,7 @@ async function main(): Promise<void> {
   try {
     const rows: string[][] = [['scenario', 'kind', 'elements +/-', 'update ms', 'update bytes', 'nft ms', 'full bytes', 'full nft ms']];
     for (const sc of scenarios(state, node)) {
-      const next = compileNode(sc.next, node);
+      const next = compileNode(sc.next, node, { unknownLocalEndpoints: 'drop' });
       const times: number[] = [];
       let u = renderUpdate(prev, next);
       for (let i = 0; i < RUNS; i++) {

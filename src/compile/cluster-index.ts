@@ -108,6 +108,17 @@ export class ClusterIndex {
     if (this.#ipMemo.size > 4 * state.pods.length + 1024) this.#ipMemo.clear();
   }
 
+  /**
+   * Keeps only the namespaceSelector results (by formatSelector text) and the
+   * label postings (by key) still wanted: those of the peer results a
+   * PeerResolver keeps, which are recomputed from them when a pod changes.
+   */
+  sweep(nsSelectors: ReadonlySet<string>, labelKeys: ReadonlySet<string>): { nsSelectors: number; labelKeys: number } {
+    for (const k of this.#nsSelectorMemo.keys()) if (!nsSelectors.has(k)) this.#nsSelectorMemo.delete(k);
+    for (const k of this.#byLabel.keys()) if (!labelKeys.has(k)) this.#byLabel.delete(k);
+    return { nsSelectors: this.#nsSelectorMemo.size, labelKeys: this.#byLabel.size };
+  }
+
   /** Active pods of one namespace (sorted by name). */
   podsIn(namespace: string): readonly Pod[] {
     return this.#podsByNs.get(namespace) ?? [];

@@ -64,11 +64,23 @@ export function sameNamespaces(a: readonly Namespace[], b: readonly Namespace[])
   });
 }
 
+export interface CompilerCaches {
+  /** Memoized namespaceSelector results. */
+  readonly nsSelectors: number;
+  /** Label keys with postings. */
+  readonly labelKeys: number;
+  /** Resolved pod peers (scope + selector). */
+  readonly peers: number;
+  /** Resolved rule peer unions. */
+  readonly rules: number;
+}
+
 export class NodeCompiler {
   readonly #node: string;
   readonly #opts: RenderOptions;
   #prev: { state: ClusterState; idx: ClusterIndex; peers: PeerResolver } | undefined;
   #mode: 'fresh' | 'incremental' | undefined;
+  #kept: CompilerCaches = { nsSelectors: 0, labelKeys: 0, peers: 0, rules: 0 };
 
   readonly #scanLimit: number | undefined;
 
@@ -77,6 +89,11 @@ export class NodeCompiler {
     this.#node = nodeName;
     this.#opts = resolveOptions(opts);
     this.#scanLimit = scanLimit;
+  }
+
+  /** Sizes of the caches kept for the next compile (for tests and debugging). */
+  get kept(): CompilerCaches {
+    return this.#kept;
   }
 
   /** How the last compile went: from scratch, or advanced from the previous one. */
@@ -106,6 +123,9 @@ export class NodeCompiler {
       this.#mode = 'fresh';
     }
     const out = compileWith(state, this.#node, this.#opts, idx, peers);
+    // Keep only what this compile used: the caches follow the policies in force.
+    const p = peers.sweep();
+    this.#kept = { ...idx.sweep(p.nsSelectors, p.labelKeys), peers: p.peers, rules: p.rules };
     this.#prev = { state, idx, peers };
     return out;
   }

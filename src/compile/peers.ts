@@ -25,6 +25,8 @@ interface PodPeerResult {
   /** What decides the result: pods in these namespaces matching this selector (undefined = all). */
   readonly namespaces: ReadonlySet<string>;
   readonly selector: LabelSelector | undefined;
+  /** formatSelector of the peer's namespaceSelector, if it has one. */
+  readonly nsSelector: string | undefined;
 }
 
 interface RuleResult {
@@ -111,6 +113,9 @@ export class PeerResolver {
   readonly #idx: ClusterIndex;
   readonly #memo = new Map<string, PodPeerResult>();
   readonly #ruleMemo = new Map<string, RuleResult>();
+  /** Keys read since the last sweep(). */
+  readonly #used = new Set<string>();
+  readonly #usedRules = new Set<string>();
 
   constructor(idx: ClusterIndex) {
     this.#idx = idx;
@@ -134,8 +139,31 @@ export class PeerResolver {
     for (const [def, r] of this.#ruleMemo) if (r.deps.some((k) => dropped.has(k))) this.#ruleMemo.delete(def);
   }
 
+  /**
+   * Drops what no lookup since the last sweep asked for (selectors of deleted
+   * or edited policies), so a resolver kept across compiles does not grow
+   * with policy churn. Returns how many results it keeps.
+   */
+  sweep(): { peers: number; rules: number; nsSelectors: Set<string>; labelKeys: Set<string> } {
+    for (const k of this.#ruleMemo.keys()) if (!this.#usedRules.has(k)) this.#ruleMemo.delete(k);
+    // A kept rule result is invalidated through its pod peer results: keep those too.
+    for (const r of this.#ruleMemo.values()) for (const k of r.deps) this.#used.add(k);
+    for (const k of this.#memo.keys()) if (!this.#used.has(k)) this.#memo.delete(k);
+    this.#used.clear();
+    this.#usedRules.clear();
+    // What the kept results are recomputed from (see ClusterIndex.sweep).
+    const nsSelectors = new Set<string>();
+    const labelKeys = new Set<string>();
+    for (const r of this.#memo.values()) {
+      if (r.nsSelector !== undefined) nsSelectors.add(r.nsSelector);
+      for (const k of Object.keys(r.selector?.matchLabels ?? {})) labelKeys.add(k);
+    }
+    return { peers: this.#memo.size, rules: this.#ruleMemo.size, nsSelectors, labelKeys };
+  }
+
   #podPeer(peer: Extract<Peer, { kind: 'pods' }>, policyNs: string): PodPeerResult {
     const key = podPeerKey(peer, policyNs);
+    this.#used.add(key);
     let r = this.#memo.get(key);
     if (r === undefined) {
       const namespaces = peer.namespaceSelector === undefined ? [policyNs] : this.#idx.namespacesMatching(peer.namespaceSelector);
@@ -161,6 +189,7 @@ export class PeerResolver {
         intervals: other.some((iv) => iv.family === 4) ? mergeIntervals([...fast, ...other]) : [...fast, ...mergeIntervals(other)],
         namespaces: new Set(namespaces),
         selector: peer.podSelector,
+        nsSelector: peer.namespaceSelector === undefined ? undefined : formatSelector(peer.namespaceSelector),
       };
       this.#memo.set(key, r);
     }
@@ -177,6 +206,7 @@ export class PeerResolver {
    * (peersDefinition of the same peers): rules sharing it share the result.
    */
   ruleIntervals(peers: readonly Peer[], policyNs: string, definition: string = peersDefinition(peers, policyNs)): FamilyIntervals {
+    this.#usedRules.add(definition);
     let r = this.#ruleMemo.get(definition);
     if (r === undefined) {
       // A single peer is already merged (the common case; skips a re-sort).

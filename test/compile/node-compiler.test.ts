@@ -151,6 +151,9 @@ test('property: NodeCompiler.compile equals compileNode after every change of a 
           // Text first (readable diff), then every field.
           assert.equal(renderRuleset(got), renderRuleset(want), label);
           assert.deepEqual(got, want, label);
+          // The caches follow the policies in force: at most one peer result per pod peer of a policy.
+          const podPeers = s.policies.flatMap((p) => [...p.ingress, ...p.egress].flatMap((r) => (r.peers ?? []).filter((x) => x.kind === 'pods')));
+          assert.ok(nc.kept.peers <= podPeers.length, `${label}: ${JSON.stringify(nc.kept)} for ${podPeers.length} pod peers`);
         };
         check('initial');
         steps.forEach((ops, i) => {
@@ -182,4 +185,22 @@ test('a namespace relabel or a large change compiles afresh; a pod change advanc
   // Every pod replaced by a new object (a file source re-reading everything): within the limit, still exact.
   const copied = { ...s, pods: s.pods.map((p) => ({ ...p })) };
   assert.deepEqual(nc.compile(copied), compileNode(copied, 'node-1'));
+});
+
+test('the caches kept between compiles follow the policies: none left once the policies are gone', () => {
+  const w = new World();
+  for (let i = 0; i < 6; i++) w.addPod({ ns: NSS[i % 3] ?? 'a', app: APPS[i % 3] ?? 'web', local: i < 3, dual: true, named: true });
+  w.addPolicy((i) => policy('a', `pol-${i}`, { ingress: [rule([podPeer(sel({ app: 'web' }), sel({ tier: 'back' }))])] }));
+  w.addPolicy((i) => policy('b', `pol-${i}`, { ingress: [rule([podPeer(sel({ app: 'db' }))], [port('TCP', 'http')])] }));
+  const nc = new NodeCompiler('node-1', {}, 0);
+  nc.compile(w.state());
+  assert.deepEqual(nc.kept, { nsSelectors: 1, labelKeys: 1, peers: 2, rules: 2 });
+  w.apply({ op: 'deletePolicy', at: 0 });
+  nc.compile(w.state());
+  assert.equal(nc.lastMode, 'incremental');
+  assert.deepEqual(nc.kept, { nsSelectors: 0, labelKeys: 1, peers: 1, rules: 1 });
+  w.apply({ op: 'deletePolicy', at: 0 });
+  const s = w.state();
+  assert.deepEqual(nc.compile(s), compileNode(s, 'node-1'));
+  assert.deepEqual(nc.kept, { nsSelectors: 0, labelKeys: 0, peers: 0, rules: 0 });
 });

@@ -6,6 +6,7 @@
 import { parseIP } from '../model/ip.ts';
 import type { IP } from '../model/ip.ts';
 import { formatSelector, selectorMatches } from '../model/selector.ts';
+import { byObjectKey } from '../model/state.ts';
 import { isActivePod } from '../model/types.ts';
 import { parseV4 } from './v4.ts';
 import type { ClusterState, ContainerPort, LabelSelector, Namespace, Pod } from '../model/types.ts';
@@ -18,18 +19,13 @@ export interface NamedPortHolder {
 // Below this many candidates scanning beats looking up label postings.
 const SCAN_LIMIT = 512;
 
-/** Order of the state's pods (makeState): namespace, then name. */
-export function byPodKey(a: Pod, b: Pod): number {
-  return a.namespace < b.namespace ? -1 : a.namespace > b.namespace ? 1 : a.name < b.name ? -1 : a.name > b.name ? 1 : 0;
-}
-
-/** Inserts `p` into a list sorted by byPodKey, keeping it sorted. */
+/** Inserts `p` into a list sorted by byObjectKey, keeping it sorted. */
 function insertSorted(list: Pod[], p: Pod): void {
   let lo = 0;
   let hi = list.length;
   while (lo < hi) {
     const mid = (lo + hi) >> 1;
-    if (byPodKey(list[mid] as Pod, p) <= 0) lo = mid + 1;
+    if (byObjectKey(list[mid] as Pod, p) <= 0) lo = mid + 1;
     else hi = mid;
   }
   list.splice(lo, 0, p);

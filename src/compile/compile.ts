@@ -4,6 +4,7 @@
 // policies name. Output order never depends on input order.
 import { cidrInterval, mergeIntervals, parseCIDR } from '../model/ip.ts';
 import { selectorMatches } from '../model/selector.ts';
+import { byObjectKey } from '../model/state.ts';
 import { isActivePod, objectKey } from '../model/types.ts';
 import type { ClusterState, Direction, Family, NetworkPolicy, Pod } from '../model/types.ts';
 import { DEFAULT_TABLE, dispatchMapName, localPodCidrSetName, podChainName, podId, policyChainName, policyId, sanitizeComment } from '../nft/ids.ts';
@@ -42,20 +43,16 @@ export function resolveOptions(opts?: Partial<RenderOptions>): RenderOptions {
   return o;
 }
 
-function byKey(a: { namespace: string; name: string }, b: { namespace: string; name: string }): number {
-  return a.namespace < b.namespace ? -1 : a.namespace > b.namespace ? 1 : a.name < b.name ? -1 : a.name > b.name ? 1 : 0;
-}
-
 /** Active pods scheduled on the node, sorted by namespace/name. */
 export function localPods(state: ClusterState, nodeName: string): Pod[] {
-  return dedupe(state.pods.filter((p) => p.nodeName === nodeName && isActivePod(p)).sort(byKey));
+  return dedupe(state.pods.filter((p) => p.nodeName === nodeName && isActivePod(p)).sort(byObjectKey));
 }
 
 // A namespace/name appears once in a valid state; never emit a chain twice if not.
 function dedupe<T extends { namespace: string; name: string }>(sorted: T[]): T[] {
   return sorted.filter((x, i) => {
     const prev = sorted[i - 1];
-    return prev === undefined || byKey(prev, x) !== 0;
+    return prev === undefined || byObjectKey(prev, x) !== 0;
   });
 }
 
@@ -75,7 +72,7 @@ export function relevantPolicies(state: ClusterState, local: readonly Pod[]): Re
     l.push(p);
   }
   const out: RelevantPolicy[] = [];
-  for (const policy of dedupe([...state.policies].sort(byKey))) {
+  for (const policy of dedupe([...state.policies].sort(byObjectKey))) {
     if (!policy.types.ingress && !policy.types.egress) continue;
     const pods = byNs.get(policy.namespace);
     if (pods === undefined) continue;

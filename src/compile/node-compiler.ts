@@ -6,7 +6,8 @@
 // is always exactly compileNode(state, ...) (property-tested); anything the
 // diff cannot express (namespaces changed, a large change) starts afresh.
 import type { ClusterState, Namespace, Pod } from '../model/types.ts';
-import { ClusterIndex, byPodKey } from './cluster-index.ts';
+import { byObjectKey } from '../model/state.ts';
+import { ClusterIndex } from './cluster-index.ts';
 import { compileWith, resolveOptions } from './compile.ts';
 import type { CompiledRuleset, RenderOptions } from './ir.ts';
 import { PeerResolver } from './peers.ts';
@@ -37,7 +38,7 @@ export function diffPods(prev: readonly Pod[], next: readonly Pod[], limit: numb
       j++;
       continue;
     }
-    const c = a === undefined ? 1 : b === undefined ? -1 : byPodKey(a, b);
+    const c = a === undefined ? 1 : b === undefined ? -1 : byObjectKey(a, b);
     if (c <= 0 && a !== undefined) {
       removed.push(a);
       i++;

@@ -24,6 +24,7 @@
 // flowing to the kernel, including ones that revoke access.
 import { CoreV1Api, NetworkingV1Api } from '@kubernetes/client-node';
 import type { KubeConfig, KubernetesListObject } from '@kubernetes/client-node';
+import { byObjectKey } from '../model/state.ts';
 import { makeState, normalizeNamespace, normalizeNode, normalizePod, normalizePolicy } from '../model/normalize.ts';
 import type { Normalized } from '../model/normalize.ts';
 import type { ClusterState, Namespace, NetworkPolicy, Node, Pod } from '../model/types.ts';
@@ -74,10 +75,6 @@ export interface SourceCounters {
 
 function paging(page: ListPage): { limit?: number; _continue?: string } {
   return { ...(page.limit === undefined ? {} : { limit: page.limit }), ...(page.continue === undefined ? {} : { _continue: page.continue }) };
-}
-
-function byPodKey(a: Pod, b: Pod): number {
-  return a.namespace < b.namespace ? -1 : a.namespace > b.namespace ? 1 : a.name < b.name ? -1 : a.name > b.name ? 1 : 0;
 }
 
 function peerName(spec: PodWatchSpec): string {
@@ -156,7 +153,7 @@ export class KubeClusterSource implements ClusterSource {
     for (const pw of [...this.#peers.values()].reverse()) {
       for (const p of pw.watch.values()) if (pw.filter === undefined || pw.filter.has(p.namespace)) all.push(p);
     }
-    all.sort(byPodKey);
+    all.sort(byObjectKey);
     let n = 0;
     for (let i = 0; i < all.length; i++) {
       const p = all[i] as Pod;

@@ -6,7 +6,8 @@ function byString(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
 
-function byKey(a: { readonly namespace: string; readonly name: string }, b: { readonly namespace: string; readonly name: string }): number {
+/** The order of a ClusterState's namespaced objects: namespace, then name. */
+export function byObjectKey(a: { readonly namespace: string; readonly name: string }, b: { readonly namespace: string; readonly name: string }): number {
   return byString(a.namespace, b.namespace) || byString(a.name, b.name);
 }
 
@@ -28,8 +29,8 @@ export function makeState(parts: {
   }
   return {
     namespaces: [...namespaces.values()].sort((a, b) => byString(a.name, b.name)),
-    pods: [...parts.pods].sort(byKey),
-    policies: [...parts.policies].sort(byKey),
+    pods: [...parts.pods].sort(byObjectKey),
+    policies: [...parts.policies].sort(byObjectKey),
     nodes: [...parts.nodes].sort((a, b) => byString(a.name, b.name)),
   };
 }

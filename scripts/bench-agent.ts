@@ -54,11 +54,13 @@ const { values: args } = parseArgs({
  * below the 512Mi memory limit, young generation capped (V8 would otherwise
  * grow it to 2 x 64 MiB of resident semi-spaces), two glibc malloc arenas.
  */
-const AGENT_ENV = daemonsetEnv(fileURLToPath(new URL('../daemonset/daemonset.yaml', import.meta.url)), ['NODE_OPTIONS', 'MALLOC_ARENA_MAX']);
+const AGENT_ENV = daemonsetEnv(fileURLToPath(new URL('../daemonset/daemonset.yaml', import.meta.url)), [
+  'NODE_OPTIONS',
+  'MALLOC_ARENA_MAX',
+]);
 const SIZES = args.sizes.split(',').map(Number);
 const SAMPLES = Number(args.samples);
 const MiB = 1024 * 1024;
-let ENTRY: string | undefined;
 
 function pct(xs: readonly number[], p: number): number {
   const s = [...xs].sort((a, b) => a - b);
@@ -123,7 +125,11 @@ function policyChange(pol: NetworkPolicy): Change {
 }
 
 /** Medians of 5 runs of each step of one apply, in this process, into the scratch namespace. */
-async function applySteps(state: Parameters<typeof renderNode>[0], node: string, netns: string): Promise<{ render: number; nft: number; list: number; scriptKiB: number }> {
+async function applySteps(
+  state: Parameters<typeof renderNode>[0],
+  node: string,
+  netns: string,
+): Promise<{ render: number; nft: number; list: number; scriptKiB: number }> {
   const times = { render: [] as number[], nft: [] as number[], list: [] as number[] };
   let text = '';
   for (let i = 0; i < 5; i++) {
@@ -138,7 +144,12 @@ async function applySteps(state: Parameters<typeof renderNode>[0], node: string,
     await listTable('nft-netpol', { netns });
     times.list.push(performance.now() - t);
   }
-  return { render: pct(times.render, 50), nft: pct(times.nft, 50), list: pct(times.list, 50), scriptKiB: Buffer.byteLength(text) / 1024 };
+  return {
+    render: pct(times.render, 50),
+    nft: pct(times.nft, 50),
+    list: pct(times.list, 50),
+    scriptKiB: Buffer.byteLength(text) / 1024,
+  };
 }
 
 interface SizeResult {
@@ -165,21 +176,32 @@ async function benchSize(pods: number): Promise<SizeResult> {
   const other = gen.nodes[1] ?? node;
   const st = gen.state;
   const local = st.pods.filter((p) => p.nodeName === node && isActivePod(p));
-  const selectsLocal = (pol: NetworkPolicy) => local.some((p) => p.namespace === pol.namespace && selectorMatches(pol.podSelector, p.labels));
+  const selectsLocal = (pol: NetworkPolicy) =>
+    local.some((p) => p.namespace === pol.namespace && selectorMatches(pol.podSelector, p.labels));
   const localPols = st.policies.filter(selectsLocal);
   // A same-namespace pod peer with plain labels, of a policy enforced here.
   let peer: { ns: string; labels: Record<string, string> } | undefined;
   for (const pol of localPols) {
     for (const r of pol.ingress) {
-      const pe = r.peers?.find((x) => x.kind === 'pods' && x.namespaceSelector === undefined && x.podSelector !== undefined && x.podSelector.matchExpressions.length === 0);
-      if (pe?.kind === 'pods' && pe.podSelector !== undefined) peer ??= { ns: pol.namespace, labels: { ...pe.podSelector.matchLabels, app: 'bench-peer' } };
+      const pe = r.peers?.find(
+        (x) =>
+          x.kind === 'pods' &&
+          x.namespaceSelector === undefined &&
+          x.podSelector !== undefined &&
+          x.podSelector.matchExpressions.length === 0,
+      );
+      if (pe?.kind === 'pods' && pe.podSelector !== undefined)
+        peer ??= { ns: pol.namespace, labels: { ...pe.podSelector.matchLabels, app: 'bench-peer' } };
     }
   }
   // An isolated pod: one that a policy selects, so that it has rules of its own.
-  const isolated = local.filter((p) => localPols.some((pol) => pol.namespace === p.namespace && selectorMatches(pol.podSelector, p.labels)));
+  const isolated = local.filter((p) =>
+    localPols.some((pol) => pol.namespace === p.namespace && selectorMatches(pol.podSelector, p.labels)),
+  );
   const localPod = isolated[Math.floor(isolated.length / 2)];
   const pol = localPols.find((p) => p.types.ingress) ?? localPols[0];
-  if (localPod === undefined || pol === undefined || peer === undefined) throw new Error(`size ${pods}: no suitable local pod / policy / peer`);
+  if (localPod === undefined || pol === undefined || peer === undefined)
+    throw new Error(`size ${pods}: no suitable local pod / policy / peer`);
   const changes: Record<string, Change> = {
     'local pod': localPodChange(localPod),
     'remote peer': remotePeerChange(peer.ns, peer.labels, other),
@@ -219,10 +241,16 @@ async function benchSize(pods: number): Promise<SizeResult> {
         ch.apply(api, i);
         let line: LogLine | undefined;
         try {
-          await eventually(`${kind} applied`, () => {
-            line = agent.lines.slice(seen).find((l) => l['event'] === 'apply' && (l['reasons'] as string[] | undefined)?.some((r) => r.includes(ch.key)));
-            return line !== undefined;
-          }, 30_000);
+          await eventually(
+            `${kind} applied`,
+            () => {
+              line = agent.lines
+                .slice(seen)
+                .find((l) => l['event'] === 'apply' && (l['reasons'] as string[] | undefined)?.some((r) => r.includes(ch.key)));
+              return line !== undefined;
+            },
+            30_000,
+          );
         } catch {
           missed++;
           continue;
@@ -234,7 +262,9 @@ async function benchSize(pods: number): Promise<SizeResult> {
         await sleep(150 + Math.floor(Math.random() * 150));
       }
       latency[kind] = { p50: pct(xs, 50), p99: pct(xs, 99), max: Math.max(...xs), n: xs.length, missed };
-      process.stderr.write(`  ${pods} pods, ${kind}: p50 ${pct(xs, 50)} ms, p99 ${pct(xs, 99)} ms (${xs.length} samples, ${missed} missed)\n`);
+      process.stderr.write(
+        `  ${pods} pods, ${kind}: p50 ${pct(xs, 50)} ms, p99 ${pct(xs, 99)} ms (${xs.length} samples, ${missed} missed)\n`,
+      );
     }
     const applies = agent.lines.filter((l) => l['event'] === 'apply' && l['result'] === 'applied');
     const steady = applies.slice(1).map((l) => Number(l['durationMs']));
@@ -270,14 +300,20 @@ async function compiled(): Promise<{ entry: string | undefined; cleanup: () => v
   if (args.source) return { entry: undefined, cleanup: () => {} };
   const root = fileURLToPath(new URL('../', import.meta.url));
   const dir = mkdtempSync(join(tmpdir(), 'nftnp-bench-'));
-  await execa(process.execPath, [join(root, 'node_modules/typescript/bin/tsc'), '-p', join(root, 'tsconfig.build.json'), '--outDir', join(dir, 'dist')]);
+  await execa(process.execPath, [
+    join(root, 'node_modules/typescript/bin/tsc'),
+    '-p',
+    join(root, 'tsconfig.build.json'),
+    '--outDir',
+    join(dir, 'dist'),
+  ]);
   symlinkSync(join(root, 'node_modules'), join(dir, 'node_modules'));
   copyFileSync(join(root, 'package.json'), join(dir, 'package.json'));
   return { entry: join(dir, 'dist/cli/main.js'), cleanup: () => rmSync(dir, { recursive: true, force: true }) };
 }
 
 const build = await compiled();
-ENTRY = build.entry;
+const ENTRY: string | undefined = build.entry;
 const results: SizeResult[] = [];
 try {
   for (const n of SIZES) {
@@ -289,10 +325,22 @@ try {
 }
 
 const cpu = cpus()[0]?.model ?? 'unknown CPU';
-console.log(`machine: ${cpus().length} x ${cpu}, ${Math.round(totalmem() / 1024 ** 3)} GiB, Node ${process.version}, ${new Date().toISOString().slice(0, 10)}`);
-console.log(`samples per change kind: ${SAMPLES}; debounce 50 ms (default); latency = API write -> nft commit; agent ${ENTRY === undefined ? 'from src/ (type stripping)' : 'compiled'}, ${Object.entries(AGENT_ENV).map(([k, v]) => `${k}=${v}`).join(' ')}; load average at the end ${loadavg().map((x) => x.toFixed(1)).join(' ')}`);
+console.log(
+  `machine: ${cpus().length} x ${cpu}, ${Math.round(totalmem() / 1024 ** 3)} GiB, Node ${process.version}, ${new Date().toISOString().slice(0, 10)}`,
+);
+console.log(
+  `samples per change kind: ${SAMPLES}; debounce 50 ms (default); latency = API write -> nft commit; agent ${ENTRY === undefined ? 'from src/ (type stripping)' : 'compiled'}, ${Object.entries(
+    AGENT_ENV,
+  )
+    .map(([k, v]) => `${k}=${v}`)
+    .join(' ')}; load average at the end ${loadavg()
+    .map((x) => x.toFixed(1))
+    .join(' ')}`,
+);
 console.log('');
-console.log('| cluster | ready s | local pod p50/p99 ms | remote peer p50/p99 ms | policy p50/p99 ms | apply p50/p99 ms | heap synced MiB | RSS synced MiB | RSS peak MiB | rules | sets+maps | elements | listing KiB |');
+console.log(
+  '| cluster | ready s | local pod p50/p99 ms | remote peer p50/p99 ms | policy p50/p99 ms | apply p50/p99 ms | heap synced MiB | RSS synced MiB | RSS peak MiB | rules | sets+maps | elements | listing KiB |',
+);
 console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
 for (const r of results) {
   const l = (k: string) => {
@@ -306,12 +354,16 @@ for (const r of results) {
 }
 
 console.log('');
-console.log(`RSS synced = anonymous (V8 heap, malloc, stacks) + file-backed (the node binary's pages, shared and reclaimable): ${results.map((r) => `${r.pods / 1000}k pods ${(r.anonAfterSync / MiB).toFixed(0)} + ${(r.fileAfterSync / MiB).toFixed(0)} MiB`).join('; ')}`);
+console.log(
+  `RSS synced = anonymous (V8 heap, malloc, stacks) + file-backed (the node binary's pages, shared and reclaimable): ${results.map((r) => `${r.pods / 1000}k pods ${(r.anonAfterSync / MiB).toFixed(0)} + ${(r.fileAfterSync / MiB).toFixed(0)} MiB`).join('; ')}`,
+);
 console.log('');
 console.log('Steps of one apply, medians of 5 in the benchmark process (nft through `ip netns exec`, ~5 ms of it):');
 console.log('');
 console.log('| cluster | render ms | nft -f ms | nft list ms | script KiB |');
 console.log('|---|---:|---:|---:|---:|');
 for (const r of results) {
-  console.log(`| ${r.pods / 1000}k pods | ${r.steps.render.toFixed(0)} | ${r.steps.nft.toFixed(0)} | ${r.steps.list.toFixed(0)} | ${r.steps.scriptKiB.toFixed(0)} |`);
+  console.log(
+    `| ${r.pods / 1000}k pods | ${r.steps.render.toFixed(0)} | ${r.steps.nft.toFixed(0)} | ${r.steps.list.toFixed(0)} | ${r.steps.scriptKiB.toFixed(0)} |`,
+  );
 }

@@ -44,14 +44,18 @@ export function busiestNode(state: ClusterState): { node: string; clusterWideRul
   }
   const count = new Map<string, number>();
   for (const pol of state.policies) {
-    const wide = [...pol.ingress, ...pol.egress].filter((r) => r.peers?.some((x) => x.kind === 'pods' && x.namespaceSelector !== undefined && selectorIsEmpty(x.namespaceSelector))).length;
+    const wide = [...pol.ingress, ...pol.egress].filter((r) =>
+      r.peers?.some((x) => x.kind === 'pods' && x.namespaceSelector !== undefined && selectorIsEmpty(x.namespaceSelector)),
+    ).length;
     if (wide === 0) continue;
     const nodes = new Set<string>();
-    for (const p of podsByNs.get(pol.namespace) ?? []) if (selectorMatches(pol.podSelector, p.labels) && p.nodeName !== undefined) nodes.add(p.nodeName);
+    for (const p of podsByNs.get(pol.namespace) ?? [])
+      if (selectorMatches(pol.podSelector, p.labels) && p.nodeName !== undefined) nodes.add(p.nodeName);
     for (const n of nodes) count.set(n, (count.get(n) ?? 0) + wide);
   }
   let best = { node: state.nodes[0]?.name ?? '', clusterWideRules: 0 };
-  for (const [node, n] of [...count].sort((a, b) => (a[0] < b[0] ? -1 : 1))) if (n > best.clusterWideRules) best = { node, clusterWideRules: n };
+  for (const [node, n] of [...count].sort((a, b) => (a[0] < b[0] ? -1 : 1)))
+    if (n > best.clusterWideRules) best = { node, clusterWideRules: n };
   return best;
 }
 const RUNS = 5;
@@ -102,7 +106,8 @@ async function runCase(name: string, withNft: boolean): Promise<CaseResult> {
   const cluster = generateCluster(opts);
   const genMs = ms(t0);
   const stateRssMiB = mib(process.memoryUsage().rss);
-  const { node, clusterWideRules } = opts.busiest === true ? busiestNode(cluster.state) : { node: cluster.nodes[0] ?? '', clusterWideRules: -1 };
+  const { node, clusterWideRules } =
+    opts.busiest === true ? busiestNode(cluster.state) : { node: cluster.nodes[0] ?? '', clusterWideRules: -1 };
 
   // First (cold) run: what the agent pays on start-up.
   t0 = process.hrtime.bigint();
@@ -143,11 +148,30 @@ async function runCase(name: string, withNft: boolean): Promise<CaseResult> {
 
 function print(rs: readonly CaseResult[]): void {
   const cpu = cpus()[0]?.model ?? 'unknown CPU';
-  console.log(`node ${process.version}, ${cpus().length} x ${cpu}, ${mib(totalmem())} MiB, ${arch()}, ${new Date().toISOString().slice(0, 10)}`);
+  console.log(
+    `node ${process.version}, ${cpus().length} x ${cpu}, ${mib(totalmem())} MiB, ${arch()}, ${new Date().toISOString().slice(0, 10)}`,
+  );
   console.log(`compile/render: median of ${RUNS} warm runs; first = cold compile+render; heap = used after the runs;`);
-  console.log('state RSS = process with the generated cluster loaded; peak RSS = peak of the case\'s process');
+  console.log("state RSS = process with the generated cluster loaded; peak RSS = peak of the case's process");
   const rows = [
-    ['case', 'gen ms', 'first ms', 'compile ms', 'render ms', 'total ms', 'heap MiB', 'state RSS MiB', 'peak RSS MiB', 'local pods', 'policies', 'chains', 'rules', 'sets', 'elements', 'KiB'],
+    [
+      'case',
+      'gen ms',
+      'first ms',
+      'compile ms',
+      'render ms',
+      'total ms',
+      'heap MiB',
+      'state RSS MiB',
+      'peak RSS MiB',
+      'local pods',
+      'policies',
+      'chains',
+      'rules',
+      'sets',
+      'elements',
+      'KiB',
+    ],
     ...rs.map((r) => [
       r.name,
       r.genMs.toFixed(0),
@@ -169,7 +193,9 @@ function print(rs: readonly CaseResult[]): void {
   ];
   const widths = rows[0]?.map((_, i) => Math.max(...rows.map((row) => (row[i] ?? '').length))) ?? [];
   for (const row of rows) console.log(row.map((c, i) => c.padStart(widths[i] ?? 0)).join('  '));
-  for (const r of rs) if (r.clusterWideRules >= 0) console.log(`${r.name}: ${r.node}, ${r.clusterWideRules} cluster-wide peer rules select its pods`);
+  for (const r of rs)
+    if (r.clusterWideRules >= 0)
+      console.log(`${r.name}: ${r.node}, ${r.clusterWideRules} cluster-wide peer rules select its pods`);
   for (const r of rs) {
     if (r.nft === undefined) continue;
     console.log(
@@ -181,7 +207,9 @@ function print(rs: readonly CaseResult[]): void {
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({ options: { case: { type: 'string' }, 'no-nft': { type: 'boolean' }, json: { type: 'boolean' } } });
+  const { values } = parseArgs({
+    options: { case: { type: 'string' }, 'no-nft': { type: 'boolean' }, json: { type: 'boolean' } },
+  });
   const withNft = values['no-nft'] !== true;
   if (values.case !== undefined) {
     const r = await runCase(values.case, withNft && values.case.startsWith('100k'));

@@ -36,20 +36,37 @@ interface Scenario {
 }
 
 function scenarios(state: ClusterState, node: string): Scenario[] {
-  const frontend = state.pods.find((p) => p.nodeName !== node && p.labels.tier === 'frontend' && p.ips.length > 0 && p.phase === 'Running');
+  const frontend = state.pods.find(
+    (p) => p.nodeName !== node && p.labels.tier === 'frontend' && p.ips.length > 0 && p.phase === 'Running',
+  );
   if (frontend === undefined) throw new Error('no remote frontend pod');
   const other = state.pods.find((p) => p.nodeName !== node && p.nodeName !== frontend.nodeName)?.nodeName;
   const without = state.pods.filter((p) => p !== frontend);
-  const sorted = (pods: Pod[]): ClusterState => ({ ...state, pods: pods.sort((a, b) => (a.namespace < b.namespace ? -1 : a.namespace > b.namespace ? 1 : a.name < b.name ? -1 : a.name > b.name ? 1 : 0)) });
+  const sorted = (pods: Pod[]): ClusterState => ({
+    ...state,
+    pods: pods.sort((a, b) =>
+      a.namespace < b.namespace ? -1 : a.namespace > b.namespace ? 1 : a.name < b.name ? -1 : a.name > b.name ? 1 : 0,
+    ),
+  });
   const local = state.pods.find((p) => p.nodeName === node && p.ips.length > 0);
   const prefix = (local?.ips[0] ?? '10.0.0.1').split('.').slice(0, 3).join('.');
   // The generator fills .2 up to .111 of each node's /24: .250 is free.
-  const newLocal = (name: string, labels: Record<string, string>, namespace: string): Pod => ({ ...frontend, namespace, name, labels, nodeName: node, ips: [`${prefix}.250`] });
+  const newLocal = (name: string, labels: Record<string, string>, namespace: string): Pod => ({
+    ...frontend,
+    namespace,
+    name,
+    labels,
+    nodeName: node,
+    ips: [`${prefix}.250`],
+  });
   // A namespace with a default-deny policy isolates every pod in it.
   const denyNs = state.policies.find((p) => p.name.startsWith('default-deny-'))?.namespace ?? '';
   const quietNs = state.namespaces.find((n) => !state.policies.some((p) => p.namespace === n.name))?.name ?? 'kube-system';
   return [
-    { name: 'remote-replace', next: sorted([...without, { ...frontend, name: `${frontend.name}-new`, nodeName: other, ips: ['10.250.0.1'] }]) },
+    {
+      name: 'remote-replace',
+      next: sorted([...without, { ...frontend, name: `${frontend.name}-new`, nodeName: other, ips: ['10.250.0.1'] }]),
+    },
     { name: 'remote-relabel', next: sorted([...without, { ...frontend, labels: { ...frontend.labels, tier: 'batch' } }]) },
     { name: 'local-plain', next: sorted([...state.pods, newLocal('bench-plain', { app: 'bench' }, quietNs)]) },
     { name: 'local-isolated', next: sorted([...state.pods, newLocal('bench-isolated', { app: 'bench' }, denyNs)]) },
@@ -70,26 +87,47 @@ async function timeApply(netns: string, prev: string, script: string): Promise<n
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({ options: { pods: { type: 'string' }, policies: { type: 'string' }, namespaces: { type: 'string' }, 'no-nft': { type: 'boolean' } } });
+  const { values } = parseArgs({
+    options: {
+      pods: { type: 'string' },
+      policies: { type: 'string' },
+      namespaces: { type: 'string' },
+      'no-nft': { type: 'boolean' },
+    },
+  });
   const pods = Number(values.pods ?? 100_000);
-  const cluster = generateCluster({ pods, policies: Number(values.policies ?? 10_000), namespaces: Number(values.namespaces ?? 5_000), podsPerNode: 110 });
+  const cluster = generateCluster({
+    pods,
+    policies: Number(values.policies ?? 10_000),
+    namespaces: Number(values.namespaces ?? 5_000),
+    podsPerNode: 110,
+  });
   const { node } = busiestNode(cluster.state);
   const idx = Number(node.replace(/^node-0*/, '') || '0');
   // The generator gives node n the addresses 10.(n >> 8).(n & 255).x.
   const podCIDR = `10.${(idx >> 8) & 255}.${idx & 255}.0/24`;
-  const state: ClusterState = { ...cluster.state, nodes: cluster.state.nodes.map((n) => (n.name === node ? { ...n, podCIDRs: [podCIDR] } : n)) };
+  const state: ClusterState = {
+    ...cluster.state,
+    nodes: cluster.state.nodes.map((n) => (n.name === node ? { ...n, podCIDRs: [podCIDR] } : n)),
+  };
   // Unknown local endpoints dropped (opt-in in the agent): pods nothing isolates are `accept` map elements.
   const prev: CompiledRuleset = compileNode(state, node, { unknownLocalEndpoints: 'drop' });
   const prevText = renderRuleset(prev);
   console.log(`node ${process.version}, ${cpus().length} x ${cpus()[0]?.model ?? '?'}, ${new Date().toISOString().slice(0, 10)}`);
-  console.log(`${pods} pods; ${node} (pod CIDR ${podCIDR}): ${prev.stats.elements} elements, ${(Buffer.byteLength(prevText) / 1024).toFixed(0)} KiB full script`);
-  console.log(`update ms = renderUpdate(prev, next), median of ${RUNS} warm runs (compile excluded); nft ms = median of ${RUNS} applies on top of prev in a scratch netns`);
+  console.log(
+    `${pods} pods; ${node} (pod CIDR ${podCIDR}): ${prev.stats.elements} elements, ${(Buffer.byteLength(prevText) / 1024).toFixed(0)} KiB full script`,
+  );
+  console.log(
+    `update ms = renderUpdate(prev, next), median of ${RUNS} warm runs (compile excluded); nft ms = median of ${RUNS} applies on top of prev in a scratch netns`,
+  );
 
   const netns = `nftnp-bench-${randomBytes(4).toString('hex')}`;
   const withNft = values['no-nft'] !== true;
   if (withNft) await execa('ip', ['netns', 'add', netns]);
   try {
-    const rows: string[][] = [['scenario', 'kind', 'elements +/-', 'update ms', 'update bytes', 'nft ms', 'full bytes', 'full nft ms']];
+    const rows: string[][] = [
+      ['scenario', 'kind', 'elements +/-', 'update ms', 'update bytes', 'nft ms', 'full bytes', 'full nft ms'],
+    ];
     for (const sc of scenarios(state, node)) {
       const next = compileNode(sc.next, node, { unknownLocalEndpoints: 'drop' });
       const times: number[] = [];

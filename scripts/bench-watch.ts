@@ -54,7 +54,6 @@ function send(obj: unknown): void {
   process.stdout.write(`${JSON.stringify(obj)}\n`);
 }
 
-
 // ------------------------------------------------------------ role: server
 
 /**
@@ -80,20 +79,61 @@ function realistic(o: KubeObject): KubeObject {
     volumeMounts: [{ name: 'kube-api-access', mountPath: '/var/run/secrets/kubernetes.io/serviceaccount', readOnly: true }],
     terminationMessagePath: '/dev/termination-log',
     terminationMessagePolicy: 'File',
-    readinessProbe: { httpGet: { path: '/healthz', port: 8080, scheme: 'HTTP' }, periodSeconds: 10, timeoutSeconds: 1, successThreshold: 1, failureThreshold: 3 },
+    readinessProbe: {
+      httpGet: { path: '/healthz', port: 8080, scheme: 'HTTP' },
+      periodSeconds: 10,
+      timeoutSeconds: 1,
+      successThreshold: 1,
+      failureThreshold: 3,
+    },
   }));
   const fields = (prefix: string): Record<string, unknown> =>
-    Object.fromEntries(['f:labels', 'f:ownerReferences', 'f:containers', 'f:dnsPolicy', 'f:restartPolicy', 'f:volumes', 'f:conditions', 'f:podIPs'].map((k) => [k, { '.': {}, [`${prefix}${k}`]: {} }]));
+    Object.fromEntries(
+      [
+        'f:labels',
+        'f:ownerReferences',
+        'f:containers',
+        'f:dnsPolicy',
+        'f:restartPolicy',
+        'f:volumes',
+        'f:conditions',
+        'f:podIPs',
+      ].map((k) => [k, { '.': {}, [`${prefix}${k}`]: {} }]),
+    );
   return {
     ...o,
     metadata: {
       ...meta,
       generateName: `${meta.name.replace(/-[^-]*$/, '')}-`,
       annotations: { 'kubectl.kubernetes.io/restartedAt': ts, 'prometheus.io/scrape': 'true' },
-      ownerReferences: [{ apiVersion: 'apps/v1', kind: 'ReplicaSet', name: `${meta.name}-rs`, uid: '3f1c6b1e-8d1a-4c55-9a53-1d3c1c7b9e11', controller: true, blockOwnerDeletion: true }],
+      ownerReferences: [
+        {
+          apiVersion: 'apps/v1',
+          kind: 'ReplicaSet',
+          name: `${meta.name}-rs`,
+          uid: '3f1c6b1e-8d1a-4c55-9a53-1d3c1c7b9e11',
+          controller: true,
+          blockOwnerDeletion: true,
+        },
+      ],
       managedFields: [
-        { manager: 'kube-controller-manager', operation: 'Update', apiVersion: 'v1', time: ts, fieldsType: 'FieldsV1', fieldsV1: { 'f:metadata': fields('m'), 'f:spec': fields('s') } },
-        { manager: 'kubelet', operation: 'Update', apiVersion: 'v1', time: ts, fieldsType: 'FieldsV1', subresource: 'status', fieldsV1: { 'f:status': fields('st') } },
+        {
+          manager: 'kube-controller-manager',
+          operation: 'Update',
+          apiVersion: 'v1',
+          time: ts,
+          fieldsType: 'FieldsV1',
+          fieldsV1: { 'f:metadata': fields('m'), 'f:spec': fields('s') },
+        },
+        {
+          manager: 'kubelet',
+          operation: 'Update',
+          apiVersion: 'v1',
+          time: ts,
+          fieldsType: 'FieldsV1',
+          subresource: 'status',
+          fieldsV1: { 'f:status': fields('st') },
+        },
       ],
     },
     spec: {
@@ -121,7 +161,9 @@ function realistic(o: KubeObject): KubeObject {
             sources: [
               { serviceAccountToken: { expirationSeconds: 3607, path: 'token' } },
               { configMap: { name: 'kube-root-ca.crt', items: [{ key: 'ca.crt', path: 'ca.crt' }] } },
-              { downwardAPI: { items: [{ path: 'namespace', fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.namespace' } }] } },
+              {
+                downwardAPI: { items: [{ path: 'namespace', fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.namespace' } }] },
+              },
             ],
           },
         },
@@ -129,7 +171,12 @@ function realistic(o: KubeObject): KubeObject {
     },
     status: {
       ...status,
-      conditions: ['PodReadyToStartContainers', 'Initialized', 'Ready', 'ContainersReady', 'PodScheduled'].map((type) => ({ type, status: 'True', lastProbeTime: null, lastTransitionTime: ts })),
+      conditions: ['PodReadyToStartContainers', 'Initialized', 'Ready', 'ContainersReady', 'PodScheduled'].map((type) => ({
+        type,
+        status: 'True',
+        lastProbeTime: null,
+        lastTransitionTime: ts,
+      })),
       containerStatuses: containers.map((c) => ({
         name: c.name,
         ready: true,
@@ -156,13 +203,25 @@ async function serve(pods: number, policies: number, namespaces: number, mix: Mi
   const t0 = performance.now();
   const generated = generateCluster({ pods, policies, namespaces, seed: 1 });
   const cluster =
-    mix === 'local' ? { ...generated, state: { ...generated.state, policies: generated.state.policies.filter((p) => !CROSS_NAMESPACE.test(p.name)) } } : generated;
+    mix === 'local'
+      ? {
+          ...generated,
+          state: { ...generated.state, policies: generated.state.policies.filter((p) => !CROSS_NAMESPACE.test(p.name)) },
+        }
+      : generated;
   const api = await FakeApiServer.start({ bookmarkIntervalMs: 0, maxLogEntries: 2_000_000 });
   api.load((clusterObjects(cluster) as KubeObject[]).map((o) => (o.kind === 'Pod' ? realistic(o) : o)));
   const keys = cluster.state.pods.map((p) => [p.namespace, p.name] as const);
   const node = cluster.nodes[0] ?? 'node-00000';
   const sample = keys[0] === undefined ? undefined : api.get('pods', keys[0][0], keys[0][1]);
-  send({ url: api.url, node, policies: cluster.state.policies.length, loadMs: Math.round(performance.now() - t0), rv: api.resourceVersion, podBytes: JSON.stringify(sample ?? {}).length });
+  send({
+    url: api.url,
+    node,
+    policies: cluster.state.policies.length,
+    loadMs: Math.round(performance.now() - t0),
+    rv: api.resourceVersion,
+    podBytes: JSON.stringify(sample ?? {}).length,
+  });
   for await (const line of createInterface({ input: process.stdin })) {
     const [cmd, a, b] = line.split(' ');
     if (cmd === 'churn') {
@@ -208,11 +267,16 @@ function naive(url: string): Measured {
   let received = 0;
   const listed = new Set<string>();
   const make = (name: string, path: string, list: () => Promise<{ items: KubernetesObject[] }>): ListWatch<KubernetesObject> => {
-    const inf = new ListWatch<KubernetesObject>(path, new Watch(kc), async () => {
-      const r = await list();
-      setImmediate(() => listed.add(name));
-      return r;
-    }, false);
+    const inf = new ListWatch<KubernetesObject>(
+      path,
+      new Watch(kc),
+      async () => {
+        const r = await list();
+        setImmediate(() => listed.add(name));
+        return r;
+      },
+      false,
+    );
     for (const verb of ['add', 'update', 'delete'] as const) inf.on(verb, () => received++);
     inf.on('error', () => {});
     return inf;
@@ -257,7 +321,11 @@ async function measure(mode: Mode, url: string, node: string): Promise<void> {
   const m =
     mode === 'naive-informers'
       ? naive(url)
-      : source(url, node, mode === 'all-pods' ? { remotePods: 'all' } : mode === 'selective-unbounded' ? { maxPeerWatches: 1_000_000 } : {});
+      : source(
+          url,
+          node,
+          mode === 'all-pods' ? { remotePods: 'all' } : mode === 'selective-unbounded' ? { maxPeerWatches: 1_000_000 } : {},
+        );
   while (!m.synced()) await new Promise((r) => setTimeout(r, 20));
   const syncMs = performance.now() - t0;
   gc();
@@ -292,7 +360,10 @@ interface Child {
 }
 
 function child(args: string[], nodeArgs: string[] = [], env: Readonly<Record<string, string>> = {}): Child {
-  const proc = spawn(process.execPath, [...nodeArgs, import.meta.filename, ...args], { stdio: ['pipe', 'pipe', 'inherit'], env: { ...process.env, ...env } });
+  const proc = spawn(process.execPath, [...nodeArgs, import.meta.filename, ...args], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+    env: { ...process.env, ...env },
+  });
   const lines = createInterface({ input: proc.stdout as NodeJS.ReadableStream });
   const queue: string[] = [];
   const waiters: ((l: string) => void)[] = [];
@@ -329,41 +400,48 @@ function child(args: string[], nodeArgs: string[] = [], env: Readonly<Record<str
 
 async function orchestrate(sizes: [number, number, number][], churn: number, modes: Mode[], mixes: Mix[]): Promise<void> {
   const rows: string[] = [];
-  console.log(`# bench-watch ${new Date().toISOString().slice(0, 10)}, node ${process.version}, ${cpus().length} cores (${cpus()[0]?.model ?? '?'}), ${(totalmem() / 1024 ** 3).toFixed(0)} GiB; measured with ${[...RUNTIME.nodeArgs, ...Object.entries(RUNTIME.env).map(([k, v]) => `${k}=${v}`)].join(' ')}`);
-  const header = '| mix | pods | policies | namespaces | mode | watches | objects cached | sync s | RSS MB (idle) | heap MB | churn events (cluster) | received |';
+  console.log(
+    `# bench-watch ${new Date().toISOString().slice(0, 10)}, node ${process.version}, ${cpus().length} cores (${cpus()[0]?.model ?? '?'}), ${(totalmem() / 1024 ** 3).toFixed(0)} GiB; measured with ${[...RUNTIME.nodeArgs, ...Object.entries(RUNTIME.env).map(([k, v]) => `${k}=${v}`)].join(' ')}`,
+  );
+  const header =
+    '| mix | pods | policies | namespaces | mode | watches | objects cached | sync s | RSS MB (idle) | heap MB | churn events (cluster) | received |';
   console.log(header);
   console.log('|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|');
-  for (const mix of mixes) for (const [pods, policies, namespaces] of sizes) {
-    const server = child(['--serve', `${pods}:${policies}:${namespaces}`, '--mix', mix]);
-    const ready = await server.next();
-    if (rows.length === 0) console.log(`(a pod is ${String(ready.podBytes)} bytes of JSON; churn: ${churn} random pods, half relabelled, half deleted and re-created)`);
-    const url = String(ready.url);
-    const node = String(ready.node);
-    for (const mode of modes) {
-      const m = child(['--measure', mode, '--url', url, '--node', node], ['--expose-gc', ...RUNTIME.nodeArgs], RUNTIME.env);
-      const synced = await m.next();
-      const before = Number((await m.cmd('count')).received);
-      // The same seed for every mode: the same pods churn the same way.
-      const done = await server.cmd(`churn ${churn} 1007`);
-      // Wait until the stream has drained: the count stops moving.
-      let last = -1;
-      let stable = 0;
-      let cur = before;
-      while (stable < 3) {
-        await new Promise((r) => setTimeout(r, 250));
-        cur = Number((await m.cmd('count')).received);
-        stable = cur === last ? stable + 1 : 0;
-        last = cur;
+  for (const mix of mixes)
+    for (const [pods, policies, namespaces] of sizes) {
+      const server = child(['--serve', `${pods}:${policies}:${namespaces}`, '--mix', mix]);
+      const ready = await server.next();
+      if (rows.length === 0)
+        console.log(
+          `(a pod is ${String(ready.podBytes)} bytes of JSON; churn: ${churn} random pods, half relabelled, half deleted and re-created)`,
+        );
+      const url = String(ready.url);
+      const node = String(ready.node);
+      for (const mode of modes) {
+        const m = child(['--measure', mode, '--url', url, '--node', node], ['--expose-gc', ...RUNTIME.nodeArgs], RUNTIME.env);
+        const synced = await m.next();
+        const before = Number((await m.cmd('count')).received);
+        // The same seed for every mode: the same pods churn the same way.
+        const done = await server.cmd(`churn ${churn} 1007`);
+        // Wait until the stream has drained: the count stops moving.
+        let last = -1;
+        let stable = 0;
+        let cur = before;
+        while (stable < 3) {
+          await new Promise((r) => setTimeout(r, 250));
+          cur = Number((await m.cmd('count')).received);
+          stable = cur === last ? stable + 1 : 0;
+          last = cur;
+        }
+        m.proc.stdin?.write('exit\n');
+        await new Promise((r) => m.proc.once('exit', r));
+        const row = `| ${mix} | ${pods} | ${String(ready.policies)} | ${namespaces} | ${mode}${mode.startsWith('selective') ? ` (${String(synced.note).replace('peer mode ', '')})` : ''} | ${String(synced.watches)} | ${String(synced.objects)} | ${(Number(synced.syncMs) / 1000).toFixed(1)} | ${String(synced.rssMB)} (${String(synced.baseRssMB)}) | ${String(synced.heapMB)} | ${String(done.events)} | ${cur - before} |`;
+        rows.push(row);
+        console.log(row);
       }
-      m.proc.stdin?.write('exit\n');
-      await new Promise((r) => m.proc.once('exit', r));
-      const row = `| ${mix} | ${pods} | ${String(ready.policies)} | ${namespaces} | ${mode}${mode.startsWith('selective') ? ` (${String(synced.note).replace('peer mode ', '')})` : ''} | ${String(synced.watches)} | ${String(synced.objects)} | ${(Number(synced.syncMs) / 1000).toFixed(1)} | ${String(synced.rssMB)} (${String(synced.baseRssMB)}) | ${String(synced.heapMB)} | ${String(done.events)} | ${cur - before} |`;
-      rows.push(row);
-      console.log(row);
+      server.proc.stdin?.write('exit\n');
+      await new Promise((r) => server.proc.once('exit', r));
     }
-    server.proc.stdin?.write('exit\n');
-    await new Promise((r) => server.proc.once('exit', r));
-  }
 }
 
 const { values } = parseArgs({
@@ -381,7 +459,8 @@ const { values } = parseArgs({
 
 function triple(s: string): [number, number, number] {
   const [a, b, c] = s.split(':').map(Number);
-  if (![a, b, c].every((x) => Number.isInteger(x) && (x ?? -1) >= 0)) throw new Error(`size must be pods:policies:namespaces, not ${s}`);
+  if (![a, b, c].every((x) => Number.isInteger(x) && (x ?? -1) >= 0))
+    throw new Error(`size must be pods:policies:namespaces, not ${s}`);
   return [a as number, b as number, c as number];
 }
 

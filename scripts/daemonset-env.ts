@@ -5,7 +5,9 @@ import { parse } from 'yaml';
 
 /** Values of `names` in the first container's env of the DaemonSet in `file` (literal values only). */
 export function daemonsetEnv(file: string, names: readonly string[]): Record<string, string> {
-  const ds = parse(readFileSync(file, 'utf8')) as { spec?: { template?: { spec?: { containers?: { env?: { name: string; value?: unknown }[] }[] } } } };
+  const ds = parse(readFileSync(file, 'utf8')) as {
+    spec?: { template?: { spec?: { containers?: { env?: { name: string; value?: unknown }[] }[] } } };
+  };
   const env = ds.spec?.template?.spec?.containers?.[0]?.env ?? [];
   const out: Record<string, string> = {};
   for (const n of names) {

@@ -44,11 +44,14 @@ const family: Family = values.ipv6 ? 6 : 4;
 const ports = values.ports.split(',').map((s) => {
   const [proto, port] = s.trim().split('/');
   const protocol = proto?.toUpperCase() as Protocol;
-  if (!['TCP', 'UDP', 'SCTP'].includes(protocol) || !Number.isInteger(Number(port))) throw new Error(`--ports: "${s}" is not PROTOCOL/PORT`);
+  if (!['TCP', 'UDP', 'SCTP'].includes(protocol) || !Number.isInteger(Number(port)))
+    throw new Error(`--ports: "${s}" is not PROTOCOL/PORT`);
   return { protocol, port: Number(port) };
 });
 if (!['routed', 'bridged'].includes(style) || !['drop', 'reject'].includes(denyAction)) {
-  console.error('usage: npm run demo -- [-f DIR] [--style routed|bridged] [--ports TCP/8080,UDP/53] [--deny drop|reject] [--ipv6] [--keep]');
+  console.error(
+    'usage: npm run demo -- [-f DIR] [--style routed|bridged] [--ports TCP/8080,UDP/53] [--deny drop|reject] [--ipv6] [--keep]',
+  );
   process.exit(2);
 }
 
@@ -63,19 +66,28 @@ function summary(s: ClusterState): string {
 
 console.log(`manifests: ${summary(state)}`);
 const t0 = Date.now();
-const c = await Cluster.create(clusterSpecFromState(state, style, { extraPorts: [...new Set(ports.filter((p) => p.protocol !== 'SCTP').map((p) => p.port))] }));
+const c = await Cluster.create(
+  clusterSpecFromState(state, style, { extraPorts: [...new Set(ports.filter((p) => p.protocol !== 'SCTP').map((p) => p.port))] }),
+);
 try {
   console.log(`\n${c.describe()}\n(up in ${Date.now() - t0} ms)\n`);
   const applied = await applyState(c, state, { denyAction });
-  for (const a of applied) console.log(`applied ${a.node}: ${a.stats.chains} chains, ${a.stats.rules} rules, ${a.stats.sets} sets, ${a.stats.elements} elements (${a.stats.localPods} local pods, ${a.stats.policies} policies)`);
+  for (const a of applied)
+    console.log(
+      `applied ${a.node}: ${a.stats.chains} chains, ${a.stats.rules} rules, ${a.stats.sets} sets, ${a.stats.elements} elements (${a.stats.localPods} local pods, ${a.stats.policies} policies)`,
+    );
 
   const keys = c.pods.map((p) => p.key);
   let wrong = 0;
   for (const { protocol, port } of ports) {
     const { observed, outcomes } = await probeMatrix(c, { protocol, port, family, via: 'service' });
     const byPair = new Map(outcomes.map((o) => [`${o.probe.from}\0${o.probe.to}`, o]));
-    const expected = observeTable(keys, (from, to) => (from === to ? undefined : oracle(c, state, byPair.get(`${from}\0${to}`)!.probe).allowed));
-    const report = formatReport(expected, observed, { title: `\n==== ${protocol}/${port} IPv${family} via ClusterIP (${style}, deny ${denyAction}); expected = verdict(), observed = packets ====` });
+    const expected = observeTable(keys, (from, to) =>
+      from === to ? undefined : oracle(c, state, byPair.get(`${from}\0${to}`)!.probe).allowed,
+    );
+    const report = formatReport(expected, observed, {
+      title: `\n==== ${protocol}/${port} IPv${family} via ClusterIP (${style}, deny ${denyAction}); expected = verdict(), observed = packets ====`,
+    });
     console.log(report);
     const bad = outcomes.filter((o) => o.connected !== expected.values[o.probe.from]?.[o.probe.to]);
     wrong += bad.length;
@@ -86,7 +98,9 @@ try {
   if (values.keep) {
     const n = c.nodes[0]!;
     const p = c.pods[0];
-    console.log(`\nThe cluster stays up until Ctrl-C. Try:\n  ip netns exec ${n.netns} nft list table inet nft-netpol\n  ip netns exec ${n.netns} nft list table inet harness-kube-proxy`);
+    console.log(
+      `\nThe cluster stays up until Ctrl-C. Try:\n  ip netns exec ${n.netns} nft list table inet nft-netpol\n  ip netns exec ${n.netns} nft list table inet harness-kube-proxy`,
+    );
     if (p !== undefined) console.log(`  ip netns exec ${p.netns} ip addr          # ${p.key}`);
     await new Promise<void>((resolve) => {
       process.once('SIGINT', resolve);

@@ -14,7 +14,19 @@ import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { stringify } from 'yaml';
 import { canonicalIP } from '../src/model/ip.ts';
-import type { ClusterState, ContainerPort, LabelSelector, Namespace, NetworkPolicy, Node, Peer, Pod, PortSpec, Rule, SelectorRequirement } from '../src/model/types.ts';
+import type {
+  ClusterState,
+  ContainerPort,
+  LabelSelector,
+  Namespace,
+  NetworkPolicy,
+  Node,
+  Peer,
+  Pod,
+  PortSpec,
+  Rule,
+  SelectorRequirement,
+} from '../src/model/types.ts';
 
 export interface GenOptions {
   readonly pods: number;
@@ -85,18 +97,23 @@ function appOf(i: number): { app: string; tier: Tier } {
 export function generateCluster(opts: Partial<GenOptions> = {}): GeneratedCluster {
   const o: GenOptions = { ...DEFAULT_GEN, ...opts };
   const rand = rng(o.seed);
-  const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rand() * xs.length)] as T;
   const K = Math.max(2, o.namespaces);
 
   const namespaces: Namespace[] = [];
   for (let i = 0; i < K; i++) {
     const name = nsName(i);
-    namespaces.push({ name, labels: { 'kubernetes.io/metadata.name': name, team: `team-${i % TEAMS}`, env: ENVS[i % ENVS.length] ?? 'dev' } });
+    namespaces.push({
+      name,
+      labels: { 'kubernetes.io/metadata.name': name, team: `team-${i % TEAMS}`, env: ENVS[i % ENVS.length] ?? 'dev' },
+    });
   }
 
   const nodeCount = Math.max(1, Math.ceil(o.pods / o.podsPerNode));
   const nodeNames = Array.from({ length: nodeCount }, (_, i) => `node-${pad(i, 5)}`);
-  const nodes: Node[] = nodeNames.map((name, i) => ({ name, addresses: [`172.${16 + ((i + 1) >> 16)}.${((i + 1) >> 8) & 255}.${(i + 1) & 255}`] }));
+  const nodes: Node[] = nodeNames.map((name, i) => ({
+    name,
+    addresses: [`172.${16 + ((i + 1) >> 16)}.${((i + 1) >> 8) & 255}.${(i + 1) & 255}`],
+  }));
 
   // Every node gets podsPerNode slots (the last one what is left), in random order.
   const slots: number[] = [];
@@ -126,7 +143,12 @@ export function generateCluster(opts: Partial<GenOptions> = {}): GeneratedCluste
         : nsIdx === 1
           ? { app: 'prometheus', tier: 'backend' }
           : { app: a.app, tier: a.tier, version: rand() < 0.8 ? 'v1' : 'v2' };
-    const ports = nsIdx === 0 ? [p('dns', 53, 'UDP'), p('dns-tcp', 53), p('metrics', 9153)] : nsIdx === 1 ? [p('http', 9090)] : (TIER_PORTS[a.tier] ?? []);
+    const ports =
+      nsIdx === 0
+        ? [p('dns', 53, 'UDP'), p('dns-tcp', 53), p('metrics', 9153)]
+        : nsIdx === 1
+          ? [p('http', 9090)]
+          : (TIER_PORTS[a.tier] ?? []);
     const v4 = `10.${(n >> 8) & 255}.${n & 255}.${k + 2}`;
     const v6 = o.dualStack ? canonicalIP(`fd00:10:${n.toString(16)}::${(k + 2).toString(16)}`) : undefined;
     const ips = roll < 0.01 ? [] : v6 !== undefined ? [v4, v6] : [v4];
@@ -152,7 +174,14 @@ export function generateCluster(opts: Partial<GenOptions> = {}): GeneratedCluste
     const base = { namespace, errors: [] };
     let pol: NetworkPolicy;
     if (kind < 0.1) {
-      pol = { ...base, name: `default-deny-${i}`, podSelector: sel(), types: { ingress: true, egress: false }, ingress: [], egress: [] };
+      pol = {
+        ...base,
+        name: `default-deny-${i}`,
+        podSelector: sel(),
+        types: { ingress: true, egress: false },
+        ingress: [],
+        egress: [],
+      };
     } else if (kind < 0.15) {
       // Cluster-wide peers: every frontend of every namespace (big sets).
       pol = {
@@ -178,7 +207,12 @@ export function generateCluster(opts: Partial<GenOptions> = {}): GeneratedCluste
         name: `allow-team-${i}`,
         podSelector: sel({ app: a.app }),
         types: { ingress: true, egress: false },
-        ingress: [rule([{ kind: 'pods', podSelector: undefined, namespaceSelector: sel({ team: `team-${Math.floor(rand() * TEAMS)}` }) }], [named('http')])],
+        ingress: [
+          rule(
+            [{ kind: 'pods', podSelector: undefined, namespaceSelector: sel({ team: `team-${Math.floor(rand() * TEAMS)}` }) }],
+            [named('http')],
+          ),
+        ],
         egress: [],
       };
     } else if (kind < 0.55) {
@@ -187,7 +221,18 @@ export function generateCluster(opts: Partial<GenOptions> = {}): GeneratedCluste
         name: `allow-monitoring-${i}`,
         podSelector: sel(),
         types: { ingress: true, egress: false },
-        ingress: [rule([{ kind: 'pods', podSelector: sel({ app: 'prometheus' }), namespaceSelector: sel({ 'kubernetes.io/metadata.name': 'monitoring' }) }], [named('metrics')])],
+        ingress: [
+          rule(
+            [
+              {
+                kind: 'pods',
+                podSelector: sel({ app: 'prometheus' }),
+                namespaceSelector: sel({ 'kubernetes.io/metadata.name': 'monitoring' }),
+              },
+            ],
+            [named('metrics')],
+          ),
+        ],
         egress: [],
       };
     } else if (kind < 0.7) {
@@ -198,10 +243,16 @@ export function generateCluster(opts: Partial<GenOptions> = {}): GeneratedCluste
         types: { ingress: false, egress: true },
         ingress: [],
         egress: [
-          rule([{ kind: 'pods', podSelector: sel({ 'k8s-app': 'kube-dns' }), namespaceSelector: sel({ 'kubernetes.io/metadata.name': 'kube-system' }) }], [
-            { protocol: 'UDP', port: 53, endPort: undefined },
-            tcp(53),
-          ]),
+          rule(
+            [
+              {
+                kind: 'pods',
+                podSelector: sel({ 'k8s-app': 'kube-dns' }),
+                namespaceSelector: sel({ 'kubernetes.io/metadata.name': 'kube-system' }),
+              },
+            ],
+            [{ protocol: 'UDP', port: 53, endPort: undefined }, tcp(53)],
+          ),
           rule([{ kind: 'ipBlock', cidr: '0.0.0.0/0', except: ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16'] }], [tcp(443)]),
         ],
       };
@@ -211,7 +262,12 @@ export function generateCluster(opts: Partial<GenOptions> = {}): GeneratedCluste
         name: `nodeports-${i}`,
         podSelector: sel({ app: a.app }),
         types: { ingress: true, egress: false },
-        ingress: [rule([{ kind: 'ipBlock', cidr: '192.168.0.0/16', except: ['192.168.10.0/24'] }], [tcp(30000, 32767), tcp(8000, 8100), tcp(8050, 8200)])],
+        ingress: [
+          rule(
+            [{ kind: 'ipBlock', cidr: '192.168.0.0/16', except: ['192.168.10.0/24'] }],
+            [tcp(30000, 32767), tcp(8000, 8100), tcp(8050, 8200)],
+          ),
+        ],
         egress: [],
       };
     } else if (kind < 0.9) {
@@ -226,7 +282,10 @@ export function generateCluster(opts: Partial<GenOptions> = {}): GeneratedCluste
               {
                 kind: 'pods',
                 podSelector: sel({}, [{ key: 'app', operator: 'NotIn', values: [a.app] }]),
-                namespaceSelector: sel({}, [{ key: 'env', operator: 'In', values: ['prod', 'staging'] }, { key: 'team', operator: 'In', values: [`team-${i % TEAMS}`] }]),
+                namespaceSelector: sel({}, [
+                  { key: 'env', operator: 'In', values: ['prod', 'staging'] },
+                  { key: 'team', operator: 'In', values: [`team-${i % TEAMS}`] },
+                ]),
               },
             ],
             [tcp(8080), { protocol: 'UDP', port: undefined, endPort: undefined }],
@@ -276,13 +335,18 @@ function rawSelector(s: LabelSelector): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   if (Object.keys(s.matchLabels).length > 0) out.matchLabels = { ...s.matchLabels };
   if (s.matchExpressions.length > 0) {
-    out.matchExpressions = s.matchExpressions.map((r) => (r.operator === 'Exists' || r.operator === 'DoesNotExist' ? { key: r.key, operator: r.operator } : { key: r.key, operator: r.operator, values: [...r.values] }));
+    out.matchExpressions = s.matchExpressions.map((r) =>
+      r.operator === 'Exists' || r.operator === 'DoesNotExist'
+        ? { key: r.key, operator: r.operator }
+        : { key: r.key, operator: r.operator, values: [...r.values] },
+    );
   }
   return out;
 }
 
 function rawPeer(peer: Peer): Record<string, unknown> {
-  if (peer.kind === 'ipBlock') return { ipBlock: peer.except.length > 0 ? { cidr: peer.cidr, except: [...peer.except] } : { cidr: peer.cidr } };
+  if (peer.kind === 'ipBlock')
+    return { ipBlock: peer.except.length > 0 ? { cidr: peer.cidr, except: [...peer.except] } : { cidr: peer.cidr } };
   const out: Record<string, unknown> = {};
   if (peer.podSelector !== undefined) out.podSelector = rawSelector(peer.podSelector);
   if (peer.namespaceSelector !== undefined) out.namespaceSelector = rawSelector(peer.namespaceSelector);
@@ -308,7 +372,12 @@ export function policyObject(pol: NetworkPolicy): Record<string, unknown> {
   const spec: Record<string, unknown> = { podSelector: rawSelector(pol.podSelector), policyTypes };
   if (pol.types.ingress && pol.ingress.length > 0) spec.ingress = pol.ingress.map((r) => rawRule(r, 'from'));
   if (pol.types.egress && pol.egress.length > 0) spec.egress = pol.egress.map((r) => rawRule(r, 'to'));
-  return { apiVersion: 'networking.k8s.io/v1', kind: 'NetworkPolicy', metadata: { namespace: pol.namespace, name: pol.name }, spec };
+  return {
+    apiVersion: 'networking.k8s.io/v1',
+    kind: 'NetworkPolicy',
+    metadata: { namespace: pol.namespace, name: pol.name },
+    spec,
+  };
 }
 
 export function podObject(pod: Pod): Record<string, unknown> {
@@ -319,18 +388,39 @@ export function podObject(pod: Pod): Record<string, unknown> {
     status.podIPs = pod.ips.map((ip) => ({ ip }));
   }
   const spec: Record<string, unknown> = {
-    containers: [{ name: 'main', image: 'registry.example/app:1', ports: pod.ports.map((cp) => ({ ...(cp.name === undefined ? {} : { name: cp.name }), containerPort: cp.port, protocol: cp.protocol })) }],
+    containers: [
+      {
+        name: 'main',
+        image: 'registry.example/app:1',
+        ports: pod.ports.map((cp) => ({
+          ...(cp.name === undefined ? {} : { name: cp.name }),
+          containerPort: cp.port,
+          protocol: cp.protocol,
+        })),
+      },
+    ],
   };
   if (pod.nodeName !== undefined) spec.nodeName = pod.nodeName;
   if (pod.hostNetwork) spec.hostNetwork = true;
-  return { apiVersion: 'v1', kind: 'Pod', metadata: { namespace: pod.namespace, name: pod.name, labels: { ...pod.labels } }, spec, status };
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { namespace: pod.namespace, name: pod.name, labels: { ...pod.labels } },
+    spec,
+    status,
+  };
 }
 
 export function clusterObjects(c: GeneratedCluster): Record<string, unknown>[] {
   const s = c.state;
   return [
     ...s.namespaces.map((ns) => ({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns.name, labels: { ...ns.labels } } })),
-    ...s.nodes.map((n) => ({ apiVersion: 'v1', kind: 'Node', metadata: { name: n.name }, status: { addresses: n.addresses.map((address) => ({ type: 'InternalIP', address })) } })),
+    ...s.nodes.map((n) => ({
+      apiVersion: 'v1',
+      kind: 'Node',
+      metadata: { name: n.name },
+      status: { addresses: n.addresses.map((address) => ({ type: 'InternalIP', address })) },
+    })),
     ...s.pods.map(podObject),
     ...s.policies.map(policyObject),
   ];

@@ -68,7 +68,11 @@ export class Agent {
     this.#reconciler = new Reconciler(
       {
         source: parts.source,
-        render: nodeRenderer(c.node, { table: c.table, denyAction: c.denyAction, unknownLocalEndpoints: c.unknownLocalEndpoints }),
+        render: nodeRenderer(c.node, {
+          table: c.table,
+          denyAction: c.denyAction,
+          unknownLocalEndpoints: c.unknownLocalEndpoints,
+        }),
         dataplane: parts.dataplane,
         metrics: agentMetrics(parts.metrics),
         log: parts.log,
@@ -108,16 +112,27 @@ export class Agent {
     let debugPort: number | undefined;
     try {
       if (c.metricsAddr !== undefined) {
-        const l = await listen(metricsHandler(this.view(), this.#p.metrics.registry, onError), c.metricsAddr.host, c.metricsAddr.port, 'metrics (--metrics-addr)');
+        const l = await listen(
+          metricsHandler(this.view(), this.#p.metrics.registry, onError),
+          c.metricsAddr.host,
+          c.metricsAddr.port,
+          'metrics (--metrics-addr)',
+        );
         this.#servers.push(l.server);
         metricsPort = l.port;
-        this.#p.log.info({ event: 'listen', addr: formatListenAddr({ host: c.metricsAddr.host, port: l.port }) }, 'serving /metrics, /healthz, /readyz');
+        this.#p.log.info(
+          { event: 'listen', addr: formatListenAddr({ host: c.metricsAddr.host, port: l.port }) },
+          'serving /metrics, /healthz, /readyz',
+        );
       }
       if (c.debugAddr !== undefined) {
         const l = await listen(debugHandler(this.view(), onError), c.debugAddr.host, c.debugAddr.port, 'debug (--debug-addr)');
         this.#servers.push(l.server);
         debugPort = l.port;
-        this.#p.log.info({ event: 'listen', addr: formatListenAddr({ host: c.debugAddr.host, port: l.port }) }, 'serving /debug/state, /debug/ruleset, /debug/explain');
+        this.#p.log.info(
+          { event: 'listen', addr: formatListenAddr({ host: c.debugAddr.host, port: l.port }) },
+          'serving /debug/state, /debug/ruleset, /debug/explain',
+        );
       }
     } catch (e) {
       await this.#closeServers();
@@ -131,7 +146,12 @@ export class Agent {
     const c = this.#p.config;
     if (c.conntrack) {
       this.#conntrackOk = await conntrackAvailable(c.netns).catch(() => false);
-      this.#p.log.info({ event: 'conntrack', available: this.#conntrackOk }, this.#conntrackOk ? 'conntrack entries of removed pod IPs will be deleted' : 'conntrack tool not found: established flows of removed pods are not cut (install the conntrack package)');
+      this.#p.log.info(
+        { event: 'conntrack', available: this.#conntrackOk },
+        this.#conntrackOk
+          ? 'conntrack entries of removed pod IPs will be deleted'
+          : 'conntrack tool not found: established flows of removed pods are not cut (install the conntrack package)',
+      );
     }
     this.#p.source.onChange((reason) => this.#reconciler.notify(reason));
     this.#reconciler.start();
@@ -148,7 +168,11 @@ export class Agent {
     const log = this.#p.log;
     await this.#p.source.stop().catch((e: unknown) => log.warn({ err: e }, 'stopping the watches failed'));
     const finished = await this.#reconciler.stop(STOP_GRACE_MS);
-    if (!finished) log.warn({ event: 'stop' }, 'an apply was still running and was abandoned; the kernel holds the previous or the new ruleset');
+    if (!finished)
+      log.warn(
+        { event: 'stop' },
+        'an apply was still running and was abandoned; the kernel holds the previous or the new ruleset',
+      );
     await this.#closeServers();
   }
 
@@ -161,7 +185,11 @@ export class Agent {
   async #conntrack(ips: readonly string[]): Promise<void> {
     if (!this.#conntrackOk) return;
     const r = await deleteConntrack(this.#p.config.netns, ips);
-    this.#p.log.debug({ event: 'conntrack', ips: ips.length, deleted: r.deleted }, 'conntrack entries of released pod IPs deleted');
-    if (r.failed.length > 0) this.#p.log.warn({ event: 'conntrack', failed: r.failed.slice(0, 5) }, 'deleting conntrack entries failed');
+    this.#p.log.debug(
+      { event: 'conntrack', ips: ips.length, deleted: r.deleted },
+      'conntrack entries of released pod IPs deleted',
+    );
+    if (r.failed.length > 0)
+      this.#p.log.warn({ event: 'conntrack', failed: r.failed.slice(0, 5) }, 'deleting conntrack entries failed');
   }
 }

@@ -33,7 +33,10 @@ export interface AgentConfig {
   readonly unknownLocalEndpoints: 'allow' | 'drop';
 }
 
-export type ConfigResult = { readonly ok: true; readonly config: AgentConfig } | { readonly ok: false; readonly help: true } | { readonly ok: false; readonly help: false; readonly error: string };
+export type ConfigResult =
+  | { readonly ok: true; readonly config: AgentConfig }
+  | { readonly ok: false; readonly help: true }
+  | { readonly ok: false; readonly help: false; readonly error: string };
 
 export const RUN_HELP = `Usage: nft-netpol-agent run --node NAME [options]
 
@@ -148,7 +151,8 @@ export function parseRunConfig(argv: readonly string[], env: Env): ConfigResult 
     return fail(e instanceof Error ? e.message : String(e));
   }
   if (values.help) return { ok: false, help: true };
-  const pick = (flag: string | undefined, envName: string): string | undefined => flag ?? (env[envName] === '' ? undefined : env[envName]);
+  const pick = (flag: string | undefined, envName: string): string | undefined =>
+    flag ?? (env[envName] === '' ? undefined : env[envName]);
 
   const node = pick(values.node, 'NODE_NAME');
   if (node === undefined || node === '') return fail('--node (or NODE_NAME) is required');
@@ -165,7 +169,8 @@ export function parseRunConfig(argv: readonly string[], env: Env): ConfigResult 
   if (typeof debugAddr === 'string') return fail(debugAddr);
 
   const table = pick(values.table, 'TABLE') ?? 'nft-netpol';
-  if (!TABLE_RE.test(table)) return fail(`--table must be a plain identifier (letters, digits, - and _, starting with a letter), not "${table}"`);
+  if (!TABLE_RE.test(table))
+    return fail(`--table must be a plain identifier (letters, digits, - and _, starting with a letter), not "${table}"`);
   const denyAction = pick(values['deny-action'], 'DENY_ACTION') ?? 'drop';
   if (denyAction !== 'drop' && denyAction !== 'reject') return fail(`--deny-action must be drop or reject, not "${denyAction}"`);
 
@@ -181,7 +186,8 @@ export function parseRunConfig(argv: readonly string[], env: Env): ConfigResult 
   if (typeof debounceMs === 'string') return fail(debounceMs);
 
   const logLevel = pick(values['log-level'], 'LOG_LEVEL') ?? 'info';
-  if (!isLogLevel(logLevel)) return fail(`--log-level must be one of fatal, error, warn, info, debug, trace, silent, not "${logLevel}"`);
+  if (!isLogLevel(logLevel))
+    return fail(`--log-level must be one of fatal, error, warn, info, debug, trace, silent, not "${logLevel}"`);
 
   const netns = pick(values.netns, 'NETNS');
   if (netns !== undefined && !NETNS_RE.test(netns)) return fail(`--netns must be a network namespace name, not "${netns}"`);
@@ -219,7 +225,10 @@ export interface CleanupConfig {
   readonly nftPath: string;
 }
 
-export type CleanupConfigResult = { readonly ok: true; readonly config: CleanupConfig } | { readonly ok: false; readonly help: true } | { readonly ok: false; readonly help: false; readonly error: string };
+export type CleanupConfigResult =
+  | { readonly ok: true; readonly config: CleanupConfig }
+  | { readonly ok: false; readonly help: true }
+  | { readonly ok: false; readonly help: false; readonly error: string };
 
 export function parseCleanupConfig(argv: readonly string[], env: Env): CleanupConfigResult {
   let values;
@@ -242,6 +251,7 @@ export function parseCleanupConfig(argv: readonly string[], env: Env): CleanupCo
   const table = values.table ?? env['TABLE'] ?? 'nft-netpol';
   if (!TABLE_RE.test(table)) return { ok: false, help: false, error: `--table must be a plain identifier, not "${table}"` };
   const netns = values.netns ?? (env['NETNS'] === '' ? undefined : env['NETNS']);
-  if (netns !== undefined && !NETNS_RE.test(netns)) return { ok: false, help: false, error: `--netns must be a network namespace name, not "${netns}"` };
+  if (netns !== undefined && !NETNS_RE.test(netns))
+    return { ok: false, help: false, error: `--netns must be a network namespace name, not "${netns}"` };
   return { ok: true, config: { table, netns, nftPath: values.nft ?? env['NFT'] ?? 'nft' } };
 }

@@ -48,7 +48,10 @@ export async function conntrackAvailable(netns: string | undefined): Promise<boo
  * pod had established lose their allowance together with its set elements.
  * conntrack exits 1 when nothing matched: that is not an error here.
  */
-export async function deleteConntrack(netns: string | undefined, ips: readonly string[]): Promise<{ deleted: number; failed: string[] }> {
+export async function deleteConntrack(
+  netns: string | undefined,
+  ips: readonly string[],
+): Promise<{ deleted: number; failed: string[] }> {
   const failed: string[] = [];
   let deleted = 0;
   for (const raw of ips) {

@@ -61,7 +61,11 @@ export function tableObjects(text: string): string[] {
 
 /** The named objects of a compiled ruleset, as tableObjects() gives them. */
 export function compiledObjects(c: CompiledRuleset): string[] {
-  return [...c.chains.map((x) => `chain ${x.name}`), ...c.sets.map((x) => `set ${x.name}`), ...c.maps.map((x) => `map ${x.name}`)].sort();
+  return [
+    ...c.chains.map((x) => `chain ${x.name}`),
+    ...c.sets.map((x) => `set ${x.name}`),
+    ...c.maps.map((x) => `map ${x.name}`),
+  ].sort();
 }
 
 /** Does the listing hold exactly these objects (sorted, as tableObjects() gives them)? */

@@ -36,7 +36,10 @@ export function kubeEventSink(api: Pick<CoreV1Api, 'createNamespacedEvent'>, nod
   return {
     async warnPolicy(ref, reason, message) {
       await q.add(async () => {
-        await api.createNamespacedEvent({ namespace: ref.namespace, body: policyEvent(ref, reason, message, nodeName, new Date()) });
+        await api.createNamespacedEvent({
+          namespace: ref.namespace,
+          body: policyEvent(ref, reason, message, nodeName, new Date()),
+        });
       });
     },
   };
@@ -45,7 +48,10 @@ export function kubeEventSink(api: Pick<CoreV1Api, 'createNamespacedEvent'>, nod
 export function logEventSink(log: Logger): EventSink {
   return {
     warnPolicy(ref, reason, message) {
-      log.debug({ event: 'k8s-event', policy: `${ref.namespace}/${ref.name}`, reason, message }, 'no API server: Event not created');
+      log.debug(
+        { event: 'k8s-event', policy: `${ref.namespace}/${ref.name}`, reason, message },
+        'no API server: Event not created',
+      );
       return Promise.resolve();
     },
   };

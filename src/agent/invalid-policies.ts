@@ -65,7 +65,13 @@ export function eventMessage(p: InvalidPolicy): string {
 export function reportsEventFor(state: ClusterState, nodeName: string, key: string): boolean {
   const pol = state.policies.find((p) => objectKey(p) === key);
   if (pol === undefined) return false;
-  return state.pods.some((pod) => pod.nodeName === nodeName && pod.namespace === pol.namespace && isActivePod(pod) && selectorMatches(pol.podSelector, pod.labels));
+  return state.pods.some(
+    (pod) =>
+      pod.nodeName === nodeName &&
+      pod.namespace === pol.namespace &&
+      isActivePod(pod) &&
+      selectorMatches(pol.podSelector, pod.labels),
+  );
 }
 
 /** Fingerprint of a policy's errors, as kept in an InvalidIndex. */

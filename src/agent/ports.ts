@@ -17,7 +17,8 @@ export interface Rendered {
 /** Pure: the node's full ruleset for a state (one atomic nft script). */
 export type RenderFn = (state: ClusterState) => Rendered;
 
-export type NftResult = { readonly ok: true } | { readonly ok: false; readonly error: string; readonly exitCode?: number | undefined };
+export type NftResult =
+  { readonly ok: true } | { readonly ok: false; readonly error: string; readonly exitCode?: number | undefined };
 
 export interface Dataplane {
   /** Runs one `nft -f -` transaction. Never throws for nft errors. */

@@ -23,11 +23,28 @@ import { backoffDelay, DEFAULT_BACKOFF, type BackoffPolicy } from './backoff.ts'
 import { checkDrift, compiledObjects, normalizeListing, sameObjects, tableObjects } from './drift.ts';
 import { isEmptyUpdate, renderUpdate } from '../nft/update.ts';
 import type { UpdateCounts } from '../nft/update.ts';
-import type { CompiledRuleset } from '../compile/ir.ts';
 import type { RulesetUpdate } from '../nft/update.ts';
-import { diffInvalid, eventMessage, fingerprint, reportsEventFor, type InvalidIndex, type InvalidPolicy } from './invalid-policies.ts';
+import {
+  diffInvalid,
+  eventMessage,
+  fingerprint,
+  reportsEventFor,
+  type InvalidIndex,
+  type InvalidPolicy,
+} from './invalid-policies.ts';
 import { releasedPodIPs } from './local-view.ts';
-import { SYSTEM_CLOCK, type AgentMetrics, type Clock, type Dataplane, type EventSink, type NftResult, type Rendered, type RenderFn, type RenderStats, type StateSource } from './ports.ts';
+import {
+  SYSTEM_CLOCK,
+  type AgentMetrics,
+  type Clock,
+  type Dataplane,
+  type EventSink,
+  type NftResult,
+  type Rendered,
+  type RenderFn,
+  type RenderStats,
+  type StateSource,
+} from './ports.ts';
 
 export interface ReconcilerOptions {
   readonly nodeName: string;
@@ -281,7 +298,8 @@ export class Reconciler {
 
   status(): ReconcilerStatus {
     const now = this.#clock.mono();
-    const phase: Phase = !this.#synced && this.#lastSuccess === undefined ? 'waiting-for-sync' : this.#inSync() ? 'in-sync' : 'out-of-sync';
+    const phase: Phase =
+      !this.#synced && this.#lastSuccess === undefined ? 'waiting-for-sync' : this.#inSync() ? 'in-sync' : 'out-of-sync';
     return {
       phase,
       ready: this.ready(),
@@ -429,11 +447,19 @@ export class Reconciler {
       // The update from what the kernel holds, when both sides are compiled:
       // it also says whether anything changed, without rendering the full text.
       const tu = this.#clock.mono();
-      const update: RulesetUpdate | undefined = prev?.rendered.compiled !== undefined && rendered.compiled !== undefined ? renderUpdate(prev.rendered.compiled, rendered.compiled) : undefined;
+      const update: RulesetUpdate | undefined =
+        prev?.rendered.compiled !== undefined && rendered.compiled !== undefined
+          ? renderUpdate(prev.rendered.compiled, rendered.compiled)
+          : undefined;
       phases.update = this.#clock.mono() - tu;
-      const unchanged = prev !== undefined && (update === undefined ? prev.rendered.text === rendered.text : update.kind === 'incremental' && isEmptyUpdate(update));
+      const unchanged =
+        prev !== undefined &&
+        (update === undefined ? prev.rendered.text === rendered.text : update.kind === 'incremental' && isEmptyUpdate(update));
       if (!force && prev !== undefined && unchanged) {
-        const fresh = prev.canonical !== undefined && this.#kernelVerifiedAt !== undefined && this.#clock.mono() - this.#kernelVerifiedAt < this.#o.kernelCheckFreshMs;
+        const fresh =
+          prev.canonical !== undefined &&
+          this.#kernelVerifiedAt !== undefined &&
+          this.#clock.mono() - this.#kernelVerifiedAt < this.#o.kernelCheckFreshMs;
         const check: KernelCheck = fresh ? { kind: 'match' } : await this.#checkKernel(prev);
         if (check.kind === 'match') {
           this.#succeeded(since, reasons, t0, rendered.stats, 'unchanged', false);
@@ -458,7 +484,11 @@ export class Reconciler {
         if (r.ok) {
           mode = 'incremental';
           counts = update;
-        } else this.#d.log.warn({ event: 'apply', mode: 'incremental', error: r.error.trim() }, 'incremental update rejected; applying the full ruleset');
+        } else
+          this.#d.log.warn(
+            { event: 'apply', mode: 'incremental', error: r.error.trim() },
+            'incremental update rejected; applying the full ruleset',
+          );
       }
       let res: NftResult = { ok: true };
       if (mode === 'full') {
@@ -487,7 +517,10 @@ export class Reconciler {
       this.#captureAbort = ac;
       const listing = await this.#listQuietly(ac.signal);
       this.#captureAbort = undefined;
-      if (listing !== undefined && !sameObjects(rendered.compiled !== undefined ? compiledObjects(rendered.compiled) : tableObjects(rendered.text), listing)) {
+      if (
+        listing !== undefined &&
+        !sameObjects(rendered.compiled !== undefined ? compiledObjects(rendered.compiled) : tableObjects(rendered.text), listing)
+      ) {
         // Changed between our commit and the read-back: not canonical; the
         // next drift check (no read-back) applies again.
         this.#d.log.warn({ event: 'list' }, 'the table was changed right after the apply; it will be re-applied');
@@ -504,10 +537,29 @@ export class Reconciler {
     }
   }
 
-  #succeeded(since: number | undefined, reasons: readonly string[], t0: number, stats: RenderStats, result: 'applied' | 'unchanged', repair: boolean, mode?: 'full' | 'incremental', counts?: UpdateCounts, phases?: Readonly<Record<string, number>>): void {
+  #succeeded(
+    since: number | undefined,
+    reasons: readonly string[],
+    t0: number,
+    stats: RenderStats,
+    result: 'applied' | 'unchanged',
+    repair: boolean,
+    mode?: 'full' | 'incremental',
+    counts?: UpdateCounts,
+    phases?: Readonly<Record<string, number>>,
+  ): void {
     const now = this.#clock.mono();
     const durationMs = now - t0;
-    const rec: ApplyRecord = { result, mode, reasons, atUnixMs: this.#clock.wall(), durationMs, stats, error: undefined, exitCode: undefined };
+    const rec: ApplyRecord = {
+      result,
+      mode,
+      reasons,
+      atUnixMs: this.#clock.wall(),
+      durationMs,
+      stats,
+      error: undefined,
+      exitCode: undefined,
+    };
     const recovered = this.#failures > 0;
     this.#failures = 0;
     this.#failedText = undefined;
@@ -522,23 +574,74 @@ export class Reconciler {
       this.#d.metrics.driftRepair();
       this.#d.log.warn({ event: 'drift-repaired' }, 'drifted table restored');
     }
-    const update = counts === undefined ? {} : { update: { elementsAdded: counts.added, elementsRemoved: counts.removed, chainsAdded: counts.chainsAdded, chainsChanged: counts.chainsChanged, chainsDeleted: counts.chainsDeleted, setsAdded: counts.setsAdded, setsDeleted: counts.setsDeleted } };
-    const phasesMs = phases === undefined ? {} : { phasesMs: Object.fromEntries(Object.entries(phases).map(([k, v]) => [k, Math.round(v * 10) / 10])) };
-    const line = { event: 'apply', result, ...(mode === undefined ? {} : { mode }), ...update, reasons, durationMs: Math.round(durationMs * 10) / 10, ...phasesMs, ...stats, recovered };
+    const update =
+      counts === undefined
+        ? {}
+        : {
+            update: {
+              elementsAdded: counts.added,
+              elementsRemoved: counts.removed,
+              chainsAdded: counts.chainsAdded,
+              chainsChanged: counts.chainsChanged,
+              chainsDeleted: counts.chainsDeleted,
+              setsAdded: counts.setsAdded,
+              setsDeleted: counts.setsDeleted,
+            },
+          };
+    const phasesMs =
+      phases === undefined
+        ? {}
+        : { phasesMs: Object.fromEntries(Object.entries(phases).map(([k, v]) => [k, Math.round(v * 10) / 10])) };
+    const line = {
+      event: 'apply',
+      result,
+      ...(mode === undefined ? {} : { mode }),
+      ...update,
+      reasons,
+      durationMs: Math.round(durationMs * 10) / 10,
+      ...phasesMs,
+      ...stats,
+      recovered,
+    };
     if (result === 'applied') this.#d.log.info(line, 'ruleset applied');
     else this.#d.log.debug(line, 'ruleset unchanged and in place');
   }
 
-  #failed(since: number | undefined, reasons: readonly string[], t0: number, stats: RenderStats | undefined, error: string, exitCode: number | undefined): void {
+  #failed(
+    since: number | undefined,
+    reasons: readonly string[],
+    t0: number,
+    stats: RenderStats | undefined,
+    error: string,
+    exitCode: number | undefined,
+  ): void {
     this.#failures++;
     const delay = backoffDelay(this.#o.backoff, this.#failures);
     this.#retryAt = this.#clock.mono() + delay;
     const durationMs = this.#clock.mono() - t0;
-    this.#lastApply = { result: 'failed', mode: 'full', reasons, atUnixMs: this.#clock.wall(), durationMs, stats, error, exitCode };
+    this.#lastApply = {
+      result: 'failed',
+      mode: 'full',
+      reasons,
+      atUnixMs: this.#clock.wall(),
+      durationMs,
+      stats,
+      error,
+      exitCode,
+    };
     this.#d.metrics.dataplaneFailure();
     this.#d.metrics.resyncState(2);
     this.#d.log.error(
-      { event: 'apply', result: 'failed', reasons, error, exitCode, attempt: this.#failures, retryInMs: delay, durationMs: Math.round(durationMs) },
+      {
+        event: 'apply',
+        result: 'failed',
+        reasons,
+        error,
+        exitCode,
+        attempt: this.#failures,
+        retryInMs: delay,
+        durationMs: Math.round(durationMs),
+      },
       'apply failed; the previous ruleset stays in force',
     );
     // Put the work back: the retry (after the backoff) applies the latest state.
@@ -566,7 +669,11 @@ export class Reconciler {
     // pending, its apply checks (or replaces) the table anyway.
     if (this.#stopped || applied === undefined || this.#dirty) return;
     const check = await this.#checkKernel(applied);
-    this.#lastDrift = { atUnixMs: this.#clock.wall(), result: check.kind, detail: check.kind === 'match' ? undefined : check.detail };
+    this.#lastDrift = {
+      atUnixMs: this.#clock.wall(),
+      result: check.kind,
+      detail: check.kind === 'match' ? undefined : check.detail,
+    };
     if (check.kind === 'unknown' && check.detail === NO_READBACK) {
       // The read-back after the last apply was given up or failed: nothing
       // to compare with, so apply again (not counted as a repair).
@@ -623,7 +730,10 @@ export class Reconciler {
     this.#invalidAll = diff.all;
     this.#d.metrics.invalidPolicies(diff.all.length);
     for (const p of diff.changed) {
-      this.#d.log.warn({ event: 'invalid-policy', policy: `${p.namespace}/${p.name}`, errors: p.errors }, 'invalid NetworkPolicy: its invalid parts allow nothing (fail closed)');
+      this.#d.log.warn(
+        { event: 'invalid-policy', policy: `${p.namespace}/${p.name}`, errors: p.errors },
+        'invalid NetworkPolicy: its invalid parts allow nothing (fail closed)',
+      );
     }
     for (const key of diff.resolved) {
       this.#evented.delete(key);
@@ -635,9 +745,11 @@ export class Reconciler {
       const fp = fingerprint(p);
       if (this.#evented.get(key) === fp || !reportsEventFor(state, this.#o.nodeName, key)) continue;
       this.#evented.set(key, fp);
-      this.#d.events.warnPolicy({ namespace: p.namespace, name: p.name }, 'InvalidNetworkPolicy', eventMessage(p)).catch((e: unknown) => {
-        this.#d.log.warn({ event: 'k8s-event', policy: key, err: e }, 'could not create the InvalidNetworkPolicy Event');
-      });
+      this.#d.events
+        .warnPolicy({ namespace: p.namespace, name: p.name }, 'InvalidNetworkPolicy', eventMessage(p))
+        .catch((e: unknown) => {
+          this.#d.log.warn({ event: 'k8s-event', policy: key, err: e }, 'could not create the InvalidNetworkPolicy Event');
+        });
     }
   }
 

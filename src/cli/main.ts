@@ -130,12 +130,14 @@ async function renderCmd(args: string[], io: Io): Promise<number> {
   const format = outputFormat(v.output);
   if (v.node === undefined || v.node === '') throw new UsageError('--node is required');
   const denyAction = v['deny-action'];
-  if (denyAction !== 'drop' && denyAction !== 'reject') throw new UsageError(`--deny-action must be drop or reject, not "${denyAction}"`);
+  if (denyAction !== 'drop' && denyAction !== 'reject')
+    throw new UsageError(`--deny-action must be drop or reject, not "${denyAction}"`);
   const unknownLocalEndpoints = v['unknown-local-endpoints'];
   if (unknownLocalEndpoints !== 'drop' && unknownLocalEndpoints !== 'allow') {
     throw new UsageError(`--unknown-local-endpoints must be allow or drop, not "${unknownLocalEndpoints}"`);
   }
-  if (!/^[A-Za-z][A-Za-z0-9_-]{0,63}$/.test(v.table)) throw new UsageError(`--table must be a plain identifier (letters, digits, - and _), not "${v.table}"`);
+  if (!/^[A-Za-z][A-Za-z0-9_-]{0,63}$/.test(v.table))
+    throw new UsageError(`--table must be a plain identifier (letters, digits, - and _), not "${v.table}"`);
   const loaded = await loadInputs(v.filename);
   const bad = reportProblems(io, loaded);
   if (loaded.loadErrors.length > 0) return EXIT_INVALID;
@@ -144,7 +146,13 @@ async function renderCmd(args: string[], io: Io): Promise<number> {
   }
   const r = renderNode(loaded.state, v.node, { table: v.table, denyAction, unknownLocalEndpoints });
   if (format === 'json') {
-    io.out(JSON.stringify({ node: v.node, stats: r.stats, errors: loaded.validationErrors.map(formatValidationError), ruleset: r.text }, null, 2));
+    io.out(
+      JSON.stringify(
+        { node: v.node, stats: r.stats, errors: loaded.validationErrors.map(formatValidationError), ruleset: r.text },
+        null,
+        2,
+      ),
+    );
   } else {
     io.out(r.text);
   }
@@ -161,7 +169,8 @@ async function explainCmd(args: string[], io: Io): Promise<number> {
   });
   if (v.help) return help(io, 'explain');
   const format = outputFormat(v.output);
-  if (v.from === undefined || v.to === undefined || v.port === undefined) throw new UsageError('--from, --to and --port are required');
+  if (v.from === undefined || v.to === undefined || v.port === undefined)
+    throw new UsageError('--from, --to and --port are required');
   if (v.family !== '4' && v.family !== '6') throw new UsageError(`--family must be 4 or 6, not "${v.family}"`);
   const family = v.family === '4' ? 4 : 6;
   const pp = parsePortProto(v.port);
@@ -204,7 +213,9 @@ async function validateCmd(args: string[], io: Io): Promise<number> {
     io.out(JSON.stringify({ valid: problems.length === 0, errors: problems.map(({ text: _t, ...rest }) => rest) }, null, 2));
   } else if (problems.length === 0) {
     const s = loaded.state;
-    io.out(`ok: ${s.policies.length} policies, ${s.pods.length} pods, ${s.namespaces.length} namespaces, ${s.nodes.length} nodes; no errors`);
+    io.out(
+      `ok: ${s.policies.length} policies, ${s.pods.length} pods, ${s.namespaces.length} namespaces, ${s.nodes.length} nodes; no errors`,
+    );
   } else {
     for (const p of problems) io.out(p.text);
   }

@@ -40,7 +40,9 @@ function makeSource(c: AgentConfig, log: Logger): { source: ClusterSource; event
   try {
     kc.loadFromDefault();
   } catch (e) {
-    return { error: `cannot load the Kubernetes client configuration (KUBECONFIG, ~/.kube/config or in-cluster): ${errorMessage(e)}` };
+    return {
+      error: `cannot load the Kubernetes client configuration (KUBECONFIG, ~/.kube/config or in-cluster): ${errorMessage(e)}`,
+    };
   }
   const cluster = kc.getCurrentCluster();
   if (cluster === null) return { error: 'the Kubernetes client configuration has no current cluster' };
@@ -56,7 +58,11 @@ function checkBridgeNetfilter(c: AgentConfig, log: Logger): void {
   if (c.netns !== undefined) return;
   try {
     const v = readFileSync('/proc/sys/net/bridge/bridge-nf-call-iptables', 'utf8').trim();
-    if (v === '0') log.warn({ event: 'preflight' }, 'net.bridge.bridge-nf-call-iptables is 0: traffic between pods on the same bridge bypasses the ruleset');
+    if (v === '0')
+      log.warn(
+        { event: 'preflight' },
+        'net.bridge.bridge-nf-call-iptables is 0: traffic between pods on the same bridge bypasses the ruleset',
+      );
   } catch {
     log.debug({ event: 'preflight' }, 'br_netfilter is not loaded (fine for routed CNIs)');
   }
@@ -74,7 +80,19 @@ export async function runCommand(argv: string[]): Promise<number> {
   const c = parsed.config;
   const log = createLogger({ level: c.logLevel, base: { node: c.node } });
   const ver = version();
-  log.info({ event: 'start', version: ver, table: c.table, denyAction: c.denyAction, driftIntervalMs: c.driftIntervalMs, debounceMs: c.debounceMs, netns: c.netns, fromDir: c.fromDir }, 'nft-netpol-agent starting');
+  log.info(
+    {
+      event: 'start',
+      version: ver,
+      table: c.table,
+      denyAction: c.denyAction,
+      driftIntervalMs: c.driftIntervalMs,
+      debounceMs: c.debounceMs,
+      netns: c.netns,
+      fromDir: c.fromDir,
+    },
+    'nft-netpol-agent starting',
+  );
 
   const metrics = createMetrics();
   metrics.setBuildInfo(ver, c.node);
@@ -96,7 +114,8 @@ export async function runCommand(argv: string[]): Promise<number> {
 
   // Never crash: a bug in a callback is logged and enforcement goes on (the
   // liveness probe restarts the agent if the loop is really stuck).
-  const onRejection = (reason: unknown): void => log.error({ err: reason, event: 'unhandled-rejection' }, 'unhandled promise rejection; continuing');
+  const onRejection = (reason: unknown): void =>
+    log.error({ err: reason, event: 'unhandled-rejection' }, 'unhandled promise rejection; continuing');
   const onException = (err: Error): void => log.error({ err, event: 'uncaught-exception' }, 'uncaught exception; continuing');
   process.on('unhandledRejection', onRejection);
   process.on('uncaughtException', onException);
@@ -123,7 +142,8 @@ export async function runCommand(argv: string[]): Promise<number> {
 
   try {
     const probe = await probeNft({ nftPath: c.nftPath });
-    if (!probe.ok && c.netns === undefined) log.error({ event: 'preflight' }, `${probe.reason}; applies will fail and be retried`);
+    if (!probe.ok && c.netns === undefined)
+      log.error({ event: 'preflight' }, `${probe.reason}; applies will fail and be retried`);
     else if (probe.ok) log.info({ event: 'preflight', nft: probe.version }, 'nft is usable');
     checkBridgeNetfilter(c, log);
 

@@ -7,7 +7,16 @@ import { selectorMatches } from '../model/selector.ts';
 import { byObjectKey } from '../model/state.ts';
 import { isActivePod, objectKey } from '../model/types.ts';
 import type { ClusterState, Direction, Family, NetworkPolicy, Pod } from '../model/types.ts';
-import { DEFAULT_TABLE, dispatchMapName, localPodCidrSetName, podChainName, podId, policyChainName, policyId, sanitizeComment } from '../nft/ids.ts';
+import {
+  DEFAULT_TABLE,
+  dispatchMapName,
+  localPodCidrSetName,
+  podChainName,
+  podId,
+  policyChainName,
+  policyId,
+  sanitizeComment,
+} from '../nft/ids.ts';
 import { ClusterIndex } from './cluster-index.ts';
 import type { Chain, CompiledRuleset, MapElement, NamedSet, RenderOptions, Rule, RulesetStats, VerdictMap } from './ir.ts';
 import { PeerResolver } from './peers.ts';
@@ -24,7 +33,11 @@ const FAMILIES: readonly Family[] = [4, 6];
 const TABLE_NAME = /^[A-Za-z_][A-Za-z0-9_-]{0,62}$/;
 
 // Base chain names: lower case, so they stand apart from the generated KUBE-* chains.
-export const BASE_CHAINS = { forwardEgress: 'forward-egress', forwardIngress: 'forward-ingress', inputEgress: 'input-egress' } as const;
+export const BASE_CHAINS = {
+  forwardEgress: 'forward-egress',
+  forwardIngress: 'forward-ingress',
+  inputEgress: 'input-egress',
+} as const;
 
 // IPv6 neighbour discovery must work even for fully isolated pods.
 const ND_TYPES = ['nd-neighbor-solicit', 'nd-neighbor-advert', 'nd-router-solicit', 'nd-router-advert'];
@@ -36,7 +49,8 @@ export function resolveOptions(opts?: Partial<RenderOptions>): RenderOptions {
     unknownLocalEndpoints: opts?.unknownLocalEndpoints ?? DEFAULT_OPTIONS.unknownLocalEndpoints,
   };
   if (!TABLE_NAME.test(o.table)) throw new Error(`invalid nft table name "${o.table}": use letters, digits, '_' and '-'`);
-  if (o.denyAction !== 'drop' && o.denyAction !== 'reject') throw new Error(`invalid denyAction "${String(o.denyAction)}": drop or reject`);
+  if (o.denyAction !== 'drop' && o.denyAction !== 'reject')
+    throw new Error(`invalid denyAction "${String(o.denyAction)}": drop or reject`);
   if (o.unknownLocalEndpoints !== 'drop' && o.unknownLocalEndpoints !== 'allow') {
     throw new Error(`invalid unknownLocalEndpoints "${String(o.unknownLocalEndpoints)}": drop or allow`);
   }
@@ -97,21 +111,36 @@ function denyRules(pod: Pod, d: Direction, action: RenderOptions['denyAction']):
  * address in them that no map element claimed is a local endpoint the agent
  * does not know yet (a pod created a moment ago): dropped, fail closed.
  */
-function baseChain(name: string, hook: 'forward' | 'input', priority: number, d: Direction, comment: string, unknown: readonly NamedSet[]): Chain {
+function baseChain(
+  name: string,
+  hook: 'forward' | 'input',
+  priority: number,
+  d: Direction,
+  comment: string,
+  unknown: readonly NamedSet[],
+): Chain {
   const field = d === 'ingress' ? 'daddr' : 'saddr';
   const rules: Rule[] = [
     // Replies of connections that were allowed when they started.
-    { matches: [{ kind: 'ctState', states: ['established', 'related'] }], counter: false, verdict: { kind: 'accept' }, comment: undefined },
+    {
+      matches: [{ kind: 'ctState', states: ['established', 'related'] }],
+      counter: false,
+      verdict: { kind: 'accept' },
+      comment: undefined,
+    },
     { matches: [{ kind: 'icmpv6Types', types: ND_TYPES }], counter: false, verdict: { kind: 'accept' }, comment: undefined },
-    ...FAMILIES.map((f): Rule => ({ matches: [], counter: false, verdict: { kind: 'vmap', family: f, field, map: dispatchMapName(d, f) }, comment: undefined })),
-    ...unknown.map(
-      (s): Rule => ({
-        matches: [{ kind: 'addrSet', family: s.type === 'ipv4_addr' ? 4 : 6, field, set: s.name }],
-        counter: true,
-        verdict: { kind: 'drop' },
-        comment: 'unknown local endpoint',
-      }),
-    ),
+    ...FAMILIES.map((f): Rule => ({
+      matches: [],
+      counter: false,
+      verdict: { kind: 'vmap', family: f, field, map: dispatchMapName(d, f) },
+      comment: undefined,
+    })),
+    ...unknown.map((s): Rule => ({
+      matches: [{ kind: 'addrSet', family: s.type === 'ipv4_addr' ? 4 : 6, field, set: s.name }],
+      counter: true,
+      verdict: { kind: 'drop' },
+      comment: 'unknown local endpoint',
+    })),
   ];
   return { name, role: 'base', base: { hook, priority }, comment, rules };
 }
@@ -128,18 +157,38 @@ function localCidrSets(state: ClusterState, nodeName: string): NamedSet[] {
     }
     if (ivs.length === 0) continue;
     const name = localPodCidrSetName(f);
-    out.push({ name, type: f === 4 ? 'ipv4_addr' : 'ipv6_addr', interval: true, elements: mergeIntervals(ivs).map(formatElement), comment: sanitizeComment(`pod CIDRs of node ${nodeName}`) });
+    out.push({
+      name,
+      type: f === 4 ? 'ipv4_addr' : 'ipv6_addr',
+      interval: true,
+      elements: mergeIntervals(ivs).map(formatElement),
+      comment: sanitizeComment(`pod CIDRs of node ${nodeName}`),
+    });
   }
   return out;
 }
 
-function computeStats(sets: readonly NamedSet[], maps: readonly VerdictMap[], chains: readonly Chain[], localCount: number, policyCount: number): RulesetStats {
+function computeStats(
+  sets: readonly NamedSet[],
+  maps: readonly VerdictMap[],
+  chains: readonly Chain[],
+  localCount: number,
+  policyCount: number,
+): RulesetStats {
   let rules = 0;
   for (const c of chains) rules += c.rules.length;
   let elements = 0;
   for (const s of sets) elements += s.elements.length;
   for (const m of maps) elements += m.elements.length;
-  return { chains: chains.length, rules, sets: sets.length, maps: maps.length, elements, localPods: localCount, policies: policyCount };
+  return {
+    chains: chains.length,
+    rules,
+    sets: sets.length,
+    maps: maps.length,
+    elements,
+    localPods: localCount,
+    policies: policyCount,
+  };
 }
 
 export function compileNode(state: ClusterState, nodeName: string, opts?: Partial<RenderOptions>): CompiledRuleset {
@@ -148,7 +197,13 @@ export function compileNode(state: ClusterState, nodeName: string, opts?: Partia
 }
 
 /** compileNode with the lookups given: an index of `state` and a resolver over it (see node-compiler.ts). */
-export function compileWith(state: ClusterState, nodeName: string, o: RenderOptions, idx: ClusterIndex, peers: PeerResolver): CompiledRuleset {
+export function compileWith(
+  state: ClusterState,
+  nodeName: string,
+  o: RenderOptions,
+  idx: ClusterIndex,
+  peers: PeerResolver,
+): CompiledRuleset {
   const local = localPods(state, nodeName);
   const relevant = relevantPolicies(state, local);
   // With the node's pod CIDRs known, every active local pod is listed in the
@@ -169,9 +224,23 @@ export function compileWith(state: ClusterState, nodeName: string, o: RenderOpti
   for (const r of relevant) {
     for (const d of DIRECTIONS) {
       if (!r.policy.types[d]) continue;
-      const out = compilePolicyChain({ idx, peers, sets: shared, families, policy: r.policy, policyId: r.id, direction: d, targets: r.targets });
+      const out = compilePolicyChain({
+        idx,
+        peers,
+        sets: shared,
+        families,
+        policy: r.policy,
+        policyId: r.id,
+        direction: d,
+        targets: r.targets,
+      });
       policyChains.push(out.chain);
-      const jump: Rule = { matches: [], counter: false, verdict: { kind: 'jump', chain: policyChainName(r.id, d) }, comment: sanitizeComment(objectKey(r.policy)) };
+      const jump: Rule = {
+        matches: [],
+        counter: false,
+        verdict: { kind: 'jump', chain: policyChainName(r.id, d) },
+        comment: sanitizeComment(objectKey(r.policy)),
+      };
       for (const pod of r.targets) {
         let j = jumps.get(pod);
         if (j === undefined) jumps.set(pod, (j = { ingress: [], egress: [] }));
@@ -192,7 +261,13 @@ export function compileWith(state: ClusterState, nodeName: string, o: RenderOpti
       let chain: string | undefined;
       if (isolating.length > 0) {
         chain = podChainName(id, d);
-        podChains.push({ name: chain, role: 'pod', base: undefined, comment: sanitizeComment(`${d} of pod ${objectKey(pod)}`), rules: [...isolating, ...denyRules(pod, d, o.denyAction)] });
+        podChains.push({
+          name: chain,
+          role: 'pod',
+          base: undefined,
+          comment: sanitizeComment(`${d} of pod ${objectKey(pod)}`),
+          rules: [...isolating, ...denyRules(pod, d, o.denyAction)],
+        });
       } else if (unknown.length === 0) {
         continue; // not isolated, and unknown addresses pass anyway: no element needed
       }
@@ -221,9 +296,23 @@ export function compileWith(state: ClusterState, nodeName: string, o: RenderOpti
   }
 
   const baseChains = [
-    baseChain(BASE_CHAINS.forwardEgress, 'forward', 0, 'egress', 'egress of local pods: routed, bridged and DNATed traffic', unknown),
+    baseChain(
+      BASE_CHAINS.forwardEgress,
+      'forward',
+      0,
+      'egress',
+      'egress of local pods: routed, bridged and DNATed traffic',
+      unknown,
+    ),
     // After egress (priority filter + 1): a packet between two local pods passes both checks.
-    baseChain(BASE_CHAINS.forwardIngress, 'forward', 1, 'ingress', 'ingress of local pods: routed, bridged and DNATed traffic', unknown),
+    baseChain(
+      BASE_CHAINS.forwardIngress,
+      'forward',
+      1,
+      'ingress',
+      'ingress of local pods: routed, bridged and DNATed traffic',
+      unknown,
+    ),
     // Not on input: the node's own gateway address may lie in its pod CIDR.
     baseChain(BASE_CHAINS.inputEgress, 'input', 0, 'egress', 'egress of local pods to this node itself', []),
   ];

@@ -59,10 +59,13 @@ function sameLabels(a: Readonly<Record<string, string>>, b: Readonly<Record<stri
 }
 
 export function sameNamespaces(a: readonly Namespace[], b: readonly Namespace[]): boolean {
-  return a.length === b.length && a.every((x, i) => {
-    const y = b[i];
-    return y !== undefined && (x === y || (x.name === y.name && sameLabels(x.labels, y.labels)));
-  });
+  return (
+    a.length === b.length &&
+    a.every((x, i) => {
+      const y = b[i];
+      return y !== undefined && (x === y || (x.name === y.name && sameLabels(x.labels, y.labels)));
+    })
+  );
 }
 
 export interface CompilerCaches {
@@ -109,7 +112,10 @@ export class NodeCompiler {
     this.#prev = undefined;
     // Past this many changed objects a fresh index is as cheap and simpler.
     const limit = Math.max(256, prev === undefined ? 0 : prev.state.pods.length >> 3);
-    const diff = prev !== undefined && sameNamespaces(prev.state.namespaces, state.namespaces) ? diffPods(prev.state.pods, state.pods, limit) : undefined;
+    const diff =
+      prev !== undefined && sameNamespaces(prev.state.namespaces, state.namespaces)
+        ? diffPods(prev.state.pods, state.pods, limit)
+        : undefined;
     let idx: ClusterIndex;
     let peers: PeerResolver;
     if (prev !== undefined && diff !== undefined) {

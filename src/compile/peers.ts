@@ -130,7 +130,9 @@ export class PeerResolver {
     if (changed.length === 0) return;
     const dropped = new Set<string>();
     for (const [key, r] of this.#memo) {
-      if (changed.some((p) => r.namespaces.has(p.namespace) && (r.selector === undefined || selectorMatches(r.selector, p.labels)))) {
+      if (
+        changed.some((p) => r.namespaces.has(p.namespace) && (r.selector === undefined || selectorMatches(r.selector, p.labels)))
+      ) {
         this.#memo.delete(key);
         dropped.add(key);
       }
@@ -186,7 +188,9 @@ export class PeerResolver {
       const fast = mergeV4(v4);
       r = {
         pods,
-        intervals: other.some((iv) => iv.family === 4) ? mergeIntervals([...fast, ...other]) : [...fast, ...mergeIntervals(other)],
+        intervals: other.some((iv) => iv.family === 4)
+          ? mergeIntervals([...fast, ...other])
+          : [...fast, ...mergeIntervals(other)],
         namespaces: new Set(namespaces),
         selector: peer.podSelector,
         nsSelector: peer.namespaceSelector === undefined ? undefined : formatSelector(peer.namespaceSelector),
@@ -205,12 +209,19 @@ export class PeerResolver {
    * Union of all peers of a rule, per family; memoized by `definition`
    * (peersDefinition of the same peers): rules sharing it share the result.
    */
-  ruleIntervals(peers: readonly Peer[], policyNs: string, definition: string = peersDefinition(peers, policyNs)): FamilyIntervals {
+  ruleIntervals(
+    peers: readonly Peer[],
+    policyNs: string,
+    definition: string = peersDefinition(peers, policyNs),
+  ): FamilyIntervals {
     this.#usedRules.add(definition);
     let r = this.#ruleMemo.get(definition);
     if (r === undefined) {
       // A single peer is already merged (the common case; skips a re-sort).
-      const intervals = peers.length === 1 && peers[0] !== undefined ? byFamily(this.peerIntervals(peers[0], policyNs)) : byFamily(mergeIntervals(peers.flatMap((p) => this.peerIntervals(p, policyNs))));
+      const intervals =
+        peers.length === 1 && peers[0] !== undefined
+          ? byFamily(this.peerIntervals(peers[0], policyNs))
+          : byFamily(mergeIntervals(peers.flatMap((p) => this.peerIntervals(p, policyNs))));
       r = { intervals, deps: peers.flatMap((p) => (p.kind === 'pods' ? [podPeerKey(p, policyNs)] : [])) };
       this.#ruleMemo.set(definition, r);
     }

@@ -72,8 +72,12 @@ function compileRuleInto(input: PolicyChainInput, rule: PolicyRule, index: numbe
   const label = `${direction}[${index}]`;
   const field = direction === 'ingress' ? 'saddr' : 'daddr';
   const peersDef = rule.peers === undefined ? undefined : peersDefinition(rule.peers, policy.namespace);
-  const addrs = rule.peers === undefined || peersDef === undefined ? undefined : input.peers.ruleIntervals(rule.peers, policy.namespace, peersDef);
-  const use = (name: string, definition: string, make: () => NamedSet): string => input.sets.use(name, definition, make, created).name;
+  const addrs =
+    rule.peers === undefined || peersDef === undefined
+      ? undefined
+      : input.peers.ruleIntervals(rule.peers, policy.namespace, peersDef);
+  const use = (name: string, definition: string, make: () => NamedSet): string =>
+    input.sets.use(name, definition, make, created).name;
 
   const peerMatch = (f: Family): Match | undefined => {
     if (rule.peers === undefined || peersDef === undefined || addrs === undefined) return undefined;
@@ -104,7 +108,13 @@ function compileRuleInto(input: PolicyChainInput, rule: PolicyRule, index: numbe
     // The elements are the whole definition: a policy edit renames the set.
     const def = `ports\0${elements.join(',')}`;
     const name = portSetName(setId(def));
-    const set = use(name, def, () => ({ name, type: 'inet_proto . inet_service', interval: true, elements, comment: sanitizeComment(`ports: ${elements.join(', ')}`) }));
+    const set = use(name, def, () => ({
+      name,
+      type: 'inet_proto . inet_service',
+      interval: true,
+      elements,
+      comment: sanitizeComment(`ports: ${elements.join(', ')}`),
+    }));
     return [{ kind: 'portSet', set }];
   };
   const refs = ports === undefined ? [] : namedPorts(ports);
@@ -129,7 +139,13 @@ function compileRuleInto(input: PolicyChainInput, rule: PolicyRule, index: numbe
       def = `named-eg\0${peersDef ?? '*'}\0${wanted}`;
       about = rule.peers === undefined ? 'every pod' : describePeers(rule.peers, policy.namespace, f);
       const peers = rule.peers;
-      elements = () => egressNamedPortElements(input.idx, peers === undefined ? undefined : input.peers.destinations(peers, policy.namespace), f, refs);
+      elements = () =>
+        egressNamedPortElements(
+          input.idx,
+          peers === undefined ? undefined : input.peers.destinations(peers, policy.namespace),
+          f,
+          refs,
+        );
     }
     const name = namedPortSetName(setId(def), f);
     const set = use(name, def, () => ({

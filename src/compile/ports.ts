@@ -85,7 +85,12 @@ function podTriples(idx: ClusterIndex, pod: Pod, family: Family, refs: readonly 
 }
 
 /** Ingress: named ports resolve on the policy's selected local pods (the destinations). */
-export function ingressNamedPortElements(idx: ClusterIndex, targets: readonly Pod[], family: Family, refs: readonly NamedPortRef[]): string[] {
+export function ingressNamedPortElements(
+  idx: ClusterIndex,
+  targets: readonly Pod[],
+  family: Family,
+  refs: readonly NamedPortRef[],
+): string[] {
   const list: Triple[] = [];
   for (const pod of targets) podTriples(idx, pod, family, refs, list);
   return tripleElements(list);
@@ -96,7 +101,12 @@ export function ingressNamedPortElements(idx: ClusterIndex, targets: readonly Po
  * select, plus active pods whose address lies in an ipBlock peer; every
  * active pod when the rule has no peers.
  */
-export function egressNamedPortElements(idx: ClusterIndex, dest: PeerDestinations | undefined, family: Family, refs: readonly NamedPortRef[]): string[] {
+export function egressNamedPortElements(
+  idx: ClusterIndex,
+  dest: PeerDestinations | undefined,
+  family: Family,
+  refs: readonly NamedPortRef[],
+): string[] {
   const list: Triple[] = [];
   if (dest !== undefined) for (const pod of dest.pods) podTriples(idx, pod, family, refs, list);
   const blocks = dest?.blocks[family];

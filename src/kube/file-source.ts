@@ -209,11 +209,15 @@ export class FileClusterSource implements ClusterSource {
           .map((e) => `${e.source}: ${e.message}`)
           .join('; ')
           .concat(errors.length > 3 ? ` (+${errors.length - 3} more)` : '');
-        this.#log.warn({ dir: this.#dir, errors: errors.length, first: this.#lastError }, 'manifests not loaded; keeping the previous state');
+        this.#log.warn(
+          { dir: this.#dir, errors: errors.length, first: this.#lastError },
+          'manifests not loaded; keeping the previous state',
+        );
         return;
       }
       const built = buildState(objects);
-      for (const e of built.errors) this.#log.debug({ error: `${e.kind} ${e.namespace ?? ''}/${e.name} ${e.path}: ${e.message}` }, 'validation error');
+      for (const e of built.errors)
+        this.#log.debug({ error: `${e.kind} ${e.namespace ?? ''}/${e.name} ${e.path}: ${e.message}` }, 'validation error');
       this.#lastError = undefined;
       this.#lastEventAt = Date.now();
       const text = JSON.stringify(built.state);

@@ -74,7 +74,10 @@ export interface SourceCounters {
 }
 
 function paging(page: ListPage): { limit?: number; _continue?: string } {
-  return { ...(page.limit === undefined ? {} : { limit: page.limit }), ...(page.continue === undefined ? {} : { _continue: page.continue }) };
+  return {
+    ...(page.limit === undefined ? {} : { limit: page.limit }),
+    ...(page.continue === undefined ? {} : { _continue: page.continue }),
+  };
 }
 
 function peerName(spec: PodWatchSpec): string {
@@ -113,11 +116,25 @@ export class KubeClusterSource implements ClusterSource {
     this.#state = 'running';
     const node = this.#opts.nodeName;
     const nodeSel = `spec.nodeName=${node}`;
-    this.#localPods = this.#watch<Pod>('pods', `pods ${nodeSel}`, '/api/v1/pods', normalizePod, (page) => this.#core.listPodForAllNamespaces({ fieldSelector: nodeSel, ...paging(page) }), {
-      fieldSelector: nodeSel,
-      replan: true,
-    });
-    this.#namespaces = this.#watch<Namespace>('namespaces', 'namespaces', '/api/v1/namespaces', normalizeNamespace, (page) => this.#core.listNamespace(paging(page)), { replan: true });
+    this.#localPods = this.#watch<Pod>(
+      'pods',
+      `pods ${nodeSel}`,
+      '/api/v1/pods',
+      normalizePod,
+      (page) => this.#core.listPodForAllNamespaces({ fieldSelector: nodeSel, ...paging(page) }),
+      {
+        fieldSelector: nodeSel,
+        replan: true,
+      },
+    );
+    this.#namespaces = this.#watch<Namespace>(
+      'namespaces',
+      'namespaces',
+      '/api/v1/namespaces',
+      normalizeNamespace,
+      (page) => this.#core.listNamespace(paging(page)),
+      { replan: true },
+    );
     this.#policies = this.#watch<NetworkPolicy>(
       'networkpolicies',
       'networkpolicies',
@@ -127,7 +144,14 @@ export class KubeClusterSource implements ClusterSource {
       { replan: true, invalid: true },
     );
     const nameSel = `metadata.name=${node}`;
-    this.#nodes = this.#watch<Node>('nodes', `nodes ${nameSel}`, '/api/v1/nodes', normalizeNode, (page) => this.#core.listNode({ fieldSelector: nameSel, ...paging(page) }), { fieldSelector: nameSel });
+    this.#nodes = this.#watch<Node>(
+      'nodes',
+      `nodes ${nameSel}`,
+      '/api/v1/nodes',
+      normalizeNode,
+      (page) => this.#core.listNode({ fieldSelector: nameSel, ...paging(page) }),
+      { fieldSelector: nameSel },
+    );
     for (const w of this.#fixed()) w.start();
   }
 
@@ -204,7 +228,8 @@ export class KubeClusterSource implements ClusterSource {
 
   #fixed(): ResourceWatch<unknown>[] {
     const out: ResourceWatch<unknown>[] = [];
-    for (const w of [this.#localPods, this.#namespaces, this.#policies, this.#nodes]) if (w !== undefined) out.push(w as ResourceWatch<unknown>);
+    for (const w of [this.#localPods, this.#namespaces, this.#policies, this.#nodes])
+      if (w !== undefined) out.push(w as ResourceWatch<unknown>);
     return out;
   }
 
@@ -214,7 +239,13 @@ export class KubeClusterSource implements ClusterSource {
     path: string,
     normalize: (raw: unknown) => Normalized<T>,
     list: (page: ListPage) => Promise<KubernetesListObject<object>>,
-    opts: { fieldSelector?: string; labelSelector?: string; replan?: boolean; invalid?: boolean; filter?: () => ReadonlySet<string> | undefined },
+    opts: {
+      fieldSelector?: string;
+      labelSelector?: string;
+      replan?: boolean;
+      invalid?: boolean;
+      filter?: () => ReadonlySet<string> | undefined;
+    },
   ): ResourceWatch<T> {
     return new ResourceWatch<T>({
       name,
@@ -256,7 +287,13 @@ export class KubeClusterSource implements ClusterSource {
     for (const l of this.#changeListeners) this.#safe(() => l(reason));
   }
 
-  #changed(kind: string, type: ChangeType, key: string, replan: boolean, filter: (() => ReadonlySet<string> | undefined) | undefined): void {
+  #changed(
+    kind: string,
+    type: ChangeType,
+    key: string,
+    replan: boolean,
+    filter: (() => ReadonlySet<string> | undefined) | undefined,
+  ): void {
     if (this.#state !== 'running') return;
     if (replan) this.#schedulePlan();
     const f = filter?.();
@@ -327,7 +364,10 @@ export class KubeClusterSource implements ClusterSource {
               ? this.#core.listPodForAllNamespaces({ ...sel, ...paging(page) })
               : this.#core.listNamespacedPod({ namespace: spec.namespace, ...sel, ...paging(page) });
           },
-          { ...(spec.labelSelector === '' ? {} : { labelSelector: spec.labelSelector }), filter: () => this.#peers.get(spec.key)?.filter },
+          {
+            ...(spec.labelSelector === '' ? {} : { labelSelector: spec.labelSelector }),
+            filter: () => this.#peers.get(spec.key)?.filter,
+          },
         ),
       };
       this.#peers.set(spec.key, pw);
@@ -343,7 +383,13 @@ export class KubeClusterSource implements ClusterSource {
     }
     this.#plan = plan;
     this.#log.info(
-      { mode: plan.mode, watches: plan.watches.length, added, retiring, ...(plan.reason === undefined ? {} : { reason: plan.reason }) },
+      {
+        mode: plan.mode,
+        watches: plan.watches.length,
+        added,
+        retiring,
+        ...(plan.reason === undefined ? {} : { reason: plan.reason }),
+      },
       'remote pod watches planned',
     );
     this.#retire();

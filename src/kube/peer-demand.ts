@@ -54,7 +54,12 @@ export interface PeerDemandInput {
   readonly namespaces: readonly Namespace[];
 }
 
-export const ALL_PODS: PodWatchSpec = Object.freeze({ key: '*|', namespace: undefined, labelSelector: '', namespaces: undefined });
+export const ALL_PODS: PodWatchSpec = Object.freeze({
+  key: '*|',
+  namespace: undefined,
+  labelSelector: '',
+  namespaces: undefined,
+});
 
 type NsSet = Set<string> | 'all';
 
@@ -92,21 +97,27 @@ export function planPeerWatches(input: PeerDemandInput, maxWatches: number = DEF
 
   for (const pol of relevantPolicies(input.policies, input.localPods)) {
     const id = `${pol.namespace}/${pol.name}`;
-    const dirs = [...(pol.types.ingress ? [['ingress', pol.ingress] as const] : []), ...(pol.types.egress ? [['egress', pol.egress] as const] : [])];
+    const dirs = [
+      ...(pol.types.ingress ? [['ingress', pol.ingress] as const] : []),
+      ...(pol.types.egress ? [['egress', pol.egress] as const] : []),
+    ];
     for (const [dir, rules] of dirs) {
       for (const [i, rule] of rules.entries()) {
         // An invalid rule allows nothing: its peers are irrelevant.
         if (rule.invalid) continue;
         const named = rule.ports?.some((p) => typeof p.port === 'string') === true;
         if (dir === 'egress' && named && (rule.peers === undefined || rule.peers.some((p) => p.kind === 'ipBlock'))) {
-          return allPods(`${id} egress[${i}] has a named port with ${rule.peers === undefined ? 'no peers' : 'an ipBlock peer'}: any pod may be the destination`);
+          return allPods(
+            `${id} egress[${i}] has a named port with ${rule.peers === undefined ? 'no peers' : 'an ipBlock peer'}: any pod may be the destination`,
+          );
         }
         for (const peer of rule.peers ?? []) {
           if (peer.kind !== 'pods') continue;
           let selector = '';
           if (peer.podSelector !== undefined && !selectorIsEmpty(peer.podSelector)) {
             const q = labelQuery(peer.podSelector);
-            if (q === undefined) notes.push(`${id} ${dir}[${i}]: pod selector not expressible, watching every pod of its namespaces`);
+            if (q === undefined)
+              notes.push(`${id} ${dir}[${i}]: pod selector not expressible, watching every pod of its namespaces`);
             selector = q ?? '';
           }
           let ns: NsSet;
@@ -155,7 +166,8 @@ export function planPeerWatches(input: PeerDemandInput, maxWatches: number = DEF
 
   const watches: PodWatchSpec[] = [];
   for (const [sel, ns] of demand) {
-    if (ns === 'all') watches.push({ key: watchKey(undefined, sel), namespace: undefined, labelSelector: sel, namespaces: collapsed.get(sel) });
+    if (ns === 'all')
+      watches.push({ key: watchKey(undefined, sel), namespace: undefined, labelSelector: sel, namespaces: collapsed.get(sel) });
     else for (const n of ns) watches.push({ key: watchKey(n, sel), namespace: n, labelSelector: sel, namespaces: undefined });
   }
   watches.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
@@ -167,6 +179,11 @@ export function samePlan(a: PeerPlan, b: PeerPlan): boolean {
   if (a.mode !== b.mode || a.watches.length !== b.watches.length) return false;
   return a.watches.every((w, i) => {
     const v = b.watches[i];
-    return v !== undefined && v.key === w.key && (w.namespaces ?? []).join(',') === (v.namespaces ?? []).join(',') && (w.namespaces === undefined) === (v.namespaces === undefined);
+    return (
+      v !== undefined &&
+      v.key === w.key &&
+      (w.namespaces ?? []).join(',') === (v.namespaces ?? []).join(',') &&
+      (w.namespaces === undefined) === (v.namespaces === undefined)
+    );
   });
 }

@@ -72,7 +72,13 @@ class Envelope {
   /** Shared EMPTY when there are none. */
   readonly errors: readonly ValidationError[];
 
-  constructor(name: string, namespace: string | undefined, resourceVersion: string | undefined, value: unknown, errors: readonly ValidationError[]) {
+  constructor(
+    name: string,
+    namespace: string | undefined,
+    resourceVersion: string | undefined,
+    value: unknown,
+    errors: readonly ValidationError[],
+  ) {
     this.name = name;
     this.namespace = namespace;
     this.resourceVersion = resourceVersion;
@@ -157,7 +163,11 @@ function beforeDeadline<T>(p: Promise<T>, deadline: number, totalMs: number): Pr
 }
 
 /** Delay before restart number `failures` (1-based), with +-20% jitter. */
-export function restartDelay(timing: Pick<WatchTiming, 'restartInitialMs' | 'restartMaxMs'>, failures: number, random: () => number = Math.random): number {
+export function restartDelay(
+  timing: Pick<WatchTiming, 'restartInitialMs' | 'restartMaxMs'>,
+  failures: number,
+  random: () => number = Math.random,
+): number {
   const base = Math.min(timing.restartMaxMs, timing.restartInitialMs * 2 ** Math.min(Math.max(failures - 1, 0), 30));
   return Math.max(1, Math.round(base * (0.8 + 0.4 * random())));
 }
@@ -330,7 +340,9 @@ export class ResourceWatch<T> {
   *values(): Generator<T, void, undefined> {
     // list(namespace) copies one namespace; list() copies everything, and is
     // the only way to reach cluster-scoped ('') objects.
-    const lists = this.#cachedPerNs.has('') ? [this.#informer.list()] : [...this.#cachedPerNs.keys()].map((ns) => this.#informer.list(ns));
+    const lists = this.#cachedPerNs.has('')
+      ? [this.#informer.list()]
+      : [...this.#cachedPerNs.keys()].map((ns) => this.#informer.list(ns));
     for (const list of lists) {
       for (const env of list) if (env.value !== undefined) yield env.value as T;
     }
@@ -381,10 +393,13 @@ export class ResourceWatch<T> {
 
   #delay(ms: number): Promise<void> {
     return new Promise((resolve) => {
-      const t = setTimeout(() => {
-        this.#delays.delete(t);
-        resolve();
-      }, Math.min(ms, this.#timing.reconnectMaxMs));
+      const t = setTimeout(
+        () => {
+          this.#delays.delete(t);
+          resolve();
+        },
+        Math.min(ms, this.#timing.reconnectMaxMs),
+      );
       this.#delays.add(t);
     });
   }
@@ -409,7 +424,11 @@ export class ResourceWatch<T> {
     let rv: string | undefined;
     let cont: string | undefined;
     do {
-      const raw = await beforeDeadline(this.#opts.list({ limit: pageSize > 0 ? pageSize : undefined, continue: cont }), deadline, this.#timing.listTimeoutMs);
+      const raw = await beforeDeadline(
+        this.#opts.list({ limit: pageSize > 0 ? pageSize : undefined, continue: cont }),
+        deadline,
+        this.#timing.listTimeoutMs,
+      );
       // A list of an older run (restarted or stopped meanwhile) must not feed the cache.
       if (gen !== this.#gen || this.#state !== 'running') throw abortError('stale list');
       this.#received += raw.items.length;
@@ -454,7 +473,13 @@ export class ResourceWatch<T> {
     // An update that changes nothing the model holds keeps the cached object:
     // one copy in memory, and the compiler's pod diff (by identity) stays empty.
     const value = n.ok ? (before !== undefined && isDeepStrictEqual(before.value, n.value) ? before.value : n.value) : undefined;
-    const env = new Envelope(name, typeof ns === 'string' ? ns : undefined, typeof rv === 'string' ? rv : undefined, value, n.errors.length === 0 ? EMPTY : n.errors);
+    const env = new Envelope(
+      name,
+      typeof ns === 'string' ? ns : undefined,
+      typeof rv === 'string' ? rv : undefined,
+      value,
+      n.errors.length === 0 ? EMPTY : n.errors,
+    );
     this.#before.set(env, before);
     return env;
   }
@@ -530,7 +555,10 @@ export class ResourceWatch<T> {
     this.#lastError = errorMessage(err);
     this.#failures++;
     const delay = restartDelay(this.#timing, this.#failures);
-    this.#log.warn({ watch: this.name, err: this.#lastError, failures: this.#failures, retryInMs: delay }, 'watch failed; restarting');
+    this.#log.warn(
+      { watch: this.name, err: this.#lastError, failures: this.#failures, retryInMs: delay },
+      'watch failed; restarting',
+    );
     this.#state = 'backoff';
     this.#restartTimer = setTimeout(() => {
       if (this.#state !== 'backoff') return;

@@ -69,7 +69,7 @@ export function formatIP(ip: IP): string {
   // RFC 5952: compress the longest run (length >= 2) of zero groups, leftmost on ties.
   let bestStart = -1;
   let bestLen = 0;
-  for (let i = 0; i < 8; ) {
+  for (let i = 0; i < 8;) {
     if (groups[i] !== 0) {
       i++;
       continue;
@@ -110,7 +110,8 @@ export function parseCIDR(s: string): CIDRParse {
   if (ip === undefined) return { ok: false, error: `must be a valid CIDR: bad address in "${s}"` };
   if (!/^\d{1,3}$/.test(pstr)) return { ok: false, error: `must be a valid CIDR: bad prefix length in "${s}"` };
   const prefix = Number(pstr);
-  if (prefix > familyBits(ip.family)) return { ok: false, error: `must be a valid CIDR: prefix length ${prefix} too long for IPv${ip.family}` };
+  if (prefix > familyBits(ip.family))
+    return { ok: false, error: `must be a valid CIDR: prefix length ${prefix} too long for IPv${ip.family}` };
   return { ok: true, cidr: { family: ip.family, base: ip.value & prefixMask(ip.family, prefix), prefix } };
 }
 
@@ -135,12 +136,16 @@ export function cidrContains(c: CIDR, ip: IP): boolean {
 
 /** True when `inner` lies entirely within `outer` (same family). */
 export function cidrWithin(inner: CIDR, outer: CIDR): boolean {
-  return inner.family === outer.family && inner.prefix >= outer.prefix && (inner.base & prefixMask(outer.family, outer.prefix)) === outer.base;
+  return (
+    inner.family === outer.family &&
+    inner.prefix >= outer.prefix &&
+    (inner.base & prefixMask(outer.family, outer.prefix)) === outer.base
+  );
 }
 
 /** Sorted, merged (disjoint, non-adjacent) intervals of one family. */
 export function mergeIntervals(list: readonly Interval[]): Interval[] {
-  const sorted = [...list].sort((a, b) => (a.family - b.family) || (a.lo < b.lo ? -1 : a.lo > b.lo ? 1 : 0));
+  const sorted = [...list].sort((a, b) => a.family - b.family || (a.lo < b.lo ? -1 : a.lo > b.lo ? 1 : 0));
   const out: Interval[] = [];
   for (const iv of sorted) {
     const last = out[out.length - 1];

@@ -12,7 +12,9 @@ export function dns1123SubdomainErrors(value: string): string[] {
   const errs: string[] = [];
   if (value.length > 253) errs.push('must be no more than 253 characters');
   if (!DNS1123_SUBDOMAIN.test(value)) {
-    errs.push("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com')");
+    errs.push(
+      "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com')",
+    );
   }
   return errs;
 }
@@ -22,7 +24,9 @@ export function dns1123LabelErrors(value: string): string[] {
   const errs: string[] = [];
   if (value.length > 63) errs.push('must be no more than 63 characters');
   if (!DNS1123_LABEL.test(value)) {
-    errs.push("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name')");
+    errs.push(
+      "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name')",
+    );
   }
   return errs;
 }
@@ -44,7 +48,9 @@ export function labelKeyErrors(key: string): string[] {
   else {
     if (name.length > 63) errs.push('name part must be no more than 63 characters');
     if (!QUALIFIED_NAME_PART.test(name)) {
-      errs.push("name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName', 'my.name' or '123-abc')");
+      errs.push(
+        "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName', 'my.name' or '123-abc')",
+      );
     }
   }
   return errs;
@@ -54,7 +60,9 @@ export function labelValueErrors(value: string): string[] {
   const errs: string[] = [];
   if (value.length > 63) errs.push('must be no more than 63 characters');
   if (value !== '' && !QUALIFIED_NAME_PART.test(value)) {
-    errs.push("a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue', 'my_value' or '12345')");
+    errs.push(
+      "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue', 'my_value' or '12345')",
+    );
   }
   return errs;
 }

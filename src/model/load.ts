@@ -178,7 +178,9 @@ function checkObject(value: unknown, source: string, itemPath: string, objects: 
   const meta = field(value, 'metadata');
   const name = isRecord(meta) ? field(meta, 'name') : undefined;
   if (typeof name !== 'string' || name === '') {
-    fail(`${String(field(value, 'kind'))}: metadata.name is ${name === undefined || name === '' ? 'not set' : `not a string (${show(name)})`}`);
+    fail(
+      `${String(field(value, 'kind'))}: metadata.name is ${name === undefined || name === '' ? 'not set' : `not a string (${show(name)})`}`,
+    );
     return;
   }
   objects.push(value);

@@ -74,15 +74,26 @@ export interface Head {
  * Reads kind, metadata.name and metadata.namespace. Fails (ok:false) when the
  * object can't be identified: not an object, wrong kind, no usable name.
  */
-export function readHead(obj: unknown, kind: string, namespaced: boolean, apiVersion: string): { ok: true; head: Head } | { ok: false; errors: ValidationError[] } {
-  const fail = (namespace: string | undefined, name: string, path: string, message: string): { ok: false; errors: ValidationError[] } => ({
+export function readHead(
+  obj: unknown,
+  kind: string,
+  namespaced: boolean,
+  apiVersion: string,
+): { ok: true; head: Head } | { ok: false; errors: ValidationError[] } {
+  const fail = (
+    namespace: string | undefined,
+    name: string,
+    path: string,
+    message: string,
+  ): { ok: false; errors: ValidationError[] } => ({
     ok: false,
     errors: [{ kind, namespace, name, path, message }],
   });
   const defaultNs = namespaced ? 'default' : undefined;
   if (!isRecord(obj)) return fail(defaultNs, UNNAMED, '<root>', `must be an object, not ${show(obj)}`);
   const metadata = field(obj, 'metadata');
-  if (metadata !== undefined && !isRecord(metadata)) return fail(defaultNs, UNNAMED, 'metadata', `must be an object, not ${show(metadata)}`);
+  if (metadata !== undefined && !isRecord(metadata))
+    return fail(defaultNs, UNNAMED, 'metadata', `must be an object, not ${show(metadata)}`);
   const meta: Raw = metadata ?? {};
 
   let namespace = defaultNs;
@@ -101,7 +112,8 @@ export function readHead(obj: unknown, kind: string, namespaced: boolean, apiVer
   const k = field(obj, 'kind');
   if (k !== undefined && k !== kind) return fail(namespace, shownName, 'kind', `must be ${kind}, not ${show(k)}`);
   const av = field(obj, 'apiVersion');
-  if (av !== undefined && av !== apiVersion) return fail(namespace, shownName, 'apiVersion', `${show(av)} is not supported for ${kind} (want ${apiVersion})`);
+  if (av !== undefined && av !== apiVersion)
+    return fail(namespace, shownName, 'apiVersion', `${show(av)} is not supported for ${kind} (want ${apiVersion})`);
   if (name === undefined || name === '') return fail(namespace, UNNAMED, 'metadata.name', 'Required value');
   if (typeof name !== 'string') return fail(namespace, UNNAMED, 'metadata.name', `must be a string, not ${show(name)}`);
 

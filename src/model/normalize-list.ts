@@ -22,7 +22,12 @@ export function listItems(list: unknown): unknown[] {
   const out: unknown[] = [];
   for (const item of items) {
     let it: unknown = item;
-    if (itemKind !== undefined && isRecord(item) && field(item, 'kind') === undefined && field(item, 'apiVersion') === undefined) {
+    if (
+      itemKind !== undefined &&
+      isRecord(item) &&
+      field(item, 'kind') === undefined &&
+      field(item, 'apiVersion') === undefined
+    ) {
       it = { ...item, kind: itemKind, ...(apiVersion === undefined ? {} : { apiVersion }) };
     }
     if (isListObject(it)) out.push(...listItems(it));

@@ -33,7 +33,9 @@ function podCIDRs(spec: Raw, report: Report): string[] {
     if (!c.ok) report(path, c.error);
     else cidrs.set(formatCIDR(c.cidr), c.cidr);
   }
-  return [...cidrs.values()].sort((a, b) => a.family - b.family || compare(a.base, b.base) || a.prefix - b.prefix).map(formatCIDR);
+  return [...cidrs.values()]
+    .sort((a, b) => a.family - b.family || compare(a.base, b.base) || a.prefix - b.prefix)
+    .map(formatCIDR);
 }
 
 export function normalizeNode(obj: unknown): Normalized<Node> {

@@ -56,7 +56,8 @@ export function normalizePod(obj: unknown): Normalized<Pod> {
 
   const nodeName = optionalString(spec, 'nodeName', 'spec.nodeName', report);
   const hostNetworkRaw = field(spec, 'hostNetwork');
-  if (hostNetworkRaw !== undefined && typeof hostNetworkRaw !== 'boolean') report('spec.hostNetwork', `must be a boolean, not ${show(hostNetworkRaw)}`);
+  if (hostNetworkRaw !== undefined && typeof hostNetworkRaw !== 'boolean')
+    report('spec.hostNetwork', `must be a boolean, not ${show(hostNetworkRaw)}`);
   const phase = optionalString(status, 'phase', 'status.phase', report);
   const pod: Pod = {
     namespace: strings.intern(h.head.namespace ?? 'default'),
@@ -154,7 +155,8 @@ function containerPort(p: unknown, path: string, report: Report): ContainerPort 
   else if (!isPortNumber(num)) bad(`${path}.containerPort`, `${PORT_RANGE_MESSAGE} (got ${show(num)})`);
   const protoRaw = field(p, 'protocol');
   const protocol = protoRaw === undefined ? 'TCP' : PROTOCOLS.find((x) => x === protoRaw);
-  if (protocol === undefined) bad(`${path}.protocol`, `Unsupported value: ${show(protoRaw)}: supported values: "TCP", "UDP", "SCTP"`);
+  if (protocol === undefined)
+    bad(`${path}.protocol`, `Unsupported value: ${show(protoRaw)}: supported values: "TCP", "UDP", "SCTP"`);
   const nameRaw = field(p, 'name');
   let name: string | undefined;
   if (typeof nameRaw === 'string' && nameRaw !== '') {

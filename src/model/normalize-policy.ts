@@ -53,7 +53,8 @@ export function normalizePolicy(obj: unknown): Normalized<NetworkPolicy> {
 
   // A missing podSelector is the zero selector {} (all pods), as the API server reads it.
   const psRaw = field(spec, 'podSelector');
-  const podSelector: LabelSelector | undefined = psRaw === undefined ? EVERYTHING : normalizeSelector(psRaw, 'spec.podSelector', report);
+  const podSelector: LabelSelector | undefined =
+    psRaw === undefined ? EVERYTHING : normalizeSelector(psRaw, 'spec.podSelector', report);
 
   const t = policyTypes(typesRaw, egressRaw, report);
   const ingress = normalizeRules(ingressRaw, 'spec.ingress', ['from', '_from'], 'from', report);
@@ -109,7 +110,13 @@ function policyTypes(typesRaw: readonly unknown[] | undefined, egressRaw: readon
   return { types, ingressListed, egressListed };
 }
 
-function normalizeRules(raw: readonly unknown[] | undefined, path: string, peerNames: readonly string[], peerField: string, report: Report): Rule[] {
+function normalizeRules(
+  raw: readonly unknown[] | undefined,
+  path: string,
+  peerNames: readonly string[],
+  peerField: string,
+  report: Report,
+): Rule[] {
   return (raw ?? []).map((r, i) => normalizeRule(r, `${path}[${i}]`, peerNames, peerField, report));
 }
 
@@ -151,7 +158,8 @@ function normalizePort(raw: unknown, path: string, report: Report): PortSpec | u
   };
   const protoRaw = field(raw, 'protocol');
   const protocol: Protocol | undefined = protoRaw === undefined ? 'TCP' : PROTOCOLS.find((p) => p === protoRaw);
-  if (protocol === undefined) bad(`${path}.protocol`, `Unsupported value: ${show(protoRaw)}: supported values: "TCP", "UDP", "SCTP"`);
+  if (protocol === undefined)
+    bad(`${path}.protocol`, `Unsupported value: ${show(protoRaw)}: supported values: "TCP", "UDP", "SCTP"`);
 
   // IntOrString: a number is a port number, a string is always a port name ("80" included).
   const port = field(raw, 'port');
@@ -203,7 +211,8 @@ function normalizePeer(raw: unknown, path: string, report: Report): Peer | undef
   }
   const podSelector = psRaw === undefined ? undefined : normalizeSelector(psRaw, `${path}.podSelector`, report);
   const namespaceSelector = nsRaw === undefined ? undefined : normalizeSelector(nsRaw, `${path}.namespaceSelector`, report);
-  if ((psRaw !== undefined && podSelector === undefined) || (nsRaw !== undefined && namespaceSelector === undefined)) return undefined;
+  if ((psRaw !== undefined && podSelector === undefined) || (nsRaw !== undefined && namespaceSelector === undefined))
+    return undefined;
   return { kind: 'pods', podSelector, namespaceSelector };
 }
 

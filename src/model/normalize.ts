@@ -49,20 +49,36 @@ export function buildState(objects: readonly unknown[]): { state: ClusterState; 
   const policies = new Map<string, NetworkPolicy>();
   const nodes = new Map<string, Node>();
 
-  const add = <T extends { readonly name: string; readonly namespace?: string }>(kind: string, into: Map<string, T>, r: Normalized<T>): void => {
+  const add = <T extends { readonly name: string; readonly namespace?: string }>(
+    kind: string,
+    into: Map<string, T>,
+    r: Normalized<T>,
+  ): void => {
     errors.push(...r.errors);
     if (!r.ok) return;
     const v = r.value;
     const key = v.namespace === undefined ? v.name : `${v.namespace}/${v.name}`;
     if (into.has(key)) {
-      errors.push({ kind, namespace: v.namespace, name: v.name, path: 'metadata.name', message: `duplicate ${kind} ${key}: the later definition replaces the earlier one` });
+      errors.push({
+        kind,
+        namespace: v.namespace,
+        name: v.name,
+        path: 'metadata.name',
+        message: `duplicate ${kind} ${key}: the later definition replaces the earlier one`,
+      });
     }
     into.set(key, v);
   };
 
   for (const obj of flattenLists(objects)) {
     if (!isRecord(obj)) {
-      errors.push({ kind: '<unknown>', namespace: undefined, name: UNNAMED, path: '<root>', message: `must be an object, not ${show(obj)}` });
+      errors.push({
+        kind: '<unknown>',
+        namespace: undefined,
+        name: UNNAMED,
+        path: '<root>',
+        message: `must be an object, not ${show(obj)}`,
+      });
       continue;
     }
     const kind = field(obj, 'kind');
@@ -72,7 +88,12 @@ export function buildState(objects: readonly unknown[]): { state: ClusterState; 
     if (typeof kind !== 'string' || kind === '' || typeof apiVersion !== 'string' || apiVersion === '') {
       const path = typeof apiVersion !== 'string' || apiVersion === '' ? 'apiVersion' : 'kind';
       const v = field(obj, path);
-      errors.push({ kind: typeof kind === 'string' && kind !== '' ? kind : '<unknown>', ...id, path, message: v === undefined || v === '' ? 'Required value' : `must be a string, not ${show(v)}` });
+      errors.push({
+        kind: typeof kind === 'string' && kind !== '' ? kind : '<unknown>',
+        ...id,
+        path,
+        message: v === undefined || v === '' ? 'Required value' : `must be a string, not ${show(v)}`,
+      });
       continue;
     }
     switch (kind) {
@@ -92,6 +113,11 @@ export function buildState(objects: readonly unknown[]): { state: ClusterState; 
         break;
     }
   }
-  const state = makeState({ namespaces: [...namespaces.values()], pods: [...pods.values()], policies: [...policies.values()], nodes: [...nodes.values()] });
+  const state = makeState({
+    namespaces: [...namespaces.values()],
+    pods: [...pods.values()],
+    policies: [...policies.values()],
+    nodes: [...nodes.values()],
+  });
   return { state, errors };
 }

@@ -7,7 +7,10 @@ function byString(a: string, b: string): number {
 }
 
 /** The order of a ClusterState's namespaced objects: namespace, then name. */
-export function byObjectKey(a: { readonly namespace: string; readonly name: string }, b: { readonly namespace: string; readonly name: string }): number {
+export function byObjectKey(
+  a: { readonly namespace: string; readonly name: string },
+  b: { readonly namespace: string; readonly name: string },
+): number {
   return byString(a.namespace, b.namespace) || byString(a.name, b.name);
 }
 

@@ -6,7 +6,18 @@
 import type { ClusterState } from '../model/types.ts';
 import { compileNode, resolveOptions } from '../compile/compile.ts';
 import { sanitizeComment } from './ids.ts';
-import type { Chain, CompiledRuleset, MapElement, Match, NamedSet, RenderOptions, Rule, RulesetStats, Verdict, VerdictMap } from '../compile/ir.ts';
+import type {
+  Chain,
+  CompiledRuleset,
+  MapElement,
+  Match,
+  NamedSet,
+  RenderOptions,
+  Rule,
+  RulesetStats,
+  Verdict,
+  VerdictMap,
+} from '../compile/ir.ts';
 
 export type { RulesetStats } from '../compile/ir.ts';
 
@@ -84,7 +95,11 @@ export function mapElementText(e: MapElement): string {
 
 /** A set's declaration on one line (`add set ... { this }`); equal text, equal declaration. */
 export function setDeclaration(s: NamedSet): string {
-  return [`type ${s.type};`, ...(s.interval ? ['flags interval;'] : []), ...(s.comment === undefined ? [] : [`comment ${quoted(s.comment)};`])].join(' ');
+  return [
+    `type ${s.type};`,
+    ...(s.interval ? ['flags interval;'] : []),
+    ...(s.comment === undefined ? [] : [`comment ${quoted(s.comment)};`]),
+  ].join(' ');
 }
 
 function renderSet(out: string[], s: NamedSet): void {
@@ -104,7 +119,8 @@ function renderMap(out: string[], m: VerdictMap): void {
 function renderChain(out: string[], c: Chain): void {
   out.push(`\tchain ${c.name} {`);
   if (c.base !== undefined) {
-    const prio = c.base.priority === 0 ? 'filter' : c.base.priority > 0 ? `filter + ${c.base.priority}` : `filter - ${-c.base.priority}`;
+    const prio =
+      c.base.priority === 0 ? 'filter' : c.base.priority > 0 ? `filter + ${c.base.priority}` : `filter - ${-c.base.priority}`;
     out.push(`\t\ttype filter hook ${c.base.hook} priority ${prio}; policy accept;`);
   }
   if (c.comment !== undefined) out.push(`\t\tcomment ${quoted(c.comment)}`);
@@ -138,7 +154,11 @@ export function renderRuleset(c: CompiledRuleset): string {
 }
 
 /** Compiles and renders one node's ruleset. */
-export function renderNode(state: ClusterState, nodeName: string, opts?: Partial<RenderOptions>): { text: string; stats: RulesetStats } {
+export function renderNode(
+  state: ClusterState,
+  nodeName: string,
+  opts?: Partial<RenderOptions>,
+): { text: string; stats: RulesetStats } {
   const c = compileNode(state, nodeName, opts);
   return { text: renderRuleset(c), stats: c.stats };
 }

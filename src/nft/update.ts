@@ -14,7 +14,7 @@
 // and the table itself are fixed per node; a change to them (or to an
 // object's declaration, which `add` cannot change in place) falls back to the
 // full script (render.ts), which is always the recovery path.
-import type { Chain, CompiledRuleset, NamedSet } from '../compile/ir.ts';
+import type { Chain, CompiledRuleset } from '../compile/ir.ts';
 import { elementList, mapElementText, quoted, renderRuleset, ruleText, setDeclaration } from './render.ts';
 
 export interface UpdateCounts {
@@ -70,7 +70,9 @@ function full(next: CompiledRuleset, reason: string): RulesetUpdate {
 }
 
 function sameRules(a: Chain, b: Chain): boolean {
-  return a.rules.length === b.rules.length && a.rules.every((r, i) => ruleText(r) === ruleText(b.rules[i] as Chain['rules'][number]));
+  return (
+    a.rules.length === b.rules.length && a.rules.every((r, i) => ruleText(r) === ruleText(b.rules[i] as Chain['rules'][number]))
+  );
 }
 
 function byName<T extends { readonly name: string }>(xs: readonly T[]): Map<string, T> {
@@ -79,7 +81,9 @@ function byName<T extends { readonly name: string }>(xs: readonly T[]): Map<stri
 
 /** Base chains, maps (declarations only) and the table comment: what an update never changes. */
 function fixedPart(c: CompiledRuleset): string {
-  const base = c.chains.filter((ch) => ch.role === 'base').map((ch) => `${ch.name} ${JSON.stringify(ch.base)} ${ch.comment ?? ''}\n${ch.rules.map(ruleText).join('\n')}`);
+  const base = c.chains
+    .filter((ch) => ch.role === 'base')
+    .map((ch) => `${ch.name} ${JSON.stringify(ch.base)} ${ch.comment ?? ''}\n${ch.rules.map(ruleText).join('\n')}`);
   const maps = c.maps.map((m) => `${m.name} ${m.family} ${m.direction}`);
   return [c.comment, ...base, ...maps].join('\n');
 }
@@ -131,7 +135,11 @@ export function renderUpdate(prev: CompiledRuleset | undefined, next: CompiledRu
 
   next.maps.forEach((m, i) => {
     const before = prev.maps[i]?.elements ?? [];
-    if (before.length === m.elements.length && before.every((e, j) => e.key === m.elements[j]?.key && e.chain === m.elements[j]?.chain)) return;
+    if (
+      before.length === m.elements.length &&
+      before.every((e, j) => e.key === m.elements[j]?.key && e.chain === m.elements[j]?.chain)
+    )
+      return;
     const nextText = new Map(m.elements.map((e) => [e.key, mapElementText(e)]));
     const prevText = new Map(before.map((e) => [e.key, mapElementText(e)]));
     // A key whose verdict changed is deleted (by key alone) and added again.
@@ -166,12 +174,31 @@ export function renderUpdate(prev: CompiledRuleset | undefined, next: CompiledRu
   for (const c of gone) flushChains.push(`flush chain ${t} ${c.name}`);
   const deleteChains = gone.map((c) => `delete chain ${t} ${c.name}`);
 
-  const counts: UpdateCounts = { added, removed, chainsAdded: addChains.length, chainsChanged, chainsDeleted: deleteChains.length, setsAdded: addSets.filter((l) => l.startsWith('add set')).length, setsDeleted: deleteSets.length };
+  const counts: UpdateCounts = {
+    added,
+    removed,
+    chainsAdded: addChains.length,
+    chainsChanged,
+    chainsDeleted: deleteChains.length,
+    setsAdded: addSets.filter((l) => l.startsWith('add set')).length,
+    setsDeleted: deleteSets.length,
+  };
   const node = next.node.replace(/[^A-Za-z0-9._-]/g, '_');
   const header = `# nft-netpol-agent incremental update for node ${node}: ${added} elements added, ${removed} removed; chains ${counts.chainsAdded} added, ${chainsChanged} changed, ${counts.chainsDeleted} deleted; sets ${counts.setsAdded} added, ${counts.setsDeleted} deleted`;
   // Order: what rules and map entries refer to exists before they are added;
   // element deletes precede adds (a replaced interval or map key is free
   // again); nothing is deleted while still referenced.
-  const text = [header, ...addSets, ...addChains, ...deleteElements, ...flushChains, ...addRules, ...addElements, ...deleteChains, ...deleteSets, ''].join('\n');
+  const text = [
+    header,
+    ...addSets,
+    ...addChains,
+    ...deleteElements,
+    ...flushChains,
+    ...addRules,
+    ...addElements,
+    ...deleteChains,
+    ...deleteSets,
+    '',
+  ].join('\n');
   return { kind: 'incremental', text, ...counts };
 }

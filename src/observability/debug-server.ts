@@ -32,13 +32,18 @@ export interface AgentView {
 
 function healthz(v: AgentView): Reply {
   const h = v.health();
-  return h.ok ? { status: 200, body: { status: 'ok' }, text: 'ok' } : { status: 503, body: { status: 'unhealthy', detail: h.detail }, text: `unhealthy: ${h.detail}` };
+  return h.ok
+    ? { status: 200, body: { status: 'ok' }, text: 'ok' }
+    : { status: 503, body: { status: 'unhealthy', detail: h.detail }, text: `unhealthy: ${h.detail}` };
 }
 
 function readyz(v: AgentView): Reply {
   const s = v.status();
   if (v.ready()) return { status: 200, body: { status: 'ready', phase: s.phase }, text: 'ready' };
-  const detail = s.phase === 'waiting-for-sync' ? 'waiting for the initial sync of the cluster state' : `no ruleset applied yet${s.lastApply?.error === undefined ? '' : `: ${s.lastApply.error}`}`;
+  const detail =
+    s.phase === 'waiting-for-sync'
+      ? 'waiting for the initial sync of the cluster state'
+      : `no ruleset applied yet${s.lastApply?.error === undefined ? '' : `: ${s.lastApply.error}`}`;
   return { status: 503, body: { status: 'not ready', phase: s.phase, detail }, text: `not ready: ${detail}` };
 }
 
@@ -52,7 +57,18 @@ function stateReply(v: AgentView): Reply {
   const pods = snap === undefined ? [] : localPodViews(snap, v.nodeName);
   const watches = v.watches();
   const apply = (a: ReconcilerStatus['lastApply']) =>
-    a === undefined ? null : { result: a.result, mode: a.mode ?? null, at: iso(a.atUnixMs), durationMs: Math.round(a.durationMs * 10) / 10, reasons: a.reasons, stats: a.stats ?? null, error: a.error ?? null, exitCode: a.exitCode ?? null };
+    a === undefined
+      ? null
+      : {
+          result: a.result,
+          mode: a.mode ?? null,
+          at: iso(a.atUnixMs),
+          durationMs: Math.round(a.durationMs * 10) / 10,
+          reasons: a.reasons,
+          stats: a.stats ?? null,
+          error: a.error ?? null,
+          exitCode: a.exitCode ?? null,
+        };
   const body = {
     node: v.nodeName,
     table: v.table,
@@ -65,7 +81,10 @@ function stateReply(v: AgentView): Reply {
     nextRetryInMs: s.nextRetryInMs ?? null,
     lastApply: apply(s.lastApply),
     lastSuccess: apply(s.lastSuccess),
-    lastDriftCheck: s.lastDriftCheck === undefined ? null : { at: iso(s.lastDriftCheck.atUnixMs), result: s.lastDriftCheck.result, detail: s.lastDriftCheck.detail ?? null },
+    lastDriftCheck:
+      s.lastDriftCheck === undefined
+        ? null
+        : { at: iso(s.lastDriftCheck.atUnixMs), result: s.lastDriftCheck.result, detail: s.lastDriftCheck.detail ?? null },
     driftRepairs: s.driftRepairs,
     localPods: pods,
     invalidPolicies: s.invalidPolicies.map((p) => ({ policy: `${p.namespace}/${p.name}`, errors: p.errors })),
@@ -73,19 +92,29 @@ function stateReply(v: AgentView): Reply {
   };
 
   const lines: string[] = [];
-  lines.push(`node ${v.nodeName}  table inet ${v.table}  phase ${s.phase}  ready ${s.ready ? 'yes' : 'no'}${s.pending ? '  (changes pending)' : ''}`);
+  lines.push(
+    `node ${v.nodeName}  table inet ${v.table}  phase ${s.phase}  ready ${s.ready ? 'yes' : 'no'}${s.pending ? '  (changes pending)' : ''}`,
+  );
   const la = s.lastApply;
   if (la === undefined) lines.push('last apply: none yet');
   else {
-    lines.push(`last apply: ${la.result}${la.mode === undefined ? '' : ` (${la.mode})`} at ${iso(la.atUnixMs)} in ${la.durationMs.toFixed(1)} ms (${la.reasons.join(', ') || '-'})`);
+    lines.push(
+      `last apply: ${la.result}${la.mode === undefined ? '' : ` (${la.mode})`} at ${iso(la.atUnixMs)} in ${la.durationMs.toFixed(1)} ms (${la.reasons.join(', ') || '-'})`,
+    );
     if (la.error !== undefined) lines.push(`  error: ${la.error}`);
     if (la.stats !== undefined) {
       const t = la.stats;
-      lines.push(`  chains ${t.chains}  rules ${t.rules}  sets ${t.sets}  maps ${t.maps}  elements ${t.elements}  local pods ${t.localPods}  local policies ${t.policies}`);
+      lines.push(
+        `  chains ${t.chains}  rules ${t.rules}  sets ${t.sets}  maps ${t.maps}  elements ${t.elements}  local pods ${t.localPods}  local policies ${t.policies}`,
+      );
     }
   }
-  if (s.consecutiveFailures > 0) lines.push(`failing: ${s.consecutiveFailures} in a row, next retry in ${s.nextRetryInMs ?? 0} ms`);
-  if (s.lastDriftCheck !== undefined) lines.push(`last drift check: ${s.lastDriftCheck.result} at ${iso(s.lastDriftCheck.atUnixMs)}${s.lastDriftCheck.detail === undefined ? '' : ` (${s.lastDriftCheck.detail})`}; repairs ${s.driftRepairs}`);
+  if (s.consecutiveFailures > 0)
+    lines.push(`failing: ${s.consecutiveFailures} in a row, next retry in ${s.nextRetryInMs ?? 0} ms`);
+  if (s.lastDriftCheck !== undefined)
+    lines.push(
+      `last drift check: ${s.lastDriftCheck.result} at ${iso(s.lastDriftCheck.atUnixMs)}${s.lastDriftCheck.detail === undefined ? '' : ` (${s.lastDriftCheck.detail})`}; repairs ${s.driftRepairs}`,
+    );
   lines.push('', `local pods (${pods.length}):`);
   for (const p of pods) {
     lines.push(`  ${p.pod}  ${p.ips.join(' ')}`);
@@ -96,7 +125,9 @@ function stateReply(v: AgentView): Reply {
   for (const p of s.invalidPolicies) for (const e of p.errors) lines.push(`  ${e}`);
   lines.push('', 'watches:');
   for (const w of watches) {
-    lines.push(`  ${w.resource}: ${w.synced ? 'synced' : 'not synced'}, ${w.objects} objects, ${w.restarts} restarts${w.lastError === undefined ? '' : `, last error: ${w.lastError}`}`);
+    lines.push(
+      `  ${w.resource}: ${w.synced ? 'synced' : 'not synced'}, ${w.objects} objects, ${w.restarts} restarts${w.lastError === undefined ? '' : `, last error: ${w.lastError}`}`,
+    );
   }
   return { status: 200, body, text: lines.join('\n') };
 }
@@ -105,9 +136,18 @@ async function rulesetReply(v: AgentView): Promise<Reply> {
   const text = v.lastAppliedText();
   const failed = v.lastFailedText();
   const err = v.status().lastApply?.error;
-  const failedPart = failed === undefined ? '' : `\n# ---- the last transaction nft rejected (${err ?? 'error'}); not in force ----\n${failed}`;
+  const failedPart =
+    failed === undefined ? '' : `\n# ---- the last transaction nft rejected (${err ?? 'error'}); not in force ----\n${failed}`;
   if (text === undefined) {
-    return { status: 503, body: { error: 'no ruleset applied yet', failedRuleset: failed ?? null, failedError: failed === undefined ? null : (err ?? null) }, text: `no ruleset applied yet${failedPart}` };
+    return {
+      status: 503,
+      body: {
+        error: 'no ruleset applied yet',
+        failedRuleset: failed ?? null,
+        failedError: failed === undefined ? null : (err ?? null),
+      },
+      text: `no ruleset applied yet${failedPart}`,
+    };
   }
   const k = await v.kernelMatches();
   const matches = k.kind === 'match' ? true : k.kind === 'drifted' ? false : null;
@@ -115,7 +155,14 @@ async function rulesetReply(v: AgentView): Promise<Reply> {
   const head = `# kernel matches the last apply: ${matches === null ? `unknown (${detail})` : matches ? 'yes' : `no (${detail})`}`;
   return {
     status: 200,
-    body: { table: v.table, kernelMatches: matches, detail, ruleset: text, failedRuleset: failed ?? null, failedError: failed === undefined ? null : (err ?? null) },
+    body: {
+      table: v.table,
+      kernelMatches: matches,
+      detail,
+      ruleset: text,
+      failedRuleset: failed ?? null,
+      failedError: failed === undefined ? null : (err ?? null),
+    },
     text: `${head}\n${text}${failedPart}`,
   };
 }
@@ -137,12 +184,24 @@ function explainReply(v: AgentView, url: URL): Reply {
   const pp = parsePortProto(port);
   if (!pp.ok) return bad(`port: ${pp.error}`);
   const state = v.snapshot();
-  if (state === undefined) return { status: 503, body: { error: 'the cluster state has not synced yet' }, text: 'error: the cluster state has not synced yet' };
+  if (state === undefined)
+    return {
+      status: 503,
+      body: { error: 'the cluster state has not synced yet' },
+      text: 'error: the cluster state has not synced yet',
+    };
   const a = parseEndpoint(state, from);
   const b = parseEndpoint(state, to);
   if (!a.ok) return bad(`from: ${a.error}`);
   if (!b.ok) return bad(`to: ${b.error}`);
-  const result = verdict(state, a.value, b.value, pp.value.protocol, pp.value.port, fam === null ? {} : { family: fam === '4' ? 4 : 6 });
+  const result = verdict(
+    state,
+    a.value,
+    b.value,
+    pp.value.protocol,
+    pp.value.port,
+    fam === null ? {} : { family: fam === '4' ? 4 : 6 },
+  );
   return { status: 200, body: explainJson(result, a.value, b.value), text: explainText(result, a.value, b.value) };
 }
 

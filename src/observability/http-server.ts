@@ -56,17 +56,28 @@ function send(res: ServerResponse, url: URL, req: IncomingMessage, r: Reply): vo
   res.end(req.method === 'HEAD' ? undefined : body);
 }
 
-export function routes(table: Readonly<Record<string, Handler>>, onError: (err: unknown, path: string) => void): (req: IncomingMessage, res: ServerResponse) => void {
+export function routes(
+  table: Readonly<Record<string, Handler>>,
+  onError: (err: unknown, path: string) => void,
+): (req: IncomingMessage, res: ServerResponse) => void {
   return (req, res) => {
     // The Host header is not trusted for anything but building a URL object.
     const url = new URL(req.url ?? '/', 'http://localhost');
     const handler = Object.hasOwn(table, url.pathname) ? table[url.pathname] : undefined;
     if (req.method !== 'GET' && req.method !== 'HEAD') {
-      send(res, url, req, { status: 405, body: { error: `method ${req.method ?? '?'} not allowed` }, text: 'method not allowed' });
+      send(res, url, req, {
+        status: 405,
+        body: { error: `method ${req.method ?? '?'} not allowed` },
+        text: 'method not allowed',
+      });
       return;
     }
     if (handler === undefined) {
-      send(res, url, req, { status: 404, body: { error: `no such endpoint: ${url.pathname}`, endpoints: Object.keys(table) }, text: `no such endpoint: ${url.pathname}\nendpoints: ${Object.keys(table).join(' ')}` });
+      send(res, url, req, {
+        status: 404,
+        body: { error: `no such endpoint: ${url.pathname}`, endpoints: Object.keys(table) },
+        text: `no such endpoint: ${url.pathname}\nendpoints: ${Object.keys(table).join(' ')}`,
+      });
       return;
     }
     Promise.resolve()
@@ -89,7 +100,12 @@ export function routes(table: Readonly<Record<string, Handler>>, onError: (err: 
 export class ListenError extends Error {}
 
 /** Listens on host:port; rejects with a readable reason (in use, not permitted, bad address). */
-export async function listen(handler: (req: IncomingMessage, res: ServerResponse) => void, host: string, port: number, what: string): Promise<{ server: Server; port: number }> {
+export async function listen(
+  handler: (req: IncomingMessage, res: ServerResponse) => void,
+  host: string,
+  port: number,
+  what: string,
+): Promise<{ server: Server; port: number }> {
   const server = createServer(handler);
   // A stuck client must not hold sockets forever.
   server.requestTimeout = 30_000;

@@ -22,7 +22,10 @@ export function parseEndpoint(state: ClusterState, text: string): Parsed<Endpoin
     const owners = state.pods.filter((p) => p.ips.includes(canonical));
     const active = owners.filter(isActivePod);
     if (active.length > 1) {
-      return { ok: false, error: `${canonical} is the address of several running pods (${active.map(objectKey).join(', ')}): name one as NS/POD` };
+      return {
+        ok: false,
+        error: `${canonical} is the address of several running pods (${active.map(objectKey).join(', ')}): name one as NS/POD`,
+      };
     }
     const only = active[0] ?? (owners.length === 1 ? owners[0] : undefined);
     return { ok: true, value: only === undefined ? { kind: 'ip', ip: canonical } : { kind: 'pod', pod: only } };
@@ -59,7 +62,8 @@ function section(dir: Direction, at: string, d: DirectionVerdict): string[] {
   const lines = [`${dir} at ${at}: ${d.allowed ? 'allowed' : 'DENIED'}`];
   lines.push(`  policies: ${d.policies.length === 0 ? 'none (not isolated)' : d.policies.join(', ')}`);
   // The reason usually names the allowing rules already; list them when it doesn't.
-  if (d.allowedBy.some((r) => !d.reason.includes(ruleName(r)))) lines.push(`  allowed by: ${d.allowedBy.map(ruleName).join(', ')}`);
+  if (d.allowedBy.some((r) => !d.reason.includes(ruleName(r))))
+    lines.push(`  allowed by: ${d.allowedBy.map(ruleName).join(', ')}`);
   lines.push(`  ${d.reason}`);
   return lines;
 }
@@ -68,10 +72,21 @@ function section(dir: Direction, at: string, d: DirectionVerdict): string[] {
 export function explainText(v: Verdict, from: Endpoint, to: Endpoint): string {
   const src = endpointLabel(from, v.family);
   const dst = endpointLabel(to, v.family);
-  const blockers = [v.egress.allowed ? undefined : `egress at the source`, v.ingress.allowed ? undefined : `ingress at the destination`].filter((x) => x !== undefined);
+  const blockers = [
+    v.egress.allowed ? undefined : `egress at the source`,
+    v.ingress.allowed ? undefined : `ingress at the destination`,
+  ].filter((x) => x !== undefined);
   const head = `${v.allowed ? 'ALLOWED' : 'DENIED'}: ${src} -> ${dst} on ${v.port}/${v.protocol} (IPv${v.family})`;
   const why = v.allowed ? [] : [`denied by ${blockers.join(' and ')}`];
-  return [head, ...why, '', ...section('egress', `the source ${src}`, v.egress), '', ...section('ingress', `the destination ${dst}`, v.ingress), ''].join('\n');
+  return [
+    head,
+    ...why,
+    '',
+    ...section('egress', `the source ${src}`, v.egress),
+    '',
+    ...section('ingress', `the destination ${dst}`, v.ingress),
+    '',
+  ].join('\n');
 }
 
 export type EndpointJson =
@@ -98,7 +113,9 @@ export interface ExplainJson {
 }
 
 function endpointJson(e: Endpoint, family: Family): EndpointJson {
-  return e.kind === 'ip' ? { kind: 'ip', ip: e.ip } : { kind: 'pod', namespace: e.pod.namespace, name: e.pod.name, ip: podAddress(e.pod, family) ?? null };
+  return e.kind === 'ip'
+    ? { kind: 'ip', ip: e.ip }
+    : { kind: 'pod', namespace: e.pod.namespace, name: e.pod.name, ip: podAddress(e.pod, family) ?? null };
 }
 
 function directionJson(d: DirectionVerdict): DirectionJson {

@@ -79,7 +79,9 @@ function side(e: Endpoint, family: Family): Side {
   }
   const ip = podAddress(e.pod, family);
   const label = objectKey(e.pod);
-  return isActivePod(e.pod) ? { label, pod: e.pod, ip, inactive: undefined } : { label, pod: undefined, ip, inactive: inactiveWhy(e.pod) };
+  return isActivePod(e.pod)
+    ? { label, pod: e.pod, ip, inactive: undefined }
+    : { label, pod: undefined, ip, inactive: inactiveWhy(e.pod) };
 }
 
 function selects(pol: NetworkPolicy, pod: Pod, dir: Direction): boolean {
@@ -173,7 +175,8 @@ function judge(c: Conn, dir: Direction): DirectionVerdict {
   const self = dir === 'egress' ? c.src : c.dst;
   const role = dir === 'egress' ? 'source' : 'destination';
   if (self.pod === undefined) {
-    const what = self.inactive === undefined ? `the ${role} ${self.label} is not a pod` : `the ${role} ${self.label} ${self.inactive}`;
+    const what =
+      self.inactive === undefined ? `the ${role} ${self.label} is not a pod` : `the ${role} ${self.label} ${self.inactive}`;
     return { allowed: true, isolated: false, policies: [], allowedBy: [], reason: `${what}: ${dir} is not restricted.` };
   }
   const pod = self.pod;
@@ -197,9 +200,16 @@ function judge(c: Conn, dir: Direction): DirectionVerdict {
       reason: `${c.src.ip} is an address of ${self.label}'s node ${node}: traffic from a pod's own node is always allowed.`,
     };
   }
-  if (!isolated) return { allowed: true, isolated, policies, allowedBy, reason: `no policy selects ${self.label} for ${dir}: not isolated.` };
+  if (!isolated)
+    return { allowed: true, isolated, policies, allowedBy, reason: `no policy selects ${self.label} for ${dir}: not isolated.` };
   if (allowedBy.length > 0) {
-    return { allowed: true, isolated, policies, allowedBy, reason: `${self.label} is isolated for ${dir} by ${list(policies)}; allowed by ${list(allowedBy.map(ruleName))}.` };
+    return {
+      allowed: true,
+      isolated,
+      policies,
+      allowedBy,
+      reason: `${self.label} is isolated for ${dir} by ${list(policies)}; allowed by ${list(allowedBy.map(ruleName))}.`,
+    };
   }
   return {
     allowed: false,
@@ -216,7 +226,14 @@ function judge(c: Conn, dir: Direction): DirectionVerdict {
  * active pod. `family` (default: that of an IP endpoint, else 4) picks the pod
  * addresses; an endpoint without an address of that family matches no peer.
  */
-export function verdict(state: ClusterState, from: Endpoint, to: Endpoint, protocol: Protocol, port: number, opts?: { family?: Family }): Verdict {
+export function verdict(
+  state: ClusterState,
+  from: Endpoint,
+  to: Endpoint,
+  protocol: Protocol,
+  port: number,
+  opts?: { family?: Family },
+): Verdict {
   const ipFamily = [from, to].flatMap((e) => (e.kind === 'ip' ? [parseIP(e.ip)?.family] : [])).find((f) => f !== undefined);
   const family: Family = opts?.family ?? ipFamily ?? 4;
   const c: Conn = { state, family, protocol, port, src: side(from, family), dst: side(to, family) };

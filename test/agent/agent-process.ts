@@ -96,11 +96,15 @@ export class AgentProcess {
 
   async waitForLog(what: string, pred: (l: LogLine) => boolean, timeoutMs = 20_000): Promise<LogLine> {
     let found: LogLine | undefined;
-    await eventually(what, () => {
-      found = this.lines.find(pred);
-      if (found === undefined && !this.alive()) throw new Error(`agent exited while waiting for ${what}:\n${this.tail()}`);
-      return found !== undefined;
-    }, timeoutMs);
+    await eventually(
+      what,
+      () => {
+        found = this.lines.find(pred);
+        if (found === undefined && !this.alive()) throw new Error(`agent exited while waiting for ${what}:\n${this.tail()}`);
+        return found !== undefined;
+      },
+      timeoutMs,
+    );
     return found as LogLine;
   }
 
@@ -127,10 +131,14 @@ export class AgentProcess {
   }
 
   async waitReady(timeoutMs = 20_000): Promise<void> {
-    await eventually('agent /readyz', async () => {
-      if (!this.alive()) throw new Error(`agent exited:\n${this.tail()}`);
-      return (await this.get('/readyz').catch(() => ({ status: 0 }))).status === 200;
-    }, timeoutMs);
+    await eventually(
+      'agent /readyz',
+      async () => {
+        if (!this.alive()) throw new Error(`agent exited:\n${this.tail()}`);
+        return (await this.get('/readyz').catch(() => ({ status: 0 }))).status === 200;
+      },
+      timeoutMs,
+    );
   }
 
   kill(signal: NodeJS.Signals): void {
@@ -169,7 +177,8 @@ export async function eventually(what: string, cond: () => boolean | Promise<boo
       if (e instanceof Error && e.message.startsWith('agent exited')) throw e;
       last = e;
     }
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last === undefined ? '' : `: ${String(last)}`}`);
+    if (Date.now() > deadline)
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last === undefined ? '' : `: ${String(last)}`}`);
     await new Promise((r) => setTimeout(r, 50));
   }
 }

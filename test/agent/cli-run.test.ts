@@ -49,9 +49,23 @@ test('a port in use is a clear error, exit 1, before anything is applied', async
   const port = (busy.address() as { port: number }).port;
   const dir = await mkdtemp(join(tmpdir(), 'nftnp-run-'));
   t.after(() => rm(dir, { recursive: true, force: true }));
-  const r = await cli(['run', '--node', 'n1', '--from-dir', dir, '--metrics-addr', `127.0.0.1:${port}`, '--debug-addr', '', ...SAFE]);
+  const r = await cli([
+    'run',
+    '--node',
+    'n1',
+    '--from-dir',
+    dir,
+    '--metrics-addr',
+    `127.0.0.1:${port}`,
+    '--debug-addr',
+    '',
+    ...SAFE,
+  ]);
   assert.equal(r.code, 1);
-  assert.match(r.err, new RegExp(`cannot listen on 127\\.0\\.0\\.1:${port} for metrics \\(--metrics-addr\\): the address is already in use`));
+  assert.match(
+    r.err,
+    new RegExp(`cannot listen on 127\\.0\\.0\\.1:${port} for metrics \\(--metrics-addr\\): the address is already in use`),
+  );
   assert.doesNotMatch(r.out, /"event":"apply"/);
 });
 

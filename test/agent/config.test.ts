@@ -18,7 +18,8 @@ test('listen addresses', () => {
   assert.deepEqual(parseListenAddr(':9742'), { host: '0.0.0.0', port: 9742 });
   assert.deepEqual(parseListenAddr('[::1]:9743'), { host: '::1', port: 9743 });
   assert.deepEqual(parseListenAddr('localhost:0'), { host: 'localhost', port: 0 });
-  for (const bad of ['9743', '127.0.0.1', '1.2.3.4:70000', '[nope]:1', 'a b:1', '::1:9743']) assert.equal(parseListenAddr(bad), undefined, bad);
+  for (const bad of ['9743', '127.0.0.1', '1.2.3.4:70000', '[nope]:1', 'a b:1', '::1:9743'])
+    assert.equal(parseListenAddr(bad), undefined, bad);
 });
 
 test('run: defaults, env, flags over env', () => {
@@ -40,7 +41,14 @@ test('run: defaults, env, flags over env', () => {
     incremental: true,
     unknownLocalEndpoints: 'allow',
   });
-  const e = parseRunConfig([], { NODE_NAME: 'from-env', METRICS_ADDR: '127.0.0.1:1', DEBUG_ADDR: '', DENY_ACTION: 'reject', DRIFT_INTERVAL: '10s', LOG_LEVEL: 'debug' });
+  const e = parseRunConfig([], {
+    NODE_NAME: 'from-env',
+    METRICS_ADDR: '127.0.0.1:1',
+    DEBUG_ADDR: '',
+    DENY_ACTION: 'reject',
+    DRIFT_INTERVAL: '10s',
+    LOG_LEVEL: 'debug',
+  });
   assert.ok(e.ok);
   assert.equal(e.config.node, 'from-env');
   assert.deepEqual(e.config.metricsAddr, { host: '127.0.0.1', port: 1 });
@@ -48,7 +56,9 @@ test('run: defaults, env, flags over env', () => {
   assert.equal(e.config.denyAction, 'reject');
   assert.equal(e.config.driftIntervalMs, 10_000);
   assert.equal(e.config.logLevel, 'debug');
-  const f = parseRunConfig(['--node', 'flag', '--debug-addr', '', '--drift-interval', '0', '--no-conntrack'], { NODE_NAME: 'env' });
+  const f = parseRunConfig(['--node', 'flag', '--debug-addr', '', '--drift-interval', '0', '--no-conntrack'], {
+    NODE_NAME: 'env',
+  });
   assert.ok(f.ok);
   assert.equal(f.config.node, 'flag');
   assert.equal(f.config.debugAddr, undefined, 'an explicit empty flag disables');

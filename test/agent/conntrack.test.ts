@@ -10,7 +10,12 @@ import { createNetns, deleteNetns, uniquePrefix } from '../harness/netns.ts';
 import { missingRequirements } from '../harness/requirements.ts';
 
 const hasConntrack = spawnSync('conntrack', ['--version']).status === 0;
-const skip = missingRequirements().length > 0 ? `needs root and ip: ${missingRequirements().join('; ')}` : !hasConntrack ? 'conntrack is not installed (optional feature; Debian package conntrack)' : false;
+const skip =
+  missingRequirements().length > 0
+    ? `needs root and ip: ${missingRequirements().join('; ')}`
+    : !hasConntrack
+      ? 'conntrack is not installed (optional feature; Debian package conntrack)'
+      : false;
 
 test('entries to and from released IPs are deleted; others stay', { skip, timeout: 60_000 }, async (t) => {
   const netns = `${uniquePrefix()}ct`;
@@ -18,7 +23,29 @@ test('entries to and from released IPs are deleted; others stay', { skip, timeou
   t.after(() => deleteNetns([netns]));
   assert.equal(await conntrackAvailable(netns), true);
   const insert = (src: string, dst: string, sport: number) =>
-    execa('ip', ['netns', 'exec', netns, 'conntrack', '-I', '-s', src, '-d', dst, '-p', 'tcp', '--sport', String(sport), '--dport', '80', '--state', 'ESTABLISHED', '-t', '120', '-u', 'ASSURED']);
+    execa('ip', [
+      'netns',
+      'exec',
+      netns,
+      'conntrack',
+      '-I',
+      '-s',
+      src,
+      '-d',
+      dst,
+      '-p',
+      'tcp',
+      '--sport',
+      String(sport),
+      '--dport',
+      '80',
+      '--state',
+      'ESTABLISHED',
+      '-t',
+      '120',
+      '-u',
+      'ASSURED',
+    ]);
   await insert('10.0.0.1', '10.0.0.2', 1001); // from the released pod
   await insert('10.0.0.3', '10.0.0.1', 1002); // to the released pod
   await insert('10.0.0.3', '10.0.0.2', 1003); // unrelated

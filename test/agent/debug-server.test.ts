@@ -19,7 +19,10 @@ async function fixture(t: { after: (fn: () => Promise<void>) => void }) {
       pod('shop', 'other', { labels: { app: 'other' }, ips: ['10.0.1.9'], node: 'node-2' }),
     ],
     policies: [
-      policy('shop', 'db-from-web', { podSelector: sel({ app: 'db' }), ingress: [rule([podPeer(sel({ app: 'web' }))], [port('TCP', 5432)])] }),
+      policy('shop', 'db-from-web', {
+        podSelector: sel({ app: 'db' }),
+        ingress: [rule([podPeer(sel({ app: 'web' }))], [port('TCP', 5432)])],
+      }),
       withErrors(policy('shop', 'broken', { podSelector: sel({ app: 'nothing' }) }), 'must be >= port (8080)'),
     ],
     nodes: [node(NODE)],
@@ -40,15 +43,34 @@ async function fixture(t: { after: (fn: () => Promise<void>) => void }) {
     ready: () => r.ready(),
     status: () => r.status(),
     snapshot: () => (source.synced() ? source.snapshot() : undefined),
-    watches: () => [{ resource: 'pods spec.nodeName=node-1', synced: source.synced(), restarts: 1, lastEventAt: 0, lastError: undefined, objects: 2 }],
+    watches: () => [
+      {
+        resource: 'pods spec.nodeName=node-1',
+        synced: source.synced(),
+        restarts: 1,
+        lastEventAt: 0,
+        lastError: undefined,
+        objects: 2,
+      },
+    ],
     lastAppliedText: () => r.lastAppliedText(),
     lastFailedText: () => r.lastFailedText(),
     kernelMatches: () => r.kernelMatches(),
   };
   const errors: unknown[] = [];
   const servers: Server[] = [];
-  const d = await listen(debugHandler(view, (e) => errors.push(e)), '127.0.0.1', 0, 'debug');
-  const m = await listen(metricsHandler(view, metrics.registry, (e) => errors.push(e)), '127.0.0.1', 0, 'metrics');
+  const d = await listen(
+    debugHandler(view, (e) => errors.push(e)),
+    '127.0.0.1',
+    0,
+    'debug',
+  );
+  const m = await listen(
+    metricsHandler(view, metrics.registry, (e) => errors.push(e)),
+    '127.0.0.1',
+    0,
+    'metrics',
+  );
   servers.push(d.server, m.server);
   t.after(async () => {
     await r.stop(1000);
@@ -59,7 +81,15 @@ async function fixture(t: { after: (fn: () => Promise<void>) => void }) {
     const res = await fetch(`http://127.0.0.1:${p}${path}`, accept === undefined ? {} : { headers: { accept } });
     return { status: res.status, type: res.headers.get('content-type') ?? '', body: await res.text() };
   };
-  return { r, source, dataplane, errors, debugPort: d.port, debug: (path: string, accept?: string) => get(d.port, path, accept), metrics: (path: string) => get(m.port, path) };
+  return {
+    r,
+    source,
+    dataplane,
+    errors,
+    debugPort: d.port,
+    debug: (path: string, accept?: string) => get(d.port, path, accept),
+    metrics: (path: string) => get(m.port, path),
+  };
 }
 
 test('readiness follows the first apply; liveness is independent of sync', async (t) => {
@@ -105,7 +135,9 @@ test('/debug/state: JSON by default, text on request', async (t) => {
       ['shop/web', []],
     ],
   );
-  assert.deepEqual(body['invalidPolicies'], [{ policy: 'shop/broken', errors: ['shop/broken spec.ingress[0].ports[0].endPort: must be >= port (8080)'] }]);
+  assert.deepEqual(body['invalidPolicies'], [
+    { policy: 'shop/broken', errors: ['shop/broken spec.ingress[0].ports[0].endPort: must be >= port (8080)'] },
+  ]);
   assert.equal((body['lastApply'] as { result: string }).result, 'applied');
   assert.equal((body['watches'] as { restarts: number }[])[0]?.restarts, 1);
 
@@ -116,7 +148,7 @@ test('/debug/state: JSON by default, text on request', async (t) => {
     const txt = await f.debug(path, accept);
     assert.match(txt.type, /text\/plain/);
     assert.match(txt.body, /phase in-sync/);
-    assert.match(txt.body, /shop\/db  10\.0\.0\.2\n {4}ingress: shop\/db-from-web/);
+    assert.match(txt.body, /shop\/db {2}10\.0\.0\.2\n {4}ingress: shop\/db-from-web/);
     assert.match(txt.body, /invalid policies \(1\):\n {2}shop\/broken/);
   }
   assert.match((await f.debug('/debug/state', '*/*')).type, /application\/json/);
@@ -142,10 +174,17 @@ test('/debug/ruleset shows the last applied text and whether the kernel still ha
   f.source.current = { ...f.source.current, pods: f.source.current.pods.filter((p) => p.name !== 'web') };
   f.r.notify('pod deleted');
   await waitFor('failure', () => f.r.status().consecutiveFailures >= 1);
-  const failing = JSON.parse((await f.debug('/debug/ruleset')).body) as { ruleset: string; failedRuleset: string; failedError: string };
+  const failing = JSON.parse((await f.debug('/debug/ruleset')).body) as {
+    ruleset: string;
+    failedRuleset: string;
+    failedError: string;
+  };
   assert.notEqual(failing.failedRuleset, failing.ruleset);
   assert.match(failing.failedError, /nft failed/);
-  assert.match((await f.debug('/debug/ruleset?format=text')).body, /# ---- the last transaction nft rejected \(nft failed: .*\); not in force ----/);
+  assert.match(
+    (await f.debug('/debug/ruleset?format=text')).body,
+    /# ---- the last transaction nft rejected \(nft failed: .*\); not in force ----/,
+  );
 });
 
 test('/debug/explain answers live and rejects bad parameters with 400', async (t) => {
@@ -178,7 +217,12 @@ test('/debug/explain answers live and rejects bad parameters with 400', async (t
 test('a port in use is a clear error', async () => {
   const a = await listen(() => {}, '127.0.0.1', 0, 'first');
   try {
-    await assert.rejects(listen(() => {}, '127.0.0.1', a.port, 'debug (--debug-addr)'), (e: unknown) => e instanceof ListenError && /cannot listen on 127\.0\.0\.1:\d+ for debug \(--debug-addr\): the address is already in use/.test(e.message));
+    await assert.rejects(
+      listen(() => {}, '127.0.0.1', a.port, 'debug (--debug-addr)'),
+      (e: unknown) =>
+        e instanceof ListenError &&
+        /cannot listen on 127\.0\.0\.1:\d+ for debug \(--debug-addr\): the address is already in use/.test(e.message),
+    );
   } finally {
     await closeServer(a.server);
   }

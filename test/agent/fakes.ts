@@ -52,7 +52,12 @@ export class FakeDataplane implements Dataplane {
     const go = async (): Promise<NftResult> => {
       if (this.gate !== undefined) await this.gate;
       if (!script.includes('table inet')) {
-        if (this.failIncrements) return { ok: false, error: 'Error: Could not process rule: No such file or directory\ndelete element ...', exitCode: 1 };
+        if (this.failIncrements)
+          return {
+            ok: false,
+            error: 'Error: Could not process rule: No such file or directory\ndelete element ...',
+            exitCode: 1,
+          };
         this.increments.push(script);
         return { ok: true };
       }
@@ -140,7 +145,8 @@ export function captureLogger(): { log: Logger; lines: Record<string, unknown>[]
   const lines: Record<string, unknown>[] = [];
   const stream = new Writable({
     write(chunk: Buffer, _enc, cb) {
-      for (const l of chunk.toString('utf8').split('\n')) if (l.trim() !== '') lines.push(JSON.parse(l) as Record<string, unknown>);
+      for (const l of chunk.toString('utf8').split('\n'))
+        if (l.trim() !== '') lines.push(JSON.parse(l) as Record<string, unknown>);
       cb();
     },
   });
@@ -160,7 +166,13 @@ export async function waitFor(what: string, cond: () => boolean | Promise<boolea
 export function withErrors(p: NetworkPolicy, ...messages: string[]): NetworkPolicy {
   return {
     ...p,
-    errors: messages.map((message, i) => ({ kind: 'NetworkPolicy', namespace: p.namespace, name: p.name, path: `spec.ingress[${i}].ports[0].endPort`, message })),
+    errors: messages.map((message, i) => ({
+      kind: 'NetworkPolicy',
+      namespace: p.namespace,
+      name: p.name,
+      path: `spec.ingress[${i}].ports[0].endPort`,
+      message,
+    })),
   };
 }
 

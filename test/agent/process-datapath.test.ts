@@ -50,28 +50,47 @@ test('agent processes enforce policy changes on real traffic', { timeout: 300_00
   api.create('pods', podObj('ext/client', 'client', { app: 'client' }));
 
   for (const n of c.nodes) {
-    agents.push(AgentProcess.start({ node: n.name, netns: n.netns, kubeconfig: s.kubeconfig, args: ['--deny-action', 'reject', '--drift-interval', '1s'] }));
+    agents.push(
+      AgentProcess.start({
+        node: n.name,
+        netns: n.netns,
+        kubeconfig: s.kubeconfig,
+        args: ['--deny-action', 'reject', '--drift-interval', '1s'],
+      }),
+    );
   }
   for (const a of agents) await a.waitReady(30_000);
 
   const expect = async (step: string, exps: Expectation[]): Promise<void> => {
     let last: string[] = [];
     try {
-      await eventually(step, async () => {
-        last = await checkProbes(c, exps);
-        return last.length === 0;
-      }, 30_000);
+      await eventually(
+        step,
+        async () => {
+          last = await checkProbes(c, exps);
+          return last.length === 0;
+        },
+        30_000,
+      );
     } catch {
-      assert.fail(`${step}:\n${last.join('\n')}\n--- node-1 agent ---\n${agents[0]?.tail(15)}\n--- node-2 agent ---\n${agents[1]?.tail(15)}`);
+      assert.fail(
+        `${step}:\n${last.join('\n')}\n--- node-1 agent ---\n${agents[0]?.tail(15)}\n--- node-2 agent ---\n${agents[1]?.tail(15)}`,
+      );
     }
   };
 
-  await expect('no policies: all open', [tcp80('shop/web', 'shop/db', true, 'no policy'), tcp80('ext/client', 'shop/db', true, 'no policy')]);
+  await expect('no policies: all open', [
+    tcp80('shop/web', 'shop/db', true, 'no policy'),
+    tcp80('ext/client', 'shop/db', true, 'no policy'),
+  ]);
 
   // Policy created.
   api.create(
     'networkpolicies',
-    networkPolicy('shop', 'db-from-web', { podSelector: { matchLabels: { app: 'db' } }, ingress: [{ from: [{ podSelector: { matchLabels: { app: 'web' } } }], ports: [{ port: 80 }] }] }),
+    networkPolicy('shop', 'db-from-web', {
+      podSelector: { matchLabels: { app: 'db' } },
+      ingress: [{ from: [{ podSelector: { matchLabels: { app: 'web' } } }], ports: [{ port: 80 }] }],
+    }),
   );
   await expect('policy created', [
     tcp80('shop/web', 'shop/db', true, 'app=web allowed'),
@@ -83,14 +102,22 @@ test('agent processes enforce policy changes on real traffic', { timeout: 300_00
   // Pods relabelled.
   api.patchLabels('pods', 'shop', 'web', { app: 'web-v2' });
   api.patchLabels('pods', 'shop', 'other', { app: 'web' });
-  await expect('pods relabelled', [tcp80('shop/web', 'shop/db', false, 'web lost app=web'), tcp80('shop/other', 'shop/db', true, 'other gained app=web')]);
+  await expect('pods relabelled', [
+    tcp80('shop/web', 'shop/db', false, 'web lost app=web'),
+    tcp80('shop/other', 'shop/db', true, 'other gained app=web'),
+  ]);
 
   // Policy updated to also admit a labelled namespace.
   api.update(
     'networkpolicies',
     networkPolicy('shop', 'db-from-web', {
       podSelector: { matchLabels: { app: 'db' } },
-      ingress: [{ from: [{ podSelector: { matchLabels: { app: 'web' } } }, { namespaceSelector: { matchLabels: { team: 'blue' } } }], ports: [{ port: 80 }] }],
+      ingress: [
+        {
+          from: [{ podSelector: { matchLabels: { app: 'web' } } }, { namespaceSelector: { matchLabels: { team: 'blue' } } }],
+          ports: [{ port: 80 }],
+        },
+      ],
     }),
   );
   await expect('policy updated, namespace not yet labelled', [tcp80('ext/client', 'shop/db', false, 'ext has no team=blue')]);
@@ -109,8 +136,14 @@ test('agent processes enforce policy changes on real traffic', { timeout: 300_00
   await expect('same IP, new pod with app=batch', [tcp80('shop/other', 'shop/db', false, 'other-3 has app=batch')]);
 
   // Invalid policy: enforced fail-closed, reported as an Event.
-  api.create('networkpolicies', networkPolicy('ext', 'broken', { podSelector: {}, ingress: [{ ports: [{ port: 8080, endPort: 80 }] }] }));
-  await expect('invalid policy fails closed', [tcp80('shop/web', 'ext/client', false, 'client isolated by an invalid policy'), tcp80('shop/db', 'shop/web', true, 'unrelated')]);
+  api.create(
+    'networkpolicies',
+    networkPolicy('ext', 'broken', { podSelector: {}, ingress: [{ ports: [{ port: 8080, endPort: 80 }] }] }),
+  );
+  await expect('invalid policy fails closed', [
+    tcp80('shop/web', 'ext/client', false, 'client isolated by an invalid policy'),
+    tcp80('shop/db', 'shop/web', true, 'unrelated'),
+  ]);
   await eventually('Event', () => api.events.some((e) => (e.body as { reason?: string }).reason === 'InvalidNetworkPolicy'));
   assert.equal(api.events.length, 1, 'only the node that runs ext/client reports it');
   assert.equal((api.events[0]?.body as { source?: { host?: string } }).source?.host, 'node-2');
@@ -118,17 +151,41 @@ test('agent processes enforce policy changes on real traffic', { timeout: 300_00
   // Policies deleted: open again.
   api.delete('networkpolicies', 'ext', 'broken');
   api.delete('networkpolicies', 'shop', 'db-from-web');
-  await expect('policies deleted', [tcp80('shop/web', 'ext/client', true, 'no policy'), tcp80('shop/web', 'shop/db', true, 'no policy'), tcp80('ext/client', 'shop/db', true, 'no policy')]);
+  await expect('policies deleted', [
+    tcp80('shop/web', 'ext/client', true, 'no policy'),
+    tcp80('shop/web', 'shop/db', true, 'no policy'),
+    tcp80('ext/client', 'shop/db', true, 'no policy'),
+  ]);
 
   for (const a of agents) assert.equal(await a.metric('nftnp_nft_restore_errors_total'), 0);
   // Changes went as incremental transactions, none rejected: element-only ones
   // (remote pods) and ones that added, changed and deleted chains (policies
   // created, updated, deleted), so the probes above checked those too.
-  const updates = agents.flatMap((a) => a.lines.filter((l) => l['event'] === 'apply' && l['mode'] === 'incremental' && l['result'] === 'applied').map((l) => l['update'] as Record<string, number>));
+  const updates = agents.flatMap((a) =>
+    a.lines
+      .filter((l) => l['event'] === 'apply' && l['mode'] === 'incremental' && l['result'] === 'applied')
+      .map((l) => l['update'] as Record<string, number>),
+  );
   const summary = JSON.stringify(updates);
-  assert.ok(updates.some((u) => u['chainsAdded'] === 0 && u['chainsChanged'] === 0 && u['chainsDeleted'] === 0), summary);
-  assert.ok(updates.some((u) => (u['chainsAdded'] ?? 0) > 0), summary);
-  assert.ok(updates.some((u) => (u['chainsChanged'] ?? 0) > 0), summary);
-  assert.ok(updates.some((u) => (u['chainsDeleted'] ?? 0) > 0), summary);
-  for (const a of agents) assert.deepEqual(a.lines.filter((l) => l['mode'] === 'incremental' && l['level'] === 'warn'), []);
+  assert.ok(
+    updates.some((u) => u['chainsAdded'] === 0 && u['chainsChanged'] === 0 && u['chainsDeleted'] === 0),
+    summary,
+  );
+  assert.ok(
+    updates.some((u) => (u['chainsAdded'] ?? 0) > 0),
+    summary,
+  );
+  assert.ok(
+    updates.some((u) => (u['chainsChanged'] ?? 0) > 0),
+    summary,
+  );
+  assert.ok(
+    updates.some((u) => (u['chainsDeleted'] ?? 0) > 0),
+    summary,
+  );
+  for (const a of agents)
+    assert.deepEqual(
+      a.lines.filter((l) => l['mode'] === 'incremental' && l['level'] === 'warn'),
+      [],
+    );
 });

@@ -66,7 +66,13 @@ async function setup(t: TestContext): Promise<Env | undefined> {
     s,
     agents,
     start(extra = {}) {
-      const a = AgentProcess.start({ node: NODE, netns, kubeconfig: s.kubeconfig, args: ['--drift-interval', '300ms', ...(extra.args ?? [])], ...(extra.nft === undefined ? {} : { nft: extra.nft }) });
+      const a = AgentProcess.start({
+        node: NODE,
+        netns,
+        kubeconfig: s.kubeconfig,
+        args: ['--drift-interval', '300ms', ...(extra.args ?? [])],
+        ...(extra.nft === undefined ? {} : { nft: extra.nft }),
+      });
       agents.push(a);
       return a;
     },
@@ -77,48 +83,58 @@ async function tableHas(netns: string, text: string): Promise<boolean> {
   return (await listTableIn(netns))?.includes(text) ?? false;
 }
 
-test('agent process: waits for sync, applies, follows changes, exits 0 on SIGTERM leaving the table', { timeout: 90_000 }, async (t) => {
-  const e = await setup(t);
-  if (e === undefined) return;
-  // A ruleset left by a previous run, and an API server whose policy lists fail.
-  await nftIn(e.netns, ['-f', '-'], 'table inet nft-netpol {\n\tcomment "left by a previous run"\n}\n');
-  e.api.failNext(1_000_000, 500, { only: 'list', resource: 'networkpolicies' });
-  e.api.create('networkpolicies', ALLOW_WEB);
-  const a = e.start();
-  await eventually('failing policy lists', () => e.api.requests.filter((r) => r.path.includes('networkpolicies') && r.status === 500).length >= 2);
-  assert.equal((await a.get('/readyz')).status, 503);
-  assert.equal(await a.metric('nftnp_resync_state'), 1);
-  assert.match((await listTableIn(e.netns)) ?? '', /left by a previous run/, 'nothing written before sync');
+test(
+  'agent process: waits for sync, applies, follows changes, exits 0 on SIGTERM leaving the table',
+  { timeout: 90_000 },
+  async (t) => {
+    const e = await setup(t);
+    if (e === undefined) return;
+    // A ruleset left by a previous run, and an API server whose policy lists fail.
+    await nftIn(e.netns, ['-f', '-'], 'table inet nft-netpol {\n\tcomment "left by a previous run"\n}\n');
+    e.api.failNext(1_000_000, 500, { only: 'list', resource: 'networkpolicies' });
+    e.api.create('networkpolicies', ALLOW_WEB);
+    const a = e.start();
+    await eventually(
+      'failing policy lists',
+      () => e.api.requests.filter((r) => r.path.includes('networkpolicies') && r.status === 500).length >= 2,
+    );
+    assert.equal((await a.get('/readyz')).status, 503);
+    assert.equal(await a.metric('nftnp_resync_state'), 1);
+    assert.match((await listTableIn(e.netns)) ?? '', /left by a previous run/, 'nothing written before sync');
 
-  e.api.clearFaults();
-  await a.waitReady();
-  await eventually('policy peer in the kernel', () => tableHas(e.netns, WEB_IP));
-  assert.doesNotMatch((await listTableIn(e.netns)) ?? '', /left by a previous run/);
-  assert.equal(await a.metric('nftnp_resync_state'), 3);
-  assert.equal(await a.metric('nftnp_active_local_endpoints'), 1);
-  assert.equal(await a.metric('nftnp_cluster_num_policies'), 1);
+    e.api.clearFaults();
+    await a.waitReady();
+    await eventually('policy peer in the kernel', () => tableHas(e.netns, WEB_IP));
+    assert.doesNotMatch((await listTableIn(e.netns)) ?? '', /left by a previous run/);
+    assert.equal(await a.metric('nftnp_resync_state'), 3);
+    assert.equal(await a.metric('nftnp_active_local_endpoints'), 1);
+    assert.equal(await a.metric('nftnp_cluster_num_policies'), 1);
 
-  // Policy updated, another created, the first deleted.
-  e.api.update('networkpolicies', { ...ALLOW_WEB, spec: { ...(ALLOW_WEB.spec as object), ingress: [{ from: [{ podSelector: { matchLabels: { app: 'other' } } }] }] } });
-  await eventually('updated peers', async () => (await tableHas(e.netns, OTHER_IP)) && !(await tableHas(e.netns, WEB_IP)));
-  e.api.create('networkpolicies', { ...ALLOW_WEB, metadata: { name: 'db-allow-web-2', namespace: 'shop' } });
-  await eventually('second policy', () => tableHas(e.netns, WEB_IP));
-  e.api.delete('networkpolicies', 'shop', 'db-allow-web-2');
-  await eventually('second policy gone', async () => !(await tableHas(e.netns, WEB_IP)));
-  // Local pod deleted: its IP leaves the table at once.
-  assert.ok(await tableHas(e.netns, DB_IP));
-  e.api.delete('pods', 'shop', 'db');
-  await eventually('local pod gone', async () => !(await tableHas(e.netns, DB_IP)));
-  assert.ok((await a.metric('nftnp_event_to_applied_seconds_count')) >= 4);
-  const applyLines = a.lines.filter((l) => l['event'] === 'apply' && l['result'] === 'applied');
-  assert.ok(applyLines.every((l) => typeof l['durationMs'] === 'number' && typeof l['rules'] === 'number'));
+    // Policy updated, another created, the first deleted.
+    e.api.update('networkpolicies', {
+      ...ALLOW_WEB,
+      spec: { ...(ALLOW_WEB.spec as object), ingress: [{ from: [{ podSelector: { matchLabels: { app: 'other' } } }] }] },
+    });
+    await eventually('updated peers', async () => (await tableHas(e.netns, OTHER_IP)) && !(await tableHas(e.netns, WEB_IP)));
+    e.api.create('networkpolicies', { ...ALLOW_WEB, metadata: { name: 'db-allow-web-2', namespace: 'shop' } });
+    await eventually('second policy', () => tableHas(e.netns, WEB_IP));
+    e.api.delete('networkpolicies', 'shop', 'db-allow-web-2');
+    await eventually('second policy gone', async () => !(await tableHas(e.netns, WEB_IP)));
+    // Local pod deleted: its IP leaves the table at once.
+    assert.ok(await tableHas(e.netns, DB_IP));
+    e.api.delete('pods', 'shop', 'db');
+    await eventually('local pod gone', async () => !(await tableHas(e.netns, DB_IP)));
+    assert.ok((await a.metric('nftnp_event_to_applied_seconds_count')) >= 4);
+    const applyLines = a.lines.filter((l) => l['event'] === 'apply' && l['result'] === 'applied');
+    assert.ok(applyLines.every((l) => typeof l['durationMs'] === 'number' && typeof l['rules'] === 'number'));
 
-  const before = await listTableIn(e.netns);
-  a.kill('SIGTERM');
-  const exit = await a.exited;
-  assert.equal(exit.code, 0, a.tail());
-  assert.equal(await listTableIn(e.netns), before, 'the ruleset stays in force after exit');
-});
+    const before = await listTableIn(e.netns);
+    a.kill('SIGTERM');
+    const exit = await a.exited;
+    assert.equal(exit.code, 0, a.tail());
+    assert.equal(await listTableIn(e.netns), before, 'the ruleset stays in force after exit');
+  },
+);
 
 test('agent process: a failing nft keeps the previous ruleset, is counted, and recovers', { timeout: 90_000 }, async (t) => {
   const e = await setup(t);
@@ -201,19 +217,33 @@ test('agent process: an invalid policy is enforced fail-closed and produces one 
   const open = await listTableIn(e.netns);
   e.api.create(
     'networkpolicies',
-    networkPolicy('shop', 'broken', { podSelector: { matchLabels: { app: 'db' } }, ingress: [{ from: [{ podSelector: { matchLabels: { app: 'web' } } }], ports: [{ port: 8080, endPort: 80 }] }] }),
+    networkPolicy('shop', 'broken', {
+      podSelector: { matchLabels: { app: 'db' } },
+      ingress: [{ from: [{ podSelector: { matchLabels: { app: 'web' } } }], ports: [{ port: 8080, endPort: 80 }] }],
+    }),
   );
   await eventually('Event recorded', () => e.api.events.length >= 1);
-  const ev = e.api.events[0]?.body as { reason?: string; type?: string; message?: string; involvedObject?: { kind?: string; name?: string; namespace?: string } };
+  const ev = e.api.events[0]?.body as {
+    reason?: string;
+    type?: string;
+    message?: string;
+    involvedObject?: { kind?: string; name?: string; namespace?: string };
+  };
   assert.equal(ev.reason, 'InvalidNetworkPolicy');
   assert.equal(ev.type, 'Warning');
-  assert.deepEqual([ev.involvedObject?.kind, ev.involvedObject?.namespace, ev.involvedObject?.name], ['NetworkPolicy', 'shop', 'broken']);
+  assert.deepEqual(
+    [ev.involvedObject?.kind, ev.involvedObject?.namespace, ev.involvedObject?.name],
+    ['NetworkPolicy', 'shop', 'broken'],
+  );
   assert.match(String(ev.message), /shop\/broken spec\.ingress\[0\]\.ports\[0\]\.endPort/);
   await eventually('counted', async () => (await a.metric('nftnp_invalid_policies')) === 1);
   // Fail closed: the pod is now isolated (the table changed) and the invalid rule's peer got no allowance.
   await eventually('isolated', async () => (await listTableIn(e.netns)) !== open);
   assert.equal(await tableHas(e.netns, WEB_IP), false, 'the invalid rule allows nothing');
-  const state = JSON.parse((await a.get('/debug/state')).body) as { invalidPolicies: { policy: string }[]; localPods: { pod: string; ingress: string[] }[] };
+  const state = JSON.parse((await a.get('/debug/state')).body) as {
+    invalidPolicies: { policy: string }[];
+    localPods: { pod: string; ingress: string[] }[];
+  };
   assert.deepEqual(
     state.invalidPolicies.map((p) => p.policy),
     ['shop/broken'],

@@ -33,13 +33,26 @@ test('counters and whitespace do not count as drift; anything else does', () => 
   assert.ok(flushed.drifted);
 });
 
-test('the read-back must hold exactly the script\'s chains, sets and maps', () => {
-  const script = 'table inet t {}\ndelete table inet t\ntable inet t {\n\tset peer4-a {\n\t\ttype ipv4_addr\n\t}\n\tmap m {\n\t}\n\tchain forward {\n\t}\n}\n';
+test("the read-back must hold exactly the script's chains, sets and maps", () => {
+  const script =
+    'table inet t {}\ndelete table inet t\ntable inet t {\n\tset peer4-a {\n\t\ttype ipv4_addr\n\t}\n\tmap m {\n\t}\n\tchain forward {\n\t}\n}\n';
   assert.deepEqual(tableObjects(script), ['chain forward', 'map m', 'set peer4-a']);
-  assert.equal(sameObjects(tableObjects(script), LISTING.replace('chain forward {', 'set peer4-a {\n\t}\n\tmap m {\n\t}\n\tchain forward {')), true);
+  assert.equal(
+    sameObjects(
+      tableObjects(script),
+      LISTING.replace('chain forward {', 'set peer4-a {\n\t}\n\tmap m {\n\t}\n\tchain forward {'),
+    ),
+    true,
+  );
   assert.equal(sameObjects(tableObjects(script), `${LISTING}\n\tchain intruder {\n\t}`), false);
   // A compiled ruleset names its objects the way its rendered script does.
-  const c = compileNode(state({ pods: [pod('default', 'web', { labels: { app: 'web' }, ips: ['10.0.1.2'] })], policies: [policy('default', 'deny')] }), 'node-1');
+  const c = compileNode(
+    state({
+      pods: [pod('default', 'web', { labels: { app: 'web' }, ips: ['10.0.1.2'] })],
+      policies: [policy('default', 'deny')],
+    }),
+    'node-1',
+  );
   assert.deepEqual(compiledObjects(c), tableObjects(renderRuleset(c)));
 });
 
@@ -77,8 +90,14 @@ test('Event message carries the formatted errors and is bounded', () => {
 
 test('an invalid policy is reported by the nodes whose active pods it selects', () => {
   const s = state({
-    pods: [pod('default', 'a', { labels: { app: 'a' }, ips: ['10.0.0.1'] }), pod('default', 'done', { labels: { app: 'b' }, ips: ['10.0.0.2'], phase: 'Failed' })],
-    policies: [withErrors(policy('default', 'pa', { podSelector: sel({ app: 'a' }) }), 'x'), withErrors(policy('default', 'pb', { podSelector: sel({ app: 'b' }) }), 'y')],
+    pods: [
+      pod('default', 'a', { labels: { app: 'a' }, ips: ['10.0.0.1'] }),
+      pod('default', 'done', { labels: { app: 'b' }, ips: ['10.0.0.2'], phase: 'Failed' }),
+    ],
+    policies: [
+      withErrors(policy('default', 'pa', { podSelector: sel({ app: 'a' }) }), 'x'),
+      withErrors(policy('default', 'pb', { podSelector: sel({ app: 'b' }) }), 'y'),
+    ],
     nodes: [node('node-1'), node('node-2')],
   });
   assert.equal(reportsEventFor(s, 'node-1', 'default/pa'), true);
@@ -89,15 +108,44 @@ test('an invalid policy is reported by the nodes whose active pods it selects', 
 
 test('local pod views list the policies selecting each pod per direction', () => {
   const s = state({
-    pods: [pod('shop', 'web', { labels: { app: 'web' }, ips: ['10.0.0.1'] }), pod('shop', 'remote', { labels: { app: 'web' }, ips: ['10.0.1.1'], node: 'node-2' }), pod('shop', 'host', { hostNetwork: true, ips: ['192.168.0.1'] })],
-    policies: [policy('shop', 'deny-in'), policy('shop', 'web-out', { podSelector: sel({ app: 'web' }), types: { ingress: false, egress: true } }), policy('other', 'x')],
+    pods: [
+      pod('shop', 'web', { labels: { app: 'web' }, ips: ['10.0.0.1'] }),
+      pod('shop', 'remote', { labels: { app: 'web' }, ips: ['10.0.1.1'], node: 'node-2' }),
+      pod('shop', 'host', { hostNetwork: true, ips: ['192.168.0.1'] }),
+    ],
+    policies: [
+      policy('shop', 'deny-in'),
+      policy('shop', 'web-out', { podSelector: sel({ app: 'web' }), types: { ingress: false, egress: true } }),
+      policy('other', 'x'),
+    ],
   });
-  assert.deepEqual(localPodViews(s, 'node-1'), [{ pod: 'shop/web', ips: ['10.0.0.1'], phase: 'Running', labels: { app: 'web' }, ingress: ['shop/deny-in'], egress: ['shop/web-out'] }]);
+  assert.deepEqual(localPodViews(s, 'node-1'), [
+    {
+      pod: 'shop/web',
+      ips: ['10.0.0.1'],
+      phase: 'Running',
+      labels: { app: 'web' },
+      ingress: ['shop/deny-in'],
+      egress: ['shop/web-out'],
+    },
+  ]);
 });
 
 test('released IPs: deleted, finished and reused addresses', () => {
-  const before = podIPOwners(state({ pods: [pod('a', 'x', { ips: ['10.0.0.1'] }), pod('a', 'y', { ips: ['10.0.0.2', 'fd00::2'] }), pod('a', 'z', { ips: ['10.0.0.3'] })] }));
-  const after = podIPOwners(state({ pods: [pod('a', 'y2', { ips: ['10.0.0.2'] }), pod('a', 'z', { ips: ['10.0.0.3'] }), pod('a', 'new', { ips: ['10.0.0.4'] })] }));
+  const before = podIPOwners(
+    state({
+      pods: [
+        pod('a', 'x', { ips: ['10.0.0.1'] }),
+        pod('a', 'y', { ips: ['10.0.0.2', 'fd00::2'] }),
+        pod('a', 'z', { ips: ['10.0.0.3'] }),
+      ],
+    }),
+  );
+  const after = podIPOwners(
+    state({
+      pods: [pod('a', 'y2', { ips: ['10.0.0.2'] }), pod('a', 'z', { ips: ['10.0.0.3'] }), pod('a', 'new', { ips: ['10.0.0.4'] })],
+    }),
+  );
   assert.deepEqual(releasedIPs(before, after), ['10.0.0.1', '10.0.0.2', 'fd00::2']);
   assert.deepEqual(releasedIPs(after, after), []);
 });
@@ -120,7 +168,13 @@ test('released IPs by merge walk agree with the map version', () => {
   assert.deepEqual(releasedPodIPs(before, cases[1] as ReturnType<typeof state>), ['10.0.0.2', '10.0.0.3', '10.0.0.5', 'fd00::2']);
   // Unsorted input falls back to the map version rather than guessing.
   const unsorted = { ...before, pods: [...before.pods].reverse() };
-  assert.deepEqual(releasedPodIPs(unsorted, cases[2] as ReturnType<typeof state>), ['10.0.0.1', '10.0.0.2', '10.0.0.3', '10.0.0.5', 'fd00::2']);
+  assert.deepEqual(releasedPodIPs(unsorted, cases[2] as ReturnType<typeof state>), [
+    '10.0.0.1',
+    '10.0.0.2',
+    '10.0.0.3',
+    '10.0.0.5',
+    'fd00::2',
+  ]);
 });
 
 test('content negotiation: JSON unless text is asked for', () => {

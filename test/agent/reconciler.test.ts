@@ -7,13 +7,28 @@ import { nodeRenderer } from '../../src/agent/agent.ts';
 import { renderNode } from '../../src/nft/render.ts';
 import type { ClusterState } from '../../src/model/types.ts';
 import { pod, policy, rule, podPeer, sel, state, node } from '../support/state-builder.ts';
-import { captureLogger, deferred, FakeDataplane, FakeEvents, FakeSource, histogramCount, metricValue, testMetrics, waitFor, withErrors } from './fakes.ts';
+import {
+  captureLogger,
+  deferred,
+  FakeDataplane,
+  FakeEvents,
+  FakeSource,
+  histogramCount,
+  metricValue,
+  testMetrics,
+  waitFor,
+  withErrors,
+} from './fakes.ts';
 
 const NODE = 'node-1';
 
 function clusterWith(n: number): ClusterState {
   const pods = Array.from({ length: n }, (_, i) => pod('default', `p${i}`, { labels: { app: 'web' }, ips: [`10.0.0.${i + 1}`] }));
-  return state({ pods, policies: [policy('default', 'web', { podSelector: sel({ app: 'web' }), ingress: [rule([podPeer(sel({ app: 'web' }))])] })], nodes: [node(NODE)] });
+  return state({
+    pods,
+    policies: [policy('default', 'web', { podSelector: sel({ app: 'web' }), ingress: [rule([podPeer(sel({ app: 'web' }))])] })],
+    nodes: [node(NODE)],
+  });
 }
 
 function setup(opts: Partial<ReconcilerOptions> = {}, initial: ClusterState = clusterWith(1)) {
@@ -161,7 +176,9 @@ test('without a read-back of the last apply, the drift check re-applies and coun
 
 function withRemotePeers(n: number, locals = 2): ClusterState {
   const base = clusterWith(locals);
-  const remote = Array.from({ length: n }, (_, i) => pod('default', `r${i}`, { labels: { app: 'web' }, ips: [`10.0.9.${i + 1}`], node: 'node-2' }));
+  const remote = Array.from({ length: n }, (_, i) =>
+    pod('default', `r${i}`, { labels: { app: 'web' }, ips: [`10.0.9.${i + 1}`], node: 'node-2' }),
+  );
   return { ...base, pods: [...base.pods, ...remote].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)) };
 }
 
@@ -185,11 +202,14 @@ test('pod and policy changes go as increments; refreshes after increments as the
   await waitFor('third increment', () => t.dataplane.increments.length === 3);
   assert.match(t.dataplane.increments[2] ?? '', /^add chain inet nft-netpol KUBE-POD-FW-[0-9a-f]{12}-IN /m);
   assert.equal(t.dataplane.applies.length, 1);
-  await waitFor('logged', () => t.lines.some((l) => l['mode'] === 'incremental' && (l['update'] as { chainsAdded?: number } | undefined)?.chainsAdded === 1));
+  await waitFor('logged', () =>
+    t.lines.some((l) => l['mode'] === 'incremental' && (l['update'] as { chainsAdded?: number } | undefined)?.chainsAdded === 1),
+  );
   // Each apply line says where its time went.
   const applied = t.lines.filter((l) => l['event'] === 'apply' && l['result'] === 'applied');
   assert.ok(applied.length >= 4);
-  for (const l of applied) assert.deepEqual(Object.keys(l['phasesMs'] as object), ['snapshot', 'compile', 'update', 'render', 'nft']);
+  for (const l of applied)
+    assert.deepEqual(Object.keys(l['phasesMs'] as object), ['snapshot', 'compile', 'update', 'render', 'nft']);
   // After increments, the drift check refreshes once with the full table.
   t.source.current = withRemotePeers(1, 3);
   t.r.notify('remote pod');
@@ -345,9 +365,12 @@ test('drift timer repairs without being asked; an unchanged render after tamperi
 test('invalid policies: logged once per change; one Event per change from each node that enforces them', async () => {
   const web = policy('default', 'web', { podSelector: sel({ app: 'web' }) });
   const far = policy('default', 'far', { podSelector: sel({ app: 'far' }) });
-  const mk = (policies: typeof web[]) =>
+  const mk = (policies: (typeof web)[]) =>
     state({
-      pods: [pod('default', 'w', { labels: { app: 'web' }, ips: ['10.0.0.1'] }), pod('default', 'f', { labels: { app: 'far' }, ips: ['10.0.1.1'], node: 'node-2' })],
+      pods: [
+        pod('default', 'w', { labels: { app: 'web' }, ips: ['10.0.0.1'] }),
+        pod('default', 'f', { labels: { app: 'far' }, ips: ['10.0.1.1'], node: 'node-2' }),
+      ],
       policies,
       nodes: [node(NODE), node('node-2')],
     });
@@ -381,11 +404,17 @@ test('invalid policies: logged once per change; one Event per change from each n
   t.source.current = mk([withErrors(web, 'must be >= port (9090)'), withErrors(far, 'bad')]);
   t.r.notify('policy broken');
   await waitFor('third event', () => t.events.events.length === 3);
-  assert.ok(t.events.events.every((e) => e.ref.name === 'web'), 'far selects only a pod of node-2');
+  assert.ok(
+    t.events.events.every((e) => e.ref.name === 'web'),
+    'far selects only a pod of node-2',
+  );
 
   // A pod that `far` selects arrives here: this node now enforces it and reports it.
   const withLocalFar = mk([withErrors(web, 'must be >= port (9090)'), withErrors(far, 'bad')]);
-  t.source.current = { ...withLocalFar, pods: [...withLocalFar.pods, pod('default', 'f2', { labels: { app: 'far' }, ips: ['10.0.0.9'] })] };
+  t.source.current = {
+    ...withLocalFar,
+    pods: [...withLocalFar.pods, pod('default', 'f2', { labels: { app: 'far' }, ips: ['10.0.0.9'] })],
+  };
   t.r.notify('pod added');
   await waitFor('event for far', () => t.events.events.length === 4);
   assert.equal(t.events.events[3]?.ref.name, 'far');
@@ -393,7 +422,14 @@ test('invalid policies: logged once per change; one Event per change from each n
 });
 
 test('a failing Event sink is logged and does not stop enforcement', async () => {
-  const t = setup({}, state({ pods: [pod('default', 'w', { ips: ['10.0.0.1'] })], policies: [withErrors(policy('default', 'web'), 'bad')], nodes: [node(NODE)] }));
+  const t = setup(
+    {},
+    state({
+      pods: [pod('default', 'w', { ips: ['10.0.0.1'] })],
+      policies: [withErrors(policy('default', 'web'), 'bad')],
+      nodes: [node(NODE)],
+    }),
+  );
   t.events.fail = true;
   t.r.start();
   await waitFor('applied', () => t.r.ready());
@@ -409,23 +445,39 @@ test('watch restarts are counted from status deltas per resource', async () => {
     { resource: 'networkpolicies', restarts: 2 },
   ];
   t.r.start();
-  await waitFor('first count', async () => (await metricValue(t.metrics, 'nftnp_watch_restarts_total', { resource: 'networkpolicies' })) === 2);
+  await waitFor(
+    'first count',
+    async () => (await metricValue(t.metrics, 'nftnp_watch_restarts_total', { resource: 'networkpolicies' })) === 2,
+  );
   t.source.watches = [
     { resource: 'pods', restarts: 3 },
     { resource: 'networkpolicies', restarts: 2 },
   ];
-  await waitFor('pods counted', async () => (await metricValue(t.metrics, 'nftnp_watch_restarts_total', { resource: 'pods' })) === 3);
+  await waitFor(
+    'pods counted',
+    async () => (await metricValue(t.metrics, 'nftnp_watch_restarts_total', { resource: 'pods' })) === 3,
+  );
   assert.equal(await metricValue(t.metrics, 'nftnp_watch_restarts_total', { resource: 'networkpolicies' }), 2);
   await t.r.stop(1000);
 });
 
 test('removed and reused pod IPs are handed to the conntrack hook', async () => {
   const mk = (pods: ReturnType<typeof pod>[]) => state({ pods, nodes: [node(NODE)] });
-  const t = setup({}, mk([pod('default', 'a', { ips: ['10.0.0.1'] }), pod('default', 'b', { ips: ['10.0.0.2'] }), pod('default', 'c', { ips: ['10.0.0.3'] })]));
+  const t = setup(
+    {},
+    mk([
+      pod('default', 'a', { ips: ['10.0.0.1'] }),
+      pod('default', 'b', { ips: ['10.0.0.2'] }),
+      pod('default', 'c', { ips: ['10.0.0.3'] }),
+    ]),
+  );
   t.r.start();
   await waitFor('first apply', () => t.dataplane.applies.length === 1);
   // a deleted, b's IP reused by a new pod, c finished.
-  t.source.current = mk([pod('default', 'b2', { ips: ['10.0.0.2'] }), pod('default', 'c', { ips: ['10.0.0.3'], phase: 'Succeeded' })]);
+  t.source.current = mk([
+    pod('default', 'b2', { ips: ['10.0.0.2'] }),
+    pod('default', 'c', { ips: ['10.0.0.3'], phase: 'Succeeded' }),
+  ]);
   t.r.notify('pods changed');
   await waitFor('released', () => t.released.length === 1);
   assert.deepEqual(t.released[0], ['10.0.0.1', '10.0.0.2', '10.0.0.3']);

@@ -36,7 +36,11 @@ function pod(namespace: string, name: string, labels: Record<string, string>, o:
     apiVersion: 'v1',
     kind: 'Pod',
     metadata: { name, namespace, labels },
-    spec: { nodeName: o.node ?? 'node-1', hostNetwork: o.hostNetwork ?? false, containers: [{ name: 'main', image: 'x', ports: o.ports ?? [] }] },
+    spec: {
+      nodeName: o.node ?? 'node-1',
+      hostNetwork: o.hostNetwork ?? false,
+      containers: [{ name: 'main', image: 'x', ports: o.ports ?? [] }],
+    },
     status: { phase: o.phase ?? 'Running', podIPs: (o.ips ?? []).map((ip) => ({ ip })) },
   };
 }
@@ -45,25 +49,40 @@ export const BASE: readonly RawObject[] = [
   ns('app', { team: 'a', env: 'prod' }),
   ns('other', { team: 'b', env: 'dev' }),
   ns('ops'),
-  pod('app', 'web', { app: 'web', tier: 'front' }, {
-    ips: ['10.0.1.1', 'fd00::1:1'],
-    ports: [
-      { name: 'http', containerPort: 80, protocol: 'TCP' },
-      { name: 'metrics', containerPort: 9090, protocol: 'TCP' },
-      { name: 'dns', containerPort: 53, protocol: 'UDP' },
-    ],
-  }),
-  pod('app', 'db', { app: 'db' }, {
-    ips: ['10.0.1.2', 'fd00::1:2'],
-    node: 'node-2',
-    ports: [
-      { name: 'http', containerPort: 8080, protocol: 'TCP' },
-      { name: 'sig', containerPort: 3868, protocol: 'SCTP' },
-    ],
-  }),
+  pod(
+    'app',
+    'web',
+    { app: 'web', tier: 'front' },
+    {
+      ips: ['10.0.1.1', 'fd00::1:1'],
+      ports: [
+        { name: 'http', containerPort: 80, protocol: 'TCP' },
+        { name: 'metrics', containerPort: 9090, protocol: 'TCP' },
+        { name: 'dns', containerPort: 53, protocol: 'UDP' },
+      ],
+    },
+  ),
+  pod(
+    'app',
+    'db',
+    { app: 'db' },
+    {
+      ips: ['10.0.1.2', 'fd00::1:2'],
+      node: 'node-2',
+      ports: [
+        { name: 'http', containerPort: 8080, protocol: 'TCP' },
+        { name: 'sig', containerPort: 3868, protocol: 'SCTP' },
+      ],
+    },
+  ),
   pod('app', 'client', { app: 'client' }, { ips: ['10.0.1.3', 'fd00::1:3'] }),
   pod('other', 'client', { app: 'client' }, { ips: ['10.0.2.1', 'fd00::2:1'], node: 'node-2' }),
-  pod('other', 'web', { app: 'web' }, { ips: ['10.0.2.2'], node: 'node-2', ports: [{ name: 'http', containerPort: 80, protocol: 'TCP' }] }),
+  pod(
+    'other',
+    'web',
+    { app: 'web' },
+    { ips: ['10.0.2.2'], node: 'node-2', ports: [{ name: 'http', containerPort: 80, protocol: 'TCP' }] },
+  ),
   pod('ops', 'tool', { app: 'tool' }, { ips: ['10.0.3.1', 'fd00::3:1'], node: 'node-2' }),
   pod('app', 'done', { app: 'client' }, { ips: ['10.0.1.9'], phase: 'Succeeded' }),
   pod('app', 'pending', { app: 'client' }, { phase: 'Pending' }),

@@ -114,7 +114,14 @@ export function kep2079Cases(ctx: CaseContext = defaultCaseContext()): Kep2079Ca
           podSelector: podLabel('a'),
           policyTypes: ['Ingress'],
           // Protocol omitted on the range: it defaults to TCP.
-          ingress: [{ ports: [{ protocol: 'TCP', port: 21 }, { port: 49152, endPort: 65535 }] }],
+          ingress: [
+            {
+              ports: [
+                { protocol: 'TCP', port: 21 },
+                { port: 49152, endPort: 65535 },
+              ],
+            },
+          ],
         }),
       ],
       probes: [
@@ -152,7 +159,12 @@ export function kep2079Cases(ctx: CaseContext = defaultCaseContext()): Kep2079Ca
     {
       id: 'kep2079-port-65535',
       name: 'the top of the port space: 65535 alone and 65535-65535',
-      policies: [ingressToXA('port-65535', [{ protocol: 'TCP', port: 65535 }, { protocol: 'UDP', port: 65535, endPort: 65535 }])],
+      policies: [
+        ingressToXA('port-65535', [
+          { protocol: 'TCP', port: 65535 },
+          { protocol: 'UDP', port: 65535, endPort: 65535 },
+        ]),
+      ],
       probes: pair('y/a', 'x/a', [
         [65535, 'TCP', true],
         [65534, 'TCP', false],

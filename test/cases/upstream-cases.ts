@@ -21,7 +21,12 @@ export type Change =
   /** Merged into the namespace's labels (upstream AddNamespaceLabel); `null` removes a key. */
   | { readonly type: 'labelNamespace'; readonly name: string; readonly labels: Readonly<Record<string, string | null>> }
   /** Merged into the pod's labels (upstream AddPodLabels); `null` removes a key. */
-  | { readonly type: 'labelPod'; readonly namespace: string; readonly name: string; readonly labels: Readonly<Record<string, string | null>> };
+  | {
+      readonly type: 'labelPod';
+      readonly namespace: string;
+      readonly name: string;
+      readonly labels: Readonly<Record<string, string | null>>;
+    };
 
 export interface Probe {
   readonly protocol: Protocol;
@@ -71,13 +76,20 @@ export function defaultCaseContext(family: Family = 4): CaseContext {
 const everything: RawSelector = {};
 const podLabel = (name: string): RawSelector => ({ matchLabels: { pod: name } });
 const nsName = (ns: string): RawSelector => ({ matchLabels: { [NAMESPACE_NAME_LABEL]: ns } });
-const expr = (key: string, operator: string, values: readonly string[]): RawSelector => ({ matchExpressions: [{ key, operator, values }] });
+const expr = (key: string, operator: string, values: readonly string[]): RawSelector => ({
+  matchExpressions: [{ key, operator, values }],
+});
 
 /**
  * GenNetworkPolicyWithNameAndPodSelector(name, podSelector, SetSpecIngressRules(...), SetSpecEgressRules(...)):
  * a given `ingress`/`egress` list (even empty) sets the field and appends its policyType.
  */
-function genPolicy(namespace: string, name: string, podSelector: RawSelector, rules: { ingress?: RawIngressRule[]; egress?: RawEgressRule[] }): RawObject {
+function genPolicy(
+  namespace: string,
+  name: string,
+  podSelector: RawSelector,
+  rules: { ingress?: RawIngressRule[]; egress?: RawEgressRule[] },
+): RawObject {
   const policyTypes: ('Ingress' | 'Egress')[] = [];
   if (rules.ingress !== undefined) policyTypes.push('Ingress');
   if (rules.egress !== undefined) policyTypes.push('Egress');
@@ -112,7 +124,14 @@ const x = 'x';
 const y = 'y';
 const z = 'z';
 
-function oneStep(id: string, name: string, protocols: readonly Protocol[], description: string, changes: Change[], probes: Probe[]): UpstreamCase {
+function oneStep(
+  id: string,
+  name: string,
+  protocols: readonly Protocol[],
+  description: string,
+  changes: Change[],
+  probes: Probe[],
+): UpstreamCase {
   return { id, name, protocols, steps: [{ description, changes, probes }] };
 }
 
@@ -122,17 +141,35 @@ function tcpCases(ctx: CaseContext): UpstreamCase[] {
   const TCP: Protocol[] = ['TCP'];
   const ip = (ns: string, pod: string) => ctx.podIP(ns, pod, ctx.family);
   return [
-    oneStep('tcp-01', "should support a 'default-deny-ingress' policy", TCP, 'deny all ingress in x', [upsert(genPolicy(x, 'deny-ingress', everything, { ingress: [] }))], [
-      probe('TCP', 80, reach((r) => r.expectPeer({}, { namespace: x }, false))),
-    ]),
+    oneStep(
+      'tcp-01',
+      "should support a 'default-deny-ingress' policy",
+      TCP,
+      'deny all ingress in x',
+      [upsert(genPolicy(x, 'deny-ingress', everything, { ingress: [] }))],
+      [
+        probe(
+          'TCP',
+          80,
+          reach((r) => r.expectPeer({}, { namespace: x }, false)),
+        ),
+      ],
+    ),
 
-    oneStep('tcp-02', "should support a 'default-deny-all' policy", TCP, 'deny all ingress and egress in x', [upsert(genPolicy(x, 'deny-all', everything, { ingress: [], egress: [] }))], [
-      probe(
-        'TCP',
-        80,
-        reach((r) => r.expectPeer({}, { namespace: x }, false).expectPeer({ namespace: x }, {}, false)),
-      ),
-    ]),
+    oneStep(
+      'tcp-02',
+      "should support a 'default-deny-all' policy",
+      TCP,
+      'deny all ingress and egress in x',
+      [upsert(genPolicy(x, 'deny-all', everything, { ingress: [], egress: [] }))],
+      [
+        probe(
+          'TCP',
+          80,
+          reach((r) => r.expectPeer({}, { namespace: x }, false).expectPeer({ namespace: x }, {}, false)),
+        ),
+      ],
+    ),
 
     oneStep(
       'tcp-03',
@@ -140,7 +177,13 @@ function tcpCases(ctx: CaseContext): UpstreamCase[] {
       TCP,
       'x/a allows ingress from pod=b',
       [upsert(genPolicy(x, 'x-a-allows-x-b', podLabel('a'), { ingress: [{ from: [{ podSelector: podLabel('b') }] }] }))],
-      [probe('TCP', 80, reach((r) => r.expectAllIngress('x/a', false).expect('x/b', 'x/a', true)))],
+      [
+        probe(
+          'TCP',
+          80,
+          reach((r) => r.expectAllIngress('x/a', false).expect('x/b', 'x/a', true)),
+        ),
+      ],
     ),
 
     oneStep(
@@ -150,9 +193,17 @@ function tcpCases(ctx: CaseContext): UpstreamCase[] {
       'deny all ingress in x, then allow everything into x/a',
       [
         upsert(genPolicy(x, 'deny-all', everything, { ingress: [] })),
-        upsert(genPolicy(x, 'allow-all-to-a', podLabel('a'), { ingress: [{ from: [{ podSelector: {}, namespaceSelector: {} }] }] })),
+        upsert(
+          genPolicy(x, 'allow-all-to-a', podLabel('a'), { ingress: [{ from: [{ podSelector: {}, namespaceSelector: {} }] }] }),
+        ),
       ],
-      [probe('TCP', 80, reach((r) => r.expectAllIngress('x/a', true).expectAllIngress('x/b', false).expectAllIngress('x/c', false)))],
+      [
+        probe(
+          'TCP',
+          80,
+          reach((r) => r.expectAllIngress('x/a', true).expectAllIngress('x/b', false).expectAllIngress('x/c', false)),
+        ),
+      ],
     ),
 
     oneStep(
@@ -160,7 +211,13 @@ function tcpCases(ctx: CaseContext): UpstreamCase[] {
       'should enforce policy to allow ingress traffic from pods in all namespaces',
       TCP,
       'x/a allows ingress from namespaceSelector {}',
-      [upsert(genPolicy(x, 'allow-from-another-ns', podLabel('a'), { ingress: [{ from: [{ namespaceSelector: { matchLabels: {} } }] }] }))],
+      [
+        upsert(
+          genPolicy(x, 'allow-from-another-ns', podLabel('a'), {
+            ingress: [{ from: [{ namespaceSelector: { matchLabels: {} } }] }],
+          }),
+        ),
+      ],
       [probe('TCP', 80, reach())],
     ),
 
@@ -169,8 +226,24 @@ function tcpCases(ctx: CaseContext): UpstreamCase[] {
       'should enforce policy to allow traffic only from a different namespace, based on NamespaceSelector',
       TCP,
       'x/a allows ingress from namespace y',
-      [upsert(genPolicy(x, 'allow-client-a-via-ns-selector', podLabel('a'), { ingress: [{ from: [{ namespaceSelector: nsName(y) }] }] }))],
-      [probe('TCP', 80, reach((r) => r.expectPeer({ namespace: x }, { namespace: x, pod: 'a' }, false).expectPeer({ namespace: z }, { namespace: x, pod: 'a' }, false)))],
+      [
+        upsert(
+          genPolicy(x, 'allow-client-a-via-ns-selector', podLabel('a'), {
+            ingress: [{ from: [{ namespaceSelector: nsName(y) }] }],
+          }),
+        ),
+      ],
+      [
+        probe(
+          'TCP',
+          80,
+          reach((r) =>
+            r
+              .expectPeer({ namespace: x }, { namespace: x, pod: 'a' }, false)
+              .expectPeer({ namespace: z }, { namespace: x, pod: 'a' }, false),
+          ),
+        ),
+      ],
     ),
 
     oneStep(
@@ -178,8 +251,18 @@ function tcpCases(ctx: CaseContext): UpstreamCase[] {
       'should enforce policy based on PodSelector with MatchExpressions',
       TCP,
       'x/a allows ingress from pod In [b]',
-      [upsert(genPolicy(x, 'x-a-allows-x-b', podLabel('a'), { ingress: [{ from: [{ podSelector: expr('pod', 'In', ['b']) }] }] }))],
-      [probe('TCP', 80, reach((r) => r.expectAllIngress('x/a', false).expect('x/b', 'x/a', true)))],
+      [
+        upsert(
+          genPolicy(x, 'x-a-allows-x-b', podLabel('a'), { ingress: [{ from: [{ podSelector: expr('pod', 'In', ['b']) }] }] }),
+        ),
+      ],
+      [
+        probe(
+          'TCP',
+          80,
+          reach((r) => r.expectAllIngress('x/a', false).expect('x/b', 'x/a', true)),
+        ),
+      ],
     ),
 
     oneStep(
@@ -187,8 +270,24 @@ function tcpCases(ctx: CaseContext): UpstreamCase[] {
       'should enforce policy based on NamespaceSelector with MatchExpressions',
       TCP,
       'x/a allows ingress from namespace In [y]',
-      [upsert(genPolicy(x, 'allow-ns-y-match-selector', podLabel('a'), { ingress: [{ from: [{ namespaceSelector: expr(NAMESPACE_NAME_LABEL, 'In', [y]) }] }] }))],
-      [probe('TCP', 80, reach((r) => r.expectPeer({ namespace: x }, { namespace: x, pod: 'a' }, false).expectPeer({ namespace: z }, { namespace: x, pod: 'a' }, false)))],
+      [
+        upsert(
+          genPolicy(x, 'allow-ns-y-match-selector', podLabel('a'), {
+            ingress: [{ from: [{ namespaceSelector: expr(NAMESPACE_NAME_LABEL, 'In', [y]) }] }],
+          }),
+        ),
+      ],
+      [
+        probe(
+          'TCP',
+          80,
+          reach((r) =>
+            r
+              .expectPeer({ namespace: x }, { namespace: x, pod: 'a' }, false)
+              .expectPeer({ namespace: z }, { namespace: x, pod: 'a' }, false),
+          ),
+        ),
+      ],
     ),
 
     oneStep(
@@ -199,11 +298,19 @@ function tcpCases(ctx: CaseContext): UpstreamCase[] {
       [
         upsert(
           genPolicy(x, 'allow-ns-y-match-selector', podLabel('a'), {
-            ingress: [{ from: [{ namespaceSelector: expr(NAMESPACE_NAME_LABEL, 'NotIn', [x]) }, { podSelector: podLabel('b') }] }],
+            ingress: [
+              { from: [{ namespaceSelector: expr(NAMESPACE_NAME_LABEL, 'NotIn', [x]) }, { podSelector: podLabel('b') }] },
+            ],
           }),
         ),
       ],
-      [probe('TCP', 80, reach((r) => r.expect('x/a', 'x/a', false).expect('x/c', 'x/a', false)))],
+      [
+        probe(
+          'TCP',
+          80,
+          reach((r) => r.expect('x/a', 'x/a', false).expect('x/c', 'x/a', false)),
+        ),
+      ],
     ),
 
     oneStep(
@@ -218,7 +325,13 @@ function tcpCases(ctx: CaseContext): UpstreamCase[] {
           }),
         ),
       ],
-      [probe('TCP', 80, reach((r) => r.expectAllIngress('x/a', false).expect('y/b', 'x/a', true).expect('z/b', 'x/a', true)))],
+      [
+        probe(
+          'TCP',
+          80,
+          reach((r) => r.expectAllIngress('x/a', false).expect('y/b', 'x/a', true).expect('z/b', 'x/a', true)),
+        ),
+      ],
     ),
 
     oneStep(
@@ -229,11 +342,28 @@ function tcpCases(ctx: CaseContext): UpstreamCase[] {
       [
         upsert(
           genPolicy(x, 'allow-ns-y-z-pod-b-c', podLabel('a'), {
-            ingress: [{ from: [{ namespaceSelector: expr(NAMESPACE_NAME_LABEL, 'NotIn', [x]), podSelector: expr('pod', 'In', ['b', 'c']) }] }],
+            ingress: [
+              {
+                from: [
+                  { namespaceSelector: expr(NAMESPACE_NAME_LABEL, 'NotIn', [x]), podSelector: expr('pod', 'In', ['b', 'c']) },
+                ],
+              },
+            ],
           }),
         ),
       ],
-      [probe('TCP', 80, reach((r) => r.expectPeer({ namespace: x }, { namespace: x, pod: 'a' }, false).expect('y/a', 'x/a', false).expect('z/a', 'x/a', false)))],
+      [
+        probe(
+          'TCP',
+          80,
+          reach((r) =>
+            r
+              .expectPeer({ namespace: x }, { namespace: x, pod: 'a' }, false)
+              .expect('y/a', 'x/a', false)
+              .expect('z/a', 'x/a', false),
+          ),
+        ),
+      ],
     ),
 
     oneStep(
@@ -241,8 +371,20 @@ function tcpCases(ctx: CaseContext): UpstreamCase[] {
       'should enforce policy based on any PodSelectors',
       TCP,
       'x/a allows ingress from pod=b OR pod=c',
-      [upsert(genPolicy(x, 'allow-ns-x-pod-b-c', podLabel('a'), { ingress: [{ from: [{ podSelector: podLabel('b') }, { podSelector: podLabel('c') }] }] }))],
-      [probe('TCP', 80, reach((r) => r.expectAllIngress('x/a', false).expect('x/b', 'x/a', true).expect('x/c', 'x/a', true)))],
+      [
+        upsert(
+          genPolicy(x, 'allow-ns-x-pod-b-c', podLabel('a'), {
+            ingress: [{ from: [{ podSelector: podLabel('b') }, { podSelector: podLabel('c') }] }],
+          }),
+        ),
+      ],
+      [
+        probe(
+          'TCP',
+          80,
+          reach((r) => r.expectAllIngress('x/a', false).expect('x/b', 'x/a', true).expect('x/c', 'x/a', true)),
+        ),
+      ],
     ),
 
     oneStep(
@@ -257,7 +399,13 @@ function tcpCases(ctx: CaseContext): UpstreamCase[] {
           }),
         ),
       ],
-      [probe('TCP', 80, reach((r) => r.expectAllIngress('x/a', false).expect('y/a', 'x/a', true)))],
+      [
+        probe(
+          'TCP',
+          80,
+          reach((r) => r.expectAllIngress('x/a', false).expect('y/a', 'x/a', true)),
+        ),
+      ],
     ),
 
     oneStep(
@@ -288,10 +436,14 @@ function tcpCases(ctx: CaseContext): UpstreamCase[] {
 
     stackedPolicies(),
 
-    oneStep('tcp-16', 'should support allow-all policy', TCP, 'x allows all ingress (ingress: [{}])', [upsert(genPolicy(x, 'allow-all', { matchLabels: {} }, { ingress: [{}] }))], [
-      probe('TCP', 80, reach()),
-      probe('TCP', 81, reach()),
-    ]),
+    oneStep(
+      'tcp-16',
+      'should support allow-all policy',
+      TCP,
+      'x allows all ingress (ingress: [{}])',
+      [upsert(genPolicy(x, 'allow-all', { matchLabels: {} }, { ingress: [{}] }))],
+      [probe('TCP', 80, reach()), probe('TCP', 81, reach())],
+    ),
 
     oneStep(
       'tcp-17',
@@ -299,7 +451,14 @@ function tcpCases(ctx: CaseContext): UpstreamCase[] {
       TCP,
       'x allows ingress on named port serve-81-tcp only',
       [upsert(genPolicy(x, 'allow-all', { matchLabels: {} }, { ingress: [{ ports: [{ port: 'serve-81-tcp' }] }] }))],
-      [probe('TCP', 81, reach()), probe('TCP', 80, reach((r) => r.expectPeer({}, { namespace: x }, false)))],
+      [
+        probe('TCP', 81, reach()),
+        probe(
+          'TCP',
+          80,
+          reach((r) => r.expectPeer({}, { namespace: x }, false)),
+        ),
+      ],
     ),
 
     oneStep(
@@ -315,8 +474,20 @@ function tcpCases(ctx: CaseContext): UpstreamCase[] {
         ),
       ],
       [
-        probe('TCP', 80, reach((r) => r.expectPeer({ namespace: x }, { namespace: x, pod: 'a' }, false).expectPeer({ namespace: z }, { namespace: x, pod: 'a' }, false))),
-        probe('TCP', 81, reach((r) => r.expectAllIngress('x/a', false))),
+        probe(
+          'TCP',
+          80,
+          reach((r) =>
+            r
+              .expectPeer({ namespace: x }, { namespace: x, pod: 'a' }, false)
+              .expectPeer({ namespace: z }, { namespace: x, pod: 'a' }, false),
+          ),
+        ),
+        probe(
+          'TCP',
+          81,
+          reach((r) => r.expectAllIngress('x/a', false)),
+        ),
       ],
     ),
 
@@ -326,7 +497,14 @@ function tcpCases(ctx: CaseContext): UpstreamCase[] {
       TCP,
       'x allows egress on named port serve-80-tcp only',
       [upsert(genPolicy(x, 'allow-egress', { matchLabels: {} }, { egress: [{ ports: [{ port: 'serve-80-tcp' }] }] }))],
-      [probe('TCP', 80, reach()), probe('TCP', 81, reach((r) => r.expectPeer({ namespace: x }, {}, false)))],
+      [
+        probe('TCP', 80, reach()),
+        probe(
+          'TCP',
+          81,
+          reach((r) => r.expectPeer({ namespace: x }, {}, false)),
+        ),
+      ],
     ),
 
     {
@@ -342,7 +520,13 @@ function tcpCases(ctx: CaseContext): UpstreamCase[] {
         {
           description: 'the same policy is updated to ingress: []',
           changes: [upsert(genPolicy(x, 'allow-all-mutate-to-deny-all', { matchLabels: {} }, { ingress: [] }))],
-          probes: [probe('TCP', 81, reach((r) => r.expectPeer({}, { namespace: x }, false)))],
+          probes: [
+            probe(
+              'TCP',
+              81,
+              reach((r) => r.expectPeer({}, { namespace: x }, false)),
+            ),
+          ],
         },
       ],
     },
@@ -355,14 +539,30 @@ function tcpCases(ctx: CaseContext): UpstreamCase[] {
         {
           description: 'x/a allows ingress from namespaces labelled ns2=updated (none yet)',
           changes: [
-            upsert(genPolicy(x, 'allow-client-a-via-ns-selector', podLabel('a'), { ingress: [{ from: [{ namespaceSelector: { matchLabels: { ns2: 'updated' } } }] }] })),
+            upsert(
+              genPolicy(x, 'allow-client-a-via-ns-selector', podLabel('a'), {
+                ingress: [{ from: [{ namespaceSelector: { matchLabels: { ns2: 'updated' } } }] }],
+              }),
+            ),
           ],
-          probes: [probe('TCP', 80, reach((r) => r.expectAllIngress('x/a', false)))],
+          probes: [
+            probe(
+              'TCP',
+              80,
+              reach((r) => r.expectAllIngress('x/a', false)),
+            ),
+          ],
         },
         {
           description: 'namespace y is labelled ns2=updated',
           changes: [{ type: 'labelNamespace', name: y, labels: { ns2: 'updated' } }],
-          probes: [probe('TCP', 80, reach((r) => r.expectAllIngress('x/a', false).expectPeer({ namespace: y }, {}, true)))],
+          probes: [
+            probe(
+              'TCP',
+              80,
+              reach((r) => r.expectAllIngress('x/a', false).expectPeer({ namespace: y }, {}, true)),
+            ),
+          ],
         },
       ],
     },
@@ -376,15 +576,29 @@ function tcpCases(ctx: CaseContext): UpstreamCase[] {
           description: 'x/a allows ingress from pod=b,pod2=updated (none yet)',
           changes: [
             upsert(
-              genPolicy(x, 'allow-client-a-via-pod-selector', podLabel('a'), { ingress: [{ from: [{ podSelector: { matchLabels: { pod: 'b', pod2: 'updated' } } }] }] }),
+              genPolicy(x, 'allow-client-a-via-pod-selector', podLabel('a'), {
+                ingress: [{ from: [{ podSelector: { matchLabels: { pod: 'b', pod2: 'updated' } } }] }],
+              }),
             ),
           ],
-          probes: [probe('TCP', 80, reach((r) => r.expectAllIngress('x/a', false)))],
+          probes: [
+            probe(
+              'TCP',
+              80,
+              reach((r) => r.expectAllIngress('x/a', false)),
+            ),
+          ],
         },
         {
           description: 'x/b is labelled pod2=updated',
           changes: [{ type: 'labelPod', namespace: x, name: 'b', labels: { pod: 'b', pod2: 'updated' } }],
-          probes: [probe('TCP', 80, reach((r) => r.expectAllIngress('x/a', false).expect('x/b', 'x/a', true)))],
+          probes: [
+            probe(
+              'TCP',
+              80,
+              reach((r) => r.expectAllIngress('x/a', false).expect('x/b', 'x/a', true)),
+            ),
+          ],
         },
       ],
     },
@@ -395,7 +609,15 @@ function tcpCases(ctx: CaseContext): UpstreamCase[] {
       TCP,
       'x allows ingress from podSelector {} (its own namespace only)',
       [upsert(genPolicy(x, 'deny-empty-policy', everything, { ingress: [{ from: [{ podSelector: { matchLabels: {} } }] }] }))],
-      [probe('TCP', 80, reach((r) => r.expectPeer({ namespace: y }, { namespace: x }, false).expectPeer({ namespace: z }, { namespace: x }, false)))],
+      [
+        probe(
+          'TCP',
+          80,
+          reach((r) =>
+            r.expectPeer({ namespace: y }, { namespace: x }, false).expectPeer({ namespace: z }, { namespace: x }, false),
+          ),
+        ),
+      ],
     ),
 
     {
@@ -405,24 +627,54 @@ function tcpCases(ctx: CaseContext): UpstreamCase[] {
       steps: [
         {
           description: 'deny all ingress to target=isolated (no pod yet)',
-          changes: [upsert(genPolicy(x, 'deny-ingress-via-label-selector', { matchLabels: { target: 'isolated' } }, { ingress: [] }))],
+          changes: [
+            upsert(genPolicy(x, 'deny-ingress-via-label-selector', { matchLabels: { target: 'isolated' } }, { ingress: [] })),
+          ],
           probes: [probe('TCP', 80, reach())],
         },
         {
           description: 'x/a is labelled target=isolated',
           changes: [{ type: 'labelPod', namespace: x, name: 'a', labels: { target: 'isolated' } }],
-          probes: [probe('TCP', 80, reach((r) => r.expectAllIngress('x/a', false)))],
+          probes: [
+            probe(
+              'TCP',
+              80,
+              reach((r) => r.expectAllIngress('x/a', false)),
+            ),
+          ],
         },
       ],
     },
 
-    oneStep('tcp-25', 'should deny egress from pods based on PodSelector', TCP, 'x/a: egress: []', [upsert(genPolicy(x, 'deny-egress-pod-a', podLabel('a'), { egress: [] }))], [
-      probe('TCP', 80, reach((r) => r.expectAllEgress('x/a', false))),
-    ]),
+    oneStep(
+      'tcp-25',
+      'should deny egress from pods based on PodSelector',
+      TCP,
+      'x/a: egress: []',
+      [upsert(genPolicy(x, 'deny-egress-pod-a', podLabel('a'), { egress: [] }))],
+      [
+        probe(
+          'TCP',
+          80,
+          reach((r) => r.expectAllEgress('x/a', false)),
+        ),
+      ],
+    ),
 
-    oneStep('tcp-26', 'should deny egress from all pods in a namespace', TCP, 'x: egress: []', [upsert(genPolicy(x, 'deny-egress-ns-x', everything, { egress: [] }))], [
-      probe('TCP', 80, reach((r) => r.expectPeer({ namespace: x }, {}, false))),
-    ]),
+    oneStep(
+      'tcp-26',
+      'should deny egress from all pods in a namespace',
+      TCP,
+      'x: egress: []',
+      [upsert(genPolicy(x, 'deny-egress-ns-x', everything, { egress: [] }))],
+      [
+        probe(
+          'TCP',
+          80,
+          reach((r) => r.expectPeer({ namespace: x }, {}, false)),
+        ),
+      ],
+    ),
 
     oneStep(
       'tcp-27',
@@ -440,8 +692,16 @@ function tcpCases(ctx: CaseContext): UpstreamCase[] {
         ),
       ],
       [
-        probe('TCP', 80, reach((r) => r.expectAllIngress('x/a', false).expect('x/b', 'x/a', true))),
-        probe('TCP', 81, reach((r) => r.expectAllIngress('x/a', false).expectAllEgress('x/a', false).expect('x/b', 'x/a', true))),
+        probe(
+          'TCP',
+          80,
+          reach((r) => r.expectAllIngress('x/a', false).expect('x/b', 'x/a', true)),
+        ),
+        probe(
+          'TCP',
+          81,
+          reach((r) => r.expectAllIngress('x/a', false).expectAllEgress('x/a', false).expect('x/b', 'x/a', true)),
+        ),
       ],
     ),
 
@@ -451,9 +711,21 @@ function tcpCases(ctx: CaseContext): UpstreamCase[] {
       TCP,
       'x/a egress only to (y AND pod=a); y/a and y/b ingress only from (x AND pod=a)',
       [
-        upsert(genPolicy(x, 'allow-to-ns-y-pod-a', podLabel('a'), { egress: [{ to: [{ namespaceSelector: nsName(y), podSelector: podLabel('a') }] }] })),
-        upsert(genPolicy(y, 'allow-from-xa-on-ya-match-selector', podLabel('a'), { ingress: [{ from: [{ namespaceSelector: nsName(x), podSelector: podLabel('a') }] }] })),
-        upsert(genPolicy(y, 'allow-from-xa-on-yb-match-selector', podLabel('b'), { ingress: [{ from: [{ namespaceSelector: nsName(x), podSelector: podLabel('a') }] }] })),
+        upsert(
+          genPolicy(x, 'allow-to-ns-y-pod-a', podLabel('a'), {
+            egress: [{ to: [{ namespaceSelector: nsName(y), podSelector: podLabel('a') }] }],
+          }),
+        ),
+        upsert(
+          genPolicy(y, 'allow-from-xa-on-ya-match-selector', podLabel('a'), {
+            ingress: [{ from: [{ namespaceSelector: nsName(x), podSelector: podLabel('a') }] }],
+          }),
+        ),
+        upsert(
+          genPolicy(y, 'allow-from-xa-on-yb-match-selector', podLabel('b'), {
+            ingress: [{ from: [{ namespaceSelector: nsName(x), podSelector: podLabel('a') }] }],
+          }),
+        ),
       ],
       [
         probe(
@@ -475,8 +747,20 @@ function tcpCases(ctx: CaseContext): UpstreamCase[] {
       'should enforce egress policy allowing traffic to a server in a different namespace based on PodSelector and NamespaceSelector',
       TCP,
       'x/a egress only to (y AND pod=a)',
-      [upsert(genPolicy(x, 'allow-to-ns-y-pod-a', podLabel('a'), { egress: [{ to: [{ namespaceSelector: nsName(y), podSelector: podLabel('a') }] }] }))],
-      [probe('TCP', 80, reach((r) => r.expectAllEgress('x/a', false).expect('x/a', 'y/a', true)))],
+      [
+        upsert(
+          genPolicy(x, 'allow-to-ns-y-pod-a', podLabel('a'), {
+            egress: [{ to: [{ namespaceSelector: nsName(y), podSelector: podLabel('a') }] }],
+          }),
+        ),
+      ],
+      [
+        probe(
+          'TCP',
+          80,
+          reach((r) => r.expectAllEgress('x/a', false).expect('x/a', 'y/a', true)),
+        ),
+      ],
     ),
 
     oneStep(
@@ -485,7 +769,14 @@ function tcpCases(ctx: CaseContext): UpstreamCase[] {
       ['TCP', 'UDP'],
       'x/a allows ingress on every TCP port',
       [upsert(genPolicy(x, 'allow-ingress-by-proto', podLabel('a'), { ingress: [{ ports: [{ protocol: 'TCP' }] }] }))],
-      [probe('TCP', 80, reach()), probe('UDP', 80, reach((r) => r.expectPeer({}, { namespace: x, pod: 'a' }, false)))],
+      [
+        probe('TCP', 80, reach()),
+        probe(
+          'UDP',
+          80,
+          reach((r) => r.expectPeer({}, { namespace: x, pod: 'a' }, false)),
+        ),
+      ],
     ),
 
     {
@@ -496,7 +787,13 @@ function tcpCases(ctx: CaseContext): UpstreamCase[] {
         {
           description: 'x allows ingress on port 80 only',
           changes: [upsert(genPolicy(x, 'allow-ingress-port-80', { matchLabels: {} }, { ingress: [{ ports: [{ port: 80 }] }] }))],
-          probes: [probe('TCP', 81, reach((r) => r.expectPeer({}, { namespace: x }, false)))],
+          probes: [
+            probe(
+              'TCP',
+              81,
+              reach((r) => r.expectPeer({}, { namespace: x }, false)),
+            ),
+          ],
         },
         {
           description: 'a second policy allows all ingress',
@@ -514,7 +811,13 @@ function tcpCases(ctx: CaseContext): UpstreamCase[] {
         {
           description: 'x allows egress on port 80 only',
           changes: [upsert(genPolicy(x, 'allow-egress-port-80', { matchLabels: {} }, { egress: [{ ports: [{ port: 80 }] }] }))],
-          probes: [probe('TCP', 81, reach((r) => r.expectPeer({ namespace: x }, {}, false)))],
+          probes: [
+            probe(
+              'TCP',
+              81,
+              reach((r) => r.expectPeer({ namespace: x }, {}, false)),
+            ),
+          ],
         },
         {
           description: 'a second policy allows all egress',
@@ -532,7 +835,13 @@ function tcpCases(ctx: CaseContext): UpstreamCase[] {
         {
           description: 'deny all ingress and egress in x',
           changes: [upsert(genPolicy(x, 'deny-all', everything, { ingress: [], egress: [] }))],
-          probes: [probe('TCP', 80, reach((r) => r.expectPeer({ namespace: x }, {}, false).expectPeer({}, { namespace: x }, false)))],
+          probes: [
+            probe(
+              'TCP',
+              80,
+              reach((r) => r.expectPeer({ namespace: x }, {}, false).expectPeer({}, { namespace: x }, false)),
+            ),
+          ],
         },
         {
           description: 'the policy is deleted',
@@ -547,8 +856,20 @@ function tcpCases(ctx: CaseContext): UpstreamCase[] {
       'should allow egress access to server in CIDR block',
       TCP,
       "x/a egress only to y/b's address (ipBlock /32 or /128)",
-      [upsert(genPolicy(x, 'allow-client-a-via-cidr-egress-rule', podLabel('a'), { egress: [{ to: [{ ipBlock: { cidr: hostCIDR(ip(y, 'b')) } }] }] }))],
-      [probe('TCP', 80, reach((r) => r.expectAllEgress('x/a', false).expect('x/a', 'y/b', true)))],
+      [
+        upsert(
+          genPolicy(x, 'allow-client-a-via-cidr-egress-rule', podLabel('a'), {
+            egress: [{ to: [{ ipBlock: { cidr: hostCIDR(ip(y, 'b')) } }] }],
+          }),
+        ),
+      ],
+      [
+        probe(
+          'TCP',
+          80,
+          reach((r) => r.expectAllEgress('x/a', false).expect('x/a', 'y/b', true)),
+        ),
+      ],
     ),
 
     oneStep(
@@ -563,7 +884,13 @@ function tcpCases(ctx: CaseContext): UpstreamCase[] {
           }),
         ),
       ],
-      [probe('TCP', 80, reach((r) => r.expect('x/a', 'x/b', false)))],
+      [
+        probe(
+          'TCP',
+          80,
+          reach((r) => r.expect('x/a', 'x/b', false)),
+        ),
+      ],
     ),
 
     {
@@ -580,12 +907,30 @@ function tcpCases(ctx: CaseContext): UpstreamCase[] {
               }),
             ),
           ],
-          probes: [probe('TCP', 80, reach((r) => r.expect('x/a', 'x/b', false)))],
+          probes: [
+            probe(
+              'TCP',
+              80,
+              reach((r) => r.expect('x/a', 'x/b', false)),
+            ),
+          ],
         },
         {
           description: "the same policy is updated to egress only to x/b's address",
-          changes: [upsert(genPolicy(x, 'allow-client-a-via-cidr-egress-rule', podLabel('a'), { egress: [{ to: [{ ipBlock: { cidr: hostCIDR(ip(x, 'b')) } }] }] }))],
-          probes: [probe('TCP', 80, reach((r) => r.expectAllEgress('x/a', false).expect('x/a', 'x/b', true)))],
+          changes: [
+            upsert(
+              genPolicy(x, 'allow-client-a-via-cidr-egress-rule', podLabel('a'), {
+                egress: [{ to: [{ ipBlock: { cidr: hostCIDR(ip(x, 'b')) } }] }],
+              }),
+            ),
+          ],
+          probes: [
+            probe(
+              'TCP',
+              80,
+              reach((r) => r.expectAllEgress('x/a', false).expect('x/a', 'x/b', true)),
+            ),
+          ],
         },
       ],
     },
@@ -603,7 +948,13 @@ function tcpCases(ctx: CaseContext): UpstreamCase[] {
         {
           description: 'a second policy denies all ingress to x/a',
           changes: [upsert(genPolicy(x, 'deny-ingress-via-label-selector', podLabel('a'), { ingress: [] }))],
-          probes: [probe('TCP', 80, reach((r) => r.expectAllIngress('x/a', false)))],
+          probes: [
+            probe(
+              'TCP',
+              80,
+              reach((r) => r.expectAllIngress('x/a', false)),
+            ),
+          ],
         },
       ],
     },
@@ -615,9 +966,19 @@ function tcpCases(ctx: CaseContext): UpstreamCase[] {
       'deny all ingress in x, then allow SCTP 81 into x/a',
       [
         upsert(genPolicy(x, 'deny-ingress', everything, { ingress: [] })),
-        upsert(genPolicy(x, 'allow-only-sctp-ingress-on-port-81', podLabel('a'), { ingress: [{ ports: [{ port: 81, protocol: 'SCTP' }] }] })),
+        upsert(
+          genPolicy(x, 'allow-only-sctp-ingress-on-port-81', podLabel('a'), {
+            ingress: [{ ports: [{ port: 81, protocol: 'SCTP' }] }],
+          }),
+        ),
       ],
-      [probe('TCP', 81, reach((r) => r.expectPeer({}, { namespace: x }, false)))],
+      [
+        probe(
+          'TCP',
+          81,
+          reach((r) => r.expectPeer({}, { namespace: x }, false)),
+        ),
+      ],
     ),
 
     oneStep(
@@ -625,8 +986,20 @@ function tcpCases(ctx: CaseContext): UpstreamCase[] {
       "should properly isolate pods that are selected by a policy allowing SCTP, even if the plugin doesn't support SCTP",
       TCP,
       'x/a allows SCTP 80 only',
-      [upsert(genPolicy(x, 'allow-only-sctp-ingress-on-port-80', podLabel('a'), { ingress: [{ ports: [{ port: 80, protocol: 'SCTP' }] }] }))],
-      [probe('TCP', 81, reach((r) => r.expectAllIngress('x/a', false)))],
+      [
+        upsert(
+          genPolicy(x, 'allow-only-sctp-ingress-on-port-80', podLabel('a'), {
+            ingress: [{ ports: [{ port: 80, protocol: 'SCTP' }] }],
+          }),
+        ),
+      ],
+      [
+        probe(
+          'TCP',
+          81,
+          reach((r) => r.expectAllIngress('x/a', false)),
+        ),
+      ],
     ),
 
     oneStep(
@@ -634,8 +1007,20 @@ function tcpCases(ctx: CaseContext): UpstreamCase[] {
       'should not allow access by TCP when a policy specifies only UDP',
       TCP,
       'x/a allows UDP 81 only',
-      [upsert(genPolicy(x, 'allow-only-udp-ingress-on-port-81', podLabel('a'), { ingress: [{ ports: [{ port: 81, protocol: 'UDP' }] }] }))],
-      [probe('TCP', 81, reach((r) => r.expectAllIngress('x/a', false)))],
+      [
+        upsert(
+          genPolicy(x, 'allow-only-udp-ingress-on-port-81', podLabel('a'), {
+            ingress: [{ ports: [{ port: 81, protocol: 'UDP' }] }],
+          }),
+        ),
+      ],
+      [
+        probe(
+          'TCP',
+          81,
+          reach((r) => r.expectAllIngress('x/a', false)),
+        ),
+      ],
     ),
 
     oneStep(
@@ -643,8 +1028,24 @@ function tcpCases(ctx: CaseContext): UpstreamCase[] {
       'should enforce policy to allow traffic based on NamespaceSelector with MatchLabels using default ns label',
       TCP,
       'x/a allows ingress from kubernetes.io/metadata.name=y',
-      [upsert(genPolicy(x, 'allow-client-a-via-ns-selector-for-immutable-ns-label', podLabel('a'), { ingress: [{ from: [{ namespaceSelector: nsName(y) }] }] }))],
-      [probe('TCP', 80, reach((r) => r.expectPeer({ namespace: x }, { namespace: x, pod: 'a' }, false).expectPeer({ namespace: z }, { namespace: x, pod: 'a' }, false)))],
+      [
+        upsert(
+          genPolicy(x, 'allow-client-a-via-ns-selector-for-immutable-ns-label', podLabel('a'), {
+            ingress: [{ from: [{ namespaceSelector: nsName(y) }] }],
+          }),
+        ),
+      ],
+      [
+        probe(
+          'TCP',
+          80,
+          reach((r) =>
+            r
+              .expectPeer({ namespace: x }, { namespace: x, pod: 'a' }, false)
+              .expectPeer({ namespace: z }, { namespace: x, pod: 'a' }, false),
+          ),
+        ),
+      ],
     ),
 
     oneStep(
@@ -659,13 +1060,22 @@ function tcpCases(ctx: CaseContext): UpstreamCase[] {
           }),
         ),
       ],
-      [probe('TCP', 80, reach((r) => r.expectPeer({ namespace: x, pod: 'a' }, { namespace: y }, false)))],
+      [
+        probe(
+          'TCP',
+          80,
+          reach((r) => r.expectPeer({ namespace: x, pod: 'a' }, { namespace: y }, false)),
+        ),
+      ],
     ),
   ];
 }
 
 function stackedPolicies(): UpstreamCase {
-  const fromY = (port: number): RawIngressRule => ({ from: [{ namespaceSelector: nsName(y) }], ports: [{ port, protocol: 'TCP' }] });
+  const fromY = (port: number): RawIngressRule => ({
+    from: [{ namespaceSelector: nsName(y) }],
+    ports: [{ port, protocol: 'TCP' }],
+  });
   const allowYOnly = () =>
     reach((r) =>
       r
@@ -681,7 +1091,14 @@ function stackedPolicies(): UpstreamCase {
       {
         description: 'x/a allows namespace y on TCP 81',
         changes: [upsert(genPolicy(x, 'allow-client-a-via-ns-selector', podLabel('a'), { ingress: [fromY(81)] }))],
-        probes: [probe('TCP', 81, allowYOnly()), probe('TCP', 80, reach((r) => r.expectAllIngress('x/a', false)))],
+        probes: [
+          probe('TCP', 81, allowYOnly()),
+          probe(
+            'TCP',
+            80,
+            reach((r) => r.expectAllIngress('x/a', false)),
+          ),
+        ],
       },
       {
         description: 'a second policy allows namespace y on TCP 80 (union)',
@@ -696,9 +1113,20 @@ function stackedPolicies(): UpstreamCase {
 function protocolCases(protocol: 'UDP' | 'SCTP'): UpstreamCase[] {
   const p = protocol.toLowerCase();
   return [
-    oneStep(`${p}-01`, "should support a 'default-deny-ingress' policy", [protocol], 'deny all ingress in x', [upsert(genPolicy(x, 'deny-all', everything, { ingress: [] }))], [
-      probe(protocol, 80, reach((r) => r.expectPeer({}, { namespace: x }, false))),
-    ]),
+    oneStep(
+      `${p}-01`,
+      "should support a 'default-deny-ingress' policy",
+      [protocol],
+      'deny all ingress in x',
+      [upsert(genPolicy(x, 'deny-all', everything, { ingress: [] }))],
+      [
+        probe(
+          protocol,
+          80,
+          reach((r) => r.expectPeer({}, { namespace: x }, false)),
+        ),
+      ],
+    ),
     oneStep(
       `${p}-02`,
       'should enforce policy based on Ports',
@@ -711,7 +1139,17 @@ function protocolCases(protocol: 'UDP' | 'SCTP'): UpstreamCase[] {
           }),
         ),
       ],
-      [probe(protocol, 81, reach((r) => r.expectPeer({ namespace: x }, { namespace: x, pod: 'a' }, false).expectPeer({ namespace: z }, { namespace: x, pod: 'a' }, false)))],
+      [
+        probe(
+          protocol,
+          81,
+          reach((r) =>
+            r
+              .expectPeer({ namespace: x }, { namespace: x, pod: 'a' }, false)
+              .expectPeer({ namespace: z }, { namespace: x, pod: 'a' }, false),
+          ),
+        ),
+      ],
     ),
     oneStep(
       `${p}-03`,
@@ -725,7 +1163,13 @@ function protocolCases(protocol: 'UDP' | 'SCTP'): UpstreamCase[] {
           }),
         ),
       ],
-      [probe(protocol, 80, reach((r) => r.expectAllIngress('x/a', false).expect('y/a', 'x/a', true)))],
+      [
+        probe(
+          protocol,
+          80,
+          reach((r) => r.expectAllIngress('x/a', false).expect('y/a', 'x/a', true)),
+        ),
+      ],
     ),
   ];
 }
@@ -755,7 +1199,8 @@ const sameObject = (o: RawObject, kind: string, namespace: string | undefined, n
 export function applyChanges(objects: readonly RawObject[], changes: readonly Change[]): RawObject[] {
   let out = [...objects];
   const mustFind = (kind: string, namespace: string | undefined, name: string): void => {
-    if (!out.some((o) => sameObject(o, kind, namespace, name))) throw new Error(`no ${kind} ${namespace === undefined ? '' : `${namespace}/`}${name} to change`);
+    if (!out.some((o) => sameObject(o, kind, namespace, name)))
+      throw new Error(`no ${kind} ${namespace === undefined ? '' : `${namespace}/`}${name} to change`);
   };
   for (const c of changes) {
     switch (c.type) {

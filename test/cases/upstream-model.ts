@@ -87,7 +87,9 @@ export function nodeObject(name: string, internalIPs: readonly string[]): RawObj
     apiVersion: 'v1',
     kind: 'Node',
     metadata: { name, labels: { 'kubernetes.io/hostname': name } },
-    status: { addresses: [...internalIPs.map((address) => ({ type: 'InternalIP', address })), { type: 'Hostname', address: name }] },
+    status: {
+      addresses: [...internalIPs.map((address) => ({ type: 'InternalIP', address })), { type: 'Hostname', address: name }],
+    },
   };
 }
 

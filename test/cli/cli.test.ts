@@ -75,7 +75,10 @@ test('render of the bundled example is valid, deterministic and exits 0', async 
 
 test('garbage input: clear error, exit 1, no stack trace', async () => {
   await withFile('bad.yaml', 'kind: [unclosed\n  : : :\n', async (p) => {
-    for (const cmd of [['validate', '-f', p], ['render', '--node', 'n', '-f', p]]) {
+    for (const cmd of [
+      ['validate', '-f', p],
+      ['render', '--node', 'n', '-f', p],
+    ]) {
       const r = await run(cmd);
       assert.equal(r.code, 1);
       assert.match(r.err + r.out, /bad\.yaml/);
@@ -107,7 +110,19 @@ test('explain answers in words and in JSON', async () => {
   const t = await run(['explain', '-f', 'examples/', '--from', '10.255.255.1', '--to', '10.255.255.2', '--port', '80']);
   assert.equal(t.code, 0, t.err);
   assert.match(t.out, /ALLOWED/);
-  const j = await run(['explain', '-f', 'examples/', '--from', '10.255.255.1', '--to', '10.255.255.2', '--port', '53/udp', '-o', 'json']);
+  const j = await run([
+    'explain',
+    '-f',
+    'examples/',
+    '--from',
+    '10.255.255.1',
+    '--to',
+    '10.255.255.2',
+    '--port',
+    '53/udp',
+    '-o',
+    'json',
+  ]);
   const parsed = JSON.parse(j.out) as { allowed: boolean; egress: unknown; ingress: unknown };
   assert.equal(parsed.allowed, true);
   assert.ok(parsed.egress !== undefined && parsed.ingress !== undefined);

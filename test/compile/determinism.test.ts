@@ -20,10 +20,15 @@ const selector: fc.Arbitrary<LabelSelector> = fc.oneof(
   fc.subarray(APPS, { minLength: 1 }).map((values) => sel({}, [{ key: 'app', operator: 'In', values }])),
   fc.constantFrom(...APPS).map((app) => sel({}, [{ key: 'app', operator: 'NotIn', values: [app] }])),
 );
-const nsSelector: fc.Arbitrary<LabelSelector> = fc.oneof(fc.constant(sel()), fc.constantFrom('prod', 'dev').map((env) => sel({ env })));
+const nsSelector: fc.Arbitrary<LabelSelector> = fc.oneof(
+  fc.constant(sel()),
+  fc.constantFrom('prod', 'dev').map((env) => sel({ env })),
+);
 
 const peer: fc.Arbitrary<Peer> = fc.oneof(
-  fc.tuple(fc.option(selector, { nil: undefined }), fc.option(nsSelector, { nil: undefined })).map(([p, n]) => podPeer(p ?? (n === undefined ? sel() : undefined), n)),
+  fc
+    .tuple(fc.option(selector, { nil: undefined }), fc.option(nsSelector, { nil: undefined }))
+    .map(([p, n]) => podPeer(p ?? (n === undefined ? sel() : undefined), n)),
   fc.constantFrom(
     ipBlock('10.0.0.0/16', ['10.0.1.0/24']),
     ipBlock('10.0.0.0/8'),
@@ -35,7 +40,9 @@ const peer: fc.Arbitrary<Peer> = fc.oneof(
 
 const portSpec: fc.Arbitrary<PortSpec> = fc.oneof(
   fc.tuple(fc.constantFrom('TCP', 'UDP', 'SCTP' as const), fc.integer({ min: 1, max: 65535 })).map(([p, n]) => port(p, n)),
-  fc.tuple(fc.integer({ min: 1, max: 65535 }), fc.integer({ min: 0, max: 3000 })).map(([n, w]) => port('TCP', n, Math.min(65535, n + w))),
+  fc
+    .tuple(fc.integer({ min: 1, max: 65535 }), fc.integer({ min: 0, max: 3000 }))
+    .map(([n, w]) => port('TCP', n, Math.min(65535, n + w))),
   fc.constantFrom('http', 'metrics', 'dns').map((name) => port(name === 'dns' ? 'UDP' : 'TCP', name)),
   fc.constantFrom('TCP', 'UDP' as const).map((p) => port(p)),
 );
@@ -50,8 +57,17 @@ const policyRule: fc.Arbitrary<Rule> = fc
   .map(([peers, ports, d]) => rule(peers, ports, d === 0));
 
 const policyArb: fc.Arbitrary<(i: number) => NetworkPolicy> = fc
-  .tuple(fc.constantFrom(...NAMESPACES), selector, fc.array(policyRule, { maxLength: 3 }), fc.option(fc.array(policyRule, { maxLength: 3 }), { nil: undefined }))
-  .map(([namespace, podSelector, ingress, egress]) => (i: number) => policy(namespace, `pol-${i}`, { podSelector, ingress, ...(egress === undefined ? {} : { egress }) }));
+  .tuple(
+    fc.constantFrom(...NAMESPACES),
+    selector,
+    fc.array(policyRule, { maxLength: 3 }),
+    fc.option(fc.array(policyRule, { maxLength: 3 }), { nil: undefined }),
+  )
+  .map(
+    ([namespace, podSelector, ingress, egress]) =>
+      (i: number) =>
+        policy(namespace, `pol-${i}`, { podSelector, ingress, ...(egress === undefined ? {} : { egress }) }),
+  );
 
 const podArb: fc.Arbitrary<(i: number) => Pod> = fc
   .record({
@@ -62,22 +78,28 @@ const podArb: fc.Arbitrary<(i: number) => Pod> = fc
     phase: fc.constantFrom('Running', 'Running', 'Pending', 'Succeeded'),
     ports: fc.subarray([cport('http', 8080), cport('metrics', 9090), cport('dns', 53, 'UDP'), cport(undefined, 22)]),
   })
-  .map((r) => (i: number) =>
-    pod(r.namespace, `pod-${i}`, {
-      labels: { app: r.app, idx: String(i) },
-      node: r.node,
-      ips: r.dual ? [`10.0.${i >> 4}.${(i & 15) * 2 + 1}`, `fd00::${i.toString(16)}`] : [`10.0.${i >> 4}.${(i & 15) * 2 + 1}`],
-      phase: r.phase,
-      ports: r.ports,
-    }),
+  .map(
+    (r) => (i: number) =>
+      pod(r.namespace, `pod-${i}`, {
+        labels: { app: r.app, idx: String(i) },
+        node: r.node,
+        ips: r.dual ? [`10.0.${i >> 4}.${(i & 15) * 2 + 1}`, `fd00::${i.toString(16)}`] : [`10.0.${i >> 4}.${(i & 15) * 2 + 1}`],
+        phase: r.phase,
+        ports: r.ports,
+      }),
   );
 
-const stateArb: fc.Arbitrary<ClusterState> = fc.tuple(fc.array(podArb, { maxLength: 14 }), fc.array(policyArb, { maxLength: 6 })).map(([pods, pols]) => ({
-  namespaces: [ns('a', { env: 'prod' }), ns('b', { env: 'dev' }), ns('c', { env: 'prod' })],
-  pods: pods.map((f, i) => f(i)),
-  policies: pols.map((f, i) => f(i)),
-  nodes: [{ name: 'node-1', addresses: ['192.168.100.1'] }, { name: 'node-2', addresses: ['192.168.100.2'] }],
-}));
+const stateArb: fc.Arbitrary<ClusterState> = fc
+  .tuple(fc.array(podArb, { maxLength: 14 }), fc.array(policyArb, { maxLength: 6 }))
+  .map(([pods, pols]) => ({
+    namespaces: [ns('a', { env: 'prod' }), ns('b', { env: 'dev' }), ns('c', { env: 'prod' })],
+    pods: pods.map((f, i) => f(i)),
+    policies: pols.map((f, i) => f(i)),
+    nodes: [
+      { name: 'node-1', addresses: ['192.168.100.1'] },
+      { name: 'node-2', addresses: ['192.168.100.2'] },
+    ],
+  }));
 
 function shuffle<T>(xs: readonly T[], seed: number): T[] {
   const out = [...xs];
@@ -134,7 +156,9 @@ test('interval sets never hold overlapping elements', () => {
           const [lo = 0, hi = lo] = range.split('-').map(Number);
           byProto.set(proto, [...(byProto.get(proto) ?? []), [lo, hi]]);
         }
-        for (const [proto, rs] of byProto) for (let i = 1; i < rs.length; i++) assert.ok((rs[i]?.[0] ?? 0) > (rs[i - 1]?.[1] ?? 0) + 1, `${st.name} ${proto} overlap`);
+        for (const [proto, rs] of byProto)
+          for (let i = 1; i < rs.length; i++)
+            assert.ok((rs[i]?.[0] ?? 0) > (rs[i - 1]?.[1] ?? 0) + 1, `${st.name} ${proto} overlap`);
       }
     }),
     { numRuns: 100, seed: 7 },

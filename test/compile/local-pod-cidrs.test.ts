@@ -16,7 +16,11 @@ import { chain, mapEntries, rules } from './ir-query.ts';
 
 const log = renderLog();
 
-const withCIDRs = (podCIDRs?: string[]): Node => ({ name: 'node-1', addresses: ['192.168.100.1'], ...(podCIDRs === undefined ? {} : { podCIDRs }) });
+const withCIDRs = (podCIDRs?: string[]): Node => ({
+  name: 'node-1',
+  addresses: ['192.168.100.1'],
+  ...(podCIDRs === undefined ? {} : { podCIDRs }),
+});
 
 const pods = [
   pod('a', 'web', { labels: { app: 'web' }, ips: ['10.0.1.2', 'fd00:1::2'] }),
@@ -30,7 +34,11 @@ const pods = [
 const webOnly = policy('a', 'web-ingress', { podSelector: sel({ app: 'web' }) });
 
 function compile(label: string, node: Node, o?: Partial<RenderOptions>): CompiledRuleset {
-  const s: ClusterState = state({ pods, policies: [webOnly], nodes: [node, { name: 'node-2', addresses: [], podCIDRs: ['10.0.2.0/24'] }] });
+  const s: ClusterState = state({
+    pods,
+    policies: [webOnly],
+    nodes: [node, { name: 'node-2', addresses: [], podCIDRs: ['10.0.2.0/24'] }],
+  });
   const c = compileNode(s, 'node-1', { unknownLocalEndpoints: 'drop', ...o });
   log.add(label, renderRuleset(c));
   return c;
@@ -40,11 +48,17 @@ test('with podCIDRs: every active local pod is dispatched; not isolated = accept
   const c = compile('cidrs', withCIDRs(['10.0.1.0/24', 'fd00:1::/64']));
   const webIn = podChainName(podId('a', 'web'), 'ingress');
   assert.deepEqual(mapEntries(c, 'ingress', 4), { '10.0.1.2': webIn, '10.0.1.3': 'accept', '10.0.1.4': 'accept' });
-  assert.deepEqual(mapEntries(c, 'ingress', 6), { 'fd00:1::2': podChainName(podId('a', 'web'), 'ingress'), 'fd00:1::3': 'accept' });
+  assert.deepEqual(mapEntries(c, 'ingress', 6), {
+    'fd00:1::2': podChainName(podId('a', 'web'), 'ingress'),
+    'fd00:1::3': 'accept',
+  });
   // web is not isolated for egress: accept there too. Finished, hostNetwork, IP-less and remote pods never appear.
   assert.deepEqual(mapEntries(c, 'egress', 4), { '10.0.1.2': 'accept', '10.0.1.3': 'accept', '10.0.1.4': 'accept' });
   assert.deepEqual(mapEntries(c, 'egress', 6), { 'fd00:1::2': 'accept', 'fd00:1::3': 'accept' });
-  assert.match(renderRuleset(c), /^\t\telements = \{ 10\.0\.1\.2 : goto KUBE-POD-FW-[0-9a-f]{12}-IN, 10\.0\.1\.3 : accept, 10\.0\.1\.4 : accept \}$/m);
+  assert.match(
+    renderRuleset(c),
+    /^\t\telements = \{ 10\.0\.1\.2 : goto KUBE-POD-FW-[0-9a-f]{12}-IN, 10\.0\.1\.3 : accept, 10\.0\.1\.4 : accept \}$/m,
+  );
 });
 
 test('with podCIDRs: unknown local endpoints dropped after the dispatch, in forward only', () => {
@@ -70,7 +84,12 @@ test('with podCIDRs: unknown local endpoints dropped after the dispatch, in forw
     'ip6 daddr @local-pod-cidrs-v6 counter drop comment "unknown local endpoint"',
   ]);
   // The node's own gateway address may lie in its pod CIDR: input is never affected.
-  assert.deepEqual(rules(chain(c, 'input-egress')!), ['ct state established,related accept', nd, 'ip saddr vmap @egress-v4', 'ip6 saddr vmap @egress-v6']);
+  assert.deepEqual(rules(chain(c, 'input-egress')!), [
+    'ct state established,related accept',
+    nd,
+    'ip saddr vmap @egress-v4',
+    'ip6 saddr vmap @egress-v6',
+  ]);
 });
 
 test('one family of podCIDRs: only that family is dropped', () => {
@@ -79,7 +98,9 @@ test('one family of podCIDRs: only that family is dropped', () => {
     c.sets.filter((s) => s.name.startsWith('local-')).map((s) => s.name),
     ['local-pod-cidrs-v4'],
   );
-  assert.deepEqual(rules(chain(c, 'forward-ingress')!).slice(4), ['ip daddr @local-pod-cidrs-v4 counter drop comment "unknown local endpoint"']);
+  assert.deepEqual(rules(chain(c, 'forward-ingress')!).slice(4), [
+    'ip daddr @local-pod-cidrs-v4 counter drop comment "unknown local endpoint"',
+  ]);
   // The maps still list every local pod in both families: a v6 address is known even without a v6 CIDR.
   assert.equal(mapEntries(c, 'ingress', 6)['fd00:1::3'], 'accept');
 });
@@ -93,11 +114,18 @@ test('without podCIDRs, or with unknownLocalEndpoints allow: exactly the behavio
   assert.equal(renderRuleset(compile('empty cidrs', withCIDRs([]))), renderRuleset(plain));
   const allowed = compile('allow', withCIDRs(['10.0.1.0/24', 'fd00:1::/64']), { unknownLocalEndpoints: 'allow' });
   assert.equal(renderRuleset(allowed), renderRuleset(plain));
-  assert.throws(() => compile('bad option', withCIDRs(), { unknownLocalEndpoints: 'maybe' as 'drop' }), /invalid unknownLocalEndpoints "maybe": drop or allow/);
+  assert.throws(
+    () => compile('bad option', withCIDRs(), { unknownLocalEndpoints: 'maybe' as 'drop' }),
+    /invalid unknownLocalEndpoints "maybe": drop or allow/,
+  );
 });
 
 test('podCIDRs of another node, or of no node object, change nothing', () => {
-  const s: ClusterState = state({ pods, policies: [webOnly], nodes: [{ name: 'node-2', addresses: [], podCIDRs: ['10.0.2.0/24'] }] });
+  const s: ClusterState = state({
+    pods,
+    policies: [webOnly],
+    nodes: [{ name: 'node-2', addresses: [], podCIDRs: ['10.0.2.0/24'] }],
+  });
   const c = compileNode(s, 'node-1', { unknownLocalEndpoints: 'drop' });
   assert.ok(!c.sets.some((x) => x.name.startsWith('local-')));
   assert.deepEqual(mapEntries(c, 'egress', 4), {});
@@ -106,8 +134,14 @@ test('podCIDRs of another node, or of no node object, change nothing', () => {
 test('stats count the CIDR sets and the accept elements', () => {
   const c = compile('stats', withCIDRs(['10.0.1.0/24', 'fd00:1::/64']));
   // Map elements: ingress 3 + 2, egress 3 + 2; CIDR sets 2 elements.
-  assert.equal(c.stats.elements, 10 + 2 + c.sets.filter((s) => !s.name.startsWith('local-')).reduce((n, s) => n + s.elements.length, 0));
-  assert.equal(c.stats.rules, c.chains.reduce((n, ch) => n + ch.rules.length, 0));
+  assert.equal(
+    c.stats.elements,
+    10 + 2 + c.sets.filter((s) => !s.name.startsWith('local-')).reduce((n, s) => n + s.elements.length, 0),
+  );
+  assert.equal(
+    c.stats.rules,
+    c.chains.reduce((n, ch) => n + ch.rules.length, 0),
+  );
 });
 
 log.registerCheck();

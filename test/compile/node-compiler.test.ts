@@ -31,7 +31,14 @@ test('diffPods: by identity, a changed pod is old and new object, past the limit
 });
 
 type Op =
-  | { readonly op: 'addPod'; readonly ns: string; readonly app: string; readonly local: boolean; readonly dual: boolean; readonly named: boolean }
+  | {
+      readonly op: 'addPod';
+      readonly ns: string;
+      readonly app: string;
+      readonly local: boolean;
+      readonly dual: boolean;
+      readonly named: boolean;
+    }
   | { readonly op: 'deletePod'; readonly at: number }
   | { readonly op: 'relabelPod'; readonly at: number; readonly app: string }
   | { readonly op: 'finishPod'; readonly at: number }
@@ -53,21 +60,54 @@ const policyArb = fc
     expr: fc.boolean(),
   })
   .map((r) => (i: number): NetworkPolicy => {
-    const podSel = r.peerApp === 'any' ? sel() : r.expr ? sel({}, [{ key: 'app', operator: 'NotIn', values: [r.peerApp] }]) : sel({ app: r.peerApp });
+    const podSel =
+      r.peerApp === 'any'
+        ? sel()
+        : r.expr
+          ? sel({}, [{ key: 'app', operator: 'NotIn', values: [r.peerApp] }])
+          : sel({ app: r.peerApp });
     const nsSel = r.scope === 'own' ? undefined : r.scope === 'all' ? sel() : sel({ tier: 'front' });
     const peers = [podPeer(podSel, nsSel), ...(r.block ? [ipBlock('10.0.2.0/25', ['10.0.2.16/28'])] : [])];
     const ports = r.named ? [port('TCP', 'http'), port('TCP', 80)] : [port('TCP', 80)];
-    return policy(r.ns, `pol-${i}`, { podSelector: r.target === 'any' ? sel() : sel({ app: r.target }), ingress: [rule(peers, ports)], ...(r.egress ? { egress: [rule(peers, ports)] } : {}) });
+    return policy(r.ns, `pol-${i}`, {
+      podSelector: r.target === 'any' ? sel() : sel({ app: r.target }),
+      ingress: [rule(peers, ports)],
+      ...(r.egress ? { egress: [rule(peers, ports)] } : {}),
+    });
   });
 
 const opArb: fc.Arbitrary<Op> = fc.oneof(
-  { weight: 4, arbitrary: fc.record({ op: fc.constant('addPod' as const), ns: fc.constantFrom(...NSS), app: fc.constantFrom(...APPS), local: fc.boolean(), dual: fc.boolean(), named: fc.boolean() }) },
+  {
+    weight: 4,
+    arbitrary: fc.record({
+      op: fc.constant('addPod' as const),
+      ns: fc.constantFrom(...NSS),
+      app: fc.constantFrom(...APPS),
+      local: fc.boolean(),
+      dual: fc.boolean(),
+      named: fc.boolean(),
+    }),
+  },
   { weight: 3, arbitrary: fc.record({ op: fc.constant('deletePod' as const), at: fc.nat() }) },
   { weight: 3, arbitrary: fc.record({ op: fc.constant('relabelPod' as const), at: fc.nat(), app: fc.constantFrom(...APPS) }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('finishPod' as const), at: fc.nat() }) },
-  { weight: 2, arbitrary: fc.record({ op: fc.constant('reuseIP' as const), at: fc.nat(), ns: fc.constantFrom(...NSS), app: fc.constantFrom(...APPS) }) },
-  { weight: 1, arbitrary: fc.record({ op: fc.constant('renumberPort' as const), at: fc.nat(), port: fc.constantFrom(8080, 8081) }) },
-  { weight: 1, arbitrary: fc.record({ op: fc.constant('relabelNs' as const), ns: fc.constantFrom(...NSS), tier: fc.constantFrom(...TIERS) }) },
+  {
+    weight: 2,
+    arbitrary: fc.record({
+      op: fc.constant('reuseIP' as const),
+      at: fc.nat(),
+      ns: fc.constantFrom(...NSS),
+      app: fc.constantFrom(...APPS),
+    }),
+  },
+  {
+    weight: 1,
+    arbitrary: fc.record({ op: fc.constant('renumberPort' as const), at: fc.nat(), port: fc.constantFrom(8080, 8081) }),
+  },
+  {
+    weight: 1,
+    arbitrary: fc.record({ op: fc.constant('relabelNs' as const), ns: fc.constantFrom(...NSS), tier: fc.constantFrom(...TIERS) }),
+  },
   { weight: 1, arbitrary: policyArb.map((make) => ({ op: 'addPolicy' as const, make })) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('deletePolicy' as const), at: fc.nat() }) },
 );
@@ -83,10 +123,19 @@ class World {
   addPod(o: { ns: string; app: string; local: boolean; dual: boolean; named: boolean }, ips?: readonly string[]): void {
     const i = this.#n++;
     const net = o.local ? 1 : 2;
-    const own = o.dual ? [`10.0.${net}.${(i % 250) + 2}`, `fd00:${net}::${(i + 2).toString(16)}`] : [`10.0.${net}.${(i % 250) + 2}`];
+    const own = o.dual
+      ? [`10.0.${net}.${(i % 250) + 2}`, `fd00:${net}::${(i + 2).toString(16)}`]
+      : [`10.0.${net}.${(i % 250) + 2}`];
     const addrs = ips ?? own;
     const node = (addrs[0] ?? '').startsWith('10.0.1.') ? 'node-1' : 'node-2';
-    this.pods.push(pod(o.ns, `pod-${i}`, { labels: { app: o.app }, ips: [...addrs], node, ports: o.named ? [cport('http', 8000 + (i % 3))] : [] }));
+    this.pods.push(
+      pod(o.ns, `pod-${i}`, {
+        labels: { app: o.app },
+        ips: [...addrs],
+        node,
+        ports: o.named ? [cport('http', 8000 + (i % 3))] : [],
+      }),
+    );
   }
 
   addPolicy(make: (i: number) => NetworkPolicy): void {
@@ -108,6 +157,8 @@ class World {
       case 'relabelNs':
         this.namespaces = this.namespaces.map((n) => (n.name === op.ns ? ns(n.name, { tier: op.tier }) : n));
         return;
+      default:
+        break; // the pod operations below
     }
     if (p === undefined) return;
     if (op.op === 'deletePod') this.pods.splice(k, 1);
@@ -130,7 +181,16 @@ test('property: NodeCompiler.compile equals compileNode after every change of a 
   let fresh = 0;
   fc.assert(
     fc.property(
-      fc.array(fc.record({ ns: fc.constantFrom(...NSS), app: fc.constantFrom(...APPS), local: fc.boolean(), dual: fc.boolean(), named: fc.boolean() }), { minLength: 2, maxLength: 25 }),
+      fc.array(
+        fc.record({
+          ns: fc.constantFrom(...NSS),
+          app: fc.constantFrom(...APPS),
+          local: fc.boolean(),
+          dual: fc.boolean(),
+          named: fc.boolean(),
+        }),
+        { minLength: 2, maxLength: 25 },
+      ),
       fc.array(policyArb, { minLength: 1, maxLength: 5 }),
       fc.array(fc.array(opArb, { minLength: 1, maxLength: 3 }), { minLength: 1, maxLength: 12 }),
       fc.constantFrom('drop' as const, 'allow' as const),
@@ -152,7 +212,9 @@ test('property: NodeCompiler.compile equals compileNode after every change of a 
           assert.equal(renderRuleset(got), renderRuleset(want), label);
           assert.deepEqual(got, want, label);
           // The caches follow the policies in force: at most one peer result per pod peer of a policy.
-          const podPeers = s.policies.flatMap((p) => [...p.ingress, ...p.egress].flatMap((r) => (r.peers ?? []).filter((x) => x.kind === 'pods')));
+          const podPeers = s.policies.flatMap((p) =>
+            [...p.ingress, ...p.egress].flatMap((r) => (r.peers ?? []).filter((x) => x.kind === 'pods')),
+          );
           assert.ok(nc.kept.peers <= podPeers.length, `${label}: ${JSON.stringify(nc.kept)} for ${podPeers.length} pod peers`);
         };
         check('initial');
@@ -171,7 +233,12 @@ test('property: NodeCompiler.compile equals compileNode after every change of a 
 test('a namespace relabel or a large change compiles afresh; a pod change advances', () => {
   const w = new World();
   for (let i = 0; i < 5; i++) w.addPod({ ns: 'a', app: 'web', local: i < 2, dual: false, named: false });
-  w.addPolicy((i) => policy('a', `pol-${i}`, { podSelector: sel({ app: 'web' }), ingress: [rule([podPeer(sel({ app: 'web' }), sel({ tier: 'front' }))])] }));
+  w.addPolicy((i) =>
+    policy('a', `pol-${i}`, {
+      podSelector: sel({ app: 'web' }),
+      ingress: [rule([podPeer(sel({ app: 'web' }), sel({ tier: 'front' }))])],
+    }),
+  );
   const nc = new NodeCompiler('node-1');
   nc.compile(w.state());
   assert.equal(nc.lastMode, 'fresh');
@@ -189,7 +256,8 @@ test('a namespace relabel or a large change compiles afresh; a pod change advanc
 
 test('the caches kept between compiles follow the policies: none left once the policies are gone', () => {
   const w = new World();
-  for (let i = 0; i < 6; i++) w.addPod({ ns: NSS[i % 3] ?? 'a', app: APPS[i % 3] ?? 'web', local: i < 3, dual: true, named: true });
+  for (let i = 0; i < 6; i++)
+    w.addPod({ ns: NSS[i % 3] ?? 'a', app: APPS[i % 3] ?? 'web', local: i < 3, dual: true, named: true });
   w.addPolicy((i) => policy('a', `pol-${i}`, { ingress: [rule([podPeer(sel({ app: 'web' }), sel({ tier: 'back' }))])] }));
   w.addPolicy((i) => policy('b', `pol-${i}`, { ingress: [rule([podPeer(sel({ app: 'db' }))], [port('TCP', 'http')])] }));
   const nc = new NodeCompiler('node-1', {}, 0);

@@ -29,7 +29,13 @@ const cluster: Pod[] = [
 
 const namespaces = [ns('prod', { env: 'prod' }), ns('dev', { env: 'dev' }), ns('staging', { env: 'staging' })];
 
-function compileFor(label: string, peers: Peer[] | undefined, dir: 'ingress' | 'egress' = 'ingress', extraPods: Pod[] = [], o: { v4Only?: boolean } = {}) {
+function compileFor(
+  label: string,
+  peers: Peer[] | undefined,
+  dir: 'ingress' | 'egress' = 'ingress',
+  extraPods: Pod[] = [],
+  o: { v4Only?: boolean } = {},
+) {
   const r = rule(peers, [port('TCP', 5432)]);
   const pol = policy('prod', 'db', {
     podSelector: sel({ app: 'db' }),
@@ -37,7 +43,12 @@ function compileFor(label: string, peers: Peer[] | undefined, dir: 'ingress' | '
     ...(dir === 'ingress' ? { ingress: [r] } : { egress: [r] }),
   });
   const local = o.v4Only === true ? { ...target, ips: ['10.0.0.2'] } : target;
-  const s: ClusterState = state({ namespaces, pods: [local, ...cluster.slice(1), ...extraPods], policies: [pol], strictNamespaces: true });
+  const s: ClusterState = state({
+    namespaces,
+    pods: [local, ...cluster.slice(1), ...extraPods],
+    policies: [pol],
+    strictNamespaces: true,
+  });
   const c = compileNode(s, 'node-1');
   log.add(label, renderRuleset(c));
   const ch = mustPolicyChain(c, 'prod', 'db', dir);
@@ -46,9 +57,24 @@ function compileFor(label: string, peers: Peer[] | undefined, dir: 'ingress' | '
 
 test('pod peers: selector semantics', () => {
   const cases: { name: string; peers: Peer[]; v4: string[]; v6: string[] }[] = [
-    { name: 'podSelector only: own namespace, active pods', peers: [podPeer(sel({ app: 'web' }))], v4: ['10.1.0.1', '10.1.0.2'], v6: ['fd00:1::1'] },
-    { name: 'empty podSelector: every pod of own namespace', peers: [podPeer(sel())], v4: ['10.0.0.2', '10.1.0.1', '10.1.0.2', '10.1.0.9'], v6: ['fd00::2', 'fd00:1::1'] },
-    { name: 'namespaceSelector only: all pods of those namespaces', peers: [podPeer(undefined, sel({ env: 'dev' }))], v4: ['10.2.0.1', '10.2.0.5'], v6: [] },
+    {
+      name: 'podSelector only: own namespace, active pods',
+      peers: [podPeer(sel({ app: 'web' }))],
+      v4: ['10.1.0.1', '10.1.0.2'],
+      v6: ['fd00:1::1'],
+    },
+    {
+      name: 'empty podSelector: every pod of own namespace',
+      peers: [podPeer(sel())],
+      v4: ['10.0.0.2', '10.1.0.1', '10.1.0.2', '10.1.0.9'],
+      v6: ['fd00::2', 'fd00:1::1'],
+    },
+    {
+      name: 'namespaceSelector only: all pods of those namespaces',
+      peers: [podPeer(undefined, sel({ env: 'dev' }))],
+      v4: ['10.2.0.1', '10.2.0.5'],
+      v6: [],
+    },
     {
       name: 'empty namespaceSelector: every known namespace',
       peers: [podPeer(sel({ app: 'web' }), sel())],
@@ -69,7 +95,12 @@ test('pod peers: selector semantics', () => {
     },
     {
       name: 'matchExpressions NotIn/Exists',
-      peers: [podPeer(sel({}, [{ key: 'app', operator: 'NotIn', values: ['web', 'db'] }]), sel({}, [{ key: 'env', operator: 'Exists', values: [] }]))],
+      peers: [
+        podPeer(
+          sel({}, [{ key: 'app', operator: 'NotIn', values: ['web', 'db'] }]),
+          sel({}, [{ key: 'env', operator: 'Exists', values: [] }]),
+        ),
+      ],
       v4: ['10.1.0.9', '10.2.0.5'],
       v6: [],
     },
@@ -122,7 +153,10 @@ test('families never mix: ip saddr for v4 sets, ip6 saddr for v6 sets', () => {
   const { c, ch } = compileFor('families', [podPeer(sel({ app: 'web' }))]);
   assert.equal(setOf(c, ch, 'addrSet', 4).type, 'ipv4_addr');
   assert.equal(setOf(c, ch, 'addrSet', 6).type, 'ipv6_addr');
-  assert.deepEqual(shapes(ch), ['ip saddr @peer4-* meta l4proto . th dport @port-* accept comment "ingress[0]"', 'ip6 saddr @peer6-* meta l4proto . th dport @port-* accept comment "ingress[0]"']);
+  assert.deepEqual(shapes(ch), [
+    'ip saddr @peer4-* meta l4proto . th dport @port-* accept comment "ingress[0]"',
+    'ip6 saddr @peer6-* meta l4proto . th dport @port-* accept comment "ingress[0]"',
+  ]);
   // One port set serves both families.
   setOf(c, ch, 'portSet');
 });
@@ -155,7 +189,7 @@ test('ipBlocks only: a family without addresses gets no rule and no set', () => 
   assert.deepEqual(shapes(v6only.ch), ['ip6 saddr @peer6-* meta l4proto . th dport @port-* accept comment "ingress[0]"']);
 });
 
-test('pod peers selecting nobody: empty sets in the node\'s families, which allow nothing', () => {
+test("pod peers selecting nobody: empty sets in the node's families, which allow nothing", () => {
   // The target is dual-stack, so the node uses both families. The rules stay,
   // with empty sets: a matching pod appearing later is an element update.
   for (const [label, peers] of [
@@ -163,14 +197,23 @@ test('pod peers selecting nobody: empty sets in the node\'s families, which allo
     ['unknown namespace', [podPeer(sel(), sel({ env: 'ghost' }))]],
   ] as const) {
     const r = compileFor(label, [...peers]);
-    assert.deepEqual(shapes(r.ch), ['ip saddr @peer4-* meta l4proto . th dport @port-* accept comment "ingress[0]"', 'ip6 saddr @peer6-* meta l4proto . th dport @port-* accept comment "ingress[0]"'], label);
+    assert.deepEqual(
+      shapes(r.ch),
+      [
+        'ip saddr @peer4-* meta l4proto . th dport @port-* accept comment "ingress[0]"',
+        'ip6 saddr @peer6-* meta l4proto . th dport @port-* accept comment "ingress[0]"',
+      ],
+      label,
+    );
     assert.deepEqual([r.v4, r.v6], [[], []], label);
   }
   // A family no local pod uses gets no rule even with peer addresses in it (nothing could reach it).
   const v4node = compileFor('v4-only node', [podPeer(sel({ app: 'web' }))], 'ingress', [], { v4Only: true });
   assert.deepEqual(shapes(v4node.ch), ['ip saddr @peer4-* meta l4proto . th dport @port-* accept comment "ingress[0]"']);
   // ...unless an ipBlock of the rule has addresses there (fixed content, as without pod peers).
-  const mixed = compileFor('v4-only node, v6 block', [podPeer(sel({ app: 'web' })), ipBlock('fd00:9::/64')], 'ingress', [], { v4Only: true });
+  const mixed = compileFor('v4-only node, v6 block', [podPeer(sel({ app: 'web' })), ipBlock('fd00:9::/64')], 'ingress', [], {
+    v4Only: true,
+  });
   assert.deepEqual(mixed.v6, ['fd00:1::1', 'fd00:9::/64']);
 });
 

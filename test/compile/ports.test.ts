@@ -14,8 +14,15 @@ import { elementsByKind, mustPolicyChain, setOf, shapes } from './ir-query.ts';
 
 const log = renderLog();
 
-function compileIngress(label: string, ports: PortSpec[] | undefined, pods: Pod[] = [pod('a', 'srv', { labels: { app: 'srv' }, ips: ['10.0.0.1'] })]) {
-  const s = state({ pods, policies: [policy('a', 'p', { podSelector: sel({ app: 'srv' }), ingress: [rule(undefined, ports)] })] });
+function compileIngress(
+  label: string,
+  ports: PortSpec[] | undefined,
+  pods: Pod[] = [pod('a', 'srv', { labels: { app: 'srv' }, ips: ['10.0.0.1'] })],
+) {
+  const s = state({
+    pods,
+    policies: [policy('a', 'p', { podSelector: sel({ app: 'srv' }), ingress: [rule(undefined, ports)] })],
+  });
   const c = compileNode(s, 'node-1');
   log.add(label, renderRuleset(c));
   return { c, ch: mustPolicyChain(c, 'a', 'p', 'ingress') };
@@ -30,17 +37,31 @@ test('numeric ports: single ports, endPort ranges, merging, protocol-only', () =
     { name: 'protocol only: every port', ports: [port('SCTP')], want: ['sctp . 0-65535'] },
     {
       name: 'overlaps and containment merge',
-      ports: [port('TCP', 8000, 8100), port('TCP', 8050, 8200), port('TCP', 8080), port('TCP', 9000, 9000), port('TCP', 100, 65535)],
+      ports: [
+        port('TCP', 8000, 8100),
+        port('TCP', 8050, 8200),
+        port('TCP', 8080),
+        port('TCP', 9000, 9000),
+        port('TCP', 100, 65535),
+      ],
       want: ['tcp . 100-65535'],
     },
-    { name: 'adjacent ranges merge', ports: [port('TCP', 10, 19), port('TCP', 20, 29), port('TCP', 31)], want: ['tcp . 10-29', 'tcp . 31'] },
+    {
+      name: 'adjacent ranges merge',
+      ports: [port('TCP', 10, 19), port('TCP', 20, 29), port('TCP', 31)],
+      want: ['tcp . 10-29', 'tcp . 31'],
+    },
     { name: 'duplicates', ports: [port('UDP', 53), port('UDP', 53)], want: ['udp . 53'] },
     {
       name: 'protocols kept apart, tcp udp sctp order',
       ports: [port('SCTP', 5), port('UDP', 53), port('TCP', 443), port('UDP', 60000, 61000), port('TCP', 80)],
       want: ['tcp . 80', 'tcp . 443', 'udp . 53', 'udp . 60000-61000', 'sctp . 5'],
     },
-    { name: 'protocol-only swallows ranges of that protocol', ports: [port('TCP', 22), port('TCP'), port('UDP', 53)], want: ['tcp . 0-65535', 'udp . 53'] },
+    {
+      name: 'protocol-only swallows ranges of that protocol',
+      ports: [port('TCP', 22), port('TCP'), port('UDP', 53)],
+      want: ['tcp . 0-65535', 'udp . 53'],
+    },
   ];
   for (const k of cases) {
     assert.deepEqual(numericPortElements(k.ports), k.want, k.name);
@@ -67,7 +88,10 @@ test('default protocol: a port without protocol (raw manifest) is TCP', () => {
       apiVersion: 'networking.k8s.io/v1',
       kind: 'NetworkPolicy',
       metadata: { namespace: 'a', name: 'p' },
-      spec: { podSelector: { matchLabels: { app: 'srv' } }, ingress: [{ ports: [{ port: 443 }, { port: 'http' }, { port: 8000, endPort: 8010 }] }] },
+      spec: {
+        podSelector: { matchLabels: { app: 'srv' } },
+        ingress: [{ ports: [{ port: 443 }, { port: 'http' }, { port: 8000, endPort: 8010 }] }],
+      },
     },
   ]);
   assert.deepEqual(errors, []);
@@ -85,7 +109,11 @@ test('ports undefined: every port and protocol (no port match)', () => {
 });
 
 const servers = [
-  pod('a', 'srv-1', { labels: { app: 'srv' }, ips: ['10.0.0.1', 'fd00::1'], ports: [cport('http', 8080), cport('metrics', 9090), cport('dns', 53, 'UDP')] }),
+  pod('a', 'srv-1', {
+    labels: { app: 'srv' },
+    ips: ['10.0.0.1', 'fd00::1'],
+    ports: [cport('http', 8080), cport('metrics', 9090), cport('dns', 53, 'UDP')],
+  }),
   pod('a', 'srv-2', { labels: { app: 'srv' }, ips: ['10.0.0.2'], ports: [cport('http', 80), cport('dns', 5353, 'TCP')] }),
   pod('a', 'other', { labels: { app: 'other' }, ips: ['10.0.0.3'], ports: [cport('http', 7070)] }),
   pod('a', 'remote-srv', { labels: { app: 'srv' }, ips: ['10.0.9.1'], node: 'node-2', ports: [cport('http', 6060)] }),
@@ -98,13 +126,21 @@ test('named ports, ingress: resolved on the selected local pods, protocol must m
   assert.deepEqual(setOf(c, ch, 'namedPortSet', 6).elements, ['fd00::1 . tcp . 8080', 'fd00::1 . udp . 53']);
   assert.equal(named4.type, 'ipv4_addr . inet_proto . inet_service');
   assert.equal(named4.interval, false);
-  assert.deepEqual(shapes(ch), ['ip daddr . meta l4proto . th dport @named4-* accept comment "ingress[0]"', 'ip6 daddr . meta l4proto . th dport @named6-* accept comment "ingress[0]"']);
+  assert.deepEqual(shapes(ch), [
+    'ip daddr . meta l4proto . th dport @named4-* accept comment "ingress[0]"',
+    'ip6 daddr . meta l4proto . th dport @named6-* accept comment "ingress[0]"',
+  ]);
 });
 
 test('named and numeric ports in one rule: one rule each', () => {
   const s = state({
     pods: servers,
-    policies: [policy('a', 'p', { podSelector: sel({ app: 'srv' }), ingress: [rule([ipBlock('10.8.0.0/16')], [port('TCP', 'metrics'), port('TCP', 443)])] })],
+    policies: [
+      policy('a', 'p', {
+        podSelector: sel({ app: 'srv' }),
+        ingress: [rule([ipBlock('10.8.0.0/16')], [port('TCP', 'metrics'), port('TCP', 443)])],
+      }),
+    ],
   });
   const c = compileNode(s, 'node-1');
   log.add('mixed', renderRuleset(c));
@@ -130,11 +166,25 @@ function compileEgress(label: string, peers: Peer[] | undefined, ports: PortSpec
   const pods = [
     pod('a', 'client', { labels: { app: 'client' }, ips: ['10.0.0.10', 'fd00::10'] }),
     pod('a', 'api', { labels: { app: 'api' }, ips: ['10.1.0.1', 'fd00:1::1'], node: 'node-2', ports: [cport('http', 8080)] }),
-    pod('b', 'api', { labels: { app: 'api' }, ips: ['10.2.0.1'], node: 'node-3', ports: [cport('http', 8000), cport('http-alt', 8001)] }),
+    pod('b', 'api', {
+      labels: { app: 'api' },
+      ips: ['10.2.0.1'],
+      node: 'node-3',
+      ports: [cport('http', 8000), cport('http-alt', 8001)],
+    }),
     pod('b', 'web', { labels: { app: 'web' }, ips: ['10.2.0.2'], node: 'node-3', ports: [cport('http', 80)] }),
     pod('b', 'gone', { labels: { app: 'api' }, ips: ['10.2.0.3'], node: 'node-3', phase: 'Failed', ports: [cport('http', 81)] }),
   ];
-  const s = state({ pods, policies: [policy('a', 'p', { podSelector: sel({ app: 'client' }), types: { ingress: false, egress: true }, egress: [rule(peers, ports)] })] });
+  const s = state({
+    pods,
+    policies: [
+      policy('a', 'p', {
+        podSelector: sel({ app: 'client' }),
+        types: { ingress: false, egress: true },
+        egress: [rule(peers, ports)],
+      }),
+    ],
+  });
   const c = compileNode(s, 'node-1');
   log.add(label, renderRuleset(c));
   const ch = mustPolicyChain(c, 'a', 'p', 'egress');
@@ -143,9 +193,24 @@ function compileEgress(label: string, peers: Peer[] | undefined, ports: PortSpec
 
 test('named ports, egress: resolved on the destination pods the peers match', () => {
   const cases: { name: string; peers: Peer[] | undefined; v4: string[]; v6: string[] }[] = [
-    { name: 'pod peer', peers: [podPeer(sel({ app: 'api' }), sel())], v4: ['10.1.0.1 . tcp . 8080', '10.2.0.1 . tcp . 8000'], v6: ['fd00:1::1 . tcp . 8080'] },
-    { name: 'own namespace only', peers: [podPeer(sel({ app: 'api' }))], v4: ['10.1.0.1 . tcp . 8080'], v6: ['fd00:1::1 . tcp . 8080'] },
-    { name: 'ipBlock peer: pods inside the block', peers: [ipBlock('10.2.0.0/16', ['10.2.0.2/32'])], v4: ['10.2.0.1 . tcp . 8000'], v6: [] },
+    {
+      name: 'pod peer',
+      peers: [podPeer(sel({ app: 'api' }), sel())],
+      v4: ['10.1.0.1 . tcp . 8080', '10.2.0.1 . tcp . 8000'],
+      v6: ['fd00:1::1 . tcp . 8080'],
+    },
+    {
+      name: 'own namespace only',
+      peers: [podPeer(sel({ app: 'api' }))],
+      v4: ['10.1.0.1 . tcp . 8080'],
+      v6: ['fd00:1::1 . tcp . 8080'],
+    },
+    {
+      name: 'ipBlock peer: pods inside the block',
+      peers: [ipBlock('10.2.0.0/16', ['10.2.0.2/32'])],
+      v4: ['10.2.0.1 . tcp . 8000'],
+      v6: [],
+    },
     {
       name: 'no peers: every active pod in the cluster',
       peers: undefined,
@@ -162,7 +227,10 @@ test('named ports, egress: resolved on the destination pods the peers match', ()
     'ip daddr . meta l4proto . th dport @named4-* accept comment "egress[0]"',
     'ip6 daddr . meta l4proto . th dport @named6-* accept comment "egress[0]"',
   ]);
-  assert.deepEqual(shapes(compileEgress('rule shape with peers', [podPeer(sel({ app: 'api' }))], [port('TCP', 'http')]).ch)[0], 'ip daddr @peer4-* ip daddr . meta l4proto . th dport @named4-* accept comment "egress[0]"');
+  assert.deepEqual(
+    shapes(compileEgress('rule shape with peers', [podPeer(sel({ app: 'api' }))], [port('TCP', 'http')]).ch)[0],
+    'ip daddr @peer4-* ip daddr . meta l4proto . th dport @named4-* accept comment "egress[0]"',
+  );
 });
 
 test('named ports, egress: nobody serving them yet keeps the rule with an empty set (churn is an element update)', () => {

@@ -81,10 +81,18 @@ test('relevant policies: only those selecting a local pod, in namespace/name ord
 
 test('directions: a pod gets a chain and map entry only for directions it is isolated in', () => {
   const s = state({
-    pods: [pod('a', 'in-only', { labels: { r: 'in' }, ips: ['10.0.0.1'] }), pod('a', 'eg-only', { labels: { r: 'eg' }, ips: ['10.0.0.2'] }), pod('a', 'free', { ips: ['10.0.0.3'] })],
+    pods: [
+      pod('a', 'in-only', { labels: { r: 'in' }, ips: ['10.0.0.1'] }),
+      pod('a', 'eg-only', { labels: { r: 'eg' }, ips: ['10.0.0.2'] }),
+      pod('a', 'free', { ips: ['10.0.0.3'] }),
+    ],
     policies: [
       policy('a', 'ingress', { podSelector: sel({ r: 'in' }) }),
-      policy('a', 'egress', { podSelector: sel({ r: 'eg' }), types: { ingress: false, egress: true }, egress: [rule(undefined, [port('UDP', 53)])] }),
+      policy('a', 'egress', {
+        podSelector: sel({ r: 'eg' }),
+        types: { ingress: false, egress: true },
+        egress: [rule(undefined, [port('UDP', 53)])],
+      }),
     ],
   });
   const c = compile('directions', s);
@@ -142,9 +150,24 @@ test('no local pod or no policy: base chains and empty maps only', () => {
 test('base chains: reply traffic and IPv6 ND first, then one vmap per family', () => {
   const c = compile('base', state({ pods: [pod('a', 'x', { ips: ['10.0.0.1'] })], policies: [policy('a', 'deny')] }));
   const nd = 'icmpv6 type { nd-neighbor-solicit, nd-neighbor-advert, nd-router-solicit, nd-router-advert } accept';
-  assert.deepEqual(rules(chain(c, 'forward-egress')!), ['ct state established,related accept', nd, 'ip saddr vmap @egress-v4', 'ip6 saddr vmap @egress-v6']);
-  assert.deepEqual(rules(chain(c, 'forward-ingress')!), ['ct state established,related accept', nd, 'ip daddr vmap @ingress-v4', 'ip6 daddr vmap @ingress-v6']);
-  assert.deepEqual(rules(chain(c, 'input-egress')!), ['ct state established,related accept', nd, 'ip saddr vmap @egress-v4', 'ip6 saddr vmap @egress-v6']);
+  assert.deepEqual(rules(chain(c, 'forward-egress')!), [
+    'ct state established,related accept',
+    nd,
+    'ip saddr vmap @egress-v4',
+    'ip6 saddr vmap @egress-v6',
+  ]);
+  assert.deepEqual(rules(chain(c, 'forward-ingress')!), [
+    'ct state established,related accept',
+    nd,
+    'ip daddr vmap @ingress-v4',
+    'ip6 daddr vmap @ingress-v6',
+  ]);
+  assert.deepEqual(rules(chain(c, 'input-egress')!), [
+    'ct state established,related accept',
+    nd,
+    'ip saddr vmap @egress-v4',
+    'ip6 saddr vmap @egress-v6',
+  ]);
   assert.deepEqual(
     c.chains.filter((ch) => ch.base !== undefined).map((ch) => [ch.name, ch.base?.hook, ch.base?.priority]),
     [
@@ -156,12 +179,21 @@ test('base chains: reply traffic and IPv6 ND first, then one vmap per family', (
 });
 
 test('size follows local pods + policies + peer addresses, never pods x peers x ports', () => {
-  const locals = Array.from({ length: 20 }, (_, i) => pod('a', `web-${i}`, { labels: { app: 'web' }, ips: [`10.0.0.${i + 1}`], ports: [cport('http', 8080)] }));
-  const clients = Array.from({ length: 50 }, (_, i) => pod('a', `client-${i}`, { labels: { app: 'client' }, ips: [`10.0.2.${2 * i + 1}`], node: 'node-2' }));
+  const locals = Array.from({ length: 20 }, (_, i) =>
+    pod('a', `web-${i}`, { labels: { app: 'web' }, ips: [`10.0.0.${i + 1}`], ports: [cport('http', 8080)] }),
+  );
+  const clients = Array.from({ length: 50 }, (_, i) =>
+    pod('a', `client-${i}`, { labels: { app: 'client' }, ips: [`10.0.2.${2 * i + 1}`], node: 'node-2' }),
+  );
   const ports = Array.from({ length: 30 }, (_, i) => port('TCP', 1000 + 2 * i));
   const s = state({
     pods: [...locals, ...clients],
-    policies: [policy('a', 'web', { podSelector: sel({ app: 'web' }), ingress: [rule([podPeer(sel({ app: 'client' })), ipBlock('192.168.0.0/16')], [...ports, port('TCP', 'http')])] })],
+    policies: [
+      policy('a', 'web', {
+        podSelector: sel({ app: 'web' }),
+        ingress: [rule([podPeer(sel({ app: 'client' })), ipBlock('192.168.0.0/16')], [...ports, port('TCP', 'http')])],
+      }),
+    ],
   });
   const c = compile('scaling', s);
   // One numeric and one named-port rule, whatever the number of pods, peers and ports.
@@ -169,20 +201,36 @@ test('size follows local pods + policies + peer addresses, never pods x peers x 
   // Elements: 50 clients + 1 block; 30 ports; 20 named-port triples; 20 map entries.
   assert.equal(c.stats.elements, 51 + 30 + 20 + 20);
   // A remote pod nobody selects changes nothing.
-  const more = compile('scaling+1', state({ pods: [...locals, ...clients, pod('z', 'far', { ips: ['10.9.0.1'], node: 'node-9' })], policies: s.policies }));
+  const more = compile(
+    'scaling+1',
+    state({ pods: [...locals, ...clients, pod('z', 'far', { ips: ['10.9.0.1'], node: 'node-9' })], policies: s.policies }),
+  );
   assert.equal(renderRuleset(more), renderRuleset(c));
 });
 
 test('stats count what the IR holds', () => {
   const s = state({
-    pods: [pod('a', 'web', { labels: { app: 'web' }, ips: ['10.0.0.1', 'fd00::1'] }), pod('a', 'c', { ips: ['10.0.0.2'], node: 'node-2' })],
-    policies: [policy('a', 'p', { ingress: [rule([podPeer(sel())], [port('TCP', 80)])], egress: [rule([ipBlock('0.0.0.0/0')])] })],
+    pods: [
+      pod('a', 'web', { labels: { app: 'web' }, ips: ['10.0.0.1', 'fd00::1'] }),
+      pod('a', 'c', { ips: ['10.0.0.2'], node: 'node-2' }),
+    ],
+    policies: [
+      policy('a', 'p', { ingress: [rule([podPeer(sel())], [port('TCP', 80)])], egress: [rule([ipBlock('0.0.0.0/0')])] }),
+    ],
     nodes: [node('node-1'), node('node-2')],
   });
   const c = compile('stats', s);
   const rulesCount = c.chains.reduce((n, ch) => n + ch.rules.length, 0);
   const elements = c.sets.reduce((n, x) => n + x.elements.length, 0) + c.maps.reduce((n, m) => n + m.elements.length, 0);
-  assert.deepEqual(c.stats, { chains: c.chains.length, rules: rulesCount, sets: c.sets.length, maps: 4, elements, localPods: 1, policies: 1 });
+  assert.deepEqual(c.stats, {
+    chains: c.chains.length,
+    rules: rulesCount,
+    sets: c.sets.length,
+    maps: 4,
+    elements,
+    localPods: 1,
+    policies: 1,
+  });
   // 1 pod x 2 directions + 1 policy x 2 directions + 3 base chains.
   assert.equal(c.stats.chains, 7);
 });

@@ -19,7 +19,19 @@ test('parseV4/formatV4 agree with parseIP on canonical addresses', () => {
 });
 
 test('parseV4 refuses what is not a canonical dotted quad (callers fall back to parseIP)', () => {
-  for (const bad of ['', '1.2.3', '1.2.3.4.5', '256.0.0.1', '01.2.3.4', '1..2.3', '1.2.3.', 'fd00::1', '1.2.3.4 ', 'a.b.c.d', '1234.1.1.1']) {
+  for (const bad of [
+    '',
+    '1.2.3',
+    '1.2.3.4.5',
+    '256.0.0.1',
+    '01.2.3.4',
+    '1..2.3',
+    '1.2.3.',
+    'fd00::1',
+    '1.2.3.4 ',
+    'a.b.c.d',
+    '1234.1.1.1',
+  ]) {
     assert.equal(parseV4(bad), undefined, bad);
   }
   assert.equal(parseV4('0.0.0.0'), 0);
@@ -27,7 +39,15 @@ test('parseV4 refuses what is not a canonical dotted quad (callers fall back to 
 });
 
 test('formatElement = formatIntervalElement for any IPv4 interval (prefixes, ranges, /0)', () => {
-  const edge: [number, number][] = [[0, 2 ** 32 - 1], [0, 2 ** 31 - 1], [2 ** 31, 2 ** 32 - 1], [0, 3 * 2 ** 30 - 1], [10, 10], [8, 15], [8, 16]];
+  const edge: [number, number][] = [
+    [0, 2 ** 32 - 1],
+    [0, 2 ** 31 - 1],
+    [2 ** 31, 2 ** 32 - 1],
+    [0, 3 * 2 ** 30 - 1],
+    [10, 10],
+    [8, 15],
+    [8, 16],
+  ];
   for (const [lo, hi] of edge) {
     const iv: Interval = { family: 4, lo: BigInt(lo), hi: BigInt(hi) };
     assert.equal(formatElement(iv), formatIntervalElement(iv), `${lo}-${hi}`);

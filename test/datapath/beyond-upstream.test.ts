@@ -24,10 +24,15 @@ import { clusterCaseContext, upstreamClusterSpec, upstreamObjects } from '../har
 const skip = datapathSkip();
 const FAMILIES: readonly Family[] = [4, 6];
 
-const expectation = (probe: Probe, allowed: boolean, why?: string): Expectation => ({ probe, allowed, ...(why === undefined ? {} : { why }) });
+const expectation = (probe: Probe, allowed: boolean, why?: string): Expectation => ({
+  probe,
+  allowed,
+  ...(why === undefined ? {} : { why }),
+});
 
 function failIfAny(wrong: readonly string[], what: string): void {
-  if (wrong.length > 0) assert.fail(`${what}: ${wrong.length} probe(s) differ from the expectation\n${wrong.map((w) => `  ${w}`).join('\n')}`);
+  if (wrong.length > 0)
+    assert.fail(`${what}: ${wrong.length} probe(s) differ from the expectation\n${wrong.map((w) => `  ${w}`).join('\n')}`);
 }
 
 /** A copy of a raw pod whose container `container` declares `port` instead. */
@@ -64,7 +69,9 @@ for (const style of NETWORK_STYLES) {
           await applyState(c, stateOf([...upstreamObjects(c), ...kase.policies]));
           const wrong = await checkProbes(
             c,
-            kase.probes.map((p) => expectation({ from: p.from, to: p.to, protocol: p.protocol, port: p.port, family, via }, p.allowed)),
+            kase.probes.map((p) =>
+              expectation({ from: p.from, to: p.to, protocol: p.protocol, port: p.port, family, via }, p.allowed),
+            ),
           );
           failIfAny(wrong, kase.id);
         });
@@ -73,7 +80,8 @@ for (const style of NETWORK_STYLES) {
 
     // ---- ipBlock and the outside host ----
     test('egress ipBlock to the outside host, with and without except, IPv4 and IPv6', async () => {
-      const egress = (name: string, pod: string, to: object[]) => networkPolicy('x', name, { podSelector: { matchLabels: { pod } }, policyTypes: ['Egress'], egress: [{ to }] });
+      const egress = (name: string, pod: string, to: object[]) =>
+        networkPolicy('x', name, { podSelector: { matchLabels: { pod } }, policyTypes: ['Egress'], egress: [{ to }] });
       const policies = [
         // x/a: only the outside network.
         egress('a-outside', 'a', [{ ipBlock: { cidr: '203.0.113.0/24' } }, { ipBlock: { cidr: '2001:db8::/64' } }]),
@@ -112,14 +120,26 @@ for (const style of NETWORK_STYLES) {
           podSelector: {},
           policyTypes: ['Ingress'],
           ingress: [
-            { from: [{ ipBlock: { cidr: '203.0.113.0/25' } }, { ipBlock: { cidr: '2001:db8::/64', except: ['2001:db8::10/128'] } }] },
+            {
+              from: [
+                { ipBlock: { cidr: '203.0.113.0/25' } },
+                { ipBlock: { cidr: '2001:db8::/64', except: ['2001:db8::10/128'] } },
+              ],
+            },
             // Pods of y may reach x/b only, on 81 only.
             { from: [{ namespaceSelector: { matchLabels: { [NAMESPACE_NAME_LABEL]: 'y' } } }], ports: [{ port: 81 }] },
           ],
         }),
       ];
       await applyState(c, stateOf([...upstreamObjects(c), ...policies]));
-      const p = (from: string, to: string, family: Family, port = 80): Probe => ({ from, to, protocol: 'TCP', port, family, via: 'pod' });
+      const p = (from: string, to: string, family: Family, port = 80): Probe => ({
+        from,
+        to,
+        protocol: 'TCP',
+        port,
+        family,
+        via: 'pod',
+      });
       const exps = [
         expectation(p(OUTSIDE_KEY, 'x/a', 4), true, '203.0.113.10 is in 203.0.113.0/25'),
         expectation(p(OUTSIDE_KEY, 'x/b', 4), true, '203.0.113.10 is in 203.0.113.0/25'),
@@ -137,7 +157,9 @@ for (const style of NETWORK_STYLES) {
     test('a named port that is 80 on some pods and 8080 on others, ingress and egress, ClusterIP and pod IP', async () => {
       // x/b and z/b serve `serve-80-tcp` on 8080 instead of 80; the Service port 80 targets the name.
       const moved = ['x/b', 'z/b'];
-      let objects = upstreamObjects(c).map((o) => (moved.some((k) => isPod(o, k)) ? withContainerPort(o, 'cont-80-tcp', 8080) : o));
+      let objects = upstreamObjects(c).map((o) =>
+        moved.some((k) => isPod(o, k)) ? withContainerPort(o, 'cont-80-tcp', 8080) : o,
+      );
       for (const k of moved) {
         await c.serve(k, { tcp: [8080] });
         await c.setServicePorts(
@@ -147,12 +169,27 @@ for (const style of NETWORK_STYLES) {
       }
       objects = [
         ...objects,
-        networkPolicy('x', 'ingress-named', { podSelector: {}, policyTypes: ['Ingress'], ingress: [{ ports: [{ port: 'serve-80-tcp' }] }] }),
-        networkPolicy('y', 'egress-named', { podSelector: { matchLabels: { pod: 'c' } }, policyTypes: ['Egress'], egress: [{ ports: [{ protocol: 'TCP', port: 'serve-80-tcp' }] }] }),
+        networkPolicy('x', 'ingress-named', {
+          podSelector: {},
+          policyTypes: ['Ingress'],
+          ingress: [{ ports: [{ port: 'serve-80-tcp' }] }],
+        }),
+        networkPolicy('y', 'egress-named', {
+          podSelector: { matchLabels: { pod: 'c' } },
+          policyTypes: ['Egress'],
+          egress: [{ ports: [{ protocol: 'TCP', port: 'serve-80-tcp' }] }],
+        }),
       ];
       await applyState(c, stateOf(objects));
       try {
-        const p = (from: string, to: string, port: number, via: 'service' | 'pod', family: Family = 4): Probe => ({ from, to, protocol: 'TCP', port, family, via });
+        const p = (from: string, to: string, port: number, via: 'service' | 'pod', family: Family = 4): Probe => ({
+          from,
+          to,
+          protocol: 'TCP',
+          port,
+          family,
+          via,
+        });
         const exps: Expectation[] = [];
         for (const family of FAMILIES) {
           exps.push(
@@ -182,7 +219,9 @@ for (const style of NETWORK_STYLES) {
 
     // ---- the node ----
     test('a node always reaches its own pods (pod IP and ClusterIP, TCP and UDP) under default-deny-all; other nodes do not', async () => {
-      const denyAll = ['x', 'y', 'z'].map((ns) => networkPolicy(ns, 'deny-all', { podSelector: {}, policyTypes: ['Ingress', 'Egress'], ingress: [], egress: [] }));
+      const denyAll = ['x', 'y', 'z'].map((ns) =>
+        networkPolicy(ns, 'deny-all', { podSelector: {}, policyTypes: ['Ingress', 'Egress'], ingress: [], egress: [] }),
+      );
       const objects = [...upstreamObjects(c), ...denyAll];
       const state = stateOf(objects);
       await applyState(c, state, { denyAction: 'drop' });
@@ -194,7 +233,13 @@ for (const style of NETWORK_STYLES) {
             for (const protocol of ['TCP', 'UDP'] as const) {
               for (const via of ['pod', 'service'] as const) {
                 const local = node.name === own;
-                exps.push(expectation({ from: nodeKey(node.name), to: pod, protocol, port: 80, family, via }, local, local ? 'own node' : `${pod} is on ${own}`));
+                exps.push(
+                  expectation(
+                    { from: nodeKey(node.name), to: pod, protocol, port: 80, family, via },
+                    local,
+                    local ? 'own node' : `${pod} is on ${own}`,
+                  ),
+                );
               }
             }
           }
@@ -203,9 +248,18 @@ for (const style of NETWORK_STYLES) {
       exps.push(expectation({ from: 'x/a', to: 'x/c', protocol: 'TCP', port: 80, family: 4, via: 'pod' }, false, 'deny-all'));
       // The oracle agrees with every expectation above (the node's InternalIPs are in the state).
       for (const e of exps) {
-        const from = e.probe.from.startsWith('node:') ? { kind: 'ip' as const, ip: e.probe.family === 4 ? c.node(e.probe.from.slice(5)).addresses.v4 : c.node(e.probe.from.slice(5)).addresses.v6 } : { kind: 'pod' as const, pod: state.pods.find((p) => `${p.namespace}/${p.name}` === e.probe.from)! };
+        const from = e.probe.from.startsWith('node:')
+          ? {
+              kind: 'ip' as const,
+              ip: e.probe.family === 4 ? c.node(e.probe.from.slice(5)).addresses.v4 : c.node(e.probe.from.slice(5)).addresses.v6,
+            }
+          : { kind: 'pod' as const, pod: state.pods.find((p) => `${p.namespace}/${p.name}` === e.probe.from)! };
         const to = state.pods.find((p) => `${p.namespace}/${p.name}` === e.probe.to)!;
-        assert.equal(verdict(state, from, { kind: 'pod', pod: to }, e.probe.protocol, 80, { family: e.probe.family }).allowed, e.allowed, `oracle: ${e.probe.from} -> ${e.probe.to}`);
+        assert.equal(
+          verdict(state, from, { kind: 'pod', pod: to }, e.probe.protocol, 80, { family: e.probe.family }).allowed,
+          e.allowed,
+          `oracle: ${e.probe.from} -> ${e.probe.to}`,
+        );
       }
       failIfAny(await checkProbes(c, exps), 'node -> pod');
     });

@@ -32,7 +32,12 @@ for (const style of NETWORK_STYLES) {
 
     if (style === 'routed') {
       test('a deliberately broken ruleset (IPv6 egress never dispatched) is found and shrunk to a small reproduction', async () => {
-        const report = await fuzz(c, { seed: 5, runs: 30, shrinkBudgetMs: 30_000, mutate: (text) => text.replace(/^\s*ip6 saddr vmap @egress-v6$/m, '') });
+        const report = await fuzz(c, {
+          seed: 5,
+          runs: 30,
+          shrinkBudgetMs: 30_000,
+          mutate: (text) => text.replace(/^\s*ip6 saddr vmap @egress-v6$/m, ''),
+        });
         assert.equal(report.ok, false, report.summary);
         const r = parseRegression(report.reproduction ?? '', 'reproduction');
         assert.ok(r.probes.length >= 1 && r.probes.every((p) => p.family === 6 && p.expect === 'blocked'), report.reproduction);

@@ -24,7 +24,11 @@ for (const style of NETWORK_STYLES) {
   describe(`harness, ${style} pod network`, { skip }, () => {
     let c: Cluster;
     before(async () => {
-      c = await Cluster.create({ style, nodes: [{ name: 'node-1' }, { name: 'node-2' }], pods: PODS.map((key) => ({ key, node: PLACEMENT[key]! })) });
+      c = await Cluster.create({
+        style,
+        nodes: [{ name: 'node-1' }, { name: 'node-2' }],
+        pods: PODS.map((key) => ({ key, node: PLACEMENT[key]! })),
+      });
     });
     after(async () => {
       await c?.destroy();
@@ -36,7 +40,14 @@ for (const style of NETWORK_STYLES) {
           for (const via of ['service', 'pod'] as const) {
             const { observed, outcomes } = await probeMatrix(c, { protocol, port: 81, family, via });
             const all = new Reachability(PODS, true).table();
-            assert.deepEqual(diffTables(all, observed), [], `${protocol} IPv${family} via ${via}: ${outcomes.filter((o) => !o.connected).map((o) => o.detail).join(', ')}`);
+            assert.deepEqual(
+              diffTables(all, observed),
+              [],
+              `${protocol} IPv${family} via ${via}: ${outcomes
+                .filter((o) => !o.connected)
+                .map((o) => o.detail)
+                .join(', ')}`,
+            );
           }
         }
       }
@@ -88,7 +99,12 @@ for (const style of NETWORK_STYLES) {
         assert.deepEqual(
           out.map((o) => o.connected),
           [false, false, false, true, true, false, true],
-          out.map((o) => `${o.probe.from}->${o.probe.to} ${o.probe.protocol}/${o.probe.port} v${o.probe.family} ${o.probe.via}: ${o.detail}`).join('\n'),
+          out
+            .map(
+              (o) =>
+                `${o.probe.from}->${o.probe.to} ${o.probe.protocol}/${o.probe.port} v${o.probe.family} ${o.probe.via}: ${o.detail}`,
+            )
+            .join('\n'),
         );
         const listed = (await c.exec('node-1', 'nft', ['list', 'table', 'inet', 'harness-selftest'])).stdout;
         // Same-node traffic crossed the node's forward hook in both styles (bridged: through br_netfilter).
@@ -113,7 +129,11 @@ for (const style of NETWORK_STYLES) {
 
 describe('harness cleanup', { skip }, () => {
   test('destroy removes every namespace and agent of the cluster', async () => {
-    const c = await Cluster.create({ style: 'bridged', nodes: [{ name: 'n1' }, { name: 'n2' }, { name: 'n3' }], pods: [{ key: 'a/p', node: 'n3' }] });
+    const c = await Cluster.create({
+      style: 'bridged',
+      nodes: [{ name: 'n1' }, { name: 'n2' }, { name: 'n3' }],
+      pods: [{ key: 'a/p', node: 'n3' }],
+    });
     // Three nodes: an underlay switch namespace joins them.
     assert.equal(c.namespaces.length, 3 + 1 + 1 + 1);
     const [o] = await runProbes(c, [{ from: 'node:n1', to: 'a/p', protocol: 'TCP', port: 80, family: 6, via: 'service' }]);

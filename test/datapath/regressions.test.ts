@@ -26,14 +26,24 @@ for (const { file, regression } of REGRESSIONS) {
       test(`${style} pod network`, async () => {
         const { state } = buildState(regression.objects);
         const ports = [...new Set(regression.probes.map((p) => p.port))];
-        const extraPods = regression.unlistedPods.map((u) => ({ key: u.key, node: u.node, ips: { v4: u.ipv4, v6: u.ipv6 }, tcp: ports, udp: ports }));
+        const extraPods = regression.unlistedPods.map((u) => ({
+          key: u.key,
+          node: u.node,
+          ips: { v4: u.ipv4, v6: u.ipv6 },
+          tcp: ports,
+          udp: ports,
+        }));
         const c = await Cluster.create(clusterSpecFromState(state, style, { extraPods, extraPorts: ports }));
         try {
           await applyState(c, state, { denyAction: regression.denyAction });
           const probes = regression.probes.map(toProbe);
           regression.probes.forEach((r, i) => {
             const v = oracle(c, state, probes[i]!);
-            assert.equal(v.allowed ? 'allowed' : 'blocked', r.expect, `the oracle's answer changed for probe ${i} (${r.from} -> ${r.to}): ${v.egress.reason} ${v.ingress.reason}`);
+            assert.equal(
+              v.allowed ? 'allowed' : 'blocked',
+              r.expect,
+              `the oracle's answer changed for probe ${i} (${r.from} -> ${r.to}): ${v.egress.reason} ${v.ingress.reason}`,
+            );
           });
           const wrong = await checkProbes(
             c,

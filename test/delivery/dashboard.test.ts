@@ -28,7 +28,9 @@ const dashboard = JSON.parse(readText(DASHBOARD_FILE)) as {
   title: string;
   schemaVersion: number;
   panels: Panel[];
-  templating: { list: { name: string; type: string; query?: unknown; definition?: string; multi?: boolean; includeAll?: boolean }[] };
+  templating: {
+    list: { name: string; type: string; query?: unknown; definition?: string; multi?: boolean; includeAll?: boolean }[];
+  };
 };
 
 const queries = dashboard.panels.flatMap((p) => (p.targets ?? []).map((t) => ({ panel: p.title, expr: t.expr })));
@@ -98,7 +100,11 @@ describe('dashboard', () => {
     ]) {
       assert.ok(used.has(n), `a panel shows ${n}`);
     }
-    assert.ok(queries.some((q) => /histogram_quantile\(0\.99, sum by \(node, le\) \(rate\(nftnp_dataplane_apply_time_seconds_bucket/.test(q.expr)));
+    assert.ok(
+      queries.some((q) =>
+        /histogram_quantile\(0\.99, sum by \(node, le\) \(rate\(nftnp_dataplane_apply_time_seconds_bucket/.test(q.expr),
+      ),
+    );
   });
 
   test('every dashboard query is valid PromQL (promtool check rules)', (t) => {
@@ -123,7 +129,8 @@ describe('metric names used by the dashboard and the alerts', () => {
     const exported = await exportedNames();
     const used = new Map<string, string>();
     for (const q of queries) for (const n of metricNamesIn(q.expr, histograms)) used.set(n, `dashboard panel "${q.panel}"`);
-    for (const r of alertRules(readYaml(RULES_FILE))) for (const n of metricNamesIn(r.expr, histograms)) used.set(n, `alert ${r.alert}`);
+    for (const r of alertRules(readYaml(RULES_FILE)))
+      for (const n of metricNamesIn(r.expr, histograms)) used.set(n, `alert ${r.alert}`);
     assert.ok(used.size >= 15, 'found the metric names');
     for (const [n, where] of used) assert.ok(exported.has(n), `${where} uses ${n}, which createMetrics() does not export`);
   });
@@ -133,6 +140,11 @@ describe('metric names used by the dashboard and the alerts', () => {
       'histogram_quantile(0.9, sum by (le) (rate(nftnp_dataplane_apply_time_seconds_bucket{a="b"}[5m]))) / nftnp_nft_rules + on() process_cpu_seconds_total and nodejs_x_count',
       histograms,
     );
-    assert.deepEqual([...got].sort(), ['nftnp_dataplane_apply_time_seconds', 'nftnp_nft_rules', 'nodejs_x_count', 'process_cpu_seconds_total']);
+    assert.deepEqual([...got].sort(), [
+      'nftnp_dataplane_apply_time_seconds',
+      'nftnp_nft_rules',
+      'nodejs_x_count',
+      'process_cpu_seconds_total',
+    ]);
   });
 });

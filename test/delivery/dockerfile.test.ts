@@ -35,12 +35,17 @@ const stages = dockerfile.getFROMs();
 /** The instructions of each build stage, in order. */
 const stageTemplates = stages.map((f) => dockerfile.getContainingImage(f.getRange().start));
 const finalStage = stageTemplates.at(-1) ?? undefined;
-const packageVersion = str((JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as Record<string, unknown>).version, 'version');
+const packageVersion = str(
+  (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as Record<string, unknown>).version,
+  'version',
+);
 
 /** Everything after the keyword, flags included, continuation lines joined. */
 const args = (i: Instruction): string => {
   const r = i.getRange();
-  const text = TEXT.split('\n').slice(r.start.line, r.end.line + 1).join('\n');
+  const text = TEXT.split('\n')
+    .slice(r.start.line, r.end.line + 1)
+    .join('\n');
   return text
     .replace(/^\s*\S+\s+/, '')
     .replace(/\\\n\s*/g, '')
@@ -67,7 +72,8 @@ describe('Dockerfile lint', () => {
       if (ins.getKeyword() === 'FROM') continue;
       const line = ins.getRange().start.line;
       const available = new Set(dockerfile.getAvailableVariables(line));
-      for (const v of ins.getVariables()) assert.ok(available.has(v.getName()), `line ${line + 1}: \${${v.getName()}} is not declared in this stage`);
+      for (const v of ins.getVariables())
+        assert.ok(available.has(v.getName()), `line ${line + 1}: \${${v.getName()}} is not declared in this stage`);
     }
   });
 });
@@ -95,7 +101,11 @@ describe('image rules', () => {
     assert.ok(runsOf(1).some((r) => /^npm ci --omit=dev\b/.test(r)));
     assert.ok(!/npm install/.test(TEXT), 'npm ci only');
     const copies = (finalStage?.getCOPYs() ?? []).map(args);
-    assert.deepEqual(copies, ['--from=prod-deps /app/node_modules ./node_modules', '--from=build /src/dist ./dist', 'package.json ./']);
+    assert.deepEqual(copies, [
+      '--from=prod-deps /app/node_modules ./node_modules',
+      '--from=build /src/dist ./dist',
+      'package.json ./',
+    ]);
   });
 
   test("runtime: Debian's nftables, conntrack and tini, no recommends, apt lists cleaned", () => {
@@ -117,7 +127,9 @@ describe('image rules', () => {
       ['run'],
     );
     // The entry point is what `npm run build` emits for src/cli/main.ts (rootDir src, outDir dist).
-    const build = JSON.parse(readFileSync(join(ROOT, 'tsconfig.build.json'), 'utf8')) as { compilerOptions: { rootDir: string; outDir: string } };
+    const build = JSON.parse(readFileSync(join(ROOT, 'tsconfig.build.json'), 'utf8')) as {
+      compilerOptions: { rootDir: string; outDir: string };
+    };
     assert.equal(build.compilerOptions.rootDir, 'src');
     assert.equal(build.compilerOptions.outDir, 'dist');
     assert.ok(existsSync(join(ROOT, 'src', 'cli', 'main.ts')));

@@ -53,7 +53,11 @@ function links(md: string): string[] {
 
 describe('docs/operations.md', () => {
   test('the metrics table is the one generated from the metric definitions', () => {
-    assert.equal(operations, withTable(operations), 'out of date: UPDATE_DELIVERY_FILES=1 node --test test/delivery/docs.test.ts');
+    assert.equal(
+      operations,
+      withTable(operations),
+      'out of date: UPDATE_DELIVERY_FILES=1 node --test test/delivery/docs.test.ts',
+    );
     for (const d of METRIC_DEFINITIONS) assert.ok(operations.includes(`| \`${d.name}\` | ${d.type} |`), d.name);
   });
 
@@ -63,9 +67,21 @@ describe('docs/operations.md', () => {
     flags.delete('--help');
     assert.ok(flags.size >= 10 && envs.size >= 9, 'parsed the help text');
     const table = operations.split('\n').filter((l) => l.startsWith('| `--') || l.startsWith('| |'));
-    for (const f of flags) assert.ok(table.some((l) => l.startsWith(`| \`${f}\` |`)), `flag ${f} in the configuration table`);
-    for (const e of envs) assert.ok(table.some((l) => l.includes(`| \`${e}\` |`)), `variable ${e} in the configuration table`);
-    for (const e of ['KUBECONFIG', 'NODE_NAME', 'METRICS_ADDR', 'DEBUG_ADDR']) assert.ok(table.some((l) => l.includes(`\`${e}\``)), e);
+    for (const f of flags)
+      assert.ok(
+        table.some((l) => l.startsWith(`| \`${f}\` |`)),
+        `flag ${f} in the configuration table`,
+      );
+    for (const e of envs)
+      assert.ok(
+        table.some((l) => l.includes(`| \`${e}\` |`)),
+        `variable ${e} in the configuration table`,
+      );
+    for (const e of ['KUBECONFIG', 'NODE_NAME', 'METRICS_ADDR', 'DEBUG_ADDR'])
+      assert.ok(
+        table.some((l) => l.includes(`\`${e}\``)),
+        e,
+      );
   });
 
   test('lists every alert with its severity and a runbook link', () => {

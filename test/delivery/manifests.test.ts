@@ -13,7 +13,22 @@ import { dirname, join, relative } from 'node:path';
 import { describe, test, type TestContext } from 'node:test';
 import ts from 'typescript';
 import { daemonsetEnv } from '../../scripts/daemonset-env.ts';
-import { DAEMONSET_DIR, IN_CI, MONITORING_DIR, ROOT, arr, at, isRecord, parseYamlStream, readText, readYaml, rec, run, str, which } from './support.ts';
+import {
+  DAEMONSET_DIR,
+  IN_CI,
+  MONITORING_DIR,
+  ROOT,
+  arr,
+  at,
+  isRecord,
+  parseYamlStream,
+  readText,
+  readYaml,
+  rec,
+  run,
+  str,
+  which,
+} from './support.ts';
 
 type K8sObject = Record<string, unknown> & { apiVersion: string; kind: string; metadata: Record<string, unknown> };
 
@@ -58,7 +73,8 @@ function loadKustomization(dir: string): K8sObject[] {
   for (const r of arr(k.resources ?? [], 'resources')) {
     const file = join(dir, str(r, 'resource'));
     assert.ok(existsSync(file), `${relative(ROOT, file)} is listed in kustomization.yaml but does not exist`);
-    for (const [i, doc] of parseYamlStream(readText(file), file).entries()) out.push(asObject(doc, `${relative(ROOT, file)}#${i}`));
+    for (const [i, doc] of parseYamlStream(readText(file), file).entries())
+      out.push(asObject(doc, `${relative(ROOT, file)}#${i}`));
   }
   for (const g of arr(k.configMapGenerator ?? [], 'configMapGenerator')) {
     const data: Record<string, string> = {};
@@ -70,7 +86,9 @@ function loadKustomization(dir: string): K8sObject[] {
     out.push({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: str(at(g, 'name'), 'generator name') }, data });
   }
   const clusterScoped = new Set(['Namespace', 'ClusterRole', 'ClusterRoleBinding']);
-  return out.map((o) => (ns !== undefined && !clusterScoped.has(o.kind) ? { ...o, metadata: { ...o.metadata, namespace: ns } } : o));
+  return out.map((o) =>
+    ns !== undefined && !clusterScoped.has(o.kind) ? { ...o, metadata: { ...o.metadata, namespace: ns } } : o,
+  );
 }
 
 // --- schema validation -------------------------------------------------
@@ -145,7 +163,10 @@ function strictTypeCheck(objects: readonly K8sObject[]): string[] {
 
 // --- the tests ---------------------------------------------------------
 
-const packageVersion = str((JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as Record<string, unknown>).version, 'version');
+const packageVersion = str(
+  (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as Record<string, unknown>).version,
+  'version',
+);
 
 const find = (objs: readonly K8sObject[], kind: string, name?: string): K8sObject => {
   const o = objs.find((x) => x.kind === kind && (name === undefined || x.metadata.name === name));
@@ -158,7 +179,14 @@ const monitoring = loadKustomization(MONITORING_DIR);
 
 describe('kustomize renders', () => {
   test('base: every resource listed exists and parses (own loader)', () => {
-    assert.deepEqual(base.map((o) => o.kind).sort(), ['ClusterRole', 'ClusterRoleBinding', 'DaemonSet', 'Namespace', 'Service', 'ServiceAccount']);
+    assert.deepEqual(base.map((o) => o.kind).sort(), [
+      'ClusterRole',
+      'ClusterRoleBinding',
+      'DaemonSet',
+      'Namespace',
+      'Service',
+      'ServiceAccount',
+    ]);
   });
 
   test('monitoring: every resource listed exists and parses (own loader)', () => {
@@ -232,14 +260,24 @@ describe('project rules', () => {
     for (const r of arr(role.rules, 'rules')) {
       for (const g of arr(at(r, 'apiGroups'), 'apiGroups'))
         for (const res of arr(at(r, 'resources'), 'resources'))
-          for (const v of arr(at(r, 'verbs'), 'verbs')) grants.add(`${str(g, 'group')}/${str(res, 'resource')}:${str(v, 'verb')}`);
+          for (const v of arr(at(r, 'verbs'), 'verbs'))
+            grants.add(`${str(g, 'group')}/${str(res, 'resource')}:${str(v, 'verb')}`);
       assert.equal(at(r, 'resourceNames'), undefined);
       assert.equal(at(r, 'nonResourceURLs'), undefined);
     }
     const want = [
-      '/pods:list', '/pods:watch', '/namespaces:list', '/namespaces:watch', '/nodes:list', '/nodes:watch',
-      'networking.k8s.io/networkpolicies:list', 'networking.k8s.io/networkpolicies:watch',
-      '/events:create', '/events:patch', 'events.k8s.io/events:create', 'events.k8s.io/events:patch',
+      '/pods:list',
+      '/pods:watch',
+      '/namespaces:list',
+      '/namespaces:watch',
+      '/nodes:list',
+      '/nodes:watch',
+      'networking.k8s.io/networkpolicies:list',
+      'networking.k8s.io/networkpolicies:watch',
+      '/events:create',
+      '/events:patch',
+      'events.k8s.io/events:create',
+      'events.k8s.io/events:patch',
     ];
     assert.deepEqual([...grants].sort(), want.sort());
     const binding = find(base, 'ClusterRoleBinding', 'nft-netpol-agent');
@@ -296,18 +334,24 @@ describe('project rules', () => {
     assert.deepEqual(at(agent, 'readinessProbe.httpGet'), { path: '/readyz', port: 'metrics' });
     assert.deepEqual(agent.resources, { requests: { cpu: '50m', memory: '192Mi' }, limits: { memory: '512Mi' } });
     const annotations = rec(at(ds, 'spec.template.metadata.annotations'), 'annotations');
-    assert.deepEqual(annotations, { 'prometheus.io/scrape': 'true', 'prometheus.io/port': '9742', 'prometheus.io/path': '/metrics' });
+    assert.deepEqual(annotations, {
+      'prometheus.io/scrape': 'true',
+      'prometheus.io/port': '9742',
+      'prometheus.io/path': '/metrics',
+    });
   });
 
   test('the headless Service selects the agent pods; the ServiceMonitor selects the Service by its port name', () => {
     const svc = find(base, 'Service', 'nft-netpol-agent');
     assert.equal(at(svc, 'spec.clusterIP'), 'None');
     const podLabels = rec(at(ds, 'spec.template.metadata.labels'), 'pod labels');
-    for (const [k, v] of Object.entries(rec(at(svc, 'spec.selector'), 'selector'))) assert.equal(podLabels[k], v, `Service selector ${k}`);
+    for (const [k, v] of Object.entries(rec(at(svc, 'spec.selector'), 'selector')))
+      assert.equal(podLabels[k], v, `Service selector ${k}`);
     assert.deepEqual(at(svc, 'spec.ports'), [{ name: 'metrics', port: 9742, targetPort: 'metrics', protocol: 'TCP' }]);
     const sm = find(monitoring, 'ServiceMonitor', 'nft-netpol-agent');
     const svcLabels = rec(svc.metadata.labels, 'service labels');
-    for (const [k, v] of Object.entries(rec(at(sm, 'spec.selector.matchLabels'), 'matchLabels'))) assert.equal(svcLabels[k], v, `ServiceMonitor selector ${k}`);
+    for (const [k, v] of Object.entries(rec(at(sm, 'spec.selector.matchLabels'), 'matchLabels')))
+      assert.equal(svcLabels[k], v, `ServiceMonitor selector ${k}`);
     assert.deepEqual(at(sm, 'spec.namespaceSelector.matchNames'), ['nft-netpol-system']);
     assert.equal(at(sm, 'spec.endpoints.0.port'), 'metrics');
     assert.deepEqual(at(sm, 'spec.endpoints.0.relabelings'), [
@@ -330,7 +374,7 @@ describe('project rules', () => {
   });
 });
 
-test('the agent benchmark runs with the DaemonSet\'s memory settings, and the image has the same defaults', () => {
+test("the agent benchmark runs with the DaemonSet's memory settings, and the image has the same defaults", () => {
   // scripts/bench-agent.ts starts the agent with daemonsetEnv(): what ships is what is measured.
   const env = daemonsetEnv(join(DAEMONSET_DIR, 'daemonset.yaml'), ['NODE_OPTIONS', 'MALLOC_ARENA_MAX']);
   assert.match(env['NODE_OPTIONS'] ?? '', /^--max-old-space-size=\d+ --max-semi-space-size=8$/);
@@ -338,5 +382,8 @@ test('the agent benchmark runs with the DaemonSet\'s memory settings, and the im
   const docker = readFileSync(join(ROOT, 'Dockerfile'), 'utf8');
   assert.match(docker, /NODE_OPTIONS=--max-semi-space-size=8\b/);
   assert.match(docker, /MALLOC_ARENA_MAX=2\b/);
-  assert.throws(() => daemonsetEnv(join(DAEMONSET_DIR, 'daemonset.yaml'), ['NO_SUCH_VARIABLE']), /sets no literal NO_SUCH_VARIABLE/);
+  assert.throws(
+    () => daemonsetEnv(join(DAEMONSET_DIR, 'daemonset.yaml'), ['NO_SUCH_VARIABLE']),
+    /sets no literal NO_SUCH_VARIABLE/,
+  );
 });

@@ -35,9 +35,14 @@ export function freePort(): Promise<number> {
  * timeoutMs with `what` and the last value seen (or the last error). Bounds a
  * wait, never measures it.
  */
-export async function pollUntil<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs: number, everyMs = 250): Promise<T> {
+export async function pollUntil<T>(
+  what: string,
+  probe: () => Promise<T | undefined>,
+  timeoutMs: number,
+  everyMs = 250,
+): Promise<T> {
   const deadline = Date.now() + Math.max(0, timeoutMs);
-  let last: unknown = 'nothing yet';
+  let last: unknown;
   for (;;) {
     try {
       const v = await probe();
@@ -47,7 +52,8 @@ export async function pollUntil<T>(what: string, probe: () => Promise<T | undefi
       if (e instanceof FatalPollError) throw e;
       last = e instanceof Error ? e.message : String(e);
     }
-    if (Date.now() >= deadline) throw new Error(`timed out after ${Math.round(timeoutMs / 1000)} s waiting for ${what} (last: ${String(last)})`);
+    if (Date.now() >= deadline)
+      throw new Error(`timed out after ${Math.round(timeoutMs / 1000)} s waiting for ${what} (last: ${String(last)})`);
     await new Promise((r) => setTimeout(r, everyMs));
   }
 }
@@ -110,7 +116,10 @@ export interface RewrittenRule {
  * as required or an alert is missing, so a change of the real rules cannot
  * silently turn the rewrite into a no-op.
  */
-export function rewriteRules(doc: unknown, rewrites: Readonly<Record<string, RuleRewrite>>): { doc: unknown; changed: RewrittenRule[] } {
+export function rewriteRules(
+  doc: unknown,
+  rewrites: Readonly<Record<string, RuleRewrite>>,
+): { doc: unknown; changed: RewrittenRule[] } {
   const copy: unknown = structuredClone(doc);
   const changed: RewrittenRule[] = [];
   for (const g of arr(at(copy, 'groups'), 'groups')) {
@@ -122,7 +131,11 @@ export function rewriteRules(doc: unknown, rewrites: Readonly<Record<string, Rul
       let expr = before.expr;
       for (const [pattern, replacement] of rw.expr) {
         if (typeof pattern === 'string') {
-          assert.equal(expr.split(pattern).length, 2, `${r.alert}: "${pattern}" must occur exactly once in ${JSON.stringify(expr)}`);
+          assert.equal(
+            expr.split(pattern).length,
+            2,
+            `${r.alert}: "${pattern}" must occur exactly once in ${JSON.stringify(expr)}`,
+          );
           expr = expr.replace(pattern, replacement);
         } else {
           assert.ok(pattern.global, 'regex patterns must be global');
@@ -135,7 +148,11 @@ export function rewriteRules(doc: unknown, rewrites: Readonly<Record<string, Rul
       changed.push({ alert: r.alert, before, after: { expr, for: rw.for } });
     }
   }
-  for (const name of Object.keys(rewrites)) assert.ok(changed.some((c) => c.alert === name), `no alert ${name} in the rules file`);
+  for (const name of Object.keys(rewrites))
+    assert.ok(
+      changed.some((c) => c.alert === name),
+      `no alert ${name} in the rules file`,
+    );
   return { doc: copy, changed };
 }
 
@@ -270,7 +287,8 @@ export class PrometheusServer {
   async #api(path: string): Promise<unknown> {
     const res = await fetch(`${this.url}${path}`, { signal: AbortSignal.timeout(5_000) });
     const body: unknown = await res.json();
-    if (!isRecord(body) || body.status !== 'success') throw new Error(`GET ${path}: HTTP ${res.status} ${JSON.stringify(body).slice(0, 500)}`);
+    if (!isRecord(body) || body.status !== 'success')
+      throw new Error(`GET ${path}: HTTP ${res.status} ${JSON.stringify(body).slice(0, 500)}`);
     return body.data;
   }
 

@@ -56,13 +56,18 @@ export class Agent {
 
   /** An idle agent must never keep the test process alive; a pending request must. */
   #setRef(on: boolean): void {
-    const handles = [this.#child, this.#child.stdin, this.#child.stdout, this.#child.stderr] as unknown as { ref?: () => void; unref?: () => void }[];
+    const handles = [this.#child, this.#child.stdin, this.#child.stdout, this.#child.stderr] as unknown as {
+      ref?: () => void;
+      unref?: () => void;
+    }[];
     for (const h of handles) (on ? h.ref : h.unref)?.call(h);
   }
 
   /** Starts the agent inside `netns` and waits until it answers. */
   static async start(netns: string): Promise<Agent> {
-    const child = spawn('ip', ['netns', 'exec', netns, process.execPath, '--no-warnings', AGENT_SCRIPT], { stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = spawn('ip', ['netns', 'exec', netns, process.execPath, '--no-warnings', AGENT_SCRIPT], {
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
     if (child.pid !== undefined) trackPid(child.pid);
     const agent = new Agent(netns, child);
     await agent.request('hello');

@@ -25,7 +25,14 @@ export interface RunOptions extends EnforceOptions {
 }
 
 /** Probes one expected table and reports the difference. */
-export async function checkTable(c: Cluster, title: string, protocol: Protocol, port: number, expected: TruthTable, opts: RunOptions = {}): Promise<CheckResult> {
+export async function checkTable(
+  c: Cluster,
+  title: string,
+  protocol: Protocol,
+  port: number,
+  expected: TruthTable,
+  opts: RunOptions = {},
+): Promise<CheckResult> {
   const { observed, outcomes } = await probeMatrix(c, {
     protocol,
     port,
@@ -38,7 +45,10 @@ export async function checkTable(c: Cluster, title: string, protocol: Protocol, 
   });
   const mismatches = diffTables(expected, observed);
   const wrong = outcomes.filter((o) => mismatches.some((m) => m.from === o.probe.from && m.to === o.probe.to));
-  const report = [formatReport(expected, observed, { title }), ...(wrong.length === 0 ? [] : ['wrong probes:', ...wrong.map((o) => `  ${describeOutcome(o)}`)])].join('\n\n');
+  const report = [
+    formatReport(expected, observed, { title }),
+    ...(wrong.length === 0 ? [] : ['wrong probes:', ...wrong.map((o) => `  ${describeOutcome(o)}`)]),
+  ].join('\n\n');
   return { title, expected, observed, mismatches, outcomes, report };
 }
 
@@ -58,7 +68,11 @@ export interface Expectation {
 }
 
 /** Runs probes with known answers; returns one line per wrong probe (empty: all as expected). */
-export async function checkProbes(c: Cluster, expectations: readonly Expectation[], opts: { timeoutMs?: number } = {}): Promise<string[]> {
+export async function checkProbes(
+  c: Cluster,
+  expectations: readonly Expectation[],
+  opts: { timeoutMs?: number } = {},
+): Promise<string[]> {
   const byProbe = new Map(expectations.map((e) => [e.probe, e]));
   const outcomes = await runProbes(
     c,

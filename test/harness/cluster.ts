@@ -176,20 +176,28 @@ export class Cluster {
     const nodes = spec.nodes.map((n, i) => ({
       name: n.name,
       netns: `${prefix}n${i}`,
-      addresses: { v4: canonical((n.addresses ?? defaultNodeAddresses(i)).v4), v6: canonical((n.addresses ?? defaultNodeAddresses(i)).v6) },
+      addresses: {
+        v4: canonical((n.addresses ?? defaultNodeAddresses(i)).v4),
+        v6: canonical((n.addresses ?? defaultNodeAddresses(i)).v6),
+      },
       podCIDRs: n.podCIDRs ?? defaultPodCIDRs(i),
     }));
     const nodeByName = new Map(nodes.map((n) => [n.name, n]));
 
     // Addresses: given ones are kept, the others are allocated from .10 of the node's pod CIDRs.
-    const used = new Set(spec.pods.flatMap((p) => [p.ips?.v4, p.ips?.v6].flatMap((ip) => (ip === undefined ? [] : [canonical(ip)]))));
+    const used = new Set(
+      spec.pods.flatMap((p) => [p.ips?.v4, p.ips?.v6].flatMap((ip) => (ip === undefined ? [] : [canonical(ip)]))),
+    );
     const nextHost = new Map<string, number>();
     const allocate = (node: string, given: Partial<DualStack> | undefined): DualStack => {
       if (given?.v4 !== undefined && given.v6 !== undefined) return { v4: canonical(given.v4), v6: canonical(given.v6) };
       const n = nodeByName.get(node)!;
       let k = nextHost.get(node) ?? 10;
       for (;;) {
-        const ips = { v4: given?.v4 === undefined ? nthAddress(n.podCIDRs.v4, k) : canonical(given.v4), v6: given?.v6 === undefined ? nthAddress(n.podCIDRs.v6, k) : canonical(given.v6) };
+        const ips = {
+          v4: given?.v4 === undefined ? nthAddress(n.podCIDRs.v4, k) : canonical(given.v4),
+          v6: given?.v6 === undefined ? nthAddress(n.podCIDRs.v6, k) : canonical(given.v6),
+        };
         k += 1;
         if ((given?.v4 !== undefined || !used.has(ips.v4)) && (given?.v6 !== undefined || !used.has(ips.v6))) {
           nextHost.set(node, k);
@@ -204,9 +212,21 @@ export class Cluster {
       const tcp = uniq([...DEFAULT_PORTS, ...(p.tcp ?? [])]);
       const udp = uniq([...DEFAULT_PORTS, ...(p.udp ?? [])]);
       const sctp = uniq([...DEFAULT_PORTS, ...(p.sctp ?? [])]);
-      const identity = (protocol: Protocol, ports: readonly number[]) => ports.map((port) => ({ protocol, port, targetPort: port }));
+      const identity = (protocol: Protocol, ports: readonly number[]) =>
+        ports.map((port) => ({ protocol, port, targetPort: port }));
       const services = p.services ?? [...identity('TCP', tcp), ...identity('UDP', udp), ...identity('SCTP', sctp)];
-      return { ...splitKey(p.key), key: p.key, node: p.node, netns: `${prefix}p${i}`, ips, clusterIPs: clusterIPs(i), tcp, udp, services, index: i };
+      return {
+        ...splitKey(p.key),
+        key: p.key,
+        node: p.node,
+        netns: `${prefix}p${i}`,
+        ips,
+        clusterIPs: clusterIPs(i),
+        tcp,
+        udp,
+        services,
+        index: i,
+      };
     });
 
     const bridged = spec.style === 'bridged';
@@ -216,7 +236,9 @@ export class Cluster {
         const mine = pods.filter((p) => p.node === n.name);
         for (const p of mine) {
           if (!inCIDR(p.ips.v4, n.podCIDRs.v4) || !inCIDR(p.ips.v6, n.podCIDRs.v6)) {
-            throw new Error(`bridged style: pod ${p.key} (${p.ips.v4}, ${p.ips.v6}) must be inside its node's pod CIDRs ${n.podCIDRs.v4}, ${n.podCIDRs.v6}`);
+            throw new Error(
+              `bridged style: pod ${p.key} (${p.ips.v4}, ${p.ips.v6}) must be inside its node's pod CIDRs ${n.podCIDRs.v4}, ${n.podCIDRs.v6}`,
+            );
           }
         }
         // The bridge holds the first host address not taken by a pod (like the bridge plugin's gateway).
@@ -228,7 +250,12 @@ export class Cluster {
 
     const extNs = `${prefix}ext`;
     const switchNs = nodes.length > 2 ? `${prefix}sw` : undefined;
-    const namespaces = [...nodes.map((n) => n.netns), ...pods.map((p) => p.netns), extNs, ...(switchNs === undefined ? [] : [switchNs])];
+    const namespaces = [
+      ...nodes.map((n) => n.netns),
+      ...pods.map((p) => p.netns),
+      extNs,
+      ...(switchNs === undefined ? [] : [switchNs]),
+    ];
     const agents: Agent[] = [];
     try {
       await createNetns(namespaces);
@@ -258,7 +285,8 @@ export class Cluster {
         nodes.forEach((n, i) => links.push(`link add name ul0 netns ${n.netns} type veth peer name n${i} netns ${switchNs}`));
       }
       links.push(`link add name ext0 netns ${first.netns} type veth peer name eth0 netns ${extNs}`);
-      if (bridged) for (const n of nodes) links.push(`link add name cni0 netns ${n.netns} type bridge forward_delay 0 mcast_snooping 0`);
+      if (bridged)
+        for (const n of nodes) links.push(`link add name cni0 netns ${n.netns} type bridge forward_delay 0 mcast_snooping 0`);
       for (const p of pods) {
         const node = nodeByName.get(p.node)!;
         const mac = bridged ? '' : ` address ${ROUTED_GATEWAY_MAC}`;
@@ -279,7 +307,10 @@ export class Cluster {
         for (const o of nodes) {
           if (o === n) continue;
           l.push(`route add ${o.addresses.v4}/32 dev ul0`, `route add ${o.addresses.v6}/128 dev ul0`);
-          l.push(`route add ${o.podCIDRs.v4} via ${o.addresses.v4} dev ul0`, `route add ${o.podCIDRs.v6} via ${o.addresses.v6} dev ul0`);
+          l.push(
+            `route add ${o.podCIDRs.v4} via ${o.addresses.v4} dev ul0`,
+            `route add ${o.podCIDRs.v6} via ${o.addresses.v6} dev ul0`,
+          );
           for (const p of pods) {
             if (p.node !== o.name) continue;
             if (!inCIDR(p.ips.v4, o.podCIDRs.v4)) l.push(`route add ${p.ips.v4}/32 via ${o.addresses.v4} dev ul0`);
@@ -296,7 +327,10 @@ export class Cluster {
             `route add ::/0 via ${OUTSIDE.v6} dev ext0 src ${n.addresses.v6}`,
           );
         } else {
-          l.push(`route add default via ${first.addresses.v4} dev ul0 src ${n.addresses.v4}`, `route add ::/0 via ${first.addresses.v6} dev ul0 src ${n.addresses.v6}`);
+          l.push(
+            `route add default via ${first.addresses.v4} dev ul0 src ${n.addresses.v4}`,
+            `route add ::/0 via ${first.addresses.v6} dev ul0 src ${n.addresses.v6}`,
+          );
         }
         const gw = gateways.get(n.name);
         if (gw !== undefined) {
@@ -312,13 +346,27 @@ export class Cluster {
           if (bridged) {
             l.push(`link set ${dev} master cni0`, `link set ${dev} up`);
           } else {
-            l.push(`link set ${dev} up`, `route add ${p.ips.v4}/32 dev ${dev} src ${n.addresses.v4}`, `route add ${p.ips.v6}/128 dev ${dev} src ${n.addresses.v6}`);
+            l.push(
+              `link set ${dev} up`,
+              `route add ${p.ips.v4}/32 dev ${dev} src ${n.addresses.v4}`,
+              `route add ${p.ips.v6}/128 dev ${dev} src ${n.addresses.v6}`,
+            );
           }
         }
         batches.push(ipBatch(l, n.netns));
       });
       if (switchNs !== undefined) {
-        batches.push(ipBatch(['link set lo up', 'link set br0 up', ...nodes.map((_, i) => `link set n${i} master br0`), ...nodes.map((_, i) => `link set n${i} up`)], switchNs));
+        batches.push(
+          ipBatch(
+            [
+              'link set lo up',
+              'link set br0 up',
+              ...nodes.map((_, i) => `link set n${i} master br0`),
+              ...nodes.map((_, i) => `link set n${i} up`),
+            ],
+            switchNs,
+          ),
+        );
       }
       for (const p of pods) {
         const l = ['link set lo up', 'link set eth0 up'];
@@ -430,7 +478,9 @@ export class Cluster {
     await p.agent.serve(tcp, udp);
     const services = [...p.services];
     const add = (protocol: Protocol, list: readonly number[] | undefined) => {
-      for (const port of list ?? []) if (!services.some((s) => s.protocol === protocol && s.port === port)) services.push({ protocol, port, targetPort: port });
+      for (const port of list ?? [])
+        if (!services.some((s) => s.protocol === protocol && s.port === port))
+          services.push({ protocol, port, targetPort: port });
     };
     add('TCP', ports.tcp);
     add('UDP', ports.udp);
@@ -482,7 +532,12 @@ export class Cluster {
   }
 
   /** Runs a command inside a node's namespace (by node name) or any namespace of the cluster. */
-  exec(where: string, cmd: string, args: readonly string[], opts: { input?: string; reject?: boolean } = {}): Promise<CommandResult> {
+  exec(
+    where: string,
+    cmd: string,
+    args: readonly string[],
+    opts: { input?: string; reject?: boolean } = {},
+  ): Promise<CommandResult> {
     const ns = this.nodes.find((n) => n.name === where)?.netns ?? this.pods.find((p) => p.key === where)?.netns ?? where;
     if (!this.namespaces.includes(ns)) throw new Error(`${where} is neither a node, a pod nor a namespace of this cluster`);
     return runIn(ns, cmd, args, opts);
@@ -507,9 +562,13 @@ export class Cluster {
     const lines = [`cluster ${this.prefix}* (${this.style})`];
     const w = Math.max(0, ...this.pods.map((p) => p.key.length));
     for (const n of this.nodes) {
-      lines.push(`  node ${n.name}  netns ${n.netns}  ${n.addresses.v4} ${n.addresses.v6}  pods ${n.podCIDRs.v4} ${n.podCIDRs.v6}`);
+      lines.push(
+        `  node ${n.name}  netns ${n.netns}  ${n.addresses.v4} ${n.addresses.v6}  pods ${n.podCIDRs.v4} ${n.podCIDRs.v6}`,
+      );
       for (const p of this.pods.filter((x) => x.node === n.name)) {
-        lines.push(`    pod ${p.key.padEnd(w)}  ${p.ips.v4.padEnd(15)} ${p.ips.v6.padEnd(22)} svc ${p.clusterIPs.v4.padEnd(12)} ${p.clusterIPs.v6}  netns ${p.netns}`);
+        lines.push(
+          `    pod ${p.key.padEnd(w)}  ${p.ips.v4.padEnd(15)} ${p.ips.v6.padEnd(22)} svc ${p.clusterIPs.v4.padEnd(12)} ${p.clusterIPs.v6}  netns ${p.netns}`,
+        );
       }
     }
     lines.push(`  outside netns ${this.outside.netns}  ${this.outside.ips.v4} ${this.outside.ips.v6}`);

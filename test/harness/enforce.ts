@@ -48,7 +48,8 @@ export async function applyState(c: Cluster, state: ClusterState, opts: EnforceO
 /** buildState that refuses objects with validation errors unless they are expected (a test's input must be what it means). */
 export function stateOf(objects: readonly unknown[], opts: { allowErrors?: boolean } = {}): ClusterState {
   const { state, errors } = buildState(objects);
-  if (errors.length > 0 && opts.allowErrors !== true) throw new Error(`invalid test objects:\n${errors.map(formatValidationError).join('\n')}`);
+  if (errors.length > 0 && opts.allowErrors !== true)
+    throw new Error(`invalid test objects:\n${errors.map(formatValidationError).join('\n')}`);
   return state;
 }
 

@@ -42,16 +42,35 @@ export interface FromStateOptions {
 
 export function clusterSpecFromState(state: ClusterState, style: NetworkStyle, opts: FromStateOptions = {}): ClusterSpec {
   const pods = placeablePods(state);
-  const nodeNames = [...new Set([...state.nodes.map((n) => n.name), ...pods.map((p) => p.nodeName!), ...(opts.extraPods ?? []).map((p) => p.node)])].sort();
+  const nodeNames = [
+    ...new Set([
+      ...state.nodes.map((n) => n.name),
+      ...pods.map((p) => p.nodeName!),
+      ...(opts.extraPods ?? []).map((p) => p.node),
+    ]),
+  ].sort();
   const nodes: NodeSpec[] = nodeNames.map((name, i) => {
     const addrs = state.nodes.find((n) => n.name === name)?.addresses ?? [];
     const def = defaultNodeAddresses(i);
     const addresses: DualStack = { v4: addrs.find((a) => fam(a) === 4) ?? def.v4, v6: addrs.find((a) => fam(a) === 6) ?? def.v6 };
-    const mine = [...pods.filter((p) => p.nodeName === name).flatMap((p) => p.ips), ...(opts.extraPods ?? []).filter((p) => p.node === name).flatMap((p) => [p.ips?.v4, p.ips?.v6].filter((x) => x !== undefined))];
+    const mine = [
+      ...pods.filter((p) => p.nodeName === name).flatMap((p) => p.ips),
+      ...(opts.extraPods ?? [])
+        .filter((p) => p.node === name)
+        .flatMap((p) => [p.ips?.v4, p.ips?.v6].filter((x) => x !== undefined)),
+    ];
     const cidrs = defaultPodCIDRs(i);
     const podCIDRs: DualStack = {
-      v4: commonCIDR(mine.filter((ip) => fam(ip) === 4), 4) ?? cidrs.v4,
-      v6: commonCIDR(mine.filter((ip) => fam(ip) === 6), 6) ?? cidrs.v6,
+      v4:
+        commonCIDR(
+          mine.filter((ip) => fam(ip) === 4),
+          4,
+        ) ?? cidrs.v4,
+      v6:
+        commonCIDR(
+          mine.filter((ip) => fam(ip) === 6),
+          6,
+        ) ?? cidrs.v6,
     };
     return { name, addresses, podCIDRs };
   });

@@ -43,7 +43,10 @@ for (const style of styles) {
       runs,
       ...(values['max-probes'] === undefined ? {} : { maxProbes: Number(values['max-probes']) }),
       onRun: (r, n) => {
-        if (n % 10 === 0 || r.mismatches.length > 0) process.stdout.write(`  run ${n}: ${r.probes} probes${r.mismatches.length > 0 ? `, ${r.mismatches.length} MISMATCH(ES) (shrinking)` : ''}\n`);
+        if (n % 10 === 0 || r.mismatches.length > 0)
+          process.stdout.write(
+            `  run ${n}: ${r.probes} probes${r.mismatches.length > 0 ? `, ${r.mismatches.length} MISMATCH(ES) (shrinking)` : ''}\n`,
+          );
       },
     });
     console.log(`${style}: ${report.summary} (${((Date.now() - t0) / 1000).toFixed(1)} s)`);

@@ -47,7 +47,13 @@ export function fuzzClusterSpec(style: NetworkStyle): ClusterSpec {
   return {
     style,
     nodes: NODES.map((name) => ({ name })),
-    pods: Array.from({ length: SLOTS }, (_, i) => ({ key: slotKey(i), node: NODES[i % 2]!, tcp: [...PORT_POOL], udp: [...PORT_POOL], sctp: [...PORT_POOL] })),
+    pods: Array.from({ length: SLOTS }, (_, i) => ({
+      key: slotKey(i),
+      node: NODES[i % 2]!,
+      tcp: [...PORT_POOL],
+      udp: [...PORT_POOL],
+      sctp: [...PORT_POOL],
+    })),
     outsidePorts: [...PORT_POOL],
   };
 }
@@ -85,12 +91,18 @@ function clean<T>(v: T): T {
 
 function selectorArb(keys: readonly string[], values: readonly string[]) {
   const req = fc.oneof(
-    fc.record({ key: fc.constantFrom(...keys), operator: fc.constantFrom('In', 'NotIn'), values: fc.subarray([...values], { minLength: 1 }) }),
+    fc.record({
+      key: fc.constantFrom(...keys),
+      operator: fc.constantFrom('In', 'NotIn'),
+      values: fc.subarray([...values], { minLength: 1 }),
+    }),
     fc.record({ key: fc.constantFrom(...keys), operator: fc.constantFrom('Exists', 'DoesNotExist') }),
   );
   return fc
     .record({
-      matchLabels: fc.option(fc.dictionary(fc.constantFrom(...keys), fc.constantFrom(...values), { maxKeys: 2 }), { nil: undefined }),
+      matchLabels: fc.option(fc.dictionary(fc.constantFrom(...keys), fc.constantFrom(...values), { maxKeys: 2 }), {
+        nil: undefined,
+      }),
       matchExpressions: fc.option(fc.array(req, { maxLength: 2 }), { nil: undefined }),
     })
     .map(clean);
@@ -134,14 +146,20 @@ function ipBlockArb(a: Addresses) {
       const c = parseCIDR(x);
       return outer.ok && c.ok && c.cidr.prefix > outer.cidr.prefix && cidrWithin(c.cidr, outer.cidr);
     });
-    const except = inner.length === 0 ? fc.constant(undefined) : fc.option(fc.subarray(inner, { minLength: 1, maxLength: Math.min(2, inner.length) }), { nil: undefined });
+    const except =
+      inner.length === 0
+        ? fc.constant(undefined)
+        : fc.option(fc.subarray(inner, { minLength: 1, maxLength: Math.min(2, inner.length) }), { nil: undefined });
     return except.map((e) => clean({ ipBlock: { cidr, except: e } }));
   });
 }
 
 function peerArb(a: Addresses) {
   const pod = selectorArb(POD_KEYS, POD_VALUES);
-  const ns = fc.oneof(selectorArb(NS_KEYS, NS_VALUES), fc.record({ matchLabels: fc.record({ [NAMESPACE_NAME_LABEL]: fc.constantFrom(...NAMESPACES) }) }));
+  const ns = fc.oneof(
+    selectorArb(NS_KEYS, NS_VALUES),
+    fc.record({ matchLabels: fc.record({ [NAMESPACE_NAME_LABEL]: fc.constantFrom(...NAMESPACES) }) }),
+  );
   return fc.oneof(
     fc.record({ podSelector: pod }),
     fc.record({ namespaceSelector: ns }),
@@ -164,7 +182,10 @@ const portArb = fc
       weight: 3,
     },
     // Invalid (the API server would refuse them): the rule must allow nothing, as the oracle says.
-    { arbitrary: fc.record({ protocol: protocolArb, port: fc.constantFrom(...PORT_NAMES), endPort: fc.constant(9000) }), weight: 1 },
+    {
+      arbitrary: fc.record({ protocol: protocolArb, port: fc.constantFrom(...PORT_NAMES), endPort: fc.constant(9000) }),
+      weight: 1,
+    },
     { arbitrary: fc.record({ protocol: protocolArb, port: fc.constant(9000), endPort: fc.constant(80) }), weight: 1 },
   )
   .map(clean);
@@ -184,12 +205,23 @@ function policyArb(a: Addresses, i: number) {
     .record({
       namespace: fc.constantFrom(...NAMESPACES),
       // `{}` often: policies that select pods are what makes probes interesting.
-      podSelector: fc.oneof({ arbitrary: fc.constant({}), weight: 2 }, { arbitrary: selectorArb(POD_KEYS, POD_VALUES), weight: 3 }),
-      policyTypes: fc.option(fc.constantFrom<('Ingress' | 'Egress')[]>(['Ingress'], ['Egress'], ['Ingress', 'Egress']), { nil: undefined }),
+      podSelector: fc.oneof(
+        { arbitrary: fc.constant({}), weight: 2 },
+        { arbitrary: selectorArb(POD_KEYS, POD_VALUES), weight: 3 },
+      ),
+      policyTypes: fc.option(fc.constantFrom<('Ingress' | 'Egress')[]>(['Ingress'], ['Egress'], ['Ingress', 'Egress']), {
+        nil: undefined,
+      }),
       ingress: rulesArb(a, 'from'),
       egress: rulesArb(a, 'to'),
     })
-    .map((p) => networkPolicy(p.namespace, `pol${i}`, clean({ podSelector: p.podSelector, policyTypes: p.policyTypes, ingress: p.ingress, egress: p.egress }) as RawPolicySpec));
+    .map((p) =>
+      networkPolicy(
+        p.namespace,
+        `pol${i}`,
+        clean({ podSelector: p.podSelector, policyTypes: p.policyTypes, ingress: p.ingress, egress: p.egress }) as RawPolicySpec,
+      ),
+    );
 }
 
 const podArb: fc.Arbitrary<GenPod> = fc.record({
@@ -198,13 +230,22 @@ const podArb: fc.Arbitrary<GenPod> = fc.record({
   phase: fc.constantFrom<GenPod['phase']>('Running', 'Running', 'Running', 'Running', 'Pending', 'Succeeded'),
   ports: fc
     .uniqueArray(
-      fc.record({ name: fc.constantFrom(...PORT_NAMES), port: fc.constantFrom<number>(...PORT_POOL), protocol: fc.constantFrom<Protocol>('TCP', 'TCP', 'UDP', 'SCTP') }),
+      fc.record({
+        name: fc.constantFrom(...PORT_NAMES),
+        port: fc.constantFrom<number>(...PORT_POOL),
+        protocol: fc.constantFrom<Protocol>('TCP', 'TCP', 'UDP', 'SCTP'),
+      }),
       { maxLength: 3, selector: (p) => p.name },
     )
     .map((ps) => ps.filter((p, i) => ps.findIndex((q) => q.port === p.port && q.protocol === p.protocol) === i)),
 });
 
-const ENDPOINTS_FROM = [...Array.from({ length: SLOTS }, (_, i) => slotKey(i)), OUTSIDE_KEY, nodeKey('node-1'), nodeKey('node-2')];
+const ENDPOINTS_FROM = [
+  ...Array.from({ length: SLOTS }, (_, i) => slotKey(i)),
+  OUTSIDE_KEY,
+  nodeKey('node-1'),
+  nodeKey('node-2'),
+];
 const ENDPOINTS_TO = [...Array.from({ length: SLOTS }, (_, i) => slotKey(i)), OUTSIDE_KEY, nodeKey('node-1'), nodeKey('node-2')];
 
 const probeArb: fc.Arbitrary<Probe> = fc
@@ -227,11 +268,18 @@ const probeArb: fc.Arbitrary<Probe> = fc
   .map((p) => (p.to.startsWith('slot/') ? p : { ...p, via: 'pod' as const }));
 
 export function scenarioArb(c: Cluster, opts: { maxProbes?: number } = {}): fc.Arbitrary<Scenario> {
-  const a: Addresses = { slots: Array.from({ length: SLOTS }, (_, i) => c.pod(slotKey(i)).ips), nodes: c.nodes.map((n) => n.addresses) };
+  const a: Addresses = {
+    slots: Array.from({ length: SLOTS }, (_, i) => c.pod(slotKey(i)).ips),
+    nodes: c.nodes.map((n) => n.addresses),
+  };
   return fc.record({
-    nsLabels: fc.tuple(...NAMESPACES.map(() => fc.dictionary(fc.constantFrom(...NS_KEYS), fc.constantFrom(...NS_VALUES), { maxKeys: 1 }))),
+    nsLabels: fc.tuple(
+      ...NAMESPACES.map(() => fc.dictionary(fc.constantFrom(...NS_KEYS), fc.constantFrom(...NS_VALUES), { maxKeys: 1 })),
+    ),
     pods: fc.tuple(...Array.from({ length: SLOTS }, () => fc.option(podArb, { nil: null, freq: 8 }))),
-    policies: fc.tuple(fc.integer({ min: 0, max: 5 }), fc.tuple(...[0, 1, 2, 3, 4].map((i) => policyArb(a, i)))).map(([n, ps]) => ps.slice(0, n)),
+    policies: fc
+      .tuple(fc.integer({ min: 0, max: 5 }), fc.tuple(...[0, 1, 2, 3, 4].map((i) => policyArb(a, i))))
+      .map(([n, ps]) => ps.slice(0, n)),
     // size 'max': long probe lists by default (one ruleset, many probes), still shrinkable to one.
     probes: fc.array(probeArb, { minLength: 1, maxLength: opts.maxProbes ?? 40, size: 'max' }),
     denyAction: fc.constantFrom<'drop' | 'reject'>('reject', 'reject', 'reject', 'drop'),
@@ -243,7 +291,11 @@ export function scenarioArb(c: Cluster, opts: { maxProbes?: number } = {}): fc.A
 const podName = (i: number) => `p${i}`;
 
 export function scenarioObjects(c: Cluster, s: Scenario): RawObject[] {
-  const namespaces = NAMESPACES.map((name, i) => ({ apiVersion: 'v1', kind: 'Namespace', metadata: { name, labels: { ...s.nsLabels[i], [NAMESPACE_NAME_LABEL]: name } } }));
+  const namespaces = NAMESPACES.map((name, i) => ({
+    apiVersion: 'v1',
+    kind: 'Namespace',
+    metadata: { name, labels: { ...s.nsLabels[i], [NAMESPACE_NAME_LABEL]: name } },
+  }));
   const pods = s.pods.flatMap((g, i) => {
     if (g === null) return [];
     const slot = c.pod(slotKey(i));
@@ -251,8 +303,23 @@ export function scenarioObjects(c: Cluster, s: Scenario): RawObject[] {
       {
         apiVersion: 'v1',
         kind: 'Pod',
-        metadata: { name: podName(i), namespace: g.namespace, ...(Object.keys(g.labels).length === 0 ? {} : { labels: g.labels }) },
-        spec: { nodeName: slot.node, containers: [{ name: 'main', image: 'agnhost', ...(g.ports.length === 0 ? {} : { ports: g.ports.map((p) => ({ name: p.name, containerPort: p.port, protocol: p.protocol })) }) }] },
+        metadata: {
+          name: podName(i),
+          namespace: g.namespace,
+          ...(Object.keys(g.labels).length === 0 ? {} : { labels: g.labels }),
+        },
+        spec: {
+          nodeName: slot.node,
+          containers: [
+            {
+              name: 'main',
+              image: 'agnhost',
+              ...(g.ports.length === 0
+                ? {}
+                : { ports: g.ports.map((p) => ({ name: p.name, containerPort: p.port, protocol: p.protocol })) }),
+            },
+          ],
+        },
         status: { phase: g.phase, podIP: slot.ips.v4, podIPs: [{ ip: slot.ips.v4 }, { ip: slot.ips.v6 }] },
       },
     ];
@@ -276,7 +343,9 @@ function endpoint(c: Cluster, state: ClusterState, s: Scenario, key: string, f: 
 
 export function scenarioVerdict(c: Cluster, state: ClusterState, s: Scenario, p: Probe) {
   // Services map every pool port to itself: the policy port is the dialled one.
-  return verdict(state, endpoint(c, state, s, p.from, p.family), endpoint(c, state, s, p.to, p.family), p.protocol, p.port, { family: p.family });
+  return verdict(state, endpoint(c, state, s, p.from, p.family), endpoint(c, state, s, p.to, p.family), p.protocol, p.port, {
+    family: p.family,
+  });
 }
 
 export interface Mismatch {
@@ -301,7 +370,9 @@ export async function runScenario(c: Cluster, s: Scenario, mutate?: EnforceOptio
   const outcomes = await runProbes(c, s.probes, { expect: (r) => expected.get(r.probe)?.allowed });
   const mismatches = outcomes.flatMap((o) => {
     const v = expected.get(o.probe)!;
-    const why = v.allowed ? `allowed: egress: ${v.egress.reason} ingress: ${v.ingress.reason}` : `blocked: ${v.egress.allowed ? v.ingress.reason : v.egress.reason}`;
+    const why = v.allowed
+      ? `allowed: egress: ${v.egress.reason} ingress: ${v.ingress.reason}`
+      : `blocked: ${v.egress.allowed ? v.ingress.reason : v.egress.reason}`;
     return o.connected === v.allowed ? [] : [{ outcome: o, expected: v.allowed, reason: why }];
   });
   return { state, mismatches, probes: s.probes.length, blocked: [...expected.values()].filter((v) => !v.allowed).length };
@@ -320,7 +391,12 @@ export function toRegression(c: Cluster, s: Scenario, mismatches: readonly Misma
   const used = new Set(mismatches.flatMap((m) => [m.outcome.probe.from, m.outcome.probe.to]));
   // Empty slots, and pods that have finished (no pod semantics), are plain addresses on the network.
   const unlistedPods: UnlistedPod[] = [...used]
-    .filter((k) => k.startsWith('slot/') && (s.pods[Number(k.slice(5))] ?? null)?.phase !== 'Running' && s.pods[Number(k.slice(5))]?.phase !== 'Pending')
+    .filter(
+      (k) =>
+        k.startsWith('slot/') &&
+        (s.pods[Number(k.slice(5))] ?? null)?.phase !== 'Running' &&
+        s.pods[Number(k.slice(5))]?.phase !== 'Pending',
+    )
     .sort()
     .map((k) => ({ key: keyOf(k), node: c.pod(k).node, ipv4: c.pod(k).ips.v4, ipv6: c.pod(k).ips.v6 }));
   const probes: RegressionProbe[] = mismatches.map((m) => ({
@@ -364,20 +440,29 @@ export async function fuzz(c: Cluster, opts: FuzzOptions): Promise<FuzzReport> {
   let n = 0;
   let firstFailure: number | undefined;
   const budget = opts.shrinkBudgetMs ?? 120_000;
-  const property = fc.asyncProperty(scenarioArb(c, opts.maxProbes === undefined ? {} : { maxProbes: opts.maxProbes }), async (s) => {
-    // Every shrink candidate costs real probes: past the budget, candidates
-    // "pass" untried, so fast-check keeps the smallest failure found so far.
-    if (firstFailure !== undefined && Date.now() - firstFailure > budget) return true;
-    const r = await runScenario(c, s, opts.mutate);
-    n += 1;
-    probes += r.probes;
-    blocked += r.blocked;
-    opts.onRun?.(r, n);
-    if (r.mismatches.length > 0) firstFailure ??= Date.now();
-    return r.mismatches.length === 0;
-  });
+  const property = fc.asyncProperty(
+    scenarioArb(c, opts.maxProbes === undefined ? {} : { maxProbes: opts.maxProbes }),
+    async (s) => {
+      // Every shrink candidate costs real probes: past the budget, candidates
+      // "pass" untried, so fast-check keeps the smallest failure found so far.
+      if (firstFailure !== undefined && Date.now() - firstFailure > budget) return true;
+      const r = await runScenario(c, s, opts.mutate);
+      n += 1;
+      probes += r.probes;
+      blocked += r.blocked;
+      opts.onRun?.(r, n);
+      if (r.mismatches.length > 0) firstFailure ??= Date.now();
+      return r.mismatches.length === 0;
+    },
+  );
   const details = await fc.check(property, { seed: opts.seed, numRuns: opts.runs, endOnFailure: false });
-  if (!details.failed) return { ok: true, runs: n, probes, summary: `${details.numRuns} scenarios, ${probes} probes (${blocked} expected blocked), all as the oracle says` };
+  if (!details.failed)
+    return {
+      ok: true,
+      runs: n,
+      probes,
+      summary: `${details.numRuns} scenarios, ${probes} probes (${blocked} expected blocked), all as the oracle says`,
+    };
   if (details.counterexample === null) {
     return { ok: false, runs: n, probes, summary: `fuzz failed without a counterexample: ${String(details.errorInstance)}` };
   }
@@ -388,15 +473,35 @@ export async function fuzz(c: Cluster, opts: FuzzOptions): Promise<FuzzReport> {
   } catch (e) {
     // Not a probe mismatch: rendering or applying the ruleset failed.
     const description = `applying the scenario failed (fuzz seed ${opts.seed}, ${c.style}): ${e instanceof Error ? e.message.split('\n')[0] : String(e)}`;
-    const reproduction = regressionToYaml({ description, styles: [c.style], denyAction: s.denyAction, unlistedPods: [], probes: [], objects: scenarioObjects(c, s) }, description);
-    return { ok: false, runs: n, probes, reproduction, summary: `seed ${opts.seed}: ${e instanceof Error ? e.message : String(e)}` };
+    const reproduction = regressionToYaml(
+      { description, styles: [c.style], denyAction: s.denyAction, unlistedPods: [], probes: [], objects: scenarioObjects(c, s) },
+      description,
+    );
+    return {
+      ok: false,
+      runs: n,
+      probes,
+      reproduction,
+      summary: `seed ${opts.seed}: ${e instanceof Error ? e.message : String(e)}`,
+    };
   }
   if (again.mismatches.length === 0) {
-    return { ok: false, runs: n, probes, summary: `seed ${opts.seed}: a mismatch was seen but did not reproduce on the shrunk scenario (flaky?)\n${fc.stringify(s)}` };
+    return {
+      ok: false,
+      runs: n,
+      probes,
+      summary: `seed ${opts.seed}: a mismatch was seen but did not reproduce on the shrunk scenario (flaky?)\n${fc.stringify(s)}`,
+    };
   }
   const description = `datapath differs from verdict() (fuzz seed ${opts.seed}, ${c.style}, path ${details.counterexamplePath ?? '?'})`;
-  const lines = again.mismatches.map((m) => `${describeOutcome(m.outcome)}; the oracle says ${m.expected ? 'allowed' : 'blocked'}: ${m.reason}`);
-  const header = [description, 'Replay: save as test/datapath/regressions/<name>.yaml and run node --test test/datapath/regressions.test.ts', ...lines].join('\n');
+  const lines = again.mismatches.map(
+    (m) => `${describeOutcome(m.outcome)}; the oracle says ${m.expected ? 'allowed' : 'blocked'}: ${m.reason}`,
+  );
+  const header = [
+    description,
+    'Replay: save as test/datapath/regressions/<name>.yaml and run node --test test/datapath/regressions.test.ts',
+    ...lines,
+  ].join('\n');
   const reproduction = regressionToYaml(toRegression(c, s, again.mismatches, description), header);
   return {
     ok: false,

@@ -25,7 +25,10 @@ export function renderKubeProxy(services: readonly ServiceBackend[]): string {
     }
   }
   const elements = (xs: string[]) => (xs.length === 0 ? '' : ` elements = { ${xs.join(', ')} };`);
-  const dnat = ['meta nfproto ipv4 dnat ip to ip daddr . meta l4proto . th dport map @svc4', 'meta nfproto ipv6 dnat ip6 to ip6 daddr . meta l4proto . th dport map @svc6'];
+  const dnat = [
+    'meta nfproto ipv4 dnat ip to ip daddr . meta l4proto . th dport map @svc4',
+    'meta nfproto ipv6 dnat ip6 to ip6 daddr . meta l4proto . th dport map @svc6',
+  ];
   return [
     `table inet ${KUBE_PROXY_TABLE}`,
     `delete table inet ${KUBE_PROXY_TABLE}`,

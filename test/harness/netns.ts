@@ -24,7 +24,11 @@ export interface CommandResult {
 }
 
 /** Runs a command; throws with stderr and the input's first lines on failure unless `reject: false`. */
-export async function run(cmd: string, args: readonly string[], opts: { input?: string; reject?: boolean } = {}): Promise<CommandResult> {
+export async function run(
+  cmd: string,
+  args: readonly string[],
+  opts: { input?: string; reject?: boolean } = {},
+): Promise<CommandResult> {
   const r = await execa(cmd, [...args], { input: opts.input ?? '', reject: false, stripFinalNewline: false });
   const res = { stdout: String(r.stdout), stderr: String(r.stderr), exitCode: r.exitCode ?? -1 };
   if (res.exitCode !== 0 && opts.reject !== false) {
@@ -35,7 +39,12 @@ export async function run(cmd: string, args: readonly string[], opts: { input?: 
 }
 
 /** Runs a command inside a network namespace (`ip netns exec`). */
-export function runIn(netns: string, cmd: string, args: readonly string[], opts: { input?: string; reject?: boolean } = {}): Promise<CommandResult> {
+export function runIn(
+  netns: string,
+  cmd: string,
+  args: readonly string[],
+  opts: { input?: string; reject?: boolean } = {},
+): Promise<CommandResult> {
   return run('ip', ['netns', 'exec', netns, cmd, ...args], opts);
 }
 

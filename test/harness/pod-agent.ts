@@ -90,7 +90,11 @@ function probeTCP(r: ProbeReq): Promise<ProbeRes> {
       sock.destroy();
       resolve(res);
     };
-    const sock = net.connect({ host: r.host, port: r.port, ...(r.localAddress === undefined ? {} : { localAddress: r.localAddress }) });
+    const sock = net.connect({
+      host: r.host,
+      port: r.port,
+      ...(r.localAddress === undefined ? {} : { localAddress: r.localAddress }),
+    });
     const timer = setTimeout(() => finish({ ok: false, detail: 'timeout' }), r.timeoutMs);
     sock.once('connect', () => finish({ ok: true, detail: 'connected' }));
     sock.once('error', (e: NodeJS.ErrnoException) => finish({ ok: false, detail: e.code ?? e.message }));
@@ -124,7 +128,9 @@ function probeUDP(r: ProbeReq, attempt = 0): Promise<ProbeRes> {
       resolve(res === 'retry' ? probeUDP(r, attempt + 1) : res);
     };
     const timer = setTimeout(() => finish({ ok: false, detail: 'timeout' }), r.timeoutMs);
-    sock.on('error', (e: NodeJS.ErrnoException) => finish(e.code === 'EADDRINUSE' && attempt < 20 ? 'retry' : { ok: false, detail: e.code ?? e.message }));
+    sock.on('error', (e: NodeJS.ErrnoException) =>
+      finish(e.code === 'EADDRINUSE' && attempt < 20 ? 'retry' : { ok: false, detail: e.code ?? e.message }),
+    );
     sock.on('message', (msg) => {
       if (msg.equals(payload)) finish({ ok: true, detail: 'connected' });
     });
@@ -213,7 +219,10 @@ function parseSeen(json: string): { src: string; sport: number; dport: number }[
 }
 
 async function sctpSeen(): Promise<{ src: string; sport: number; dport: number }[]> {
-  const seen = [...parseSeen(await nft(['-j', 'list', 'set', 'inet', 'harness-sctp', 'seen4'])), ...parseSeen(await nft(['-j', 'list', 'set', 'inet', 'harness-sctp', 'seen6']))];
+  const seen = [
+    ...parseSeen(await nft(['-j', 'list', 'set', 'inet', 'harness-sctp', 'seen4'])),
+    ...parseSeen(await nft(['-j', 'list', 'set', 'inet', 'harness-sctp', 'seen6'])),
+  ];
   // The harness reads only after a batch settled, and every probe has its own source port: flushing cannot lose a pending probe.
   await nft(['flush', 'set', 'inet', 'harness-sctp', 'seen4']);
   await nft(['flush', 'set', 'inet', 'harness-sctp', 'seen6']);

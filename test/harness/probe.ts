@@ -103,7 +103,8 @@ export function resolveProbe(c: Cluster, probe: Probe): ResolvedProbe {
     receiver = p.agent;
     if ((probe.via ?? 'service') === 'service') {
       const sp = p.services.find((s) => s.protocol === probe.protocol && s.port === probe.port);
-      if (sp === undefined) throw new Error(`probe ${describeProbe(probe)}: the Service of ${p.key} has no ${probe.protocol} port ${probe.port}`);
+      if (sp === undefined)
+        throw new Error(`probe ${describeProbe(probe)}: the Service of ${p.key} has no ${probe.protocol} port ${probe.port}`);
       host = ipOf(p.clusterIPs, f);
       targetPort = sp.targetPort;
     } else {
@@ -126,13 +127,18 @@ export function describeOutcome(o: ProbeOutcome): string {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** One attempt at a batch: TCP and UDP per source agent in parallel, SCTP sent then read at the receivers. */
-async function attempt(c: Cluster, batch: readonly ResolvedProbe[], timeoutMs: number): Promise<{ connected: boolean; detail: string }[]> {
+async function attempt(
+  c: Cluster,
+  batch: readonly ResolvedProbe[],
+  timeoutMs: number,
+): Promise<{ connected: boolean; detail: string }[]> {
   const out: { connected: boolean; detail: string }[] = batch.map(() => ({ connected: false, detail: 'not run' }));
   const bySource = new Map<Agent, number[]>();
   const sctp: { i: number; sport: number }[] = [];
   batch.forEach((r, i) => {
     if (r.probe.protocol === 'SCTP') {
-      if (r.receiver === undefined) throw new Error(`probe ${describeProbe(r.probe)}: SCTP is only counted at pods and the outside host`);
+      if (r.receiver === undefined)
+        throw new Error(`probe ${describeProbe(r.probe)}: SCTP is only counted at pods and the outside host`);
       sctp.push({ i, sport: c.nextSctpPort() });
     }
     const list = bySource.get(r.agent) ?? [];

@@ -60,7 +60,14 @@ export function parseRegression(text: string, source: string): Regression {
   if (r === null || typeof r !== 'object' || !Array.isArray(r.probes) || !Array.isArray(r.objects)) {
     throw new Error(`${source}: a regression needs probes and objects`);
   }
-  return { description: r.description ?? source, denyAction: r.denyAction ?? 'reject', unlistedPods: r.unlistedPods ?? [], probes: r.probes, objects: r.objects, ...(r.styles === undefined ? {} : { styles: r.styles }) };
+  return {
+    description: r.description ?? source,
+    denyAction: r.denyAction ?? 'reject',
+    unlistedPods: r.unlistedPods ?? [],
+    probes: r.probes,
+    objects: r.objects,
+    ...(r.styles === undefined ? {} : { styles: r.styles }),
+  };
 }
 
 export function loadRegressions(dir: URL = REGRESSIONS_DIR): { file: string; regression: Regression }[] {
@@ -94,7 +101,14 @@ export function targetPort(c: Cluster, p: Probe): number {
 
 /** The oracle's verdict for a probe on a cluster. */
 export function oracle(c: Cluster, state: ClusterState, p: Probe): ReturnType<typeof verdict> {
-  return verdict(state, endpointOf(c, state, p.from, p.family), endpointOf(c, state, p.to, p.family), p.protocol, targetPort(c, p), { family: p.family });
+  return verdict(
+    state,
+    endpointOf(c, state, p.from, p.family),
+    endpointOf(c, state, p.to, p.family),
+    p.protocol,
+    targetPort(c, p),
+    { family: p.family },
+  );
 }
 
 export function toProbe(r: RegressionProbe): Probe {

@@ -20,7 +20,8 @@ export function missingRequirements(): string[] {
   if (cached !== undefined) return cached;
   const missing: string[] = [];
   if (process.platform !== 'linux') missing.push(`Linux is required (this is ${process.platform})`);
-  else if (process.getuid?.() !== 0) missing.push('root is required (network namespaces, nftables): run the datapath tests with sudo');
+  else if (process.getuid?.() !== 0)
+    missing.push('root is required (network namespaces, nftables): run the datapath tests with sudo');
   else {
     for (const [cmd, args, pkg] of [
       ['ip', ['-V'], 'iproute2'],

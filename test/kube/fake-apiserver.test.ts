@@ -32,13 +32,27 @@ interface Seen {
 }
 
 /** Opens a raw client Watch and collects its events until stopped. */
-async function collect(api: FakeApiServer, path: string, params: Record<string, string>): Promise<{ events: Seen[]; done: { err: unknown } | undefined; stop: () => void }> {
-  const out: { events: Seen[]; done: { err: unknown } | undefined; stop: () => void } = { events: [], done: undefined, stop: () => {} };
+async function collect(
+  api: FakeApiServer,
+  path: string,
+  params: Record<string, string>,
+): Promise<{ events: Seen[]; done: { err: unknown } | undefined; stop: () => void }> {
+  const out: { events: Seen[]; done: { err: unknown } | undefined; stop: () => void } = {
+    events: [],
+    done: undefined,
+    stop: () => {},
+  };
   const ctl = await new Watch(api.kubeConfig()).watch(
     path,
     params,
     (type, obj: { metadata?: { name?: string; resourceVersion?: string; labels?: Record<string, string> } }) => {
-      out.events.push({ type, name: obj.metadata?.name ?? '', rv: obj.metadata?.resourceVersion ?? '', labels: obj.metadata?.labels ?? {}, obj: obj as Record<string, unknown> });
+      out.events.push({
+        type,
+        name: obj.metadata?.name ?? '',
+        rv: obj.metadata?.resourceVersion ?? '',
+        labels: obj.metadata?.labels ?? {},
+        obj: obj as Record<string, unknown>,
+      });
     },
     (err) => {
       out.done = { err };
@@ -81,16 +95,28 @@ test('list: typed client gets JSON, a resourceVersion, and selector-filtered ite
   api.create('pods', pod('proto-list', 'b', { app: 'b' }, 'n2', '10.1.0.2'));
   const core = api.kubeConfig().makeApiClient(CoreV1Api);
   const all = await core.listNamespacedPod({ namespace: 'proto-list' });
-  assert.deepEqual(all.items.map((p) => p.metadata?.name), ['a', 'b']);
+  assert.deepEqual(
+    all.items.map((p) => p.metadata?.name),
+    ['a', 'b'],
+  );
   assert.equal(all.metadata?.resourceVersion, String(api.resourceVersion));
   // The generated deserializer turns timestamps into Dates (the list shape).
   assert.ok(all.items[0]?.metadata?.creationTimestamp instanceof Date);
   const byLabel = await core.listPodForAllNamespaces({ labelSelector: 'app in (b,c)' });
-  assert.deepEqual(byLabel.items.map((p) => p.metadata?.name), ['b']);
+  assert.deepEqual(
+    byLabel.items.map((p) => p.metadata?.name),
+    ['b'],
+  );
   const byField = await core.listPodForAllNamespaces({ fieldSelector: 'spec.nodeName=n1,metadata.namespace=proto-list' });
-  assert.deepEqual(byField.items.map((p) => p.metadata?.name), ['a']);
+  assert.deepEqual(
+    byField.items.map((p) => p.metadata?.name),
+    ['a'],
+  );
   const nss = await core.listNamespace({ labelSelector: 'team=x' });
-  assert.deepEqual(nss.items.map((n) => n.metadata?.labels), [{ team: 'x', 'kubernetes.io/metadata.name': 'proto-list' }]);
+  assert.deepEqual(
+    nss.items.map((n) => n.metadata?.labels),
+    [{ team: 'x', 'kubernetes.io/metadata.name': 'proto-list' }],
+  );
 });
 
 test('list paging: limit/continue serve one consistent snapshot; a lost token is 410', async () => {
@@ -98,7 +124,10 @@ test('list paging: limit/continue serve one consistent snapshot; a lost token is
   for (const n of ['p1', 'p2', 'p3', 'p4', 'p5']) api.create('pods', pod('proto-page', n, {}, 'n1', '10.7.0.1'));
   const core = api.kubeConfig().makeApiClient(CoreV1Api);
   const first = await core.listNamespacedPod({ namespace: 'proto-page', limit: 2 });
-  assert.deepEqual(first.items.map((p) => p.metadata?.name), ['p1', 'p2']);
+  assert.deepEqual(
+    first.items.map((p) => p.metadata?.name),
+    ['p1', 'p2'],
+  );
   assert.equal(first.metadata?.remainingItemCount, 3);
   const token = first.metadata?._continue;
   assert.ok(token !== undefined && token !== '');
@@ -107,15 +136,22 @@ test('list paging: limit/continue serve one consistent snapshot; a lost token is
   api.create('pods', pod('proto-page', 'p6', {}, 'n1', '10.7.0.6'));
   const second = await core.listNamespacedPod({ namespace: 'proto-page', limit: 2, _continue: token });
   const third = await core.listNamespacedPod({ namespace: 'proto-page', limit: 2, _continue: second.metadata?._continue ?? '' });
-  assert.deepEqual([...second.items, ...third.items].map((p) => p.metadata?.name), ['p3', 'p4', 'p5']);
+  assert.deepEqual(
+    [...second.items, ...third.items].map((p) => p.metadata?.name),
+    ['p3', 'p4', 'p5'],
+  );
   assert.equal(third.metadata?._continue, undefined);
   assert.equal(third.metadata?.resourceVersion, first.metadata?.resourceVersion);
-  await assert.rejects(core.listNamespacedPod({ namespace: 'proto-page', limit: 2, _continue: token }), (e: { code?: number }) => e.code === 410);
+  await assert.rejects(
+    core.listNamespacedPod({ namespace: 'proto-page', limit: 2, _continue: token }),
+    (e: { code?: number }) => e.code === 410,
+  );
 });
 
 test('big lists are streamed in chunks and arrive whole', async () => {
   api.create('namespaces', namespace('proto-big'));
-  for (let i = 0; i < 1_500; i++) api.create('pods', pod('proto-big', `p${String(i).padStart(4, '0')}`, { i: String(i) }, 'n1', '10.8.0.1'));
+  for (let i = 0; i < 1_500; i++)
+    api.create('pods', pod('proto-big', `p${String(i).padStart(4, '0')}`, { i: String(i) }, 'n1', '10.8.0.1'));
   const list = await api.kubeConfig().makeApiClient(CoreV1Api).listNamespacedPod({ namespace: 'proto-big' });
   assert.equal(list.items.length, 1_500);
   assert.deepEqual([list.items[0]?.metadata?.name, list.items[1_499]?.metadata?.name], ['p0000', 'p1499']);
@@ -129,11 +165,16 @@ test('list vs watch shapes differ (Date/_from vs string/from); the normalizer re
   api.create('networkpolicies', networkPolicy('proto-shape', 'p', spec));
   const net = api.kubeConfig().makeApiClient(NetworkingV1Api);
   const listed = (await net.listNamespacedNetworkPolicy({ namespace: 'proto-shape' })).items[0];
-  const w = await collect(api, '/apis/networking.k8s.io/v1/namespaces/proto-shape/networkpolicies', { resourceVersion: String(rv) });
+  const w = await collect(api, '/apis/networking.k8s.io/v1/namespaces/proto-shape/networkpolicies', {
+    resourceVersion: String(rv),
+  });
   const watched = (await waitFor(() => w.events[0], 'watch event')).obj;
   w.stop();
   const listedRule = (listed?.spec?.ingress ?? [])[0] as unknown as Record<string, unknown>;
-  const watchedRule = ((watched.spec as Record<string, unknown>).ingress as Record<string, unknown>[])[0] as Record<string, unknown>;
+  const watchedRule = ((watched.spec as Record<string, unknown>).ingress as Record<string, unknown>[])[0] as Record<
+    string,
+    unknown
+  >;
   assert.ok('_from' in listedRule && !('from' in listedRule));
   assert.ok('from' in watchedRule && !('_from' in watchedRule));
   const a = normalizePolicy(listed);
@@ -158,7 +199,10 @@ test('watch: replay from a resourceVersion, then live events, in order', async (
     ['ADDED p1', 'MODIFIED p1', 'DELETED p1'],
   );
   const rvs = w.events.map((e) => Number(e.rv));
-  assert.deepEqual(rvs, [...rvs].sort((x, y) => x - y));
+  assert.deepEqual(
+    rvs,
+    [...rvs].sort((x, y) => x - y),
+  );
   assert.ok((rvs[0] ?? 0) > rv);
 });
 
@@ -168,7 +212,10 @@ test('watch without resourceVersion: synthetic ADDED for current objects first',
   const w = await collect(api, '/api/v1/namespaces/proto-initial/pods', {});
   await waitFor(() => w.events.length >= 1, 'initial ADDED');
   w.stop();
-  assert.deepEqual(w.events.map((e) => `${e.type} ${e.name}`), ['ADDED here']);
+  assert.deepEqual(
+    w.events.map((e) => `${e.type} ${e.name}`),
+    ['ADDED here'],
+  );
 });
 
 test('watch: label selector crossing gives ADDED and DELETED (old object, new RV)', async () => {
@@ -181,7 +228,10 @@ test('watch: label selector crossing gives ADDED and DELETED (old object, new RV
   api.patchLabels('pods', 'proto-cross', 'p', { extra: '2' }); // not matching before or after: nothing
   await waitFor(() => w.events.length >= 3, 'crossing events');
   w.stop();
-  assert.deepEqual(w.events.map((e) => e.type), ['ADDED', 'MODIFIED', 'DELETED']);
+  assert.deepEqual(
+    w.events.map((e) => e.type),
+    ['ADDED', 'MODIFIED', 'DELETED'],
+  );
   const del = w.events[2];
   assert.equal(del?.labels.app, 'a', 'DELETED carries the last matching version');
   assert.equal(del?.rv, leaving.metadata.resourceVersion, '... with the resourceVersion of the change');
@@ -200,21 +250,33 @@ test('watch: field selector spec.nodeName applies to replay and live events', as
   api.create('pods', pod('proto-field', 'mine3', {}, 'node-x', '10.5.0.5'));
   await waitFor(() => w.events.length >= 3, 'third event');
   w.stop();
-  assert.deepEqual(w.events.map((e) => `${e.type} ${e.name}`), ['ADDED mine', 'ADDED mine2', 'ADDED mine3']);
+  assert.deepEqual(
+    w.events.map((e) => `${e.type} ${e.name}`),
+    ['ADDED mine', 'ADDED mine2', 'ADDED mine3'],
+  );
 });
 
 test('watch: bookmarks only when asked, periodic and on demand, carrying the current RV', async () => {
   const periodic = await FakeApiServer.start({ bookmarkIntervalMs: 30 });
   try {
-    const w = await collect(periodic, '/api/v1/namespaces', { allowWatchBookmarks: 'true', resourceVersion: String(periodic.resourceVersion) });
+    const w = await collect(periodic, '/api/v1/namespaces', {
+      allowWatchBookmarks: 'true',
+      resourceVersion: String(periodic.resourceVersion),
+    });
     await waitFor(() => w.events.filter((e) => e.type === 'BOOKMARK').length >= 2, 'periodic bookmarks');
     periodic.create('namespaces', namespace('bm'));
-    await waitFor(() => w.events.some((e) => e.type === 'BOOKMARK' && Number(e.rv) === periodic.resourceVersion), 'bookmark at the new RV');
+    await waitFor(
+      () => w.events.some((e) => e.type === 'BOOKMARK' && Number(e.rv) === periodic.resourceVersion),
+      'bookmark at the new RV',
+    );
     w.stop();
   } finally {
     await periodic.close();
   }
-  const w = await collect(api, '/api/v1/namespaces', { allowWatchBookmarks: 'true', resourceVersion: String(api.resourceVersion) });
+  const w = await collect(api, '/api/v1/namespaces', {
+    allowWatchBookmarks: 'true',
+    resourceVersion: String(api.resourceVersion),
+  });
   const plain = await collect(api, '/api/v1/namespaces', { resourceVersion: String(api.resourceVersion) });
   await waitFor(() => api.watchers().filter((x) => x.resource === 'namespaces').length >= 2, 'both watches registered');
   api.bookmark();
@@ -223,7 +285,11 @@ test('watch: bookmarks only when asked, periodic and on demand, carrying the cur
   await waitFor(() => plain.events.length >= 1, 'marker event');
   w.stop();
   plain.stop();
-  assert.deepEqual(plain.events.map((e) => e.type), ['ADDED'], 'no bookmark without allowWatchBookmarks');
+  assert.deepEqual(
+    plain.events.map((e) => e.type),
+    ['ADDED'],
+    'no bookmark without allowWatchBookmarks',
+  );
 });
 
 test('410: too old RV gets 200 + ERROR Status (Expired) and the stream ends; the informer relists', async () => {
@@ -242,11 +308,19 @@ test('410: too old RV gets 200 + ERROR Status (Expired) and the stream ends; the
   // The real informer: objects deleted while it could not watch vanish after its relist.
   const kc = api.kubeConfig();
   const core = kc.makeApiClient(CoreV1Api);
-  const inf = new ListWatch<V1Pod>('/api/v1/namespaces/proto-410/pods', new Watch(kc), () => core.listNamespacedPod({ namespace: 'proto-410' }), false);
+  const inf = new ListWatch<V1Pod>(
+    '/api/v1/namespaces/proto-410/pods',
+    new Watch(kc),
+    () => core.listNamespacedPod({ namespace: 'proto-410' }),
+    false,
+  );
   const errors: unknown[] = [];
   inf.on('error', (e) => errors.push(e));
   await inf.start();
-  assert.deepEqual(inf.list().map((p) => p.metadata?.name), ['x']);
+  assert.deepEqual(
+    inf.list().map((p) => p.metadata?.name),
+    ['x'],
+  );
   const lists = (): number => api.requests.filter((r) => r.path === '/api/v1/namespaces/proto-410/pods' && !r.watch).length;
   const before = lists();
   // Make its RV too old: a reset makes it stop, so instead end the stream after compaction.
@@ -258,9 +332,20 @@ test('410: too old RV gets 200 + ERROR Status (Expired) and the stream ends; the
   api.compact();
   api.endStreams('pods');
   await waitFor(() => lists() > before, 'relist after 410', 15_000);
-  await waitFor(() => inf.list().map((p) => p.metadata?.name).join() === 'y', 'x removed by the relist', 15_000);
+  await waitFor(
+    () =>
+      inf
+        .list()
+        .map((p) => p.metadata?.name)
+        .join() === 'y',
+    'x removed by the relist',
+    15_000,
+  );
   await inf.stop();
-  assert.deepEqual(errors.filter((e) => (e as Error).name !== 'AbortError'), []);
+  assert.deepEqual(
+    errors.filter((e) => (e as Error).name !== 'AbortError'),
+    [],
+  );
 });
 
 test('faults: injected 500 and 403, bearer token check (401)', async () => {
@@ -290,7 +375,9 @@ test('faults: reset, refuse then accept on the same port, end streams, silence',
 
   await api.refuse();
   const core = api.kubeConfig().makeApiClient(CoreV1Api);
-  await assert.rejects(core.listNamespace(), (e: Error) => /ECONNREFUSED|fetch failed/.test(`${e.message} ${String((e as { cause?: unknown }).cause)}`));
+  await assert.rejects(core.listNamespace(), (e: Error) =>
+    /ECONNREFUSED|fetch failed/.test(`${e.message} ${String((e as { cause?: unknown }).cause)}`),
+  );
   await api.accept();
   assert.equal(api.port, port);
   assert.ok((await core.listNamespace()).items.length > 0);
@@ -316,14 +403,32 @@ test('events: POST to core/v1 and events.k8s.io/v1 are recorded', async () => {
   const kc = api.kubeConfig();
   await kc.makeApiClient(CoreV1Api).createNamespacedEvent({
     namespace: 'shop',
-    body: { metadata: { generateName: 'p.' }, involvedObject: { kind: 'NetworkPolicy', namespace: 'shop', name: 'p' }, reason: 'Invalid', message: 'bad', type: 'Warning' },
+    body: {
+      metadata: { generateName: 'p.' },
+      involvedObject: { kind: 'NetworkPolicy', namespace: 'shop', name: 'p' },
+      reason: 'Invalid',
+      message: 'bad',
+      type: 'Warning',
+    },
   });
   await kc.makeApiClient(EventsV1Api).createNamespacedEvent({
     namespace: 'shop',
-    body: { metadata: { name: 'e2' }, eventTime: new Date(), reason: 'Invalid', note: 'bad too', type: 'Warning', action: 'Validate', reportingController: 'x', reportingInstance: 'y' },
+    body: {
+      metadata: { name: 'e2' },
+      eventTime: new Date(),
+      reason: 'Invalid',
+      note: 'bad too',
+      type: 'Warning',
+      action: 'Validate',
+      reportingController: 'x',
+      reportingInstance: 'y',
+    },
   });
   const mine = api.events.filter((e) => e.namespace === 'shop');
-  assert.deepEqual(mine.map((e) => e.api), ['v1', 'events.k8s.io/v1']);
+  assert.deepEqual(
+    mine.map((e) => e.api),
+    ['v1', 'events.k8s.io/v1'],
+  );
   assert.equal(mine[0]?.body.reason, 'Invalid');
   assert.equal(mine[1]?.body.note, 'bad too');
 });
@@ -333,7 +438,9 @@ test('standalone process: --state file, URL on stdout, control API', async () =>
   const state = join(dir, 'state.yaml');
   const objs: KubeObject[] = [namespace('s1'), pod('s1', 'a', { app: 'a' }, 'n1', '10.9.0.1'), node('n1', ['192.168.9.1'])];
   await writeFile(state, objs.map((o) => JSON.stringify(o)).join('\n---\n'));
-  const child = spawn(process.execPath, ['test/support/fake-apiserver.ts', '--port', '0', '--state', state], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, ['test/support/fake-apiserver.ts', '--port', '0', '--state', state], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   try {
     const url = await new Promise<string>((resolve, reject) => {
       createInterface({ input: child.stdout }).once('line', resolve);
@@ -341,10 +448,19 @@ test('standalone process: --state file, URL on stdout, control API', async () =>
     });
     assert.match(url, /^http:\/\/127\.0\.0\.1:\d+$/);
     const core = makeKubeConfig(url).makeApiClient(CoreV1Api);
-    assert.deepEqual((await core.listPodForAllNamespaces()).items.map((p) => p.metadata?.name), ['a']);
-    const res = await fetch(`${url}/_fake/objects`, { method: 'POST', body: JSON.stringify(pod('s1', 'b', {}, 'n1', '10.9.0.2')) });
+    assert.deepEqual(
+      (await core.listPodForAllNamespaces()).items.map((p) => p.metadata?.name),
+      ['a'],
+    );
+    const res = await fetch(`${url}/_fake/objects`, {
+      method: 'POST',
+      body: JSON.stringify(pod('s1', 'b', {}, 'n1', '10.9.0.2')),
+    });
     assert.equal(res.status, 200);
-    assert.deepEqual((await core.listNamespacedPod({ namespace: 's1' })).items.map((p) => p.metadata?.name), ['a', 'b']);
+    assert.deepEqual(
+      (await core.listNamespacedPod({ namespace: 's1' })).items.map((p) => p.metadata?.name),
+      ['a', 'b'],
+    );
     await fetch(`${url}/_fake/fail?count=1&status=500`, { method: 'POST' });
     await assert.rejects(core.listNamespace(), (e: { code?: number }) => e.code === 500);
     const stats = (await (await fetch(`${url}/_fake/stats`)).json()) as { objects: Record<string, number> };

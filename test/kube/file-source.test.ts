@@ -46,9 +46,18 @@ test('first read: synced, normalized snapshot, status', async () => {
   await s.start();
   assert.ok(s.synced());
   const snap = s.snapshot();
-  assert.deepEqual(snap.pods.map((p) => `${p.namespace}/${p.name} ${p.ips.join()}`), ['shop/web 10.0.0.1']);
-  assert.deepEqual(snap.policies.map((p) => p.name), ['deny']);
-  assert.deepEqual(snap.namespaces.map((n) => n.labels.team), ['a']);
+  assert.deepEqual(
+    snap.pods.map((p) => `${p.namespace}/${p.name} ${p.ips.join()}`),
+    ['shop/web 10.0.0.1'],
+  );
+  assert.deepEqual(
+    snap.policies.map((p) => p.name),
+    ['deny'],
+  );
+  assert.deepEqual(
+    snap.namespaces.map((n) => n.labels.team),
+    ['a'],
+  );
   assert.deepEqual(changes, ['synced']);
   const [st] = s.status();
   assert.equal(st?.synced, true);
@@ -84,7 +93,11 @@ test('a broken file keeps the last good state and reports it; fixing it recovers
   await writeFile(join(dir, 'a.yaml'), 'kind: NetworkPolicy\n  bad: [indent\n');
   await waitFor(() => s.status()[0]?.lastError, 'load error reported');
   assert.match(s.status()[0]?.lastError ?? '', /a\.yaml/);
-  assert.deepEqual(s.snapshot().policies.map((p) => p.name), ['deny'], 'policies never vanish because of a broken file');
+  assert.deepEqual(
+    s.snapshot().policies.map((p) => p.name),
+    ['deny'],
+    'policies never vanish because of a broken file',
+  );
   assert.ok(s.synced());
   await writeFile(join(dir, 'a.yaml'), yaml(web));
   await waitFor(() => s.snapshot().policies.length === 0 && s.status()[0]?.lastError === undefined, 'recovered');
@@ -105,13 +118,17 @@ test('an unreadable directory: not synced, error in status, never throws; synced
 });
 
 test('onInvalid: once per new or changed invalid policy', async () => {
-  const bad = (port: number): KubeObject => networkPolicy('shop', 'bad', { podSelector: {}, ingress: [{ ports: [{ port, endPort: 10 }] }] });
+  const bad = (port: number): KubeObject =>
+    networkPolicy('shop', 'bad', { podSelector: {}, ingress: [{ ports: [{ port, endPort: 10 }] }] });
   await writeFile(join(dir, 'a.yaml'), yaml(bad(80)));
   const s = source();
   const invalid: NetworkPolicy[] = [];
   s.onInvalid((p) => invalid.push(p));
   await s.start();
-  assert.deepEqual(invalid.map((p) => p.name), ['bad']);
+  assert.deepEqual(
+    invalid.map((p) => p.name),
+    ['bad'],
+  );
   await writeFile(join(dir, 'b.yaml'), yaml(web)); // unrelated change: no repeat
   await waitFor(() => s.snapshot().pods.length === 1, 'pod added');
   assert.equal(invalid.length, 1);

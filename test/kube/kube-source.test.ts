@@ -85,8 +85,14 @@ test('initial sync: local pods, needed peers only, every namespace and policy, t
   await waitFor(() => s.synced(), 'synced');
   assert.deepEqual(pods(s), ['shop/db-1', 'shop/web-1']);
   const snap = s.snapshot();
-  assert.deepEqual(snap.namespaces.map((n) => n.name), ['billing', 'ops', 'shop']);
-  assert.deepEqual(snap.policies.map((p) => p.name), ['web-from-db']);
+  assert.deepEqual(
+    snap.namespaces.map((n) => n.name),
+    ['billing', 'ops', 'shop'],
+  );
+  assert.deepEqual(
+    snap.policies.map((p) => p.name),
+    ['web-from-db'],
+  );
   assert.deepEqual(snap.nodes, [{ name: 'node-1', addresses: ['192.168.0.1'] }]);
   assert.ok(changes.includes('synced'));
   assert.deepEqual(
@@ -124,15 +130,27 @@ test('synced() stays false while a list fails; the watch restarts with backoff u
   assert.equal(s.status().find((w) => w.resource === 'namespaces')?.synced, true);
   api.clearFaults();
   await waitFor(() => s.synced(), 'synced after the list succeeds');
-  assert.deepEqual(s.snapshot().policies.map((p) => p.name), ['web-from-db']);
+  assert.deepEqual(
+    s.snapshot().policies.map((p) => p.name),
+    ['web-from-db'],
+  );
   assert.equal(s.status().find((w) => w.resource === 'networkpolicies')?.lastError, undefined);
 });
 
 test('restart delays grow exponentially with jitter and are capped', () => {
   const t = { restartInitialMs: 100, restartMaxMs: 1_000 };
-  assert.deepEqual([1, 2, 3, 4, 5, 50].map((f) => restartDelay(t, f, () => 0.5)), [100, 200, 400, 800, 1_000, 1_000]);
-  assert.equal(restartDelay(t, 1, () => 0), 80);
-  assert.equal(restartDelay(t, 1, () => 1), 120);
+  assert.deepEqual(
+    [1, 2, 3, 4, 5, 50].map((f) => restartDelay(t, f, () => 0.5)),
+    [100, 200, 400, 800, 1_000, 1_000],
+  );
+  assert.equal(
+    restartDelay(t, 1, () => 0),
+    80,
+  );
+  assert.equal(
+    restartDelay(t, 1, () => 1),
+    120,
+  );
 });
 
 test('connection reset mid-stream: every watch restarts and catches up', async () => {
@@ -221,7 +239,11 @@ test('silent stream: detected by the watchdog and restarted; events sent meanwhi
   // Healthy streams with bookmarks are left alone.
   const quiet = api.watchers().map((w) => w.id);
   await waitFor(() => api.watchers().every((w) => w.sent >= 100), 'bookmarks flowing for longer than the idle timeout');
-  assert.deepEqual(api.watchers().map((w) => w.id), quiet, 'no restart while bookmarks arrive');
+  assert.deepEqual(
+    api.watchers().map((w) => w.id),
+    quiet,
+    'no restart while bookmarks arrive',
+  );
   assert.equal(totalRestarts(s), 0);
   api.silence('namespaces');
   api.create('namespaces', namespace('during-silence'));
@@ -257,7 +279,10 @@ test('stop(): no restarts, no requests, no errors afterwards, even while failing
   await new Promise((r) => setTimeout(r, 4 * FAST.restartMaxMs));
   assert.equal(api.requests.length, requestsAtStop, 'no request after stop');
   assert.deepEqual(api.watchers(), []);
-  assert.deepEqual(s.status().map((w) => w.restarts), restartsAtStop);
+  assert.deepEqual(
+    s.status().map((w) => w.restarts),
+    restartsAtStop,
+  );
   assert.equal(changes.length, changesAtStop);
   await s.stop(); // idempotent
 });
@@ -267,7 +292,10 @@ test('stop() of a healthy source closes every stream; the AbortError it causes i
   await waitFor(() => api.watchers().length === 5, 'watching');
   await s.stop();
   await waitFor(() => api.watchers().length === 0, 'streams closed');
-  assert.ok(s.status().every((w) => w.lastError === undefined), JSON.stringify(s.status()));
+  assert.ok(
+    s.status().every((w) => w.lastError === undefined),
+    JSON.stringify(s.status()),
+  );
   assert.equal(totalRestarts(s), 0);
 });
 
@@ -286,31 +314,51 @@ test('a throwing listener is isolated: no unhandled rejection, the cache keeps u
   await s.start();
   await waitFor(() => s.synced(), 'synced');
   api.create('pods', pod('shop', 'db-7', { app: 'db' }, 'node-2', '10.0.2.7'));
-  api.create('networkpolicies', networkPolicy('shop', 'bad', { podSelector: {}, ingress: [{ ports: [{ port: 90, endPort: 80 }] }] }));
+  api.create(
+    'networkpolicies',
+    networkPolicy('shop', 'bad', { podSelector: {}, ingress: [{ ports: [{ port: 90, endPort: 80 }] }] }),
+  );
   await waitFor(() => pods(s).includes('shop/db-7'), 'pod after throws');
   await waitFor(() => s.snapshot().policies.some((p) => p.name === 'bad'), 'policy after throws');
-  assert.ok(seen.some((r) => r.includes('shop/db-7')), 'later listeners still called');
+  assert.ok(
+    seen.some((r) => r.includes('shop/db-7')),
+    'later listeners still called',
+  );
   assert.ok(log.some((l) => l.includes('listener boom')));
   assert.ok(log.some((l) => l.includes('invalid listener boom')));
 });
 
 test('onInvalid: policies with validation errors, from the list and from the watch', async () => {
-  api.create('networkpolicies', networkPolicy('shop', 'bad-listed', { podSelector: {}, ingress: [{ ports: [{ port: 90, endPort: 80 }] }] }));
+  api.create(
+    'networkpolicies',
+    networkPolicy('shop', 'bad-listed', { podSelector: {}, ingress: [{ ports: [{ port: 90, endPort: 80 }] }] }),
+  );
   const s = source();
   const invalid: NetworkPolicy[] = [];
   s.onInvalid((p) => invalid.push(p));
   await s.start();
   await waitFor(() => s.synced(), 'synced');
-  api.create('networkpolicies', networkPolicy('shop', 'bad-watched', { podSelector: {}, egress: [{ ports: [{ port: 70000 }] }], policyTypes: ['Egress'] }));
+  api.create(
+    'networkpolicies',
+    networkPolicy('shop', 'bad-watched', { podSelector: {}, egress: [{ ports: [{ port: 70000 }] }], policyTypes: ['Egress'] }),
+  );
   await waitFor(() => invalid.length >= 2, 'both invalid policies');
-  assert.deepEqual(invalid.map((p) => p.name), ['bad-listed', 'bad-watched']);
+  assert.deepEqual(
+    invalid.map((p) => p.name),
+    ['bad-listed', 'bad-watched'],
+  );
   assert.ok(invalid.every((p) => p.errors.length > 0));
 });
 
 test('list and watch object shapes normalize alike through the source', async () => {
   const spec = (app: string): Record<string, unknown> => ({
     podSelector: { matchLabels: { app: 'web' } },
-    ingress: [{ from: [{ namespaceSelector: { matchLabels: { team: 'a' } }, podSelector: { matchLabels: { app } } }], ports: [{ port: 'http', protocol: 'TCP' }] }],
+    ingress: [
+      {
+        from: [{ namespaceSelector: { matchLabels: { team: 'a' } }, podSelector: { matchLabels: { app } } }],
+        ports: [{ port: 'http', protocol: 'TCP' }],
+      },
+    ],
   });
   api.create('networkpolicies', networkPolicy('shop', 'listed', spec('x')));
   const s = await started();
@@ -330,11 +378,20 @@ test('peer demand change: watches added and removed, still-needed watches untouc
   assert.ok(dbWatch !== undefined);
 
   // A second policy adds a peer selector spanning two namespaces.
-  api.create('networkpolicies', webFrom('web-from-team-a-cache', { namespaceSelector: { matchLabels: { team: 'a' } }, podSelector: { matchLabels: { app: 'cache' } } }));
+  api.create(
+    'networkpolicies',
+    webFrom('web-from-team-a-cache', {
+      namespaceSelector: { matchLabels: { team: 'a' } },
+      podSelector: { matchLabels: { app: 'cache' } },
+    }),
+  );
   api.create('pods', pod('billing', 'cache-2', { app: 'cache' }, 'node-2', '10.0.2.8'));
   await waitFor(() => pods(s).includes('billing/cache-2') && pods(s).includes('shop/cache-1'), 'cache peers');
   assert.deepEqual(pods(s), ['billing/cache-2', 'shop/cache-1', 'shop/db-1', 'shop/web-1']);
-  assert.ok(api.watchers().some((w) => w.id === dbWatch.id), 'the app=db watch was not restarted');
+  assert.ok(
+    api.watchers().some((w) => w.id === dbWatch.id),
+    'the app=db watch was not restarted',
+  );
 
   // Dropping the first policy retires the app=db watch; cache stays.
   api.delete('networkpolicies', 'shop', 'web-from-db');
@@ -342,7 +399,10 @@ test('peer demand change: watches added and removed, still-needed watches untouc
   assert.deepEqual(pods(s), ['billing/cache-2', 'shop/cache-1', 'shop/web-1']);
   await waitFor(() => !api.watchers().some((w) => w.labelSelector === 'app=db'), 'app=db watch closed');
   assert.deepEqual(
-    s.status().map((w) => w.resource).filter((r) => r.startsWith('pods -n')),
+    s
+      .status()
+      .map((w) => w.resource)
+      .filter((r) => r.startsWith('pods -n')),
     ['pods -n billing app=cache', 'pods -n shop app=cache'],
   );
 
@@ -361,7 +421,10 @@ test('a pod seen by several watches (local and peer watches) is in the snapshot 
   api.create('pods', pod('shop', 'db-3', { app: 'db', tier: 'backend' }, 'node-2', '10.0.2.9'));
   api.create('pods', pod('shop', 'db-0', { app: 'db', tier: 'backend' }, 'node-1', '10.0.1.5'));
   const s = await started();
-  await waitFor(() => s.status().filter((w) => w.resource.startsWith('pods -n shop') && w.synced).length === 2, 'both peer watches listed');
+  await waitFor(
+    () => s.status().filter((w) => w.resource.startsWith('pods -n shop') && w.synced).length === 2,
+    'both peer watches listed',
+  );
   assert.deepEqual(pods(s), ['shop/db-0', 'shop/db-1', 'shop/db-3', 'shop/web-1']);
   const snap = s.snapshot();
   assert.equal(snap.pods.find((p) => p.name === 'db-0')?.nodeName, 'node-1');
@@ -391,20 +454,40 @@ test('make-before-break: a new peer watch that cannot list keeps the old one (fa
 });
 
 test('past the bound: one cluster-wide pod watch, every pod in the snapshot', async () => {
-  api.create('networkpolicies', webFrom('more', { podSelector: { matchLabels: { app: 'cache' } } }, { podSelector: { matchLabels: { app: 'mon' } } }));
+  api.create(
+    'networkpolicies',
+    webFrom('more', { podSelector: { matchLabels: { app: 'cache' } } }, { podSelector: { matchLabels: { app: 'mon' } } }),
+  );
   const s = await started({ maxPeerWatches: 2 });
   assert.equal(s.peerPlan()?.mode, 'all');
   assert.deepEqual(pods(s), ['billing/db-2', 'ops/mon-1', 'shop/cache-1', 'shop/db-1', 'shop/web-1']);
   await waitFor(() => api.watchers().length === 5, 'watching');
-  assert.ok(api.watchers().some((w) => w.resource === 'pods' && w.namespace === undefined && w.labelSelector === undefined && w.fieldSelector === undefined));
+  assert.ok(
+    api
+      .watchers()
+      .some(
+        (w) =>
+          w.resource === 'pods' && w.namespace === undefined && w.labelSelector === undefined && w.fieldSelector === undefined,
+      ),
+  );
   // Back under the bound: selective again, and the cluster-wide watch goes away.
   api.delete('networkpolicies', 'shop', 'more');
   await waitFor(() => s.peerPlan()?.mode === 'selective' && pods(s).join() === 'shop/db-1,shop/web-1', 'selective again');
-  await waitFor(() => !api.watchers().some((w) => w.resource === 'pods' && w.namespace === undefined && w.fieldSelector === undefined), 'cluster-wide watch closed');
+  await waitFor(
+    () => !api.watchers().some((w) => w.resource === 'pods' && w.namespace === undefined && w.fieldSelector === undefined),
+    'cluster-wide watch closed',
+  );
 });
 
 test('egress named port with no peers needs every pod', async () => {
-  api.create('networkpolicies', networkPolicy('shop', 'named', { podSelector: { matchLabels: { app: 'web' } }, policyTypes: ['Egress'], egress: [{ ports: [{ port: 'metrics' }] }] }));
+  api.create(
+    'networkpolicies',
+    networkPolicy('shop', 'named', {
+      podSelector: { matchLabels: { app: 'web' } },
+      policyTypes: ['Egress'],
+      egress: [{ ports: [{ port: 'metrics' }] }],
+    }),
+  );
   const s = await started();
   assert.equal(s.peerPlan()?.mode, 'all');
   assert.equal(pods(s).length, 5);

@@ -25,7 +25,11 @@ function localPod(namespace: string, name: string, labels: Record<string, string
 }
 
 function ns(name: string, labels: Record<string, string> = {}): Namespace {
-  const r = normalizeNamespace({ apiVersion: 'v1', kind: 'Namespace', metadata: { name, labels: { 'kubernetes.io/metadata.name': name, ...labels } } });
+  const r = normalizeNamespace({
+    apiVersion: 'v1',
+    kind: 'Namespace',
+    metadata: { name, labels: { 'kubernetes.io/metadata.name': name, ...labels } },
+  });
   assert.ok(r.ok);
   return r.value;
 }
@@ -35,16 +39,29 @@ const namespaces = [ns('shop', { team: 'a' }), ns('billing', { team: 'a' }), ns(
 const selectWeb = { podSelector: { matchLabels: { app: 'web' } } };
 
 /** Plan as comparable lines: "<key>" or "<key> [ns1,ns2]" for filtered cluster-wide watches. */
-function lines(policies: NetworkPolicy[], localPods: Pod[] = [web], max?: number): { mode: string; watches: string[]; reason: string | undefined } {
+function lines(
+  policies: NetworkPolicy[],
+  localPods: Pod[] = [web],
+  max?: number,
+): { mode: string; watches: string[]; reason: string | undefined } {
   const plan = planPeerWatches({ policies, localPods, namespaces }, max);
-  return { mode: plan.mode, watches: plan.watches.map((w) => (w.namespaces === undefined ? w.key : `${w.key} [${w.namespaces.join(',')}]`)), reason: plan.reason };
+  return {
+    mode: plan.mode,
+    watches: plan.watches.map((w) => (w.namespaces === undefined ? w.key : `${w.key} [${w.namespaces.join(',')}]`)),
+    reason: plan.reason,
+  };
 }
 
 const cases: { name: string; policies: NetworkPolicy[]; localPods?: Pod[]; max?: number; mode: string; watches: string[] }[] = [
   { name: 'no policies', policies: [], mode: 'none', watches: [] },
   {
     name: 'policy selecting no local pod',
-    policies: [policy('shop', 'db', { podSelector: { matchLabels: { app: 'db' } }, ingress: [{ from: [{ podSelector: { matchLabels: { app: 'x' } } }] }] })],
+    policies: [
+      policy('shop', 'db', {
+        podSelector: { matchLabels: { app: 'db' } },
+        ingress: [{ from: [{ podSelector: { matchLabels: { app: 'x' } } }] }],
+      }),
+    ],
     mode: 'none',
     watches: [],
   },
@@ -69,7 +86,14 @@ const cases: { name: string; policies: NetworkPolicy[]; localPods?: Pod[]; max?:
   },
   {
     name: 'ipBlock and peerless rules need no pods',
-    policies: [policy('shop', 'p', { ...selectWeb, policyTypes: ['Ingress', 'Egress'], ingress: [{}, { from: [{ ipBlock: { cidr: '10.0.0.0/8' } }] }], egress: [{ ports: [{ port: 53, protocol: 'UDP' }] }] })],
+    policies: [
+      policy('shop', 'p', {
+        ...selectWeb,
+        policyTypes: ['Ingress', 'Egress'],
+        ingress: [{}, { from: [{ ipBlock: { cidr: '10.0.0.0/8' } }] }],
+        egress: [{ ports: [{ port: 53, protocol: 'UDP' }] }],
+      }),
+    ],
     mode: 'none',
     watches: [],
   },
@@ -111,19 +135,28 @@ const cases: { name: string; policies: NetworkPolicy[]; localPods?: Pod[]; max?:
   },
   {
     name: 'namespaceSelector + podSelector: each matching namespace',
-    policies: [policy('shop', 'p', { ...selectWeb, ingress: [{ from: [{ namespaceSelector: { matchLabels: { team: 'a' } }, podSelector: { matchLabels: { app: 'fe' } } }] }] })],
+    policies: [
+      policy('shop', 'p', {
+        ...selectWeb,
+        ingress: [{ from: [{ namespaceSelector: { matchLabels: { team: 'a' } }, podSelector: { matchLabels: { app: 'fe' } } }] }],
+      }),
+    ],
     mode: 'selective',
     watches: ['billing|app=fe', 'shop|app=fe'],
   },
   {
     name: 'namespaceSelector only: every pod of the matching namespaces',
-    policies: [policy('shop', 'p', { ...selectWeb, ingress: [{ from: [{ namespaceSelector: { matchLabels: { team: 'b' } } }] }] })],
+    policies: [
+      policy('shop', 'p', { ...selectWeb, ingress: [{ from: [{ namespaceSelector: { matchLabels: { team: 'b' } } }] }] }),
+    ],
     mode: 'selective',
     watches: ['ops|'],
   },
   {
     name: 'namespaceSelector matching nothing needs nothing',
-    policies: [policy('shop', 'p', { ...selectWeb, ingress: [{ from: [{ namespaceSelector: { matchLabels: { team: 'zzz' } } }] }] })],
+    policies: [
+      policy('shop', 'p', { ...selectWeb, ingress: [{ from: [{ namespaceSelector: { matchLabels: { team: 'zzz' } } }] }] }),
+    ],
     mode: 'none',
     watches: [],
   },
@@ -132,14 +165,32 @@ const cases: { name: string; policies: NetworkPolicy[]; localPods?: Pod[]; max?:
     policies: [
       policy('shop', 'p1', { ...selectWeb, ingress: [{ from: [{ namespaceSelector: { matchLabels: { team: 'b' } } }] }] }),
       policy('ops', 'p2', { podSelector: {}, ingress: [] }),
-      policy('shop', 'p3', { ...selectWeb, egress: [{ to: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'ops' } }, podSelector: { matchLabels: { app: 'm' } } }] }], policyTypes: ['Egress'] }),
+      policy('shop', 'p3', {
+        ...selectWeb,
+        egress: [
+          {
+            to: [
+              {
+                namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'ops' } },
+                podSelector: { matchLabels: { app: 'm' } },
+              },
+            ],
+          },
+        ],
+        policyTypes: ['Egress'],
+      }),
     ],
     mode: 'selective',
     watches: ['ops|'],
   },
   {
     name: 'empty namespaceSelector + podSelector: one cluster-wide selector watch',
-    policies: [policy('shop', 'p', { ...selectWeb, ingress: [{ from: [{ namespaceSelector: {}, podSelector: { matchLabels: { app: 'mon' } } }] }] })],
+    policies: [
+      policy('shop', 'p', {
+        ...selectWeb,
+        ingress: [{ from: [{ namespaceSelector: {}, podSelector: { matchLabels: { app: 'mon' } } }] }],
+      }),
+    ],
     mode: 'selective',
     watches: ['*|app=mon'],
   },
@@ -157,13 +208,25 @@ const cases: { name: string; policies: NetworkPolicy[]; localPods?: Pod[]; max?:
   },
   {
     name: 'egress named port to an ipBlock: every pod',
-    policies: [policy('shop', 'p', { ...selectWeb, policyTypes: ['Egress'], egress: [{ to: [{ ipBlock: { cidr: '10.0.0.0/8' } }], ports: [{ port: 'http' }] }] })],
+    policies: [
+      policy('shop', 'p', {
+        ...selectWeb,
+        policyTypes: ['Egress'],
+        egress: [{ to: [{ ipBlock: { cidr: '10.0.0.0/8' } }], ports: [{ port: 'http' }] }],
+      }),
+    ],
     mode: 'all',
     watches: ['*|'],
   },
   {
     name: 'egress named port to pod peers: just the peers',
-    policies: [policy('shop', 'p', { ...selectWeb, policyTypes: ['Egress'], egress: [{ to: [{ podSelector: { matchLabels: { app: 'db' } } }], ports: [{ port: 'sql' }] }] })],
+    policies: [
+      policy('shop', 'p', {
+        ...selectWeb,
+        policyTypes: ['Egress'],
+        egress: [{ to: [{ podSelector: { matchLabels: { app: 'db' } } }], ports: [{ port: 'sql' }] }],
+      }),
+    ],
     mode: 'selective',
     watches: ['shop|app=db'],
   },
@@ -175,20 +238,34 @@ const cases: { name: string; policies: NetworkPolicy[]; localPods?: Pod[]; max?:
   },
   {
     name: 'rules of a direction the policy does not isolate are ignored',
-    policies: [policy('shop', 'p', { ...selectWeb, policyTypes: ['Ingress'], egress: [{ to: [{ podSelector: { matchLabels: { app: 'db' } } }] }] })],
+    policies: [
+      policy('shop', 'p', {
+        ...selectWeb,
+        policyTypes: ['Ingress'],
+        egress: [{ to: [{ podSelector: { matchLabels: { app: 'db' } } }] }],
+      }),
+    ],
     mode: 'none',
     watches: [],
   },
   {
     name: 'invalid rules allow nothing and need no peers',
-    policies: [policy('shop', 'p', { ...selectWeb, ingress: [{ from: [{ podSelector: { matchLabels: { app: 'fe' } } }], ports: [{ port: 80, endPort: 10 }] }] })],
+    policies: [
+      policy('shop', 'p', {
+        ...selectWeb,
+        ingress: [{ from: [{ podSelector: { matchLabels: { app: 'fe' } } }], ports: [{ port: 80, endPort: 10 }] }],
+      }),
+    ],
     mode: 'none',
     watches: [],
   },
   {
     name: 'past the bound, the widest selector goes cluster-wide with a namespace filter',
     policies: [
-      policy('shop', 'p', { ...selectWeb, ingress: [{ from: [{ namespaceSelector: { matchLabels: { team: 'a' } }, podSelector: { matchLabels: { app: 'fe' } } }] }] }),
+      policy('shop', 'p', {
+        ...selectWeb,
+        ingress: [{ from: [{ namespaceSelector: { matchLabels: { team: 'a' } }, podSelector: { matchLabels: { app: 'fe' } } }] }],
+      }),
       policy('shop', 'q', { ...selectWeb, ingress: [{ from: [{ podSelector: { matchLabels: { app: 'x' } } }] }] }),
     ],
     max: 2,
@@ -200,7 +277,15 @@ const cases: { name: string; policies: NetworkPolicy[]; localPods?: Pod[]; max?:
     policies: [
       policy('shop', 'p', {
         ...selectWeb,
-        ingress: [{ from: [{ podSelector: { matchLabels: { app: 'a' } } }, { podSelector: { matchLabels: { app: 'b' } } }, { podSelector: { matchLabels: { app: 'c' } } }] }],
+        ingress: [
+          {
+            from: [
+              { podSelector: { matchLabels: { app: 'a' } } },
+              { podSelector: { matchLabels: { app: 'b' } } },
+              { podSelector: { matchLabels: { app: 'c' } } },
+            ],
+          },
+        ],
       }),
     ],
     max: 2,
@@ -233,8 +318,16 @@ test('peer demand: relevance follows local pod labels', () => {
 });
 
 test('peer demand: samePlan compares keys and filters', () => {
-  const a = planPeerWatches({ policies: [policy('shop', 'p', { ...selectWeb, ingress: [{ from: [{ podSelector: { matchLabels: { app: 'fe' } } }] }] })], localPods: [web], namespaces });
-  const b = planPeerWatches({ policies: [policy('shop', 'p', { ...selectWeb, ingress: [{ from: [{ podSelector: { matchLabels: { app: 'fe' } } }] }] })], localPods: [web], namespaces });
+  const a = planPeerWatches({
+    policies: [policy('shop', 'p', { ...selectWeb, ingress: [{ from: [{ podSelector: { matchLabels: { app: 'fe' } } }] }] })],
+    localPods: [web],
+    namespaces,
+  });
+  const b = planPeerWatches({
+    policies: [policy('shop', 'p', { ...selectWeb, ingress: [{ from: [{ podSelector: { matchLabels: { app: 'fe' } } }] }] })],
+    localPods: [web],
+    namespaces,
+  });
   const c = planPeerWatches({ policies: [], localPods: [web], namespaces });
   assert.ok(samePlan(a, b));
   assert.ok(!samePlan(a, c));

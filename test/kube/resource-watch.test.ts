@@ -29,7 +29,8 @@ afterEach(async () => {
 /** Pods labelled bad=yes fail to normalize (they are not part of the model). */
 function normalize(raw: unknown): Normalized<Pod> {
   const labels = (raw as { metadata?: { labels?: Record<string, string> } }).metadata?.labels;
-  if (labels?.bad === 'yes') return { ok: false, errors: [{ kind: 'Pod', namespace: undefined, name: 'x', path: 'metadata.labels', message: 'bad' }] };
+  if (labels?.bad === 'yes')
+    return { ok: false, errors: [{ kind: 'Pod', namespace: undefined, name: 'x', path: 'metadata.labels', message: 'bad' }] };
   return normalizePod(raw);
 }
 
@@ -45,7 +46,11 @@ async function watching(pageSize?: number): Promise<Seen> {
     name: 'pods',
     kubeConfig: api.kubeConfig(),
     path: '/api/v1/pods',
-    list: (page) => core.listPodForAllNamespaces({ ...(page.limit === undefined ? {} : { limit: page.limit }), ...(page.continue === undefined ? {} : { _continue: page.continue }) }),
+    list: (page) =>
+      core.listPodForAllNamespaces({
+        ...(page.limit === undefined ? {} : { limit: page.limit }),
+        ...(page.continue === undefined ? {} : { _continue: page.continue }),
+      }),
     ...(pageSize === undefined ? {} : { pageSize }),
     normalize,
     timing: FAST,

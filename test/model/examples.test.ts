@@ -13,11 +13,17 @@ test('examples/ loads and validates with zero errors', async () => {
   const built = buildState(objects);
   assert.deepEqual(built.errors.map(formatValidationError), []);
   const s = built.state;
-  assert.deepEqual(s.nodes.map((n) => [n.name, n.addresses]), [
-    ['node-1', ['192.168.56.11', 'fd00:56::11']],
-    ['node-2', ['192.168.56.12', 'fd00:56::12']],
-  ]);
-  assert.deepEqual(s.namespaces.map((n) => n.name), ['kube-system', 'monitoring', 'payments', 'shop']);
+  assert.deepEqual(
+    s.nodes.map((n) => [n.name, n.addresses]),
+    [
+      ['node-1', ['192.168.56.11', 'fd00:56::11']],
+      ['node-2', ['192.168.56.12', 'fd00:56::12']],
+    ],
+  );
+  assert.deepEqual(
+    s.namespaces.map((n) => n.name),
+    ['kube-system', 'monitoring', 'payments', 'shop'],
+  );
   // Pods on both nodes, dual-stack, in the node's pod CIDR.
   for (const p of s.pods.filter(isActivePod)) {
     const n = p.nodeName === 'node-1' ? 1 : 2;
@@ -32,13 +38,31 @@ test('examples/ loads and validates with zero errors', async () => {
   const peers = rules.flatMap((r) => r.peers ?? []);
   const ranges = ports.filter((p) => p.endPort !== undefined).map((p) => `${p.port}-${p.endPort}`);
   assert.deepEqual(ranges.sort(), ['1-110', '112-444', '30000-32767', '446-65535', '49152-65535']);
-  assert.ok(ports.some((p) => typeof p.port === 'string'), 'named ports');
-  assert.ok(peers.some((p) => p.kind === 'ipBlock' && p.except.length > 0 && p.cidr.includes('.')), 'v4 except');
-  assert.ok(peers.some((p) => p.kind === 'ipBlock' && p.except.length > 0 && p.cidr.includes(':')), 'v6 except');
-  assert.ok(peers.some((p) => p.kind === 'pods' && p.podSelector !== undefined && p.namespaceSelector !== undefined), 'AND peer');
-  assert.ok(s.policies.some((p) => p.types.ingress && p.types.egress && p.ingress.length === 0 && p.egress.length === 0), 'default deny');
+  assert.ok(
+    ports.some((p) => typeof p.port === 'string'),
+    'named ports',
+  );
+  assert.ok(
+    peers.some((p) => p.kind === 'ipBlock' && p.except.length > 0 && p.cidr.includes('.')),
+    'v4 except',
+  );
+  assert.ok(
+    peers.some((p) => p.kind === 'ipBlock' && p.except.length > 0 && p.cidr.includes(':')),
+    'v6 except',
+  );
+  assert.ok(
+    peers.some((p) => p.kind === 'pods' && p.podSelector !== undefined && p.namespaceSelector !== undefined),
+    'AND peer',
+  );
+  assert.ok(
+    s.policies.some((p) => p.types.ingress && p.types.egress && p.ingress.length === 0 && p.egress.length === 0),
+    'default deny',
+  );
   assert.ok(s.pods.some((p) => p.hostNetwork) && s.pods.some((p) => p.phase === 'Succeeded'));
-  assert.ok(s.pods.some((p) => p.ports.some((cp) => cp.name === 'envoy-admin')), 'sidecar port');
+  assert.ok(
+    s.pods.some((p) => p.ports.some((cp) => cp.name === 'envoy-admin')),
+    'sidecar port',
+  );
 });
 
 test('examples-invalid/ yields the expected error lines and enforces fail-closed', async () => {

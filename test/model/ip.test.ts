@@ -1,6 +1,15 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { canonicalIP, formatIntervalElement, mergeIntervals, parseCIDR, subtractIntervals, cidrInterval, cidrContains, parseIP } from '../../src/model/ip.ts';
+import {
+  canonicalIP,
+  formatIntervalElement,
+  mergeIntervals,
+  parseCIDR,
+  subtractIntervals,
+  cidrInterval,
+  cidrContains,
+  parseIP,
+} from '../../src/model/ip.ts';
 
 test('canonical IPs: v4, v6 compression, embedded v4, invalid', () => {
   const cases: [string, string | undefined][] = [
@@ -24,7 +33,8 @@ test('CIDR parsing clears host bits and rejects garbage', () => {
   assert.ok(p.ok && p.cidr.prefix === 16);
   assert.ok(p.ok && cidrContains(p.cidr, parseIP('10.1.200.1')!));
   assert.ok(p.ok && !cidrContains(p.cidr, parseIP('10.2.0.1')!));
-  for (const bad of ['10.0.0.0', '10.0.0.0/33', 'fd00::/129', '10.0.0.0/x', '', '300.0.0.0/8']) assert.equal(parseCIDR(bad).ok, false, bad);
+  for (const bad of ['10.0.0.0', '10.0.0.0/33', 'fd00::/129', '10.0.0.0/x', '', '300.0.0.0/8'])
+    assert.equal(parseCIDR(bad).ok, false, bad);
 });
 
 test('interval subtraction and element rendering', () => {

@@ -34,11 +34,28 @@ test('manifest text parsing', () => {
   // Parser messages are the yaml library's: matched loosely, the position exactly.
   const cases: { name: string; text: string; objects: string[]; errors: { source: string; message: string | RegExp }[] }[] = [
     { name: 'single document', text: POD_A, objects: ['Pod/a'], errors: [] },
-    { name: 'multi-document with empty and comment-only docs', text: `---\n${POD_A}---\n# nothing\n---\n${POD_A.replace('a\n', 'b\n')}---\n`, objects: ['Pod/a', 'Pod/b'], errors: [] },
-    { name: 'JSON', text: '{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"shop"}}', objects: ['Namespace/shop'], errors: [] },
+    {
+      name: 'multi-document with empty and comment-only docs',
+      text: `---\n${POD_A}---\n# nothing\n---\n${POD_A.replace('a\n', 'b\n')}---\n`,
+      objects: ['Pod/a', 'Pod/b'],
+      errors: [],
+    },
+    {
+      name: 'JSON',
+      text: '{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"shop"}}',
+      objects: ['Namespace/shop'],
+      errors: [],
+    },
     {
       name: 'kind: List flattened',
-      text: JSON.stringify({ apiVersion: 'v1', kind: 'List', items: [{ apiVersion: 'v1', kind: 'Pod', metadata: { name: 'x' } }, { apiVersion: 'v1', kind: 'Node', metadata: { name: 'n' } }] }),
+      text: JSON.stringify({
+        apiVersion: 'v1',
+        kind: 'List',
+        items: [
+          { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'x' } },
+          { apiVersion: 'v1', kind: 'Node', metadata: { name: 'n' } },
+        ],
+      }),
       objects: ['Pod/x', 'Node/n'],
       errors: [],
     },
@@ -50,7 +67,11 @@ test('manifest text parsing', () => {
     },
     {
       name: 'nested lists',
-      text: JSON.stringify({ apiVersion: 'v1', kind: 'List', items: [{ apiVersion: 'v1', kind: 'PodList', items: [{ metadata: { name: 'deep' } }] }] }),
+      text: JSON.stringify({
+        apiVersion: 'v1',
+        kind: 'List',
+        items: [{ apiVersion: 'v1', kind: 'PodList', items: [{ metadata: { name: 'deep' } }] }],
+      }),
       objects: ['Pod/deep'],
       errors: [],
     },
@@ -66,20 +87,59 @@ test('manifest text parsing', () => {
       objects: [],
       errors: [{ source: 'f.yaml', message: /^not valid YAML or JSON: line 2, column 27: .*\}/ }],
     },
-    { name: 'document is a list', text: '- a\n- b\n', objects: [], errors: [{ source: 'f.yaml', message: 'not a Kubernetes object: the document is a list' }] },
-    { name: 'document is a string', text: 'hello world\n', objects: [], errors: [{ source: 'f.yaml', message: 'not a Kubernetes object: the document is "hello world"' }] },
-    { name: 'missing apiVersion', text: 'kind: Pod\nmetadata: {name: a}\n', objects: [], errors: [{ source: 'f.yaml', message: 'not a Kubernetes object: apiVersion is not set' }] },
-    { name: 'missing both', text: 'metadata: {name: a}\n', objects: [], errors: [{ source: 'f.yaml', message: 'not a Kubernetes object: apiVersion and kind are not set' }] },
-    { name: 'missing name', text: 'apiVersion: v1\nkind: Pod\nmetadata: {namespace: x}\n', objects: [], errors: [{ source: 'f.yaml', message: 'Pod: metadata.name is not set' }] },
-    { name: 'name not a string', text: 'apiVersion: v1\nkind: Pod\nmetadata: {name: [a]}\n', objects: [], errors: [{ source: 'f.yaml', message: 'Pod: metadata.name is not a string (a list)' }] },
+    {
+      name: 'document is a list',
+      text: '- a\n- b\n',
+      objects: [],
+      errors: [{ source: 'f.yaml', message: 'not a Kubernetes object: the document is a list' }],
+    },
+    {
+      name: 'document is a string',
+      text: 'hello world\n',
+      objects: [],
+      errors: [{ source: 'f.yaml', message: 'not a Kubernetes object: the document is "hello world"' }],
+    },
+    {
+      name: 'missing apiVersion',
+      text: 'kind: Pod\nmetadata: {name: a}\n',
+      objects: [],
+      errors: [{ source: 'f.yaml', message: 'not a Kubernetes object: apiVersion is not set' }],
+    },
+    {
+      name: 'missing both',
+      text: 'metadata: {name: a}\n',
+      objects: [],
+      errors: [{ source: 'f.yaml', message: 'not a Kubernetes object: apiVersion and kind are not set' }],
+    },
+    {
+      name: 'missing name',
+      text: 'apiVersion: v1\nkind: Pod\nmetadata: {namespace: x}\n',
+      objects: [],
+      errors: [{ source: 'f.yaml', message: 'Pod: metadata.name is not set' }],
+    },
+    {
+      name: 'name not a string',
+      text: 'apiVersion: v1\nkind: Pod\nmetadata: {name: [a]}\n',
+      objects: [],
+      errors: [{ source: 'f.yaml', message: 'Pod: metadata.name is not a string (a list)' }],
+    },
     {
       name: 'bad list item',
-      text: JSON.stringify({ apiVersion: 'v1', kind: 'List', items: [{ apiVersion: 'v1', kind: 'Pod', metadata: { name: 'x' } }, { kind: 'Pod' }] }),
+      text: JSON.stringify({
+        apiVersion: 'v1',
+        kind: 'List',
+        items: [{ apiVersion: 'v1', kind: 'Pod', metadata: { name: 'x' } }, { kind: 'Pod' }],
+      }),
       objects: ['Pod/x'],
       errors: [{ source: 'f.yaml', message: 'items[1]: not a Kubernetes object: apiVersion is not set' }],
     },
     { name: 'empty file', text: '', objects: [], errors: [] },
-    { name: 'other kinds are loaded (buildState ignores them)', text: 'apiVersion: v1\nkind: Service\nmetadata: {name: s}\n', objects: ['Service/s'], errors: [] },
+    {
+      name: 'other kinds are loaded (buildState ignores them)',
+      text: 'apiVersion: v1\nkind: Service\nmetadata: {name: s}\n',
+      objects: ['Service/s'],
+      errors: [],
+    },
   ];
   for (const c of cases) {
     const r = parse(c.text);

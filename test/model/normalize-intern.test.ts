@@ -9,7 +9,12 @@ import { EMPTY, StringPool, WeakPool } from '../../src/model/normalize-intern.ts
 import { normalizePod } from '../../src/model/normalize.ts';
 import type { Pod } from '../../src/model/types.ts';
 
-function podObject(name: string, labels: Record<string, unknown>, ports: Record<string, unknown>[], ips: string[] = ['10.0.0.1']): Record<string, unknown> {
+function podObject(
+  name: string,
+  labels: Record<string, unknown>,
+  ports: Record<string, unknown>[],
+  ips: string[] = ['10.0.0.1'],
+): Record<string, unknown> {
   return {
     apiVersion: 'v1',
     kind: 'Pod',
@@ -48,7 +53,10 @@ test('pods with equal labels share one frozen labels object; different labels do
   assert.equal(e.value.labels, a.labels);
   assert.equal(e.errors.length, 1);
   // No labels at all: one shared empty object.
-  assert.equal(normalized(podObject('f', {}, [])).labels, normalized({ ...podObject('g', {}, []), metadata: { namespace: 'shop', name: 'g' } }).labels);
+  assert.equal(
+    normalized(podObject('f', {}, [])).labels,
+    normalized({ ...podObject('g', {}, []), metadata: { namespace: 'shop', name: 'g' } }).labels,
+  );
 });
 
 test('equal container ports are one frozen list of shared frozen ports', () => {

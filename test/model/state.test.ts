@@ -9,12 +9,28 @@ import { formatValidationError } from '../../src/model/types.ts';
 
 const objects: unknown[] = [
   { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'shop', labels: { team: 'shop' } } },
-  { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'b', namespace: 'shop', labels: { app: 'b' } }, spec: { nodeName: 'n1' }, status: { podIP: '10.0.0.2' } },
+  {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name: 'b', namespace: 'shop', labels: { app: 'b' } },
+    spec: { nodeName: 'n1' },
+    status: { podIP: '10.0.0.2' },
+  },
   { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'a', namespace: 'shop' }, status: { podIP: '10.0.0.1' } },
   { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'lonely' }, status: { podIP: '10.0.0.3' } },
-  { apiVersion: 'networking.k8s.io/v1', kind: 'NetworkPolicy', metadata: { name: 'deny', namespace: 'other' }, spec: { podSelector: {} } },
+  {
+    apiVersion: 'networking.k8s.io/v1',
+    kind: 'NetworkPolicy',
+    metadata: { name: 'deny', namespace: 'other' },
+    spec: { podSelector: {} },
+  },
   { apiVersion: 'v1', kind: 'Node', metadata: { name: 'n2' } },
-  { apiVersion: 'v1', kind: 'Node', metadata: { name: 'n1' }, status: { addresses: [{ type: 'InternalIP', address: '192.168.0.1' }] } },
+  {
+    apiVersion: 'v1',
+    kind: 'Node',
+    metadata: { name: 'n1' },
+    status: { addresses: [{ type: 'InternalIP', address: '192.168.0.1' }] },
+  },
   { apiVersion: 'v1', kind: 'Service', metadata: { name: 'svc', namespace: 'shop' }, spec: { ports: 'whatever' } },
   { apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'dep' } },
 ];
@@ -27,8 +43,14 @@ test('buildState sorts, adds implicit namespaces and ignores other kinds', () =>
     { name: 'other', labels: { 'kubernetes.io/metadata.name': 'other' } },
     { name: 'shop', labels: { 'kubernetes.io/metadata.name': 'shop', team: 'shop' } },
   ]);
-  assert.deepEqual(state.pods.map((p) => `${p.namespace}/${p.name}`), ['default/lonely', 'shop/a', 'shop/b']);
-  assert.deepEqual(state.policies.map((p) => `${p.namespace}/${p.name}`), ['other/deny']);
+  assert.deepEqual(
+    state.pods.map((p) => `${p.namespace}/${p.name}`),
+    ['default/lonely', 'shop/a', 'shop/b'],
+  );
+  assert.deepEqual(
+    state.policies.map((p) => `${p.namespace}/${p.name}`),
+    ['other/deny'],
+  );
   assert.deepEqual(state.nodes, [
     { name: 'n1', addresses: ['192.168.0.1'] },
     { name: 'n2', addresses: [] },
@@ -38,7 +60,12 @@ test('buildState sorts, adds implicit namespaces and ignores other kinds', () =>
 test('determinism: object order and key order do not matter', () => {
   const shuffleKeys = (v: unknown): unknown => {
     if (Array.isArray(v)) return v.map(shuffleKeys);
-    if (typeof v === 'object' && v !== null) return Object.fromEntries(Object.entries(v).reverse().map(([k, x]) => [k, shuffleKeys(x)]));
+    if (typeof v === 'object' && v !== null)
+      return Object.fromEntries(
+        Object.entries(v)
+          .reverse()
+          .map(([k, x]) => [k, shuffleKeys(x)]),
+      );
     return v;
   };
   const a = buildState(objects);
@@ -54,7 +81,12 @@ test('buildState errors: unidentifiable objects skipped, bad policies kept fail-
     { apiVersion: 'v1', metadata: { name: 'y' } },
     { apiVersion: 'v1', kind: 'Pod', metadata: {} },
     { apiVersion: 'policy/v1', kind: 'NetworkPolicy', metadata: { name: 'calico-ish' } },
-    { apiVersion: 'networking.k8s.io/v1', kind: 'NetworkPolicy', metadata: { name: 'bad', namespace: 'shop' }, spec: { ingress: [{ ports: [{ port: 80, endPort: 79 }] }] } },
+    {
+      apiVersion: 'networking.k8s.io/v1',
+      kind: 'NetworkPolicy',
+      metadata: { name: 'bad', namespace: 'shop' },
+      spec: { ingress: [{ ports: [{ port: 80, endPort: 79 }] }] },
+    },
     { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'dup' }, status: { podIP: '10.0.0.1' } },
     { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'dup' }, status: { podIP: '10.0.0.2' } },
   ]);
@@ -67,14 +99,30 @@ test('buildState errors: unidentifiable objects skipped, bad policies kept fail-
     'shop/bad spec.ingress[0].ports[0].endPort: must be >= port (80)',
     'default/dup metadata.name: duplicate Pod default/dup: the later definition replaces the earlier one',
   ]);
-  assert.deepEqual(state.policies.map((p) => [p.name, p.ingress]), [['bad', [{ peers: [], ports: [], invalid: true }]]]);
-  assert.deepEqual(state.pods.map((p) => [p.name, p.ips]), [['dup', ['10.0.0.2']]]);
+  assert.deepEqual(
+    state.policies.map((p) => [p.name, p.ingress]),
+    [['bad', [{ peers: [], ports: [], invalid: true }]]],
+  );
+  assert.deepEqual(
+    state.pods.map((p) => [p.name, p.ips]),
+    [['dup', ['10.0.0.2']]],
+  );
 });
 
 test('makeState is reachable from both modules and keeps given namespaces', () => {
   assert.equal(makeState, makeStateDirect);
-  const s = makeState({ namespaces: [{ name: 'z', labels: { 'kubernetes.io/metadata.name': 'z', x: 'y' } }], pods: [], policies: [], nodes: [] });
-  assert.deepEqual(s, { namespaces: [{ name: 'z', labels: { 'kubernetes.io/metadata.name': 'z', x: 'y' } }], pods: [], policies: [], nodes: [] });
+  const s = makeState({
+    namespaces: [{ name: 'z', labels: { 'kubernetes.io/metadata.name': 'z', x: 'y' } }],
+    pods: [],
+    policies: [],
+    nodes: [],
+  });
+  assert.deepEqual(s, {
+    namespaces: [{ name: 'z', labels: { 'kubernetes.io/metadata.name': 'z', x: 'y' } }],
+    pods: [],
+    policies: [],
+    nodes: [],
+  });
 });
 
 // Objects from @kubernetes/client-node lists are model instances: `_from` instead of
@@ -131,18 +179,33 @@ status:
   assert.deepEqual(buildState(models), buildState(raw));
 
   // A Date where raw JSON has a string changes nothing either.
-  const withDate = { ...(raw[1] as Record<string, unknown>), metadata: { name: 'web-1', namespace: 'shop', creationTimestamp: new Date(0) } };
+  const withDate = {
+    ...(raw[1] as Record<string, unknown>),
+    metadata: { name: 'web-1', namespace: 'shop', creationTimestamp: new Date(0) },
+  };
   assert.deepEqual(normalizePod(withDate), normalizePod(raw[1]));
 
   // The whole example cluster too.
-  const examples = (await Promise.all(['cluster.yaml', 'policies-shop.yaml', 'policies-payments.yaml'].map((f) => readFile(new URL(`../../examples/${f}`, import.meta.url), 'utf8')))).join('\n---\n');
+  const examples = (
+    await Promise.all(
+      ['cluster.yaml', 'policies-shop.yaml', 'policies-payments.yaml'].map((f) =>
+        readFile(new URL(`../../examples/${f}`, import.meta.url), 'utf8'),
+      ),
+    )
+  ).join('\n---\n');
   const exModels = loadAllYaml(examples).filter((o: unknown) => o !== null) as unknown[];
-  const exRaw = examples.split(/^---$/m).map((d) => parse(d) as unknown).filter((o) => o !== null);
+  const exRaw = examples
+    .split(/^---$/m)
+    .map((d) => parse(d) as unknown)
+    .filter((o) => o !== null);
   assert.deepEqual(buildState(exModels), buildState(exRaw));
 });
 
 test('`from` wins over `_from` when both are present; either alone works', () => {
-  const mk = (rule: Record<string, unknown>): unknown => ({ metadata: { name: 'p' }, spec: { podSelector: {}, ingress: [rule] } });
+  const mk = (rule: Record<string, unknown>): unknown => ({
+    metadata: { name: 'p' },
+    spec: { podSelector: {}, ingress: [rule] },
+  });
   const peer = [{ ipBlock: { cidr: '10.0.0.0/8' } }];
   const other = [{ ipBlock: { cidr: '192.168.0.0/16' } }];
   const a = normalizePolicy(mk({ from: peer }));

@@ -18,7 +18,12 @@ const cluster = state({
   policies: [
     policy('a', 'web', {
       podSelector: sel({ app: 'web' }),
-      ingress: [rule([podPeer(sel({ app: 'client' })), ipBlock('192.168.0.0/16', ['192.168.1.0/24'])], [port('TCP', 'http'), port('TCP', 30000, 32767)])],
+      ingress: [
+        rule(
+          [podPeer(sel({ app: 'client' })), ipBlock('192.168.0.0/16', ['192.168.1.0/24'])],
+          [port('TCP', 'http'), port('TCP', 30000, 32767)],
+        ),
+      ],
       egress: [rule(undefined, [port('UDP', 53)])],
     }),
   ],
@@ -53,7 +58,15 @@ test('smoke: apply in a scratch netns, list it back, re-apply identically, clean
     assert.deepEqual(await runNft(text, where), { ok: true });
     const first = await listTable(table, where);
     assert.ok(first !== undefined);
-    for (const want of ['chain forward-ingress', 'hook forward priority filter + 1', 'map ingress-v4', 'KUBE-NWPLCY-', '10.0.0.1 : goto KUBE-POD-FW-', 'tcp . 30000-32767', '10.0.0.1 . tcp . 8080']) {
+    for (const want of [
+      'chain forward-ingress',
+      'hook forward priority filter + 1',
+      'map ingress-v4',
+      'KUBE-NWPLCY-',
+      '10.0.0.1 : goto KUBE-POD-FW-',
+      'tcp . 30000-32767',
+      '10.0.0.1 . tcp . 8080',
+    ]) {
       assert.ok(first.includes(want), `listing lacks ${want}:\n${first}`);
     }
     assert.equal((first.match(/^\tchain /gm) ?? []).length, stats.chains);

@@ -63,7 +63,13 @@ s.on('error', (e) => done(e.code === 'ECONNREFUSED' ? 'refused' : 'error:' + e.c
  * closed port) proves the SYN got through as well as `connected` does;
  * `timeout` means it was dropped on the way.
  */
-export async function tcpProbe(netns: string, host: string, port: number, localAddress = '', timeoutMs = 1500): Promise<ProbeResult> {
+export async function tcpProbe(
+  netns: string,
+  host: string,
+  port: number,
+  localAddress = '',
+  timeoutMs = 1500,
+): Promise<ProbeResult> {
   const out = await inNetns(netns, process.execPath, ['-e', PROBE, host, String(port), localAddress, String(timeoutMs)]);
   return out === 'connected' || out === 'refused' || out === 'timeout' ? out : 'error';
 }

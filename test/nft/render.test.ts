@@ -14,8 +14,17 @@ import { assertNftAccepts, haveNft, renderLog } from './nft-support.ts';
 const log = renderLog();
 
 const basic: ClusterState = state({
-  pods: [pod('a', 'web', { labels: { app: 'web' }, ips: ['10.0.0.1', 'fd00::1'] }), pod('a', 'c', { labels: { app: 'c' }, ips: ['10.0.1.1'], node: 'node-2' })],
-  policies: [policy('a', 'web', { podSelector: sel({ app: 'web' }), ingress: [rule([podPeer(sel({ app: 'c' }))], [port('TCP', 80)])], egress: [rule([ipBlock('10.0.0.0/8')])] })],
+  pods: [
+    pod('a', 'web', { labels: { app: 'web' }, ips: ['10.0.0.1', 'fd00::1'] }),
+    pod('a', 'c', { labels: { app: 'c' }, ips: ['10.0.1.1'], node: 'node-2' }),
+  ],
+  policies: [
+    policy('a', 'web', {
+      podSelector: sel({ app: 'web' }),
+      ingress: [rule([podPeer(sel({ app: 'c' }))], [port('TCP', 80)])],
+      egress: [rule([ipBlock('10.0.0.0/8')])],
+    }),
+  ],
 });
 
 test('script: declare, delete and define the table in one file; nothing else', () => {
@@ -67,7 +76,8 @@ test('deny: drop by default; reject = tcp reset, then icmpx port-unreachable', (
     'counter reject with icmpx type port-unreachable comment "deny egress from a/web"',
   ]);
   // The deny is always last: nothing after it could ever run.
-  for (const c of [drop, reject]) for (const ch of c.chains.filter((x) => x.role === 'pod')) assert.notEqual(ch.rules.at(-1)?.verdict.kind, 'jump');
+  for (const c of [drop, reject])
+    for (const ch of c.chains.filter((x) => x.role === 'pod')) assert.notEqual(ch.rules.at(-1)?.verdict.kind, 'jump');
 });
 
 test('invalid rules render nothing (fail closed) but leave a trace in the chain comment', () => {
@@ -76,7 +86,11 @@ test('invalid rules render nothing (fail closed) but leave a trace in the chain 
     policies: [
       policy('a', 'web', {
         podSelector: sel({ app: 'web' }),
-        ingress: [rule([ipBlock('10.0.0.0/8')], [port('TCP', 80)], true), rule([ipBlock('192.168.0.0/16')], [port('TCP', 443)]), rule(undefined, undefined, true)],
+        ingress: [
+          rule([ipBlock('10.0.0.0/8')], [port('TCP', 80)], true),
+          rule([ipBlock('192.168.0.0/16')], [port('TCP', 443)]),
+          rule(undefined, undefined, true),
+        ],
       }),
       policy('a', 'all-invalid', { podSelector: sel({ app: 'web' }), ingress: [rule(undefined, undefined, true)] }),
     ],
@@ -103,7 +117,10 @@ test('comments: hostile names are sanitized and capped; identifiers are hashes',
   const evil = 'a"b\\c{}';
   const node = 'node"1\n}';
   const s = state({
-    pods: [pod(evil, `p"; flush ruleset; #`, { labels: { app: 'x' }, ips: ['10.0.0.1'], node }), pod(evil, 'peer\nx', { labels: { app: 'y' }, ips: ['10.0.0.2'], node: 'node-2' })],
+    pods: [
+      pod(evil, `p"; flush ruleset; #`, { labels: { app: 'x' }, ips: ['10.0.0.1'], node }),
+      pod(evil, 'peer\nx', { labels: { app: 'y' }, ips: ['10.0.0.2'], node: 'node-2' }),
+    ],
     policies: [policy(evil, `${'n'.repeat(300)}"}`, { ingress: [rule([podPeer(sel({ app: 'y' }))], [port('TCP', 1)])] })],
   });
   const c = compileNode(s, node);
@@ -114,13 +131,17 @@ test('comments: hostile names are sanitized and capped; identifiers are hashes',
     assert.match(cm, /^[A-Za-z0-9 ._/:=,+@()[\]-]*$/, cm);
     assert.ok(cm.length <= 120, `${cm.length}`);
   }
-  assert.ok(comments.some((cm) => cm.startsWith('deny ingress to a_b_c__/p__ flush ruleset_ _')), comments.join('\n'));
+  assert.ok(
+    comments.some((cm) => cm.startsWith('deny ingress to a_b_c__/p__ flush ruleset_ _')),
+    comments.join('\n'),
+  );
   // Every quote in the script opens or closes a comment: none leaked from names.
   const quotes = text.split('"').length - 1;
   assert.equal(quotes, 2 * comments.length);
   assert.doesNotMatch(text, /^\s*flush/m);
   // Names in identifiers are hashes, never Kubernetes names.
-  for (const ch of c.chains) assert.match(ch.name, /^(KUBE-(POD-FW|NWPLCY)-[0-9a-f]{12}-(IN|EG)|forward-egress|forward-ingress|input-egress)$/);
+  for (const ch of c.chains)
+    assert.match(ch.name, /^(KUBE-(POD-FW|NWPLCY)-[0-9a-f]{12}-(IN|EG)|forward-egress|forward-ingress|input-egress)$/);
   for (const st of c.sets) assert.match(st.name, /^(peer4|peer6|port|named4|named6)-[0-9a-f]{12}$/);
   assert.equal(sanitizeComment('x'.repeat(500)).length, 120);
   assert.equal(sanitizeComment('ok a/b ingress[0]'), 'ok a/b ingress[0]');

@@ -25,7 +25,8 @@ const PORT = 9;
 const node = { name: 'node-1', addresses: ['192.168.100.1'], podCIDRs: ['10.0.1.0/24'] };
 const known = pod('a', 'known', { labels: { app: 'batch' }, ips: [KNOWN] });
 const remote = pod('b', 'client', { ips: [REMOTE], node: 'node-2' });
-const compile = (pods: Pod[], o?: Partial<RenderOptions>) => compileNode(state({ pods, nodes: [node] }), 'node-1', { table: 'nftnp-unknown', unknownLocalEndpoints: 'drop', ...o });
+const compile = (pods: Pod[], o?: Partial<RenderOptions>) =>
+  compileNode(state({ pods, nodes: [node] }), 'node-1', { table: 'nftnp-unknown', unknownLocalEndpoints: 'drop', ...o });
 
 async function ip(netns: string, ...lines: string[][]): Promise<void> {
   for (const l of lines) await inNetns(netns, 'ip', l);
@@ -43,11 +44,33 @@ test('kernel: an address of the pod CIDR that is no known pod is dropped; known 
   if (!(await haveNft(t))) return;
   await withNetns(3, async ([n, p, r]) => {
     if (n === undefined || p === undefined || r === undefined) return;
-    await ip(n, ['link', 'add', 'p0', 'type', 'veth', 'peer', 'name', 'eth0', 'netns', p], ['link', 'add', 'r0', 'type', 'veth', 'peer', 'name', 'eth0', 'netns', r]);
-    await ip(n, ['addr', 'add', `${GATEWAY}/24`, 'dev', 'p0'], ['addr', 'add', '10.0.2.1/24', 'dev', 'r0'], ['link', 'set', 'p0', 'up'], ['link', 'set', 'r0', 'up'], ['link', 'set', 'lo', 'up']);
+    await ip(
+      n,
+      ['link', 'add', 'p0', 'type', 'veth', 'peer', 'name', 'eth0', 'netns', p],
+      ['link', 'add', 'r0', 'type', 'veth', 'peer', 'name', 'eth0', 'netns', r],
+    );
+    await ip(
+      n,
+      ['addr', 'add', `${GATEWAY}/24`, 'dev', 'p0'],
+      ['addr', 'add', '10.0.2.1/24', 'dev', 'r0'],
+      ['link', 'set', 'p0', 'up'],
+      ['link', 'set', 'r0', 'up'],
+      ['link', 'set', 'lo', 'up'],
+    );
     await inNetns(n, 'sysctl', ['-qw', 'net.ipv4.ip_forward=1']);
-    await ip(p, ['addr', 'add', `${KNOWN}/24`, 'dev', 'eth0'], ['addr', 'add', `${UNKNOWN}/24`, 'dev', 'eth0'], ['link', 'set', 'eth0', 'up'], ['route', 'add', 'default', 'via', GATEWAY]);
-    await ip(r, ['addr', 'add', `${REMOTE}/24`, 'dev', 'eth0'], ['link', 'set', 'eth0', 'up'], ['route', 'add', 'default', 'via', '10.0.2.1']);
+    await ip(
+      p,
+      ['addr', 'add', `${KNOWN}/24`, 'dev', 'eth0'],
+      ['addr', 'add', `${UNKNOWN}/24`, 'dev', 'eth0'],
+      ['link', 'set', 'eth0', 'up'],
+      ['route', 'add', 'default', 'via', GATEWAY],
+    );
+    await ip(
+      r,
+      ['addr', 'add', `${REMOTE}/24`, 'dev', 'eth0'],
+      ['link', 'set', 'eth0', 'up'],
+      ['route', 'add', 'default', 'via', '10.0.2.1'],
+    );
 
     // Without our table everything is reachable (the setup itself works).
     assert.equal(await tcpProbe(r, UNKNOWN, PORT), 'refused');

@@ -26,13 +26,18 @@ function elementCount(c: CompiledRuleset): number {
 // ---- pure: what an update holds ----
 
 const web = pod('a', 'web', { labels: { app: 'web' }, ips: ['10.0.1.2', 'fd00:1::2'], ports: [cport('http', 8080)] });
-const client = (i: number, app = 'client', node = 'node-2'): Pod => pod('a', `client-${i}`, { labels: { app }, ips: [`10.0.2.${i}`], node });
+const client = (i: number, app = 'client', node = 'node-2'): Pod =>
+  pod('a', `client-${i}`, { labels: { app }, ips: [`10.0.2.${i}`], node });
 const webPolicy = policy('a', 'web', {
   podSelector: sel({ app: 'web' }),
   ingress: [rule([podPeer(sel({ app: 'client' }))], [port('TCP', 'http')])],
   egress: [rule([podPeer(sel({ app: 'client' })), ipBlock('192.168.0.0/16')], [port('TCP', 443)])],
 });
-const base = (pods: Pod[], o?: Partial<RenderOptions>): CompiledRuleset => compileNode(state({ pods: [web, ...pods], policies: [webPolicy], nodes: [NODE1, NODE2] }), 'node-1', { unknownLocalEndpoints: 'drop', ...o });
+const base = (pods: Pod[], o?: Partial<RenderOptions>): CompiledRuleset =>
+  compileNode(state({ pods: [web, ...pods], policies: [webPolicy], nodes: [NODE1, NODE2] }), 'node-1', {
+    unknownLocalEndpoints: 'drop',
+    ...o,
+  });
 const DROP = { unknownLocalEndpoints: 'drop' } as const;
 
 test('no previous ruleset, another table, or changed base chains: the full script', () => {
@@ -52,7 +57,10 @@ test('same ruleset: an incremental update with nothing in it', () => {
   const u = renderUpdate(a, base([client(5)]));
   assert.equal(u.kind, 'incremental');
   assert.ok(u.kind === 'incremental' && isEmptyUpdate(u));
-  assert.equal(u.text, '# nft-netpol-agent incremental update for node node-1: 0 elements added, 0 removed; chains 0 added, 0 changed, 0 deleted; sets 0 added, 0 deleted\n');
+  assert.equal(
+    u.text,
+    '# nft-netpol-agent incremental update for node node-1: 0 elements added, 0 removed; chains 0 added, 0 changed, 0 deleted; sets 0 added, 0 deleted\n',
+  );
 });
 
 test('peer churn: element commands for exactly the difference, deletes first, no chain touched', () => {
@@ -62,16 +70,27 @@ test('peer churn: element commands for exactly the difference, deletes first, no
   assert.equal(u.kind, 'incremental');
   if (u.kind !== 'incremental') return;
   const lines = u.text.trimEnd().split('\n');
-  assert.match(lines[0] ?? '', /^# nft-netpol-agent incremental update for node node-1: \d+ elements added, \d+ removed; chains 0 added, 0 changed, 0 deleted; sets 0 added, 0 deleted$/);
+  assert.match(
+    lines[0] ?? '',
+    /^# nft-netpol-agent incremental update for node node-1: \d+ elements added, \d+ removed; chains 0 added, 0 changed, 0 deleted; sets 0 added, 0 deleted$/,
+  );
   const cmds = lines.slice(1);
-  assert.ok(cmds.every((l) => /^(add|delete) element inet nft-netpol (peer[46]|named[46]|port)-[0-9a-f]{12} \{ .* \}$/.test(l)), cmds.join('\n'));
+  assert.ok(
+    cmds.every((l) => /^(add|delete) element inet nft-netpol (peer[46]|named[46]|port)-[0-9a-f]{12} \{ .* \}$/.test(l)),
+    cmds.join('\n'),
+  );
   const firstAdd = cmds.findIndex((l) => l.startsWith('add'));
   assert.ok(firstAdd > 0 && cmds.slice(firstAdd).every((l) => l.startsWith('add')), 'all deletes come first');
   // Ingress peers are pods only (a hash set of addresses): 10.0.2.6 out, 10.0.2.7 in. Egress
   // peers include an ipBlock (an interval set): 10.0.2.5-10.0.2.6 becomes 10.0.2.5 and 10.0.2.7.
   assert.deepEqual(
     cmds.map((l) => l.replace(/-[0-9a-f]{12}/, '')),
-    ['delete element inet nft-netpol peer4 { 10.0.2.6 }', 'delete element inet nft-netpol peer4 { 10.0.2.5-10.0.2.6 }', 'add element inet nft-netpol peer4 { 10.0.2.7 }', 'add element inet nft-netpol peer4 { 10.0.2.5, 10.0.2.7 }'],
+    [
+      'delete element inet nft-netpol peer4 { 10.0.2.6 }',
+      'delete element inet nft-netpol peer4 { 10.0.2.5-10.0.2.6 }',
+      'add element inet nft-netpol peer4 { 10.0.2.7 }',
+      'add element inet nft-netpol peer4 { 10.0.2.5, 10.0.2.7 }',
+    ],
   );
   assert.equal(u.removed, 2);
   assert.equal(u.added, 3);
@@ -88,23 +107,40 @@ test('fail-closed maps: a known pod that is not isolated is an element update', 
   assert.ok(u.kind === 'incremental' && u.added === 4 && u.removed === 0);
   // And back: deleted from the maps by key.
   const back = renderUpdate(next, prev);
-  assert.ok(back.kind === 'incremental' && back.text.includes('delete element inet nft-netpol ingress-v4 { 10.0.1.9 }'), back.text);
+  assert.ok(
+    back.kind === 'incremental' && back.text.includes('delete element inet nft-netpol ingress-v4 { 10.0.1.9 }'),
+    back.text,
+  );
 });
 
 test('a map key whose verdict changes is deleted and added in one transaction', () => {
-  const pods = (ipA: string, ipB: string): Pod[] => [pod('a', 'x', { labels: { app: 'web' }, ips: [ipA] }), pod('a', 'y', { labels: { app: 'web' }, ips: [ipB] })];
-  const s = (ipA: string, ipB: string): ClusterState => state({ pods: pods(ipA, ipB), policies: [policy('a', 'deny', { podSelector: sel({ app: 'web' }) })], nodes: [NODE1] });
+  const pods = (ipA: string, ipB: string): Pod[] => [
+    pod('a', 'x', { labels: { app: 'web' }, ips: [ipA] }),
+    pod('a', 'y', { labels: { app: 'web' }, ips: [ipB] }),
+  ];
+  const s = (ipA: string, ipB: string): ClusterState =>
+    state({ pods: pods(ipA, ipB), policies: [policy('a', 'deny', { podSelector: sel({ app: 'web' }) })], nodes: [NODE1] });
   // Two isolated pods swap addresses (the model allows it; chains stay, map values move).
-  const u = renderUpdate(compileNode(s('10.0.1.2', '10.0.1.3'), 'node-1', DROP), compileNode(s('10.0.1.3', '10.0.1.2'), 'node-1', DROP));
+  const u = renderUpdate(
+    compileNode(s('10.0.1.2', '10.0.1.3'), 'node-1', DROP),
+    compileNode(s('10.0.1.3', '10.0.1.2'), 'node-1', DROP),
+  );
   assert.equal(u.kind, 'incremental');
   assert.ok(u.kind === 'incremental' && u.added === 2 && u.removed === 2, u.text);
   assert.match(u.text, /^delete element inet nft-netpol ingress-v4 \{ 10\.0\.1\.2, 10\.0\.1\.3 \}$/m);
-  assert.match(u.text, /^add element inet nft-netpol ingress-v4 \{ 10\.0\.1\.2 : goto KUBE-POD-FW-[0-9a-f]{12}-IN, 10\.0\.1\.3 : goto KUBE-POD-FW-[0-9a-f]{12}-IN \}$/m);
+  assert.match(
+    u.text,
+    /^add element inet nft-netpol ingress-v4 \{ 10\.0\.1\.2 : goto KUBE-POD-FW-[0-9a-f]{12}-IN, 10\.0\.1\.3 : goto KUBE-POD-FW-[0-9a-f]{12}-IN \}$/m,
+  );
 });
 
 /** The commands of an update script (header dropped), with hashes blanked. */
 function commands(text: string): string[] {
-  return text.trimEnd().split('\n').slice(1).map((l) => l.replace(/[0-9a-f]{12}/g, 'H'));
+  return text
+    .trimEnd()
+    .split('\n')
+    .slice(1)
+    .map((l) => l.replace(/[0-9a-f]{12}/g, 'H'));
 }
 
 test('a new isolated local pod: its chains are added before the map entries that reach them', () => {
@@ -117,12 +153,17 @@ test('a new isolated local pod: its chains are added before the map entries that
   const cmds = commands(u.text);
   const addChain = cmds.findIndex((l) => l.startsWith('add chain inet nft-netpol KUBE-POD-FW-H-IN'));
   const addRule = cmds.findIndex((l) => l.startsWith('add rule inet nft-netpol KUBE-POD-FW-H-IN jump KUBE-NWPLCY-H-IN'));
-  const addMap = cmds.findIndex((l) => /^add element inet nft-netpol ingress-v4 \{ 10\.0\.1\.3 : goto KUBE-POD-FW-H-IN \}$/.test(l));
+  const addMap = cmds.findIndex((l) =>
+    /^add element inet nft-netpol ingress-v4 \{ 10\.0\.1\.3 : goto KUBE-POD-FW-H-IN \}$/.test(l),
+  );
   assert.ok(addChain >= 0 && addRule > addChain && addMap > addChain, cmds.join('\n'));
   assert.match(u.text, /^add chain inet nft-netpol KUBE-POD-FW-[0-9a-f]{12}-IN \{ comment "ingress of pod a\/web-2"; \}$/m);
   // The pod's address also joins the egress policy's peer set (web is a client of nothing; the
   // map entry for its egress chain, and a drop rule per chain).
-  assert.ok(cmds.some((l) => /^add rule inet nft-netpol KUBE-POD-FW-H-(IN|EG) counter drop comment /.test(l)), cmds.join('\n'));
+  assert.ok(
+    cmds.some((l) => /^add rule inet nft-netpol KUBE-POD-FW-H-(IN|EG) counter drop comment /.test(l)),
+    cmds.join('\n'),
+  );
   assert.ok(!cmds.some((l) => l.startsWith('flush') || l.startsWith('delete chain') || l.startsWith('add set')), cmds.join('\n'));
 });
 
@@ -140,7 +181,20 @@ test('a deleted isolated local pod: map entries deleted, then its chains flushed
 
 test('a policy changes: its chain is flushed and refilled, a new set is added and the old one deleted last', () => {
   const mk = (p: number): CompiledRuleset =>
-    compileNode(state({ pods: [web, client(5)], policies: [policy('a', 'web', { podSelector: sel({ app: 'web' }), ingress: [rule([podPeer(sel({ app: 'client' }))], [port('TCP', p)])] })], nodes: [NODE1, NODE2] }), 'node-1', DROP);
+    compileNode(
+      state({
+        pods: [web, client(5)],
+        policies: [
+          policy('a', 'web', {
+            podSelector: sel({ app: 'web' }),
+            ingress: [rule([podPeer(sel({ app: 'client' }))], [port('TCP', p)])],
+          }),
+        ],
+        nodes: [NODE1, NODE2],
+      }),
+      'node-1',
+      DROP,
+    );
   const u = renderUpdate(mk(80), mk(81));
   assert.equal(u.kind, 'incremental');
   if (u.kind !== 'incremental') return;
@@ -148,12 +202,39 @@ test('a policy changes: its chain is flushed and refilled, a new set is added an
   const cmds = commands(u.text);
   assert.deepEqual(
     cmds.filter((l) => !l.startsWith('add rule')),
-    ['add set inet nft-netpol port-H { type inet_proto . inet_service; flags interval; comment "ports: tcp . 81"; }', 'add element inet nft-netpol port-H { tcp . 81 }', 'flush chain inet nft-netpol KUBE-NWPLCY-H-IN', 'delete set inet nft-netpol port-H'],
+    [
+      'add set inet nft-netpol port-H { type inet_proto . inet_service; flags interval; comment "ports: tcp . 81"; }',
+      'add element inet nft-netpol port-H { tcp . 81 }',
+      'flush chain inet nft-netpol KUBE-NWPLCY-H-IN',
+      'delete set inet nft-netpol port-H',
+    ],
   );
-  assert.ok(cmds.some((l) => /^add rule inet nft-netpol KUBE-NWPLCY-H-IN .*@port-H accept/.test(l)), cmds.join('\n'));
+  assert.ok(
+    cmds.some((l) => /^add rule inet nft-netpol KUBE-NWPLCY-H-IN .*@port-H accept/.test(l)),
+    cmds.join('\n'),
+  );
   // The deny action is in every pod chain: each is flushed and refilled, nothing else.
-  const r = renderUpdate(mk(80), compileNode(state({ pods: [web, client(5)], policies: [policy('a', 'web', { podSelector: sel({ app: 'web' }), ingress: [rule([podPeer(sel({ app: 'client' }))], [port('TCP', 80)])] })], nodes: [NODE1, NODE2] }), 'node-1', { ...DROP, denyAction: 'reject' }));
-  assert.ok(r.kind === 'incremental' && r.chainsChanged === 1 && r.added + r.removed === 0 && r.setsAdded + r.setsDeleted === 0, r.text);
+  const r = renderUpdate(
+    mk(80),
+    compileNode(
+      state({
+        pods: [web, client(5)],
+        policies: [
+          policy('a', 'web', {
+            podSelector: sel({ app: 'web' }),
+            ingress: [rule([podPeer(sel({ app: 'client' }))], [port('TCP', 80)])],
+          }),
+        ],
+        nodes: [NODE1, NODE2],
+      }),
+      'node-1',
+      { ...DROP, denyAction: 'reject' },
+    ),
+  );
+  assert.ok(
+    r.kind === 'incremental' && r.chainsChanged === 1 && r.added + r.removed === 0 && r.setsAdded + r.setsDeleted === 0,
+    r.text,
+  );
 });
 
 // ---- against the kernel ----
@@ -170,13 +251,22 @@ async function listing(table: string, netns: string): Promise<string> {
 }
 
 /** prev in full then the update in A; next in full in B: same table. */
-async function checkUpdate(prev: CompiledRuleset, next: CompiledRuleset, [a, b]: string[], label: string): Promise<ReturnType<typeof renderUpdate>> {
+async function checkUpdate(
+  prev: CompiledRuleset,
+  next: CompiledRuleset,
+  [a, b]: string[],
+  label: string,
+): Promise<ReturnType<typeof renderUpdate>> {
   if (a === undefined || b === undefined) throw new Error('two namespaces needed');
   const u = renderUpdate(prev, next);
   await applyOk(renderRuleset(prev), a, `${label} prev`);
   await applyOk(u.text, a, `${label} ${u.kind} update`);
   await applyOk(renderRuleset(next), b, `${label} next`);
-  assert.equal(await listing(next.table, a), await listing(next.table, b), `${label}: ${u.kind} update\n${u.text.slice(0, 3000)}`);
+  assert.equal(
+    await listing(next.table, a),
+    await listing(next.table, b),
+    `${label}: ${u.kind} update\n${u.text.slice(0, 3000)}`,
+  );
   return u;
 }
 
@@ -184,7 +274,12 @@ test('kernel: the hand-made cases above give the same table as a full apply of n
   if (!(await haveNft(t))) return;
   await withNetns(2, async (nss) => {
     const cases: [string, CompiledRuleset, CompiledRuleset, 'incremental' | 'full'][] = [
-      ['interval split', base([client(5), client(6), client(9)]), base([client(5), client(7), client(9), client(20, 'other')]), 'incremental'],
+      [
+        'interval split',
+        base([client(5), client(6), client(9)]),
+        base([client(5), client(7), client(9), client(20, 'other')]),
+        'incremental',
+      ],
       ['interval merge', base([client(5), client(7)]), base([client(5), client(6), client(7)]), 'incremental'],
       ['last peer leaves', base([client(5)]), base([]), 'incremental'],
       ['non-isolated local pod', base([]), base([pod('a', 'batch', { ips: ['10.0.1.9', 'fd00:1::9'] })]), 'incremental'],
@@ -243,9 +338,16 @@ const policyArb = fc
     numeric: fc.constantFrom(port('TCP', 80), port('TCP', 443), port('UDP', 8000, 8100), port('SCTP')),
   })
   .map((r) => (i: number) => {
-    const peers = [podPeer(sel({ app: r.peerApp }), r.wide ? sel() : undefined), ...(r.block ? [ipBlock('10.0.2.0/25', ['10.0.2.16/28'])] : [])];
+    const peers = [
+      podPeer(sel({ app: r.peerApp }), r.wide ? sel() : undefined),
+      ...(r.block ? [ipBlock('10.0.2.0/25', ['10.0.2.16/28'])] : []),
+    ];
     const ports = r.named ? [port('TCP', 'http'), r.numeric] : [r.numeric];
-    return policy(r.ns, `pol-${i}`, { podSelector: r.target === 'any' ? sel() : sel({ app: r.target }), ingress: [rule(peers, ports)], ...(r.egress ? { egress: [rule(peers, ports)] } : {}) });
+    return policy(r.ns, `pol-${i}`, {
+      podSelector: r.target === 'any' ? sel() : sel({ app: r.target }),
+      ingress: [rule(peers, ports)],
+      ...(r.egress ? { egress: [rule(peers, ports)] } : {}),
+    });
   });
 
 /** Policy churn: a policy added, deleted, or replaced by another one of the same name. */
@@ -261,7 +363,10 @@ const policyChurn: fc.Arbitrary<PolicyChurn> = fc.oneof(
 );
 
 /** Policies named pol-<i>, i unique; a replacement keeps the name (and so the chain names). */
-function churnPolicies(start: readonly ((i: number) => NetworkPolicy)[], ops: readonly PolicyChurn[]): { before: NetworkPolicy[]; after: NetworkPolicy[] } {
+function churnPolicies(
+  start: readonly ((i: number) => NetworkPolicy)[],
+  ops: readonly PolicyChurn[],
+): { before: NetworkPolicy[]; after: NetworkPolicy[] } {
   const before = start.map((f, i) => f(i));
   const after = [...before];
   let next = before.length;
@@ -287,7 +392,12 @@ class Cluster {
     const i = this.#next++;
     const host = 2 + i;
     const net = spec.node === 'node-1' ? 1 : 2;
-    const ips = reuse !== undefined ? [...reuse] : (spec.dual ? [`10.0.${net}.${host}`, `fd00:${net}::${host.toString(16)}`] : [`10.0.${net}.${host}`]);
+    const ips =
+      reuse !== undefined
+        ? [...reuse]
+        : spec.dual
+          ? [`10.0.${net}.${host}`, `fd00:${net}::${host.toString(16)}`]
+          : [`10.0.${net}.${host}`];
     // A reused IP keeps the subnet of its first owner: the new pod lands on that node.
     const node = reuse === undefined ? spec.node : (reuse[0] ?? '').startsWith('10.0.1.') ? 'node-1' : 'node-2';
     this.pods.push(pod(spec.ns, `pod-${i}`, { labels: { app: spec.app }, ips, node, ports: [cport('http', 8000 + (i % 3))] }));
@@ -330,7 +440,8 @@ test('kernel, property: prev + update == next, for random clusters, random pod c
           for (const s of [...NSS.map((n): PodSpec => ({ ns: n, app: 'web', node: 'node-1', dual: true })), ...specs]) cl.add(s);
           const nodes = cidrs ? [NODE1, NODE2] : [{ name: 'node-1', addresses: [] }];
           const { before, after } = churnPolicies(pols, polOps);
-          const mk = (policies: NetworkPolicy[]): CompiledRuleset => compileNode(state({ namespaces: [ns('a'), ns('b')], pods: cl.pods, policies, nodes }), 'node-1', DROP);
+          const mk = (policies: NetworkPolicy[]): CompiledRuleset =>
+            compileNode(state({ namespaces: [ns('a'), ns('b')], pods: cl.pods, policies, nodes }), 'node-1', DROP);
           const prev = mk(before);
           for (const op of ops) cl.apply(op, remoteOnly);
           const next = mk(after);
@@ -358,24 +469,30 @@ test('kernel, property: prev + update == next, for random clusters, random pod c
   assert.ok(setsChanged >= 10, summary);
 });
 
-test('property: churn of other nodes\' pods is always an element-only update when the node has podCIDRs', () => {
+test("property: churn of other nodes' pods is always an element-only update when the node has podCIDRs", () => {
   let nonEmpty = 0;
   fc.assert(
-    fc.property(fc.array(podSpec, { minLength: 3, maxLength: 12 }), fc.array(policyArb, { minLength: 1, maxLength: 4 }), fc.array(churn, { minLength: 1, maxLength: 8 }), (specs, pols, ops) => {
-      const cl = new Cluster();
-      for (const s of [...NSS.map((n): PodSpec => ({ ns: n, app: 'web', node: 'node-1', dual: true })), ...specs]) cl.add(s);
-      const policies = pols.map((f, i) => f(i));
-      const mk = (): CompiledRuleset => compileNode(state({ namespaces: [ns('a'), ns('b')], pods: cl.pods, policies, nodes: [NODE1, NODE2] }), 'node-1', DROP);
-      const prev = mk();
-      for (const op of ops) cl.apply(op, true);
-      const next = mk();
-      const u = renderUpdate(prev, next);
-      // Pod peers keep their rules and (possibly empty) sets: no remote pod can change the structure.
-      assert.equal(u.kind, 'incremental', u.kind === 'full' ? u.reason : '');
-      if (u.kind !== 'incremental') return;
-      assert.deepEqual([u.chainsAdded, u.chainsChanged, u.chainsDeleted, u.setsAdded, u.setsDeleted], [0, 0, 0, 0, 0], u.text);
-      if (u.added + u.removed > 0) nonEmpty++;
-    }),
+    fc.property(
+      fc.array(podSpec, { minLength: 3, maxLength: 12 }),
+      fc.array(policyArb, { minLength: 1, maxLength: 4 }),
+      fc.array(churn, { minLength: 1, maxLength: 8 }),
+      (specs, pols, ops) => {
+        const cl = new Cluster();
+        for (const s of [...NSS.map((n): PodSpec => ({ ns: n, app: 'web', node: 'node-1', dual: true })), ...specs]) cl.add(s);
+        const policies = pols.map((f, i) => f(i));
+        const mk = (): CompiledRuleset =>
+          compileNode(state({ namespaces: [ns('a'), ns('b')], pods: cl.pods, policies, nodes: [NODE1, NODE2] }), 'node-1', DROP);
+        const prev = mk();
+        for (const op of ops) cl.apply(op, true);
+        const next = mk();
+        const u = renderUpdate(prev, next);
+        // Pod peers keep their rules and (possibly empty) sets: no remote pod can change the structure.
+        assert.equal(u.kind, 'incremental', u.kind === 'full' ? u.reason : '');
+        if (u.kind !== 'incremental') return;
+        assert.deepEqual([u.chainsAdded, u.chainsChanged, u.chainsDeleted, u.setsAdded, u.setsDeleted], [0, 0, 0, 0, 0], u.text);
+        if (u.added + u.removed > 0) nonEmpty++;
+      },
+    ),
     { numRuns: 300, seed: 99 },
   );
   assert.ok(nonEmpty >= 100, `only ${nonEmpty} non-empty updates`);

@@ -141,7 +141,12 @@ describe('createMetrics', () => {
   test('default process_* and nodejs_* metrics are registered, unprefixed', async () => {
     const m = createMetrics();
     const names = (await m.registry.getMetricsAsJSON()).map((x) => x.name);
-    for (const n of ['process_cpu_seconds_total', 'process_resident_memory_bytes', 'nodejs_heap_size_used_bytes', 'nodejs_eventloop_lag_p99_seconds']) {
+    for (const n of [
+      'process_cpu_seconds_total',
+      'process_resident_memory_bytes',
+      'nodejs_heap_size_used_bytes',
+      'nodejs_eventloop_lag_p99_seconds',
+    ]) {
       assert.ok(names.includes(n), n);
     }
     assert.ok(!names.some((n) => n.startsWith('nftnp_process') || n.startsWith('nftnp_nodejs')));
@@ -149,7 +154,10 @@ describe('createMetrics', () => {
 
   test('histogram buckets: apply time 1 ms..30 s, event-to-applied 5 ms..30 s, ascending', () => {
     for (const b of [APPLY_TIME_BUCKETS, EVENT_TO_APPLIED_BUCKETS]) {
-      assert.deepEqual([...b], [...b].sort((x, y) => x - y));
+      assert.deepEqual(
+        [...b],
+        [...b].sort((x, y) => x - y),
+      );
       assert.equal(b.at(-1), 30);
     }
     assert.equal(APPLY_TIME_BUCKETS[0], 0.001);
@@ -175,7 +183,8 @@ describe('createMetrics', () => {
       assert.equal(f.help, def.help, def.name);
     }
     const value = (name: string, sample = name, labels: Record<string, string> = {}): number | undefined =>
-      families.get(name)?.samples.find((s) => s.name === sample && Object.entries(labels).every(([k, v]) => s.labels[k] === v))?.value;
+      families.get(name)?.samples.find((s) => s.name === sample && Object.entries(labels).every(([k, v]) => s.labels[k] === v))
+        ?.value;
     assert.equal(value('nftnp_nft_restore_calls_total'), 3);
     assert.equal(value('nftnp_nft_restore_errors_total'), 1);
     assert.equal(value('nftnp_dataplane_failures_total'), 0, 'counters are exposed at 0 before the first increment');
@@ -187,7 +196,11 @@ describe('createMetrics', () => {
     assert.equal(value('nftnp_event_to_applied_seconds', 'nftnp_event_to_applied_seconds_count'), 1);
     assert.equal(value('nftnp_event_to_applied_seconds', 'nftnp_event_to_applied_seconds_bucket', { le: '+Inf' }), 1);
     const build = families.get('nftnp_build_info')?.samples ?? [];
-    assert.deepEqual(build, [{ name: 'nftnp_build_info', labels: { version: '0.1.1', node: 'node-1' }, value: 1 }], 'one build_info series, the latest');
+    assert.deepEqual(
+      build,
+      [{ name: 'nftnp_build_info', labels: { version: '0.1.1', node: 'node-1' }, value: 1 }],
+      'one build_info series, the latest',
+    );
     assert.ok(families.has('process_cpu_seconds_total'));
   });
 
@@ -233,7 +246,9 @@ describe('createMetrics', () => {
     assert.equal(r.status, 0, r.stdout + r.stderr);
     assert.equal((r.stdout + r.stderr).trim(), '', 'no lint findings');
     // The lint does find problems (self-test): a counter without _total.
-    const bad = run(promtool, ['check', 'metrics'], { input: '# HELP nftnp_bad a counter\n# TYPE nftnp_bad counter\nnftnp_bad 1\n' });
+    const bad = run(promtool, ['check', 'metrics'], {
+      input: '# HELP nftnp_bad a counter\n# TYPE nftnp_bad counter\nnftnp_bad 1\n',
+    });
     assert.notEqual(bad.status, 0);
   });
 });

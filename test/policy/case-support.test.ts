@@ -6,7 +6,15 @@ import { buildState } from '../../src/model/normalize.ts';
 import { applyChanges, largeCIDRFor } from '../cases/upstream-cases.ts';
 import { containerPortName, upstreamModel, UPSTREAM_PODS } from '../cases/upstream-model.ts';
 import { networkPolicy } from '../cases/raw.ts';
-import { cell, compareTables, diffTables, formatReport, observeTable, prettyPrint, Reachability } from '../support/truth-table.ts';
+import {
+  cell,
+  compareTables,
+  diffTables,
+  formatReport,
+  observeTable,
+  prettyPrint,
+  Reachability,
+} from '../support/truth-table.ts';
 
 const PODS = ['x/a', 'x/b', 'y/a'];
 
@@ -15,9 +23,21 @@ describe('Reachability builders (upstream semantics)', () => {
     { name: 'default allow', build: () => {}, want: '...|...|...' },
     { name: 'expectAllIngress', build: (r) => r.expectAllIngress('x/a', false), want: 'X..|X..|X..' },
     { name: 'expectAllEgress', build: (r) => r.expectAllEgress('y/a', false), want: '...|...|XXX' },
-    { name: 'expectPeer by namespace', build: (r) => r.expectPeer({ namespace: 'x' }, { namespace: 'y' }, false), want: '..X|..X|...' },
-    { name: 'expectPeer by pod name across namespaces', build: (r) => r.expectPeer({}, { pod: 'a' }, false), want: 'X.X|X.X|X.X' },
-    { name: 'later expectations override', build: (r) => r.expectAllIngress('x/a', false).expect('x/b', 'x/a', true), want: 'X..|...|X..' },
+    {
+      name: 'expectPeer by namespace',
+      build: (r) => r.expectPeer({ namespace: 'x' }, { namespace: 'y' }, false),
+      want: '..X|..X|...',
+    },
+    {
+      name: 'expectPeer by pod name across namespaces',
+      build: (r) => r.expectPeer({}, { pod: 'a' }, false),
+      want: 'X.X|X.X|X.X',
+    },
+    {
+      name: 'later expectations override',
+      build: (r) => r.expectAllIngress('x/a', false).expect('x/b', 'x/a', true),
+      want: 'X..|...|X..',
+    },
   ];
   for (const row of rows) {
     test(row.name, () => {
@@ -51,7 +71,10 @@ describe('printing and comparing', () => {
   });
 
   test('compareTables marks mismatches X and unknowns ?', () => {
-    assert.equal(prettyPrint(compareTables(expected, observed)), ['-\tx/a\tx/b\ty/a', 'x/a\t.\t.\t.', 'x/b\tX\t.\t.', 'y/a\t.\t?\t.'].join('\n'));
+    assert.equal(
+      prettyPrint(compareTables(expected, observed)),
+      ['-\tx/a\tx/b\ty/a', 'x/a\t.\t.\t.', 'x/b\tX\t.\t.', 'y/a\t.\t?\t.'].join('\n'),
+    );
   });
 
   test('diffTables lists mismatches and unknowns, skipping loopback unless asked', () => {
@@ -61,7 +84,9 @@ describe('printing and comparing', () => {
     ]);
     const selfWrong = observeTable(PODS, (f, t) => (f === t ? true : cell(expected, f, t)));
     assert.deepEqual(diffTables(expected, selfWrong), []);
-    assert.deepEqual(diffTables(expected, selfWrong, { ignoreLoopback: false }), [{ from: 'x/a', to: 'x/a', expected: false, observed: true }]);
+    assert.deepEqual(diffTables(expected, selfWrong, { ignoreLoopback: false }), [
+      { from: 'x/a', to: 'x/a', expected: false, observed: true },
+    ]);
   });
 
   test('formatReport has the counts and the three tables', () => {
@@ -81,7 +106,10 @@ describe('upstream model objects', () => {
     const m = upstreamModel();
     const { state, errors } = buildState([...m.namespaces, ...m.pods]);
     assert.deepEqual(errors, []);
-    assert.deepEqual(state.pods.map((p) => `${p.namespace}/${p.name}`), [...UPSTREAM_PODS]);
+    assert.deepEqual(
+      state.pods.map((p) => `${p.namespace}/${p.name}`),
+      [...UPSTREAM_PODS],
+    );
     assert.deepEqual(state.namespaces.find((n) => n.name === 'y')?.labels, { 'kubernetes.io/metadata.name': 'y', ns: 'y' });
     const xb = state.pods.find((p) => p.namespace === 'x' && p.name === 'b');
     assert.deepEqual(xb?.labels, { pod: 'b' });
@@ -98,7 +126,10 @@ describe('upstream model objects', () => {
   });
 
   test('addresses and nodes come from the callbacks; v6 is optional', () => {
-    const m = upstreamModel({ podIPs: (ns, p) => ({ v4: `192.0.2.${ns.charCodeAt(0) - 110 + p.charCodeAt(0)}` }), nodeName: (ns) => `node-${ns}` });
+    const m = upstreamModel({
+      podIPs: (ns, p) => ({ v4: `192.0.2.${ns.charCodeAt(0) - 110 + p.charCodeAt(0)}` }),
+      nodeName: (ns) => `node-${ns}`,
+    });
     const { state, errors } = buildState([...m.pods]);
     assert.deepEqual(errors, []);
     const za = state.pods.find((p) => p.namespace === 'z' && p.name === 'a');
@@ -118,11 +149,17 @@ describe('applyChanges', () => {
   const p = (name: string, ingress: readonly object[]) => networkPolicy('x', name, { podSelector: {}, ingress });
 
   test('upsert replaces by namespace/name, delete removes', () => {
-    const a = applyChanges(base, [{ type: 'upsertPolicy', policy: p('p', []) }, { type: 'upsertPolicy', policy: p('p', [{}]) }]);
+    const a = applyChanges(base, [
+      { type: 'upsertPolicy', policy: p('p', []) },
+      { type: 'upsertPolicy', policy: p('p', [{}]) },
+    ]);
     const pols = a.filter((o) => o.kind === 'NetworkPolicy');
     assert.equal(pols.length, 1);
     assert.deepEqual((pols[0]?.spec as { ingress: unknown[] }).ingress, [{}]);
-    assert.equal(applyChanges(a, [{ type: 'deletePolicy', namespace: 'x', name: 'p' }]).some((o) => o.kind === 'NetworkPolicy'), false);
+    assert.equal(
+      applyChanges(a, [{ type: 'deletePolicy', namespace: 'x', name: 'p' }]).some((o) => o.kind === 'NetworkPolicy'),
+      false,
+    );
   });
 
   test('labels merge, null removes, the input is not modified', () => {
@@ -130,8 +167,14 @@ describe('applyChanges', () => {
       { type: 'labelPod', namespace: 'x', name: 'a', labels: { target: 'isolated' } },
       { type: 'labelNamespace', name: 'y', labels: { ns: null, ns2: 'updated' } },
     ]);
-    assert.deepEqual(a.find((o) => o.kind === 'Pod' && o.metadata.namespace === 'x' && o.metadata.name === 'a')?.metadata.labels, { pod: 'a', target: 'isolated' });
-    assert.deepEqual(a.find((o) => o.kind === 'Namespace' && o.metadata.name === 'y')?.metadata.labels, { 'kubernetes.io/metadata.name': 'y', ns2: 'updated' });
+    assert.deepEqual(
+      a.find((o) => o.kind === 'Pod' && o.metadata.namespace === 'x' && o.metadata.name === 'a')?.metadata.labels,
+      { pod: 'a', target: 'isolated' },
+    );
+    assert.deepEqual(a.find((o) => o.kind === 'Namespace' && o.metadata.name === 'y')?.metadata.labels, {
+      'kubernetes.io/metadata.name': 'y',
+      ns2: 'updated',
+    });
     assert.deepEqual(base.find((o) => o.kind === 'Pod' && o.metadata.name === 'a')?.metadata.labels, { pod: 'a' });
   });
 

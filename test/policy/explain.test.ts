@@ -12,11 +12,22 @@ const client = { matchLabels: { app: 'client' } };
 const state = stateWith(
   [
     pol('app', 'deny', { podSelector: {} }),
-    pol('app', 'web-80', { podSelector: web, ingress: [{ ports: [{ port: 81 }] }, { from: [{ podSelector: client }], ports: [{ port: 80 }] }] }),
+    pol('app', 'web-80', {
+      podSelector: web,
+      ingress: [{ ports: [{ port: 81 }] }, { from: [{ podSelector: client }], ports: [{ port: 80 }] }],
+    }),
     pol('app', 'client-out', { podSelector: client, policyTypes: ['Egress'], egress: [{ ports: [{ port: 80 }] }] }),
   ],
   // A second pod that once had app/client's address and has finished.
-  [{ apiVersion: 'v1', kind: 'Pod', metadata: { name: 'old', namespace: 'ops' }, spec: { nodeName: 'node-1', containers: [] }, status: { phase: 'Failed', podIP: '10.0.1.3' } } satisfies RawObject],
+  [
+    {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: 'old', namespace: 'ops' },
+      spec: { nodeName: 'node-1', containers: [] },
+      status: { phase: 'Failed', podIP: '10.0.1.3' },
+    } satisfies RawObject,
+  ],
 );
 
 function ep(text: string): Endpoint {
@@ -45,15 +56,28 @@ describe('parseEndpoint', () => {
   for (const [input, want] of rows) {
     test(JSON.stringify(input), () => {
       const r = parseEndpoint(state, input);
-      const got = !r.ok ? `error ${r.error}` : r.value.kind === 'pod' ? `pod ${r.value.pod.namespace}/${r.value.pod.name}` : `ip ${r.value.ip}`;
+      const got = !r.ok
+        ? `error ${r.error}`
+        : r.value.kind === 'pod'
+          ? `pod ${r.value.pod.namespace}/${r.value.pod.name}`
+          : `ip ${r.value.ip}`;
       assert.equal(got, want);
     });
   }
 
   test('an address of several running pods is an error naming them', () => {
-    const s = stateWith([], [
-      { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'twin', namespace: 'ops' }, spec: { containers: [] }, status: { phase: 'Running', podIP: '10.0.1.1' } },
-    ]);
+    const s = stateWith(
+      [],
+      [
+        {
+          apiVersion: 'v1',
+          kind: 'Pod',
+          metadata: { name: 'twin', namespace: 'ops' },
+          spec: { containers: [] },
+          status: { phase: 'Running', podIP: '10.0.1.1' },
+        },
+      ],
+    );
     const r = parseEndpoint(s, '10.0.1.1');
     assert.ok(!r.ok);
     assert.match(r.error, /several running pods \(app\/web, ops\/twin\)/);
@@ -94,24 +118,39 @@ describe('explainText', () => {
     const out = text('app/client', 'app/web', 80);
     const lines = out.split('\n');
     assert.equal(lines[0], 'ALLOWED: app/client (10.0.1.3) -> app/web (10.0.1.1) on 80/TCP (IPv4)');
-    assert.match(out, /egress at the source app\/client \(10\.0\.1\.3\): allowed\n {2}policies: app\/client-out\n.*allowed by app\/client-out egress\[0\]/);
-    assert.match(out, /ingress at the destination app\/web \(10\.0\.1\.1\): allowed\n {2}policies: app\/deny, app\/web-80\n.*allowed by app\/web-80 ingress\[1\]/);
+    assert.match(
+      out,
+      /egress at the source app\/client \(10\.0\.1\.3\): allowed\n {2}policies: app\/client-out\n.*allowed by app\/client-out egress\[0\]/,
+    );
+    assert.match(
+      out,
+      /ingress at the destination app\/web \(10\.0\.1\.1\): allowed\n {2}policies: app\/deny, app\/web-80\n.*allowed by app\/web-80 ingress\[1\]/,
+    );
     assert.ok(out.indexOf('egress at') < out.indexOf('ingress at'));
   });
 
   test('denied at ingress: names the isolating policies and why no rule matched', () => {
     // ingress[0] takes anyone on 81, ingress[1] takes app=client on 80: neither takes ops/tool on 80.
     const out = text('ops/tool', 'app/web', 80);
-    assert.match(out, /^DENIED: ops\/tool \(10\.0\.3\.1\) -> app\/web \(10\.0\.1\.1\) on 80\/TCP \(IPv4\)\ndenied by ingress at the destination\n/);
+    assert.match(
+      out,
+      /^DENIED: ops\/tool \(10\.0\.3\.1\) -> app\/web \(10\.0\.1\.1\) on 80\/TCP \(IPv4\)\ndenied by ingress at the destination\n/,
+    );
     assert.match(out, /egress at the source ops\/tool \(10\.0\.3\.1\): allowed\n {2}policies: none \(not isolated\)/);
     assert.match(out, /ingress at the destination app\/web \(10\.0\.1\.1\): DENIED/);
-    assert.match(out, /isolated for ingress by app\/deny and app\/web-80; no ingress rule matched both ops\/tool and port 80\/TCP/);
+    assert.match(
+      out,
+      /isolated for ingress by app\/deny and app\/web-80; no ingress rule matched both ops\/tool and port 80\/TCP/,
+    );
   });
 
   test('denied on both sides: says so and names the port problem', () => {
     const out = text('app/client', 'app/web', 8080);
     assert.match(out, /^DENIED: .*\ndenied by egress at the source and ingress at the destination\n/);
-    assert.match(out, /egress at the source app\/client \(10\.0\.1\.3\): DENIED\n {2}policies: app\/client-out\n {2}.*port 8080\/TCP is outside every rule's ports/);
+    assert.match(
+      out,
+      /egress at the source app\/client \(10\.0\.1\.3\): DENIED\n {2}policies: app\/client-out\n {2}.*port 8080\/TCP is outside every rule's ports/,
+    );
   });
 
   test('an address source and the node-local allowance', () => {
@@ -127,7 +166,10 @@ describe('explainText', () => {
     const t = parseEndpoint(s, 'app/web');
     assert.ok(t.ok);
     const out = explainText(verdict(s, f, t.value, 'TCP', 80), f, t.value);
-    assert.match(out, /node node-1.*\n {2}allowed by: app\/all ingress\[0\]|allowed by: app\/all ingress\[0\]\n {2}.*node node-1/);
+    assert.match(
+      out,
+      /node node-1.*\n {2}allowed by: app\/all ingress\[0\]|allowed by: app\/all ingress\[0\]\n {2}.*node node-1/,
+    );
   });
 
   test('a pod without an address of the family says so', () => {
@@ -179,7 +221,10 @@ describe('explainJson', () => {
 
     const d = explainJson(verdict(state, ep('ops/tool'), ep('app/db'), 'TCP', 5432), ep('ops/tool'), ep('app/db'));
     assert.equal(d.allowed, false);
-    assert.deepEqual([d.ingress.allowed, d.ingress.isolated, d.ingress.policies, d.ingress.allowedBy], [false, true, ['app/deny'], []]);
+    assert.deepEqual(
+      [d.ingress.allowed, d.ingress.isolated, d.ingress.policies, d.ingress.allowedBy],
+      [false, true, ['app/deny'], []],
+    );
     assert.deepEqual([d.egress.allowed, d.egress.isolated], [true, false]);
   });
 });

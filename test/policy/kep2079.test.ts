@@ -19,7 +19,9 @@ for (const family of [4, 6] as Family[]) {
         assert.ok(p, key);
         return { kind: 'pod' as const, pod: p };
       };
-      const wrong = c.probes.filter((p) => verdict(state, pod(p.from), pod(p.to), p.protocol, p.port, { family }).allowed !== p.allowed);
+      const wrong = c.probes.filter(
+        (p) => verdict(state, pod(p.from), pod(p.to), p.protocol, p.port, { family }).allowed !== p.allowed,
+      );
       assert.deepEqual(wrong, [], 'probes whose verdict differs from the expectation');
     });
   }

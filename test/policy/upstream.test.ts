@@ -23,7 +23,8 @@ test('the suite has all 42 TCP, 3 UDP and 3 SCTP cases with unique ids', () => {
   assert.equal(new Set(cases.map((c) => c.id)).size, 48);
   for (const c of cases) {
     assert.ok(c.steps.length > 0 && c.steps.every((s) => s.probes.length > 0), `${c.id} has a step without probes`);
-    for (const s of c.steps) for (const p of s.probes) assert.ok(c.protocols.includes(p.protocol), `${c.id} probes ${p.protocol} it does not serve`);
+    for (const s of c.steps)
+      for (const p of s.probes) assert.ok(c.protocols.includes(p.protocol), `${c.id} probes ${p.protocol} it does not serve`);
   }
 });
 
@@ -38,10 +39,20 @@ for (const family of [4, 6] as Family[]) {
           const { state, errors } = buildState(objects);
           assert.deepEqual(errors, [], `step ${si + 1}: the case's objects must be valid`);
           for (const p of step.probes) {
-            const observed = observeTable(UPSTREAM_PODS, (f, t) => verdict(state, { kind: 'pod', pod: podOf(state, f) }, { kind: 'pod', pod: podOf(state, t) }, p.protocol, p.port, { family }).allowed);
+            const observed = observeTable(
+              UPSTREAM_PODS,
+              (f, t) =>
+                verdict(state, { kind: 'pod', pod: podOf(state, f) }, { kind: 'pod', pod: podOf(state, t) }, p.protocol, p.port, {
+                  family,
+                }).allowed,
+            );
             const wrong = diffTables(p.expected, observed);
             if (wrong.length > 0) {
-              assert.fail(formatReport(p.expected, observed, { title: `${c.id} step ${si + 1} (${step.description}) ${p.port}/${p.protocol} IPv${family}` }));
+              assert.fail(
+                formatReport(p.expected, observed, {
+                  title: `${c.id} step ${si + 1} (${step.description}) ${p.port}/${p.protocol} IPv${family}`,
+                }),
+              );
             }
           }
         });

@@ -16,12 +16,18 @@ interface Row {
   readonly conns: readonly (readonly [Conn, boolean])[];
 }
 
-function table(title: string, rows: readonly Row[], state: (policies: readonly RawObject[]) => ClusterState = (p) => stateWith(p)): void {
+function table(
+  title: string,
+  rows: readonly Row[],
+  state: (policies: readonly RawObject[]) => ClusterState = (p) => stateWith(p),
+): void {
   describe(title, () => {
     for (const row of rows) {
       test(row.name, () => {
         const s = state(row.policies);
-        const wrong = row.conns.filter(([conn, want]) => judge(s, conn).allowed !== want).map(([conn, want]) => `${show(conn)}: want ${want ? 'allowed' : 'denied'}`);
+        const wrong = row.conns
+          .filter(([conn, want]) => judge(s, conn).allowed !== want)
+          .map(([conn, want]) => `${show(conn)}: want ${want ? 'allowed' : 'denied'}`);
         assert.deepEqual(wrong, []);
       });
     }
@@ -34,15 +40,55 @@ const client = { matchLabels: { app: 'client' } };
 
 describe('policyTypes defaults (SetDefaults_NetworkPolicy)', () => {
   // ingress is judged on app/client -> app/web, egress on app/web -> app/db.
-  const rows: { name: string; spec: Parameters<typeof pol>[2]; ingress: [isolated: boolean, allowed: boolean]; egress: [isolated: boolean, allowed: boolean] }[] = [
+  const rows: {
+    name: string;
+    spec: Parameters<typeof pol>[2];
+    ingress: [isolated: boolean, allowed: boolean];
+    egress: [isolated: boolean, allowed: boolean];
+  }[] = [
     { name: 'no policyTypes, no rules: Ingress only', spec: { podSelector: web }, ingress: [true, false], egress: [false, true] },
-    { name: 'no policyTypes, ingress [{}]: Ingress only', spec: { podSelector: web, ingress: [{}] }, ingress: [true, true], egress: [false, true] },
-    { name: 'no policyTypes, egress [{}]: Ingress and Egress', spec: { podSelector: web, egress: [{}] }, ingress: [true, false], egress: [true, true] },
-    { name: 'no policyTypes, egress []: an empty egress adds no Egress', spec: { podSelector: web, egress: [] }, ingress: [true, false], egress: [false, true] },
-    { name: '[Egress]: Egress only', spec: { podSelector: web, policyTypes: ['Egress'] }, ingress: [false, true], egress: [true, false] },
-    { name: '[Egress] ignores ingress rules', spec: { podSelector: web, policyTypes: ['Egress'], ingress: [{}] }, ingress: [false, true], egress: [true, false] },
-    { name: '[Ingress] ignores egress rules', spec: { podSelector: web, policyTypes: ['Ingress'], egress: [{}] }, ingress: [true, false], egress: [false, true] },
-    { name: '[Ingress, Egress] without rules: both denied', spec: { podSelector: web, policyTypes: ['Ingress', 'Egress'] }, ingress: [true, false], egress: [true, false] },
+    {
+      name: 'no policyTypes, ingress [{}]: Ingress only',
+      spec: { podSelector: web, ingress: [{}] },
+      ingress: [true, true],
+      egress: [false, true],
+    },
+    {
+      name: 'no policyTypes, egress [{}]: Ingress and Egress',
+      spec: { podSelector: web, egress: [{}] },
+      ingress: [true, false],
+      egress: [true, true],
+    },
+    {
+      name: 'no policyTypes, egress []: an empty egress adds no Egress',
+      spec: { podSelector: web, egress: [] },
+      ingress: [true, false],
+      egress: [false, true],
+    },
+    {
+      name: '[Egress]: Egress only',
+      spec: { podSelector: web, policyTypes: ['Egress'] },
+      ingress: [false, true],
+      egress: [true, false],
+    },
+    {
+      name: '[Egress] ignores ingress rules',
+      spec: { podSelector: web, policyTypes: ['Egress'], ingress: [{}] },
+      ingress: [false, true],
+      egress: [true, false],
+    },
+    {
+      name: '[Ingress] ignores egress rules',
+      spec: { podSelector: web, policyTypes: ['Ingress'], egress: [{}] },
+      ingress: [true, false],
+      egress: [false, true],
+    },
+    {
+      name: '[Ingress, Egress] without rules: both denied',
+      spec: { podSelector: web, policyTypes: ['Ingress', 'Egress'] },
+      ingress: [true, false],
+      egress: [true, false],
+    },
   ];
   for (const r of rows) {
     test(r.name, () => {
@@ -101,7 +147,10 @@ table('allowed = union of all rules of all selecting policies', [
     name: 'two policies, each with one rule',
     policies: [
       pol('app', 'p1', { podSelector: web, ingress: [{ from: [{ podSelector: client }], ports: [{ port: 80 }] }] }),
-      pol('app', 'p2', { podSelector: web, ingress: [{ from: [{ namespaceSelector: { matchLabels: { team: 'b' } } }], ports: [{ port: 9090 }] }] }),
+      pol('app', 'p2', {
+        podSelector: web,
+        ingress: [{ from: [{ namespaceSelector: { matchLabels: { team: 'b' } } }], ports: [{ port: 9090 }] }],
+      }),
     ],
     conns: [
       [c('app/client', 'app/web', 80), true],
@@ -239,7 +288,20 @@ table('peer selectors (ingress to app/web)', [
     policies: [
       pol('app', 'p', {
         podSelector: web,
-        ingress: [{ from: [{ podSelector: { matchExpressions: [{ key: 'app', operator: 'Exists' }, { key: 'tier', operator: 'DoesNotExist' }] } }] }],
+        ingress: [
+          {
+            from: [
+              {
+                podSelector: {
+                  matchExpressions: [
+                    { key: 'app', operator: 'Exists' },
+                    { key: 'tier', operator: 'DoesNotExist' },
+                  ],
+                },
+              },
+            ],
+          },
+        ],
       }),
     ],
     conns: [
@@ -277,7 +339,9 @@ table('peer selectors (ingress to app/web)', [
   },
   {
     name: 'matchLabels and matchExpressions of one selector are ANDed',
-    policies: fromPeer({ namespaceSelector: { matchLabels: { team: 'b' }, matchExpressions: [{ key: 'env', operator: 'In', values: ['prod'] }] } }),
+    policies: fromPeer({
+      namespaceSelector: { matchLabels: { team: 'b' }, matchExpressions: [{ key: 'env', operator: 'In', values: ['prod'] }] },
+    }),
     conns: [
       [c('other/client', 'app/web', 80), false],
       [c('app/client', 'app/web', 80), false],
@@ -297,7 +361,12 @@ table('AND within a peer, OR across peers', [
   },
   {
     name: 'two peers: namespace OR pod (the pod one in the policy namespace)',
-    policies: [pol('app', 'p', { podSelector: web, ingress: [{ from: [{ namespaceSelector: { matchLabels: { team: 'b' } } }, { podSelector: client }] }] })],
+    policies: [
+      pol('app', 'p', {
+        podSelector: web,
+        ingress: [{ from: [{ namespaceSelector: { matchLabels: { team: 'b' } } }, { podSelector: client }] }],
+      }),
+    ],
     conns: [
       [c('other/web', 'app/web', 80), true],
       [c('other/client', 'app/web', 80), true],
@@ -308,7 +377,13 @@ table('AND within a peer, OR across peers', [
   },
   {
     name: 'egress: one peer with both selectors',
-    policies: [pol('app', 'p', { podSelector: client, policyTypes: ['Egress'], egress: [{ to: [{ namespaceSelector: { matchLabels: { team: 'b' } }, podSelector: web }] }] })],
+    policies: [
+      pol('app', 'p', {
+        podSelector: client,
+        policyTypes: ['Egress'],
+        egress: [{ to: [{ namespaceSelector: { matchLabels: { team: 'b' } }, podSelector: web }] }],
+      }),
+    ],
     conns: [
       [c('app/client', 'other/web', 80), true],
       [c('app/client', 'other/client', 80), false],
@@ -366,8 +441,16 @@ table('missing or empty from/to/ports mean everything', [
 ]);
 
 table('ingress [{}] allows all, ingress [] denies all (and egress alike)', [
-  { name: 'ingress: [{}]', policies: [pol('app', 'p', { podSelector: web, ingress: [{}] })], conns: [[c('ops/tool', 'app/web', 80), true]] },
-  { name: 'ingress: []', policies: [pol('app', 'p', { podSelector: web, ingress: [] })], conns: [[c('app/client', 'app/web', 80), false]] },
+  {
+    name: 'ingress: [{}]',
+    policies: [pol('app', 'p', { podSelector: web, ingress: [{}] })],
+    conns: [[c('ops/tool', 'app/web', 80), true]],
+  },
+  {
+    name: 'ingress: []',
+    policies: [pol('app', 'p', { podSelector: web, ingress: [] })],
+    conns: [[c('app/client', 'app/web', 80), false]],
+  },
   {
     name: 'egress: [{}]',
     policies: [pol('app', 'p', { podSelector: client, policyTypes: ['Egress'], egress: [{}] })],
@@ -495,7 +578,19 @@ table('protocols', [
   },
   {
     name: 'the same port on two protocols',
-    policies: [pol('app', 'p', { podSelector: web, ingress: [{ ports: [{ protocol: 'TCP', port: 53 }, { protocol: 'UDP', port: 53 }] }] })],
+    policies: [
+      pol('app', 'p', {
+        podSelector: web,
+        ingress: [
+          {
+            ports: [
+              { protocol: 'TCP', port: 53 },
+              { protocol: 'UDP', port: 53 },
+            ],
+          },
+        ],
+      }),
+    ],
     conns: [
       [c('app/client', 'app/web', 53, 'TCP'), true],
       [c('app/client', 'app/web', 53, 'UDP'), true],
@@ -561,7 +656,12 @@ table('ports: numbers, ranges, named ports', [
   },
   {
     name: "a named port needs the container port's protocol",
-    policies: [pol('app', 'p', { podSelector: web, ingress: [{ ports: [{ port: 'dns', protocol: 'TCP' }] }, { ports: [{ port: 'metrics' }] }] })],
+    policies: [
+      pol('app', 'p', {
+        podSelector: web,
+        ingress: [{ ports: [{ port: 'dns', protocol: 'TCP' }] }, { ports: [{ port: 'metrics' }] }],
+      }),
+    ],
     conns: [
       [c('app/client', 'app/web', 53, 'TCP'), false],
       [c('app/client', 'app/web', 53, 'UDP'), false],
@@ -669,7 +769,10 @@ describe('invalid rules allow nothing; the other rules still do', () => {
   });
 
   test('an invalid podSelector isolates the whole namespace and allows nothing', () => {
-    const { state, errors } = buildState([...BASE, pol('app', 'p', { podSelector: { matchExpressions: [{ key: 'app', operator: 'Bogus', values: ['x'] }] }, ingress: [{}] })]);
+    const { state, errors } = buildState([
+      ...BASE,
+      pol('app', 'p', { podSelector: { matchExpressions: [{ key: 'app', operator: 'Bogus', values: ['x'] }] }, ingress: [{}] }),
+    ]);
     assert.ok(errors.length > 0);
     assert.equal(judge(state, c('app/client', 'app/web', 80)).allowed, false);
     assert.equal(judge(state, c('other/client', 'app/db', 8080)).allowed, false);
@@ -707,7 +810,11 @@ describe('reasons', () => {
   const cases: [Conn, 'egress' | 'ingress', RegExp][] = [
     [c('app/client', 'app/web', 80), 'egress', /no policy selects app\/client for egress/],
     [c('app/client', 'app/web', 80), 'ingress', /allowed by app\/web-80 ingress\[0\]/],
-    [c('app/client', 'app/web', 8080), 'ingress', /isolated for ingress by app\/deny and app\/web-80.*port 8080\/TCP is outside every rule's ports/],
+    [
+      c('app/client', 'app/web', 8080),
+      'ingress',
+      /isolated for ingress by app\/deny and app\/web-80.*port 8080\/TCP is outside every rule's ports/,
+    ],
     [c('ops/tool', 'app/web', 80), 'ingress', /ops\/tool matches no rule's from peers/],
     [c('ops/tool', 'app/web', 8080), 'ingress', /neither ops\/tool nor port 8080\/TCP/],
     [c('app/client', 'app/db', 80), 'ingress', /isolated for ingress by app\/deny; its ingress rules are empty \(deny all\)/],
@@ -732,7 +839,17 @@ test('a few thousand pods: a full column of verdicts', () => {
       status: { phase: 'Running', podIP: `10.9.${Math.floor(i / 250)}.${i % 250}` },
     });
   }
-  const s = stateWith([pol('app', 'p', { podSelector: web, ingress: [{ from: [{ podSelector: client }, { namespaceSelector: { matchLabels: { team: 'b' } }, podSelector: client }] }] })], extra);
+  const s = stateWith(
+    [
+      pol('app', 'p', {
+        podSelector: web,
+        ingress: [
+          { from: [{ podSelector: client }, { namespaceSelector: { matchLabels: { team: 'b' } }, podSelector: client }] },
+        ],
+      }),
+    ],
+    extra,
+  );
   let allowed = 0;
   for (const p of s.pods) if (verdict(s, { kind: 'pod', pod: p }, endpoint(s, 'app/web'), 'TCP', 80).allowed) allowed++;
   // app/client, other/client, the 1000 p<i> labelled client (both namespaces match),

@@ -43,7 +43,12 @@ const INFO: Record<Resource, ResourceInfo> = {
   nodes: { kind: 'Node', apiVersion: 'v1', namespaced: false },
 };
 
-const KIND_TO_RESOURCE: Record<string, Resource> = { Pod: 'pods', Namespace: 'namespaces', NetworkPolicy: 'networkpolicies', Node: 'nodes' };
+const KIND_TO_RESOURCE: Record<string, Resource> = {
+  Pod: 'pods',
+  Namespace: 'namespaces',
+  NetworkPolicy: 'networkpolicies',
+  Node: 'nodes',
+};
 
 export interface ObjectMeta {
   name: string;
@@ -195,7 +200,12 @@ export function pod(
   labels: Record<string, string>,
   nodeName: string | undefined,
   ip: string | undefined,
-  extra?: { ports?: { name?: string; containerPort: number; protocol?: string }[]; phase?: string; hostNetwork?: boolean; ips?: string[] },
+  extra?: {
+    ports?: { name?: string; containerPort: number; protocol?: string }[];
+    phase?: string;
+    hostNetwork?: boolean;
+    ips?: string[];
+  },
 ): KubeObject {
   const ips = extra?.ips ?? (ip === undefined ? [] : [ip]);
   return {
@@ -326,7 +336,10 @@ interface Route {
 }
 
 function parseRoute(pathname: string): Route | undefined {
-  const seg = pathname.split('/').filter((s) => s !== '').map(decodeURIComponent);
+  const seg = pathname
+    .split('/')
+    .filter((s) => s !== '')
+    .map(decodeURIComponent);
   let api: Route['api'];
   let rest: string[];
   if (seg[0] === 'api' && seg[1] === 'v1') {
@@ -363,7 +376,12 @@ export class FakeApiServer {
   #rv = 100;
   #floor = 0;
   #log: LogEntry[] = [];
-  readonly #store: Record<Resource, Map<string, KubeObject>> = { pods: new Map(), namespaces: new Map(), networkpolicies: new Map(), nodes: new Map() };
+  readonly #store: Record<Resource, Map<string, KubeObject>> = {
+    pods: new Map(),
+    namespaces: new Map(),
+    networkpolicies: new Map(),
+    nodes: new Map(),
+  };
   readonly #watchers = new Set<Watcher>();
   readonly #sockets = new Set<Socket>();
   #faults: Fault[] = [];
@@ -603,7 +621,12 @@ export class FakeApiServer {
   }
 
   /** Merge `labels` into the object's labels (a null value removes the label). */
-  patchLabels(resource: Resource, namespace: string | undefined, name: string, labels: Record<string, string | null>): KubeObject {
+  patchLabels(
+    resource: Resource,
+    namespace: string | undefined,
+    name: string,
+    labels: Record<string, string | null>,
+  ): KubeObject {
     const cur = this.get(resource, namespace, name);
     if (cur === undefined) throw new Error(`${resource} ${namespace ?? ''}/${name} not found`);
     const next: Record<string, string> = { ...cur.metadata.labels };
@@ -685,7 +708,10 @@ export class FakeApiServer {
       return;
     }
     const route = parseRoute(url.pathname);
-    const fault = this.#takeFault(method === 'GET' && route !== undefined && route.name === undefined ? (isWatch ? 'watch' : 'list') : undefined, route);
+    const fault = this.#takeFault(
+      method === 'GET' && route !== undefined && route.name === undefined ? (isWatch ? 'watch' : 'list') : undefined,
+      route,
+    );
     if (fault !== undefined) {
       fail(fault, `injected failure ${fault}`);
       return;
@@ -695,7 +721,12 @@ export class FakeApiServer {
       return;
     }
     if (route.resource === 'events') {
-      if (method !== 'POST' || route.namespace === undefined || route.name !== undefined || route.api === 'networking.k8s.io/v1') {
+      if (
+        method !== 'POST' ||
+        route.namespace === undefined ||
+        route.name !== undefined ||
+        route.api === 'networking.k8s.io/v1'
+      ) {
         fail(405, 'only POST to namespaced events is supported');
         return;
       }
@@ -710,9 +741,18 @@ export class FakeApiServer {
             fail(400, 'invalid JSON');
             return;
           }
-          const meta = (typeof body.metadata === 'object' && body.metadata !== null ? body.metadata : {}) as Record<string, unknown>;
-          const name = typeof meta.name === 'string' && meta.name !== '' ? meta.name : `${String(meta.generateName ?? 'event.')}${(this.#uid++).toString(36)}`;
-          const stored = { ...body, metadata: { ...meta, name, namespace: ns, resourceVersion: String(++this.#rv), uid: `uid-${this.#uid++}` } };
+          const meta = (typeof body.metadata === 'object' && body.metadata !== null ? body.metadata : {}) as Record<
+            string,
+            unknown
+          >;
+          const name =
+            typeof meta.name === 'string' && meta.name !== ''
+              ? meta.name
+              : `${String(meta.generateName ?? 'event.')}${(this.#uid++).toString(36)}`;
+          const stored = {
+            ...body,
+            metadata: { ...meta, name, namespace: ns, resourceVersion: String(++this.#rv), uid: `uid-${this.#uid++}` },
+          };
           this.events.push({ api, namespace: ns, body: stored });
           record(201);
           this.#send(res, 201, stored);
@@ -750,7 +790,8 @@ export class FakeApiServer {
       if (cont !== '') {
         const [id, off] = cont.split(':');
         const found = this.#pages.get(id ?? '');
-        if (found === undefined) return fail(410, 'The provided continue parameter is too old to display a consistent list result.');
+        if (found === undefined)
+          return fail(410, 'The provided continue parameter is too old to display a consistent list result.');
         snap = found;
         offset = Number(off);
       } else {
@@ -770,14 +811,16 @@ export class FakeApiServer {
       } else if (cont !== '') this.#pages.delete(cont.split(':')[0] ?? '');
       record(200);
       const page = snap.items.slice(offset, end);
-      if (page.length <= 1_000) return this.#send(res, 200, { kind: `${info.kind}List`, apiVersion: info.apiVersion, metadata, items: page });
+      if (page.length <= 1_000)
+        return this.#send(res, 200, { kind: `${info.kind}List`, apiVersion: info.apiVersion, metadata, items: page });
       this.#streamList(res, { kind: `${info.kind}List`, apiVersion: info.apiVersion, metadata }, page);
       return;
     }
     // Writes, so that process tests can drive the server with a real client too.
     if (method === 'DELETE' && route.name !== undefined) {
       const o = this.get(resource, route.namespace, route.name);
-      if (o === undefined || !this.delete(resource, route.namespace, route.name)) return fail(404, `${resource} "${route.name}" not found`);
+      if (o === undefined || !this.delete(resource, route.namespace, route.name))
+        return fail(404, `${resource} "${route.name}" not found`);
       record(200);
       return this.#send(res, 200, o);
     }
@@ -835,7 +878,13 @@ export class FakeApiServer {
     return undefined;
   }
 
-  #matches(resource: Resource, ns: string | undefined, labels: readonly LabelRequirement[], fields: readonly FieldRequirement[], o: KubeObject): boolean {
+  #matches(
+    resource: Resource,
+    ns: string | undefined,
+    labels: readonly LabelRequirement[],
+    fields: readonly FieldRequirement[],
+    o: KubeObject,
+  ): boolean {
     if (INFO[resource].namespaced && ns !== undefined && o.metadata.namespace !== ns) return false;
     return labelsMatch(labels, o.metadata.labels) && fieldsMatch(fields, o);
   }
@@ -902,13 +951,18 @@ export class FakeApiServer {
     const info = INFO[w.resource];
     this.#write(w, {
       type: 'BOOKMARK',
-      object: { kind: info.kind, apiVersion: info.apiVersion, metadata: { resourceVersion: String(this.#rv), annotations: { 'k8s.io/initial-events-end': 'false' } } },
+      object: {
+        kind: info.kind,
+        apiVersion: info.apiVersion,
+        metadata: { resourceVersion: String(this.#rv), annotations: { 'k8s.io/initial-events-end': 'false' } },
+      },
     });
   }
 
   /** Applies the selector-crossing rule: starts matching -> ADDED, stops matching -> DELETED (old object, new RV). */
   #deliver(w: Watcher, e: LogEntry): void {
-    const m = (o: KubeObject | undefined): boolean => o !== undefined && this.#matches(w.resource, w.namespace, w.labels, w.fields, o);
+    const m = (o: KubeObject | undefined): boolean =>
+      o !== undefined && this.#matches(w.resource, w.namespace, w.labels, w.fields, o);
     const now = m(e.object);
     const before = e.type === 'ADDED' ? false : m(e.old);
     if (e.type === 'DELETED') {
@@ -934,7 +988,11 @@ export class FakeApiServer {
   // ------------------------------------------------------------ control API
 
   #control(req: IncomingMessage, res: ServerResponse, url: URL): void {
-    const parts = url.pathname.split('/').filter((s) => s !== '').slice(1).map(decodeURIComponent);
+    const parts = url.pathname
+      .split('/')
+      .filter((s) => s !== '')
+      .slice(1)
+      .map(decodeURIComponent);
     const q = url.searchParams;
     const ok = (body: unknown = { ok: true }): void => this.#send(res, 200, body);
     const bad = (err: unknown): void => this.#send(res, 400, { ok: false, error: String(err) });
@@ -944,7 +1002,15 @@ export class FakeApiServer {
       if (method === 'GET' && op === 'stats') {
         const objects: Record<string, number> = {};
         for (const r of RESOURCES) objects[r] = this.#store[r].size;
-        return ok({ url: this.url, resourceVersion: this.#rv, objects, watchers: this.#watchers.size, requests: this.requests.length, watchEventsSent: this.#sentTotal, logEntries: this.#log.length });
+        return ok({
+          url: this.url,
+          resourceVersion: this.#rv,
+          objects,
+          watchers: this.#watchers.size,
+          requests: this.requests.length,
+          watchEventsSent: this.#sentTotal,
+          logEntries: this.#log.length,
+        });
       }
       if (method === 'GET' && op === 'events') return ok(this.events);
       if (method === 'GET' && op === 'watchers') return ok(this.watchers());
@@ -964,7 +1030,8 @@ export class FakeApiServer {
         const resource = parts[1] as Resource;
         if (!RESOURCES.includes(resource)) return bad(`unknown resource ${String(resource)}`);
         const [nsOrName, name] = [parts[2], parts[3]];
-        const found = name === undefined ? this.delete(resource, undefined, nsOrName ?? '') : this.delete(resource, nsOrName, name);
+        const found =
+          name === undefined ? this.delete(resource, undefined, nsOrName ?? '') : this.delete(resource, nsOrName, name);
         return ok({ ok: found });
       }
       if (method === 'POST') {
@@ -1001,6 +1068,8 @@ export class FakeApiServer {
             });
             return ok();
           }
+          default:
+            break;
         }
       }
       this.#send(res, 404, { ok: false, error: `unknown control call ${method} ${url.pathname}` });
@@ -1053,7 +1122,12 @@ export function parseObjects(text: string): KubeObject[] {
  * Polls `cond` until it returns a truthy value (returned) or `timeoutMs` passes
  * (throws with `what`). For tests: wait for conditions, never for durations.
  */
-export async function waitFor<T>(cond: () => T | Promise<T>, what = 'condition', timeoutMs = 10_000, everyMs = 10): Promise<NonNullable<T>> {
+export async function waitFor<T>(
+  cond: () => T | Promise<T>,
+  what = 'condition',
+  timeoutMs = 10_000,
+  everyMs = 10,
+): Promise<NonNullable<T>> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const v = await cond();
@@ -1066,7 +1140,10 @@ export async function waitFor<T>(cond: () => T | Promise<T>, what = 'condition',
 /** A KubeConfig pointing at a plain-http server (client-node requires skipTLSVerify for http:). */
 export function makeKubeConfig(server: string, token?: string): KubeConfig {
   const kc = new KubeConfig();
-  kc.loadFromClusterAndUser({ name: 'fake', server, skipTLSVerify: true }, { name: 'fake-user', ...(token === undefined ? {} : { token }) });
+  kc.loadFromClusterAndUser(
+    { name: 'fake', server, skipTLSVerify: true },
+    { name: 'fake-user', ...(token === undefined ? {} : { token }) },
+  );
   return kc;
 }
 

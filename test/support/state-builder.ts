@@ -108,9 +108,11 @@ export function state(parts: {
   const namespaces = new Map<string, Namespace>();
   for (const n of parts.namespaces ?? []) namespaces.set(n.name, n);
   if (parts.strictNamespaces !== true) {
-    for (const o of [...(parts.pods ?? []), ...(parts.policies ?? [])]) if (!namespaces.has(o.namespace)) namespaces.set(o.namespace, ns(o.namespace));
+    for (const o of [...(parts.pods ?? []), ...(parts.policies ?? [])])
+      if (!namespaces.has(o.namespace)) namespaces.set(o.namespace, ns(o.namespace));
   }
-  const byKey = (a: { namespace: string; name: string }, b: { namespace: string; name: string }) => cmp(a.namespace, b.namespace) || cmp(a.name, b.name);
+  const byKey = (a: { namespace: string; name: string }, b: { namespace: string; name: string }) =>
+    cmp(a.namespace, b.namespace) || cmp(a.name, b.name);
   return {
     namespaces: [...namespaces.values()].sort((a, b) => cmp(a.name, b.name)),
     pods: [...(parts.pods ?? [])].sort(byKey),

@@ -157,7 +157,11 @@ export function diffTables(expected: TruthTable, observed: TruthTable, opts: { i
 }
 
 /** Upstream's PrintSummary: counts, then the expected, observed and comparison tables. */
-export function formatReport(expected: TruthTable, observed: TruthTable, opts: { ignoreLoopback?: boolean; title?: string } = {}): string {
+export function formatReport(
+  expected: TruthTable,
+  observed: TruthTable,
+  opts: { ignoreLoopback?: boolean; title?: string } = {},
+): string {
   const ignoreLoopback = opts.ignoreLoopback ?? true;
   const wrong = diffTables(expected, observed, { ignoreLoopback }).length;
   const total = expected.froms.length * expected.tos.length;

@@ -13,6 +13,8 @@
 //   remote-relabel   a frontend elsewhere stops being one
 //   local-plain      a pod nothing isolates starts on this node (map element)
 //   local-isolated   a pod a policy isolates starts on this node (new chains: full)
+//   policy-edit      a policy isolating pods of this node gets one more ingress rule
+//                    (a new port on TCP, from the same peers)
 import { execa } from 'execa';
 import { randomBytes } from 'node:crypto';
 import { cpus } from 'node:os';
@@ -62,6 +64,12 @@ function scenarios(state: ClusterState, node: string): Scenario[] {
   // A namespace with a default-deny policy isolates every pod in it.
   const denyNs = state.policies.find((p) => p.name.startsWith('default-deny-'))?.namespace ?? '';
   const quietNs = state.namespaces.find((n) => !state.policies.some((p) => p.namespace === n.name))?.name ?? 'kube-system';
+  // A policy that isolates local pods for ingress: a rule more (what `kubectl edit` of one policy does).
+  const localNs = new Set(state.pods.filter((p) => p.nodeName === node).map((p) => p.namespace));
+  const edited = state.policies.find((p) => localNs.has(p.namespace) && p.types.ingress && p.ingress.length > 0);
+  if (edited === undefined) throw new Error('no policy in a namespace of the node');
+  const extra = { ...edited.ingress[0]!, ports: [{ protocol: 'TCP' as const, port: 65000, endPort: undefined }] };
+  const policies = state.policies.map((p) => (p === edited ? { ...p, ingress: [...p.ingress, extra] } : p));
   return [
     {
       name: 'remote-replace',
@@ -70,6 +78,7 @@ function scenarios(state: ClusterState, node: string): Scenario[] {
     { name: 'remote-relabel', next: sorted([...without, { ...frontend, labels: { ...frontend.labels, tier: 'batch' } }]) },
     { name: 'local-plain', next: sorted([...state.pods, newLocal('bench-plain', { app: 'bench' }, quietNs)]) },
     { name: 'local-isolated', next: sorted([...state.pods, newLocal('bench-isolated', { app: 'bench' }, denyNs)]) },
+    { name: 'policy-edit', next: { ...state, policies } },
   ];
 }
 

@@ -28,7 +28,7 @@ import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import type { ClusterState, Pod } from '../src/model/types.ts';
 import { runNft } from '../src/nft/exec.ts';
-import { renderNode } from '../src/nft/render.ts';
+import { renderNode } from '../test/support/render-node.ts';
 import { Cluster } from '../test/harness/cluster.ts';
 import { runIn } from '../test/harness/netns.ts';
 import { node, pod, podPeer, policy, port, rule, sel, state } from '../test/support/state-builder.ts';

@@ -20,6 +20,7 @@ import { ClusterIndex } from './cluster-index.ts';
 import type { Chain, CompiledRuleset, MapElement, NamedSet, Rule, RulesetStats, VerdictMap } from '../ruleset/ir.ts';
 import { resolveOptions, type RenderOptions } from '../ruleset/options.ts';
 import { PeerResolver } from './peers.ts';
+import { flattenRuleset } from './identities.ts';
 import { compilePolicyChain } from './policy-rules.ts';
 import { SharedSets } from './shared-sets.ts';
 import { formatElement } from './v4.ts';
@@ -171,13 +172,33 @@ function computeStats(
   };
 }
 
+/** The node's ruleset, as rendered: policy rules flattened into peer identities (identities.ts). */
 export function compileNode(state: ClusterState, nodeName: string, opts?: Partial<RenderOptions>): CompiledRuleset {
+  return flattenRuleset(compileRules(state, nodeName, opts));
+}
+
+/**
+ * The node's ruleset in its per-policy form: one KUBE-NWPLCY chain per policy
+ * direction, jumped to from the pod chains. What each policy rule allows, as
+ * nft matches; compileNode flattens it into what the kernel gets.
+ */
+export function compileRules(state: ClusterState, nodeName: string, opts?: Partial<RenderOptions>): CompiledRuleset {
   const idx = new ClusterIndex(state);
-  return compileWith(state, nodeName, resolveOptions(opts), idx, new PeerResolver(idx));
+  return compileRulesWith(state, nodeName, resolveOptions(opts), idx, new PeerResolver(idx));
 }
 
 /** compileNode with the lookups given: an index of `state` and a resolver over it (see node-compiler.ts). */
 export function compileWith(
+  state: ClusterState,
+  nodeName: string,
+  o: RenderOptions,
+  idx: ClusterIndex,
+  peers: PeerResolver,
+): CompiledRuleset {
+  return flattenRuleset(compileRulesWith(state, nodeName, o, idx, peers));
+}
+
+function compileRulesWith(
   state: ClusterState,
   nodeName: string,
   o: RenderOptions,
@@ -271,7 +292,7 @@ export function compileWith(
     for (const f of FAMILIES) {
       const name = dispatchMapName(d, f);
       const elems = (mapElems.get(name) ?? []).sort((a, b) => (a.ip < b.ip ? -1 : a.ip > b.ip ? 1 : 0)).map((e) => e.el);
-      maps.push({ name, family: f, direction: d, elements: elems });
+      maps.push({ name, kind: 'dispatch', family: f, direction: d, interval: false, elements: elems });
     }
   }
 

@@ -28,6 +28,8 @@ function matchText(m: Match): string {
       return `meta l4proto . th dport @${m.set}`;
     case 'namedPortSet':
       return `${fam(m.family)} daddr . meta l4proto . th dport @${m.set}`;
+    case 'localPortSet':
+      return `${fam(m.family)} ${m.field} . meta l4proto . th dport @${m.set}`;
   }
 }
 
@@ -74,9 +76,19 @@ function elementsBlock(out: string[], elements: readonly string[]): void {
   out.push(`\t\telements = ${elementList(elements, '\t\t\t     ')}`);
 }
 
-/** `10.0.0.1 : goto KUBE-POD-FW-…`, or `10.0.0.1 : accept` for a known pod nothing isolates. */
-export function mapElementText(e: MapElement): string {
-  return `${e.key} : ${e.chain === undefined ? 'accept' : `goto ${e.chain}`}`;
+/**
+ * Dispatch: `10.0.0.1 : goto KUBE-POD-FW-…`, or `10.0.0.1 : accept` for a
+ * known pod nothing isolates. Peers: `10.0.0.1 : jump KUBE-PEERS-…` (a jump
+ * returns to the pod chain, whose next rules and deny tail still apply).
+ */
+export function mapElementText(m: VerdictMap, e: MapElement): string {
+  if (e.chain === undefined) return `${e.key} : accept`;
+  return `${e.key} : ${m.kind === 'dispatch' ? 'goto' : 'jump'} ${e.chain}`;
+}
+
+/** A map's declaration on one line; equal text, equal declaration. */
+export function mapDeclaration(m: VerdictMap): string {
+  return `type ${m.family === 4 ? 'ipv4_addr' : 'ipv6_addr'} : verdict;${m.interval ? ' flags interval;' : ''}`;
 }
 
 /** A set's declaration on one line (`add set ... { this }`); equal text, equal declaration. */
@@ -98,7 +110,8 @@ function renderSet(out: string[], s: NamedSet): void {
 
 function renderMap(out: string[], m: VerdictMap): void {
   out.push(`\tmap ${m.name} {`, `\t\ttype ${m.family === 4 ? 'ipv4_addr' : 'ipv6_addr'} : verdict`);
-  elementsBlock(out, m.elements.map(mapElementText));
+  if (m.interval) out.push('\t\tflags interval');
+  elementsBlock(out, m.elements.map((e) => mapElementText(m, e)));
   out.push('\t}', '');
 }
 
@@ -126,13 +139,16 @@ export function renderRuleset(c: CompiledRuleset): string {
     `\tcomment ${quoted(c.comment)}`,
     '',
   ];
-  // Referenced objects come before their users: sets, policy chains, pod
-  // chains (jump to policy chains), maps (goto pod chains), base chains.
+  // Referenced objects come before their users: sets, peer (or policy)
+  // chains, peer maps (jump to peer chains), pod chains (vmap on peer maps),
+  // dispatch maps (goto pod chains), base chains.
   for (const s of c.sets) renderSet(out, s);
   const byRole = (role: Chain['role']): Chain[] => c.chains.filter((ch) => ch.role === role);
   for (const ch of byRole('policy')) renderChain(out, ch);
+  for (const ch of byRole('peers')) renderChain(out, ch);
+  for (const m of c.maps) if (m.kind === 'peers') renderMap(out, m);
   for (const ch of byRole('pod')) renderChain(out, ch);
-  for (const m of c.maps) renderMap(out, m);
+  for (const m of c.maps) if (m.kind === 'dispatch') renderMap(out, m);
   for (const ch of byRole('base')) renderChain(out, ch);
   if (out[out.length - 1] === '') out.pop();
   out.push('}', '');

@@ -15,7 +15,7 @@
 // object's declaration, which `add` cannot change in place) falls back to the
 // full script (render.ts), which is always the recovery path.
 import type { Chain, CompiledRuleset } from '../ruleset/ir.ts';
-import { elementList, mapElementText, quoted, renderRuleset, ruleText, setDeclaration } from './render.ts';
+import { elementList, mapDeclaration, mapElementText, quoted, renderRuleset, ruleText, setDeclaration } from './render.ts';
 
 export interface UpdateCounts {
   /** Elements added / removed, including those of added / deleted sets (a map key whose verdict changed is one of each). */
@@ -84,7 +84,7 @@ function fixedPart(c: CompiledRuleset): string {
   const base = c.chains
     .filter((ch) => ch.role === 'base')
     .map((ch) => `${ch.name} ${JSON.stringify(ch.base)} ${ch.comment ?? ''}\n${ch.rules.map(ruleText).join('\n')}`);
-  const maps = c.maps.map((m) => `${m.name} ${m.family} ${m.direction}`);
+  const maps = c.maps.map((m) => `${m.name} ${m.kind} ${m.direction} ${mapDeclaration(m)}`);
   return [c.comment, ...base, ...maps].join('\n');
 }
 
@@ -140,11 +140,11 @@ export function renderUpdate(prev: CompiledRuleset | undefined, next: CompiledRu
       before.every((e, j) => e.key === m.elements[j]?.key && e.chain === m.elements[j]?.chain)
     )
       return;
-    const nextText = new Map(m.elements.map((e) => [e.key, mapElementText(e)]));
-    const prevText = new Map(before.map((e) => [e.key, mapElementText(e)]));
+    const nextText = new Map(m.elements.map((e) => [e.key, mapElementText(m, e)]));
+    const prevText = new Map(before.map((e) => [e.key, mapElementText(m, e)]));
     // A key whose verdict changed is deleted (by key alone) and added again.
     const gone = before.filter((e) => nextText.get(e.key) !== prevText.get(e.key)).map((e) => e.key);
-    const come = m.elements.filter((e) => prevText.get(e.key) !== nextText.get(e.key)).map(mapElementText);
+    const come = m.elements.filter((e) => prevText.get(e.key) !== nextText.get(e.key)).map((e) => mapElementText(m, e));
     if (gone.length > 0) deleteElements.push(`delete element ${t} ${m.name} ${elementList(gone, '\t')}`);
     if (come.length > 0) addElements.push(`add element ${t} ${m.name} ${elementList(come, '\t')}`);
     added += come.length;

@@ -58,6 +58,26 @@ export function namedPortSetName(sid: string, f: Family): string {
   return `named${f}-${sid}`;
 }
 
+/** What one peer identity (a class of remote addresses that the same rules name) may reach. */
+export function peersChainName(cid: string, d: Direction): string {
+  return `KUBE-PEERS-${cid}-${dirSuffix(d)}`;
+}
+
+/** local address . protocol . port allowed to / from a peer identity. */
+export function allowSetName(cid: string, f: Family): string {
+  return `allow${f}-${cid}`;
+}
+
+/** local addresses a peer identity may reach on every port and protocol. */
+export function allowAllSetName(cid: string, f: Family): string {
+  return `allowall${f}-${cid}`;
+}
+
+/** Remote pod addresses (`ranges`: address ranges) -> jump to their peer identity's chain. */
+export function peerMapName(d: Direction, f: Family, ranges: boolean): string {
+  return `${d}-${ranges ? 'ranges' : 'peers'}-v${f}`;
+}
+
 /** The node's pod CIDRs: an address in them that no map knows is an unknown local endpoint. */
 export function localPodCidrSetName(f: Family): string {
   return `local-pod-cidrs-v${f}`;

@@ -28,7 +28,9 @@ export type Match =
   /** `meta l4proto . th dport @set` */
   | { readonly kind: 'portSet'; readonly set: string }
   /** `ip daddr . meta l4proto . th dport @set` */
-  | { readonly kind: 'namedPortSet'; readonly family: Family; readonly set: string };
+  | { readonly kind: 'namedPortSet'; readonly family: Family; readonly set: string }
+  /** `ip saddr . meta l4proto . th dport @set` (egress) / `ip daddr ...` (ingress): the local pod, protocol and port. */
+  | { readonly kind: 'localPortSet'; readonly family: Family; readonly field: AddrField; readonly set: string };
 
 export type Verdict =
   | { readonly kind: 'accept' }
@@ -51,7 +53,11 @@ export interface BaseHook {
   readonly priority: number;
 }
 
-export type ChainRole = 'base' | 'pod' | 'policy';
+/**
+ * policy: one policy direction's rules (the per-policy form of compileRules);
+ * peers: what one peer identity may reach (the rendered form, identities.ts).
+ */
+export type ChainRole = 'base' | 'pod' | 'policy' | 'peers';
 
 export interface Chain {
   readonly name: string;
@@ -79,19 +85,29 @@ export interface NamedSet {
 }
 
 export interface MapElement {
-  /** Canonical pod address. */
+  /** Canonical pod address (dispatch, peer maps) or interval element text (range maps). */
   readonly key: string;
   /**
-   * `goto` target; undefined = `accept`: a known local pod nothing isolates in
-   * this direction (only listed when unknown local endpoints are dropped).
+   * Dispatch maps: `goto` target; undefined = `accept`: a known local pod
+   * nothing isolates in this direction (only listed when unknown local
+   * endpoints are dropped). Peer maps: `jump` target (never undefined).
    */
   readonly chain: string | undefined;
 }
 
+/**
+ * dispatch: local pod address -> `goto` its KUBE-POD-FW chain (base chains);
+ * peers: remote address (or, with `interval`, address range) -> `jump` to the
+ * chain of its peer identity (pod chains; see compile/identities.ts).
+ */
+export type MapKind = 'dispatch' | 'peers';
+
 export interface VerdictMap {
   readonly name: string;
+  readonly kind: MapKind;
   readonly family: Family;
   readonly direction: Direction;
+  readonly interval: boolean;
   readonly elements: readonly MapElement[];
 }
 
@@ -104,8 +120,9 @@ export interface CompiledRuleset {
    * each set once, however many rules share it.
    */
   readonly sets: readonly NamedSet[];
+  /** Peer maps, then dispatch maps. */
   readonly maps: readonly VerdictMap[];
-  /** Policy chains, then pod chains, then base chains. */
+  /** Policy or peer-identity chains, then pod chains, then base chains. */
   readonly chains: readonly Chain[];
   readonly stats: RulesetStats;
 }

@@ -1,0 +1,525 @@
+// Peer identities: the per-policy ruleset (compileRules: a KUBE-NWPLCY chain
+// per policy, walked rule after rule) flattened into one whose per-packet
+// cost does not depend on how many policies select a pod.
+//
+// A remote address's identity is the set of rule sources that contain it:
+// the peer sets (and, for egress, named-port sets with the ports the address
+// serves) of every rule on this node. Addresses with the same identity are
+// allowed exactly the same things, so each identity gets one chain,
+// KUBE-PEERS-<cid>-IN|EG, holding one lookup: `local address . protocol .
+// port` in the union of what every rule naming that identity allows (plus
+// one for rules without ports). A pod chain then looks the remote address up
+// once in a map of pod addresses (hash) and once in a map of address ranges
+// (interval: ipBlocks, and "anywhere" for rules without peers), jumping to
+// the identity's chain, before its deny tail:
+//
+//   KUBE-POD-FW-<pod>-IN:  ip saddr vmap @ingress-peers-v4     10.244.2.7 : jump KUBE-PEERS-<cid>-IN
+//                          ip saddr vmap @ingress-ranges-v4    192.168.0.0/24 : jump KUBE-PEERS-<cid2>-IN
+//                          counter drop comment "deny ingress to ns/pod"
+//   KUBE-PEERS-<cid>-IN:   ip daddr . meta l4proto . th dport @allow4-<cid> accept
+//
+// Each allow element carries a comment naming the policy rules it comes from
+// (`shop/web ingress[0]`). Pod churn elsewhere moves one address between
+// identities (a hash map element); identities and their sets change when
+// policies or local pods do. Pure: the same per-policy ruleset always gives
+// the same text.
+import { cidrInterval, familyBits, parseCIDR, parseIP } from '../model/ip.ts';
+import type { Interval } from '../model/ip.ts';
+import type { Direction, Family } from '../model/types.ts';
+import type { Chain, CompiledRuleset, MapElement, Match, NamedSet, Rule, RulesetStats, VerdictMap } from '../ruleset/ir.ts';
+import { allowAllSetName, allowSetName, localPodCidrSetName, peerMapName, peersChainName, sanitizeComment, shortHash } from '../ruleset/ids.ts';
+import { formatElement } from './v4.ts';
+
+const FAMILIES: readonly Family[] = [4, 6];
+const DIRECTIONS: readonly Direction[] = ['ingress', 'egress'];
+const ANYWHERE = '*';
+
+/** Where a rule's remote side may be. */
+type Source =
+  /** A peer set of pod addresses only (hash set): pod identities. */
+  | { readonly kind: 'pods'; readonly set: NamedSet }
+  /** A peer set with ipBlocks (interval set): range identities. */
+  | { readonly kind: 'ranges'; readonly set: NamedSet }
+  /** No peers: every address (a range identity). */
+  | { readonly kind: 'anywhere' }
+  /** Egress named ports: destination pods, with the ports each serves. */
+  | { readonly kind: 'named'; readonly set: NamedSet };
+
+/** What a rule allows on the local side. */
+type Ports =
+  | { readonly kind: 'all' }
+  /** `proto . port[-port]` elements (numeric ports, any local pod of the policy). */
+  | { readonly kind: 'numeric'; readonly elements: readonly string[] }
+  /** Ingress named ports: `local address . proto . port` triples. */
+  | { readonly kind: 'local'; readonly elements: readonly string[] }
+  /** Egress named ports: the ports come with the remote address (Source named). */
+  | { readonly kind: 'remote' };
+
+interface Term {
+  /** `ns/name ingress[0]`: shown on the allow elements. */
+  readonly label: string;
+  /** undefined: both families. */
+  readonly family: Family | undefined;
+  readonly source: Source;
+  readonly ports: Ports;
+  /** Local addresses of the pods the policy isolates, per family. */
+  readonly targets: ReadonlyMap<Family, readonly string[]>;
+}
+
+interface PortRange {
+  readonly lo: number;
+  readonly hi: number;
+  readonly labels: Set<string>;
+}
+
+/** What one identity allows: per local address, per protocol, port ranges; and local addresses open on every port. */
+class Allowed {
+  readonly ports = new Map<string, Map<string, PortRange[]>>();
+  readonly all = new Map<string, Set<string>>();
+
+  addPort(local: string, proto: string, lo: number, hi: number, label: string): void {
+    let byProto = this.ports.get(local);
+    if (byProto === undefined) this.ports.set(local, (byProto = new Map()));
+    let list = byProto.get(proto);
+    if (list === undefined) byProto.set(proto, (list = []));
+    list.push({ lo, hi, labels: new Set([label]) });
+  }
+
+  addAll(local: string, label: string): void {
+    let s = this.all.get(local);
+    if (s === undefined) this.all.set(local, (s = new Set()));
+    s.add(label);
+  }
+
+  get empty(): boolean {
+    return this.ports.size === 0 && this.all.size === 0;
+  }
+
+  /** Sorted elements; overlapping ranges merged (interval sets reject overlaps), their labels joined. */
+  portElements(): string[] {
+    const out: string[] = [];
+    for (const local of [...this.ports.keys()].sort()) {
+      const byProto = this.ports.get(local)!;
+      for (const proto of [...byProto.keys()].sort()) {
+        const sorted = [...byProto.get(proto)!].sort((a, b) => a.lo - b.lo || a.hi - b.hi);
+        const merged: PortRange[] = [];
+        for (const r of sorted) {
+          const last = merged[merged.length - 1];
+          if (last !== undefined && r.lo <= last.hi) {
+            merged[merged.length - 1] = { lo: last.lo, hi: Math.max(last.hi, r.hi), labels: new Set([...last.labels, ...r.labels]) };
+          } else merged.push({ lo: r.lo, hi: r.hi, labels: new Set(r.labels) });
+        }
+        for (const r of merged)
+          out.push(`${local} . ${proto} . ${r.lo === r.hi ? r.lo : `${r.lo}-${r.hi}`}${labelComment(r.labels)}`);
+      }
+    }
+    return out;
+  }
+
+  allElements(): string[] {
+    return [...this.all.keys()].sort().map((local) => `${local}${labelComment(this.all.get(local)!)}`);
+  }
+}
+
+function labelComment(labels: ReadonlySet<string>): string {
+  return ` comment "${sanitizeComment([...labels].sort().join(' '))}"`;
+}
+
+/** `tcp . 80`, `tcp . 8000-8080` */
+function parsePortElement(e: string): { proto: string; lo: number; hi: number } {
+  const [proto = '', ports = ''] = e.split(' . ');
+  const [lo = '0', hi = lo] = ports.split('-');
+  return { proto, lo: Number(lo), hi: Number(hi) };
+}
+
+/** `10.0.0.5 . tcp . 8080` */
+function parseTriple(e: string): { addr: string; proto: string; port: number } {
+  const [addr = '', proto = '', port = '0'] = e.split(' . ');
+  return { addr, proto, port: Number(port) };
+}
+
+/** An interval set element (`10.0.0.1`, `10.0.0.0/8`, `10.0.0.1-10.0.0.9`) as an interval. */
+function parseInterval(e: string): Interval | undefined {
+  if (e.includes('/')) {
+    const c = parseCIDR(e);
+    return c.ok ? cidrInterval(c.cidr) : undefined;
+  }
+  const [a = '', b = a] = e.split('-');
+  const lo = parseIP(a);
+  const hi = parseIP(b);
+  return lo === undefined || hi === undefined ? undefined : { family: lo.family, lo: lo.value, hi: hi.value };
+}
+
+function sourceKey(s: Source): string {
+  return s.kind === 'anywhere' ? ANYWHERE : s.set.name;
+}
+
+function describe(s: Source): string {
+  if (s.kind === 'anywhere') return 'anywhere';
+  return (s.set.comment ?? s.set.name).replace(/^IPv[46] (peers: )?/, '');
+}
+
+function termsOf(prev: CompiledRuleset): Map<Direction, Term[]> {
+  const sets = new Map(prev.sets.map((s) => [s.name, s]));
+  // Pod chain -> its local addresses per family, from the dispatch maps.
+  const podAddrs = new Map<string, Map<Family, string[]>>();
+  for (const m of prev.maps) {
+    for (const e of m.elements) {
+      if (e.chain === undefined) continue;
+      let byFam = podAddrs.get(e.chain);
+      if (byFam === undefined) podAddrs.set(e.chain, (byFam = new Map()));
+      let l = byFam.get(m.family);
+      if (l === undefined) byFam.set(m.family, (l = []));
+      l.push(e.key);
+    }
+  }
+  // Policy chain -> local addresses of the pods jumping to it, and the policy's name.
+  const targets = new Map<string, Map<Family, string[]>>();
+  const policyNames = new Map<string, string>();
+  for (const ch of prev.chains) {
+    if (ch.role !== 'pod') continue;
+    for (const r of ch.rules) {
+      if (r.verdict.kind !== 'jump') continue;
+      policyNames.set(r.verdict.chain, r.comment ?? r.verdict.chain);
+      let t = targets.get(r.verdict.chain);
+      if (t === undefined) targets.set(r.verdict.chain, (t = new Map()));
+      for (const [f, addrs] of podAddrs.get(ch.name) ?? []) {
+        let l = t.get(f);
+        if (l === undefined) t.set(f, (l = []));
+        l.push(...addrs);
+      }
+    }
+  }
+  const out = new Map<Direction, Term[]>(DIRECTIONS.map((d) => [d, []]));
+  for (const ch of prev.chains) {
+    if (ch.role !== 'policy') continue;
+    const d: Direction = ch.name.endsWith('-IN') ? 'ingress' : 'egress';
+    const t = targets.get(ch.name) ?? new Map<Family, string[]>();
+    for (const r of ch.rules) {
+      let addr: NamedSet | undefined;
+      let portSet: NamedSet | undefined;
+      let named: NamedSet | undefined;
+      let family: Family | undefined;
+      for (const m of r.matches) {
+        const s = 'set' in m ? sets.get(m.set) : undefined;
+        if (m.kind === 'addrSet') [addr, family] = [s, m.family];
+        else if (m.kind === 'portSet') portSet = s;
+        else if (m.kind === 'namedPortSet') [named, family] = [s, m.family];
+      }
+      const label = `${policyNames.get(ch.name) ?? ch.name} ${r.comment ?? ''}`.trim();
+      let source: Source;
+      let ports: Ports;
+      if (named !== undefined && d === 'egress') {
+        // The named set holds only destinations the peers select: it is the remote side.
+        source = { kind: 'named', set: named };
+        ports = { kind: 'remote' };
+      } else {
+        source = addr === undefined ? { kind: 'anywhere' } : { kind: addr.interval ? 'ranges' : 'pods', set: addr };
+        if (named !== undefined) ports = { kind: 'local', elements: named.elements };
+        else if (portSet !== undefined) ports = { kind: 'numeric', elements: portSet.elements };
+        else ports = { kind: 'all' };
+      }
+      out.get(d)!.push({ label, family, source, ports, targets: t });
+    }
+  }
+  return out;
+}
+
+/** What `terms` (all naming one source) allow, added to `into`; `remotePorts` for named egress sources. */
+function allowTerms(into: Allowed, terms: readonly Term[], f: Family, remotePorts: readonly string[]): void {
+  for (const t of terms) {
+    if (t.family !== undefined && t.family !== f) continue;
+    const locals = t.targets.get(f) ?? [];
+    if (locals.length === 0) continue;
+    const p = t.ports;
+    switch (p.kind) {
+      case 'all':
+        for (const l of locals) into.addAll(l, t.label);
+        break;
+      case 'numeric':
+        for (const e of p.elements) {
+          const { proto, lo, hi } = parsePortElement(e);
+          for (const l of locals) into.addPort(l, proto, lo, hi, t.label);
+        }
+        break;
+      case 'local': {
+        const mine = new Set(locals);
+        for (const e of p.elements) {
+          const { addr, proto, port } = parseTriple(e);
+          if (mine.has(addr)) into.addPort(addr, proto, port, port, t.label);
+        }
+        break;
+      }
+      case 'remote':
+        for (const e of remotePorts) {
+          const { proto, lo, hi } = parsePortElement(e);
+          for (const l of locals) into.addPort(l, proto, lo, hi, t.label);
+        }
+        break;
+    }
+  }
+}
+
+interface Identity {
+  readonly key: string;
+  readonly tokens: readonly string[];
+}
+
+interface Built {
+  readonly chains: Chain[];
+  readonly sets: NamedSet[];
+  /** Identity key -> chain name; undefined when it allows nothing (its addresses get no element). */
+  readonly chainOf: Map<string, string | undefined>;
+}
+
+function buildIdentities(
+  d: Direction,
+  f: Family,
+  ranges: boolean,
+  identities: Iterable<Identity>,
+  bySource: ReadonlyMap<string, readonly Term[]>,
+  describeToken: (token: string) => string,
+): Built {
+  const out: Built = { chains: [], sets: [], chainOf: new Map() };
+  const local = d === 'ingress' ? 'daddr' : 'saddr';
+  for (const id of identities) {
+    if (out.chainOf.has(id.key)) continue;
+    const allowed = new Allowed();
+    for (const token of id.tokens) {
+      const at = token.indexOf('=');
+      const source = at < 0 ? token : token.slice(0, at);
+      const remotePorts = at < 0 ? [] : token.slice(at + 1).split(',');
+      allowTerms(allowed, bySource.get(source) ?? [], f, remotePorts);
+    }
+    if (allowed.empty) {
+      out.chainOf.set(id.key, undefined);
+      continue;
+    }
+    const cid = shortHash(`peers\0${d}\0${f}\0${ranges ? 'ranges' : 'pods'}\0${id.key}`);
+    const name = peersChainName(cid, d);
+    out.chainOf.set(id.key, name);
+    const rules: Rule[] = [];
+    const portEls = allowed.portElements();
+    if (portEls.length > 0) {
+      const set = allowSetName(cid, f);
+      out.sets.push({
+        name: set,
+        type: f === 4 ? 'ipv4_addr . inet_proto . inet_service' : 'ipv6_addr . inet_proto . inet_service',
+        interval: true,
+        elements: portEls,
+        comment: sanitizeComment(`IPv${f} local pod . protocol . port allowed by ${name}`),
+      });
+      rules.push(accept([{ kind: 'localPortSet', family: f, field: local, set }]));
+    }
+    const allEls = allowed.allElements();
+    if (allEls.length > 0) {
+      const set = allowAllSetName(cid, f);
+      out.sets.push({
+        name: set,
+        type: f === 4 ? 'ipv4_addr' : 'ipv6_addr',
+        interval: false,
+        elements: allEls,
+        comment: sanitizeComment(`IPv${f} local pods open on every port to ${name}`),
+      });
+      rules.push(accept([{ kind: 'addrSet', family: f, field: local, set }]));
+    }
+    out.chains.push({
+      name,
+      role: 'peers',
+      base: undefined,
+      comment: sanitizeComment(`${d} ${d === 'ingress' ? 'from' : 'to'} IPv${f} ${id.tokens.map(describeToken).join(' + ')}`),
+      rules,
+    });
+  }
+  return out;
+}
+
+function accept(matches: Match[]): Rule {
+  return { matches, counter: false, verdict: { kind: 'accept' }, comment: undefined };
+}
+
+/** Pod identities of one direction and family: address -> sorted source tokens. */
+function podIdentities(terms: readonly Term[], f: Family): Map<string, Identity> {
+  const tokens = new Map<string, string[]>();
+  const add = (addr: string, token: string): void => {
+    let l = tokens.get(addr);
+    if (l === undefined) tokens.set(addr, (l = []));
+    if (!l.includes(token)) l.push(token);
+  };
+  const seen = new Set<string>();
+  for (const t of terms) {
+    const s = t.source;
+    if (s.kind !== 'pods' && s.kind !== 'named') continue;
+    if (t.family !== f || seen.has(s.set.name)) continue;
+    seen.add(s.set.name);
+    if (s.kind === 'pods') {
+      for (const e of s.set.elements) add(e, s.set.name);
+    } else {
+      const ports = new Map<string, string[]>();
+      for (const e of s.set.elements) {
+        const { addr, proto, port } = parseTriple(e);
+        let l = ports.get(addr);
+        if (l === undefined) ports.set(addr, (l = []));
+        l.push(`${proto} . ${port}`);
+      }
+      for (const [addr, l] of ports) add(addr, `${s.set.name}=${l.sort().join(',')}`);
+    }
+  }
+  const out = new Map<string, Identity>();
+  for (const [addr, l] of tokens) {
+    l.sort();
+    out.set(addr, { key: l.join('|'), tokens: l });
+  }
+  return out;
+}
+
+/** Range identities of one direction and family: non-overlapping intervals with the sources covering them. */
+function rangeIdentities(terms: readonly Term[], f: Family): { iv: Interval; id: Identity }[] {
+  const sources = new Map<string, Interval[]>();
+  const max = (1n << BigInt(familyBits(f))) - 1n;
+  for (const t of terms) {
+    const s = t.source;
+    if (s.kind !== 'ranges' && s.kind !== 'anywhere') continue;
+    if (t.family !== undefined && t.family !== f) continue;
+    const key = sourceKey(s);
+    if (sources.has(key)) continue;
+    if (s.kind === 'anywhere') sources.set(key, [{ family: f, lo: 0n, hi: max }]);
+    else sources.set(key, s.set.elements.flatMap((e) => parseInterval(e) ?? []));
+  }
+  // Sweep over interval boundaries: between two boundaries the covering sources are constant.
+  const events: { at: bigint; key: string; delta: number }[] = [];
+  for (const [key, ivs] of sources) {
+    for (const iv of ivs) {
+      events.push({ at: iv.lo, key, delta: 1 });
+      if (iv.hi < max) events.push({ at: iv.hi + 1n, key, delta: -1 });
+    }
+  }
+  events.sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : 0));
+  const active = new Map<string, number>();
+  const out: { iv: { family: Family; lo: bigint; hi: bigint }; id: Identity }[] = [];
+  for (let i = 0; i < events.length; ) {
+    const at = events[i]!.at;
+    while (i < events.length && events[i]!.at === at) {
+      const e = events[i++]!;
+      const n = (active.get(e.key) ?? 0) + e.delta;
+      if (n === 0) active.delete(e.key);
+      else active.set(e.key, n);
+    }
+    const end = i < events.length ? events[i]!.at - 1n : max;
+    if (active.size === 0) continue;
+    const tokens = [...active.keys()].sort();
+    const key = tokens.join('|');
+    const last = out[out.length - 1];
+    if (last !== undefined && last.id.key === key && last.iv.hi + 1n === at) last.iv.hi = end;
+    else out.push({ iv: { family: f, lo: at, hi: end }, id: { key, tokens } });
+  }
+  return out;
+}
+
+function podChainRules(chain: Chain, d: Direction, families: readonly Family[]): Rule[] {
+  const field = d === 'ingress' ? 'saddr' : 'daddr';
+  const lookups: Rule[] = families.flatMap((f) =>
+    [false, true].map(
+      (ranges): Rule => ({
+        matches: [],
+        counter: false,
+        verdict: { kind: 'vmap', family: f, field, map: peerMapName(d, f, ranges) },
+        comment: undefined,
+      }),
+    ),
+  );
+  // The deny tail stays as compiled (compile.ts denyRules).
+  return [...lookups, ...chain.rules.filter((r) => r.verdict.kind !== 'jump')];
+}
+
+/** The per-policy ruleset of compileRules, flattened into peer identities (see the top of this file). */
+export function flattenRuleset(prev: CompiledRuleset): CompiledRuleset {
+  const terms = termsOf(prev);
+  const cidrSets = new Set(FAMILIES.map(localPodCidrSetName));
+  const sets: NamedSet[] = prev.sets.filter((s) => cidrSets.has(s.name));
+  const peerChains: Chain[] = [];
+  const peerMaps: VerdictMap[] = [];
+  for (const d of DIRECTIONS) {
+    const ts = terms.get(d)!;
+    const bySource = new Map<string, Term[]>();
+    const sourceText = new Map<string, string>();
+    for (const t of ts) {
+      const k = sourceKey(t.source);
+      let l = bySource.get(k);
+      if (l === undefined) bySource.set(k, (l = []));
+      l.push(t);
+      sourceText.set(k, describe(t.source));
+    }
+    const describeToken = (token: string): string => {
+      const at = token.indexOf('=');
+      return at < 0 ? (sourceText.get(token) ?? token) : `${sourceText.get(token.slice(0, at)) ?? token} (${token.slice(at + 1)})`;
+    };
+    for (const f of FAMILIES) {
+      const pods = podIdentities(ts, f);
+      const builtPods = buildIdentities(d, f, false, pods.values(), bySource, describeToken);
+      const podElements: MapElement[] = [];
+      for (const [addr, id] of [...pods].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0))) {
+        const chain = builtPods.chainOf.get(id.key);
+        if (chain !== undefined) podElements.push({ key: addr, chain });
+      }
+      const ranges = rangeIdentities(ts, f);
+      const builtRanges = buildIdentities(
+        d,
+        f,
+        true,
+        ranges.map((r) => r.id),
+        bySource,
+        describeToken,
+      );
+      const rangeElements: MapElement[] = [];
+      for (const r of ranges) {
+        const chain = builtRanges.chainOf.get(r.id.key);
+        if (chain !== undefined) rangeElements.push({ key: formatElement(r.iv), chain });
+      }
+      for (const b of [builtPods, builtRanges]) {
+        peerChains.push(...b.chains);
+        sets.push(...b.sets);
+      }
+      peerMaps.push(
+        { name: peerMapName(d, f, false), kind: 'peers', family: f, direction: d, interval: false, elements: podElements },
+        { name: peerMapName(d, f, true), kind: 'peers', family: f, direction: d, interval: true, elements: rangeElements },
+      );
+    }
+  }
+
+  // Pod chains: the peer lookups of the families the pod has, then its deny tail.
+  const podFamilies = new Map<string, Set<Family>>();
+  for (const m of prev.maps) {
+    for (const e of m.elements) {
+      if (e.chain === undefined) continue;
+      let s = podFamilies.get(e.chain);
+      if (s === undefined) podFamilies.set(e.chain, (s = new Set()));
+      s.add(m.family);
+    }
+  }
+  const podChains = prev.chains
+    .filter((c) => c.role === 'pod')
+    .map((c) => {
+      const d: Direction = c.name.endsWith('-IN') ? 'ingress' : 'egress';
+      const fams = FAMILIES.filter((f) => podFamilies.get(c.name)?.has(f) === true);
+      return { ...c, rules: podChainRules(c, d, fams) };
+    });
+  const baseChains = prev.chains.filter((c) => c.role === 'base');
+  const chains = [...peerChains, ...podChains, ...baseChains];
+  const maps = [...peerMaps, ...prev.maps];
+  const names = new Set<string>();
+  for (const n of [...chains.map((c) => c.name), ...sets.map((s) => s.name)]) {
+    if (names.has(n)) throw new Error(`identifier collision on ${n}`);
+    names.add(n);
+  }
+  return { ...prev, sets, maps, chains, stats: stats(prev.stats, sets, maps, chains) };
+}
+
+function stats(prev: RulesetStats, sets: readonly NamedSet[], maps: readonly VerdictMap[], chains: readonly Chain[]): RulesetStats {
+  let rules = 0;
+  for (const c of chains) rules += c.rules.length;
+  let elements = 0;
+  for (const s of sets) elements += s.elements.length;
+  for (const m of maps) elements += m.elements.length;
+  return { ...prev, chains: chains.length, rules, sets: sets.length, maps: maps.length, elements };
+}

@@ -28,7 +28,7 @@ import type { Interval } from '../model/ip.ts';
 import type { Direction, Family } from '../model/types.ts';
 import type { Chain, CompiledRuleset, MapElement, Match, NamedSet, Rule, RulesetStats, VerdictMap } from '../ruleset/ir.ts';
 import { allowAllSetName, allowSetName, localPodCidrSetName, peerMapName, peersChainName, sanitizeComment, shortHash } from '../ruleset/ids.ts';
-import { formatElement } from './v4.ts';
+import { formatElement, parseV4 } from './v4.ts';
 
 const FAMILIES: readonly Family[] = [4, 6];
 const DIRECTIONS: readonly Direction[] = ['ingress', 'egress'];
@@ -98,7 +98,7 @@ class Allowed {
   /** Sorted elements; overlapping ranges merged (interval sets reject overlaps), their labels joined. */
   portElements(): string[] {
     const out: string[] = [];
-    for (const local of [...this.ports.keys()].sort()) {
+    for (const local of sortAddresses(this.ports.keys())) {
       const byProto = this.ports.get(local)!;
       for (const proto of [...byProto.keys()].sort()) {
         const sorted = [...byProto.get(proto)!].sort((a, b) => a.lo - b.lo || a.hi - b.hi);
@@ -117,8 +117,21 @@ class Allowed {
   }
 
   allElements(): string[] {
-    return [...this.all.keys()].sort().map((local) => `${local}${labelComment(this.all.get(local)!)}`);
+    return sortAddresses(this.all.keys()).map((local) => `${local}${labelComment(this.all.get(local)!)}`);
   }
+}
+
+function addressValue(x: string): bigint {
+  const n = parseV4(x);
+  return n !== undefined ? BigInt(n) : (parseIP(x)?.value ?? 0n);
+}
+
+/** Canonical addresses in numeric order (the order the dispatch maps list pods in). */
+function sortAddresses(list: Iterable<string>): string[] {
+  return [...list]
+    .map((a) => ({ a, v: addressValue(a) }))
+    .sort((x, y) => (x.v < y.v ? -1 : x.v > y.v ? 1 : x.a < y.a ? -1 : x.a > y.a ? 1 : 0))
+    .map((x) => x.a);
 }
 
 function labelComment(labels: ReadonlySet<string>): string {
@@ -458,8 +471,8 @@ export function flattenRuleset(prev: CompiledRuleset): CompiledRuleset {
       const pods = podIdentities(ts, f);
       const builtPods = buildIdentities(d, f, false, pods.values(), bySource, describeToken);
       const podElements: MapElement[] = [];
-      for (const [addr, id] of [...pods].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0))) {
-        const chain = builtPods.chainOf.get(id.key);
+      for (const addr of sortAddresses(pods.keys())) {
+        const chain = builtPods.chainOf.get(pods.get(addr)!.key);
         if (chain !== undefined) podElements.push({ key: addr, chain });
       }
       const ranges = rangeIdentities(ts, f);

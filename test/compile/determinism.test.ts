@@ -134,7 +134,7 @@ test('same state, any input order: byte-identical ruleset', () => {
       const b = renderRuleset(compileNode(scramble(s, seed), 'node-1', { denyAction }));
       assert.equal(b, a);
       log.add('random', a);
-      if (compiled.chains.some((ch) => ch.role === 'policy' && ch.rules.length > 0)) withPolicies++;
+      if (compiled.chains.some((ch) => ch.role === 'peers' && ch.rules.length > 0)) withPolicies++;
       // Hashed identifiers only: no pod or policy name outside comments.
       assert.doesNotMatch(a.replace(/comment "[^"]*"/g, ''), /pod-\d|pol-\d/);
     }),
@@ -159,6 +159,19 @@ test('interval sets never hold overlapping elements', () => {
         for (const [proto, rs] of byProto)
           for (let i = 1; i < rs.length; i++)
             assert.ok((rs[i]?.[0] ?? 0) > (rs[i - 1]?.[1] ?? 0) + 1, `${st.name} ${proto} overlap`);
+      }
+      // Allow sets of peer identities (local . proto . port): no two ranges of one pod and protocol overlap.
+      for (const st of c.sets.filter((x) => x.interval && x.type.endsWith('. inet_proto . inet_service'))) {
+        const byKey = new Map<string, [number, number][]>();
+        for (const e of st.elements) {
+          const [local = '', proto = '', range = ''] = e.replace(/ comment "[^"]*"$/, '').split(' . ');
+          const [lo = 0, hi = lo] = range.split('-').map(Number);
+          byKey.set(`${local} ${proto}`, [...(byKey.get(`${local} ${proto}`) ?? []), [lo, hi]]);
+        }
+        for (const [key, rs] of byKey) {
+          rs.sort((a, b) => a[0] - b[0]);
+          for (let i = 1; i < rs.length; i++) assert.ok((rs[i]?.[0] ?? 0) > (rs[i - 1]?.[1] ?? 0), `${st.name} ${key} overlap`);
+        }
       }
     }),
     { numRuns: 100, seed: 7 },

@@ -3,7 +3,7 @@
 // both families, merging, and families with no address.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { compileNode } from '../../src/compile/compile.ts';
+import { compileRules } from '../../src/compile/compile.ts';
 import { renderRuleset } from '../../src/nft/render.ts';
 import type { ClusterState, Peer, Pod } from '../../src/model/types.ts';
 import { ipBlock, ns, pod, podPeer, policy, port, rule, sel, state } from '../support/state-builder.ts';
@@ -49,7 +49,7 @@ function compileFor(
     policies: [pol],
     strictNamespaces: true,
   });
-  const c = compileNode(s, 'node-1');
+  const c = compileRules(s, 'node-1');
   log.add(label, renderRuleset(c));
   const ch = mustPolicyChain(c, 'prod', 'db', dir);
   return { c, ch, v4: elementsByKind(c, ch, 'addrSet', 4).flat(), v6: elementsByKind(c, ch, 'addrSet', 6).flat() };

@@ -3,7 +3,7 @@
 // ports as address . protocol . port triples of the pods serving them.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { compileNode } from '../../src/compile/compile.ts';
+import { compileRules } from '../../src/compile/compile.ts';
 import { numericPortElements } from '../../src/compile/ports.ts';
 import { buildState } from '../../src/model/normalize.ts';
 import { renderRuleset } from '../../src/nft/render.ts';
@@ -23,7 +23,7 @@ function compileIngress(
     pods,
     policies: [policy('a', 'p', { podSelector: sel({ app: 'srv' }), ingress: [rule(undefined, ports)] })],
   });
-  const c = compileNode(s, 'node-1');
+  const c = compileRules(s, 'node-1');
   log.add(label, renderRuleset(c));
   return { c, ch: mustPolicyChain(c, 'a', 'p', 'ingress') };
 }
@@ -95,7 +95,7 @@ test('default protocol: a port without protocol (raw manifest) is TCP', () => {
     },
   ]);
   assert.deepEqual(errors, []);
-  const c = compileNode(s, 'node-1');
+  const c = compileRules(s, 'node-1');
   log.add('default protocol', renderRuleset(c));
   const ch = mustPolicyChain(c, 'a', 'p', 'ingress');
   assert.deepEqual(setOf(c, ch, 'portSet').elements, ['tcp . 443', 'tcp . 8000-8010']);
@@ -142,7 +142,7 @@ test('named and numeric ports in one rule: one rule each', () => {
       }),
     ],
   });
-  const c = compileNode(s, 'node-1');
+  const c = compileRules(s, 'node-1');
   log.add('mixed', renderRuleset(c));
   const ch = mustPolicyChain(c, 'a', 'p', 'ingress');
   assert.deepEqual(shapes(ch), [
@@ -185,7 +185,7 @@ function compileEgress(label: string, peers: Peer[] | undefined, ports: PortSpec
       }),
     ],
   });
-  const c = compileNode(s, 'node-1');
+  const c = compileRules(s, 'node-1');
   log.add(label, renderRuleset(c));
   const ch = mustPolicyChain(c, 'a', 'p', 'egress');
   return { c, ch, v4: elementsByKind(c, ch, 'namedPortSet', 4).flat(), v6: elementsByKind(c, ch, 'namedPortSet', 6).flat() };

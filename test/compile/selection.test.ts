@@ -3,7 +3,7 @@
 // dispatch through verdict maps per direction and family.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { compileNode, localPods, relevantPolicies } from '../../src/compile/compile.ts';
+import { compileRules, localPods, relevantPolicies } from '../../src/compile/compile.ts';
 import { renderRuleset } from '../../src/nft/render.ts';
 import { podChainName, podId, policyChainName, policyId } from '../../src/ruleset/ids.ts';
 import type { ClusterState } from '../../src/model/types.ts';
@@ -12,8 +12,8 @@ import { renderLog } from '../nft/nft-support.ts';
 import { chain, mapEntries, podChain, policyChain, rules } from './ir-query.ts';
 
 const log = renderLog();
-function compile(label: string, s: ClusterState, nodeName = 'node-1', opts?: Parameters<typeof compileNode>[2]) {
-  const c = compileNode(s, nodeName, opts);
+function compile(label: string, s: ClusterState, nodeName = 'node-1', opts?: Parameters<typeof compileRules>[2]) {
+  const c = compileRules(s, nodeName, opts);
   log.add(label, renderRuleset(c));
   return c;
 }

@@ -3,7 +3,7 @@
 // rendered once, and a set keeps its name while pods come and go.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { compileNode } from '../../src/compile/compile.ts';
+import { compileRules } from '../../src/compile/compile.ts';
 import type { CompiledRuleset, NamedSet } from '../../src/ruleset/ir.ts';
 import { SharedSets } from '../../src/compile/shared-sets.ts';
 import { renderRuleset } from '../../src/nft/render.ts';
@@ -31,7 +31,7 @@ const backends = [
 const allFrontends: Peer = podPeer(sel({ tier: 'frontend' }), sel());
 
 function compile(label: string, pods: Pod[], policies: ReturnType<typeof policy>[]): CompiledRuleset {
-  const c = compileNode(state({ namespaces, pods, policies, strictNamespaces: true }), 'node-1');
+  const c = compileRules(state({ namespaces, pods, policies, strictNamespaces: true }), 'node-1');
   log.add(label, renderRuleset(c));
   return c;
 }

@@ -77,20 +77,20 @@ test('peer churn: element commands for exactly the difference, deletes first, no
   );
   const cmds = lines.slice(1);
   assert.ok(
-    cmds.every((l) => /^(add|delete) element inet nft-netpol (peer[46]|named[46]|port)-[0-9a-f]{12} \{ .* \}$/.test(l)),
+    cmds.every((l) => /^(add|delete) element inet nft-netpol (ingress|egress)-(peers|ranges)-v[46] \{ .* \}$/.test(l)),
     cmds.join('\n'),
   );
   const firstAdd = cmds.findIndex((l) => l.startsWith('add'));
   assert.ok(firstAdd > 0 && cmds.slice(firstAdd).every((l) => l.startsWith('add')), 'all deletes come first');
-  // Ingress peers are pods only (a hash set of addresses): 10.0.2.6 out, 10.0.2.7 in. Egress
-  // peers include an ipBlock (an interval set): 10.0.2.5-10.0.2.6 becomes 10.0.2.5 and 10.0.2.7.
+  // Ingress peers are pods only (the hash map of pod addresses): 10.0.2.6 out, 10.0.2.7 in. Egress
+  // peers include an ipBlock (the interval map of ranges): 10.0.2.5-10.0.2.6 becomes 10.0.2.5 and 10.0.2.7.
   assert.deepEqual(
-    cmds.map((l) => l.replace(/-[0-9a-f]{12}/, '')),
+    cmds.map((l) => l.replace(/-[0-9a-f]{12}-/g, '-H-')),
     [
-      'delete element inet nft-netpol peer4 { 10.0.2.6 }',
-      'delete element inet nft-netpol peer4 { 10.0.2.5-10.0.2.6 }',
-      'add element inet nft-netpol peer4 { 10.0.2.7 }',
-      'add element inet nft-netpol peer4 { 10.0.2.5, 10.0.2.7 }',
+      'delete element inet nft-netpol ingress-peers-v4 { 10.0.2.6 }',
+      'delete element inet nft-netpol egress-ranges-v4 { 10.0.2.5-10.0.2.6 }',
+      'add element inet nft-netpol ingress-peers-v4 { 10.0.2.7 : jump KUBE-PEERS-H-IN }',
+      'add element inet nft-netpol egress-ranges-v4 { 10.0.2.5 : jump KUBE-PEERS-H-EG, 10.0.2.7 : jump KUBE-PEERS-H-EG }',
     ],
   );
   assert.equal(u.removed, 2);
@@ -153,7 +153,7 @@ test('a new isolated local pod: its chains are added before the map entries that
   assert.deepEqual([u.chainsAdded, u.chainsChanged, u.chainsDeleted, u.setsAdded, u.setsDeleted], [2, 0, 0, 0, 0]);
   const cmds = commands(u.text);
   const addChain = cmds.findIndex((l) => l.startsWith('add chain inet nft-netpol KUBE-POD-FW-H-IN'));
-  const addRule = cmds.findIndex((l) => l.startsWith('add rule inet nft-netpol KUBE-POD-FW-H-IN jump KUBE-NWPLCY-H-IN'));
+  const addRule = cmds.findIndex((l) => l.startsWith('add rule inet nft-netpol KUBE-POD-FW-H-IN ip saddr vmap @ingress-peers-v4'));
   const addMap = cmds.findIndex((l) =>
     /^add element inet nft-netpol ingress-v4 \{ 10\.0\.1\.3 : goto KUBE-POD-FW-H-IN \}$/.test(l),
   );
@@ -180,7 +180,7 @@ test('a deleted isolated local pod: map entries deleted, then its chains flushed
   assert.ok(delMap >= 0 && flush > delMap && del > flush, cmds.join('\n'));
 });
 
-test('a policy changes: its chain is flushed and refilled, a new set is added and the old one deleted last', () => {
+test('a policy changes: the allow elements of its peer identities change, nothing else; the deny action refills pod chains', () => {
   const mk = (p: number): CompiledRuleset =>
     compileNode(
       state({
@@ -199,21 +199,12 @@ test('a policy changes: its chain is flushed and refilled, a new set is added an
   const u = renderUpdate(mk(80), mk(81));
   assert.equal(u.kind, 'incremental');
   if (u.kind !== 'incremental') return;
-  assert.deepEqual([u.chainsAdded, u.chainsChanged, u.chainsDeleted, u.setsAdded, u.setsDeleted], [0, 1, 0, 1, 1]);
-  const cmds = commands(u.text);
-  assert.deepEqual(
-    cmds.filter((l) => !l.startsWith('add rule')),
-    [
-      'add set inet nft-netpol port-H { type inet_proto . inet_service; flags interval; comment "ports: tcp . 81"; }',
-      'add element inet nft-netpol port-H { tcp . 81 }',
-      'flush chain inet nft-netpol KUBE-NWPLCY-H-IN',
-      'delete set inet nft-netpol port-H',
-    ],
-  );
-  assert.ok(
-    cmds.some((l) => /^add rule inet nft-netpol KUBE-NWPLCY-H-IN .*@port-H accept/.test(l)),
-    cmds.join('\n'),
-  );
+  assert.deepEqual([u.chainsAdded, u.chainsChanged, u.chainsDeleted, u.setsAdded, u.setsDeleted], [0, 0, 0, 0, 0]);
+  // The element names the policy rule it comes from.
+  assert.deepEqual(commands(u.text), [
+    'delete element inet nft-netpol allow4-H { 10.0.1.2 . tcp . 80 comment "a/web ingress[0]" }',
+    'add element inet nft-netpol allow4-H { 10.0.1.2 . tcp . 81 comment "a/web ingress[0]" }',
+  ]);
   // The deny action is in every pod chain: each is flushed and refilled, nothing else.
   const r = renderUpdate(
     mk(80),
@@ -470,7 +461,7 @@ test('kernel, property: prev + update == next, for random clusters, random pod c
   assert.ok(setsChanged >= 10, summary);
 });
 
-test("property: churn of other nodes' pods is always an element-only update when the node has podCIDRs", () => {
+test("property: churn of other nodes' pods never touches pod chains: elements, and at most peer identities coming and going", () => {
   let nonEmpty = 0;
   fc.assert(
     fc.property(
@@ -487,10 +478,16 @@ test("property: churn of other nodes' pods is always an element-only update when
         for (const op of ops) cl.apply(op, true);
         const next = mk();
         const u = renderUpdate(prev, next);
-        // Pod peers keep their rules and (possibly empty) sets: no remote pod can change the structure.
+        // A remote pod moves between peer identities: map elements, and an identity's chain and
+        // allow sets when it is the first or last address of it. Pod chains never change.
         assert.equal(u.kind, 'incremental', u.kind === 'full' ? u.reason : '');
         if (u.kind !== 'incremental') return;
-        assert.deepEqual([u.chainsAdded, u.chainsChanged, u.chainsDeleted, u.setsAdded, u.setsDeleted], [0, 0, 0, 0, 0], u.text);
+        assert.equal(u.chainsChanged, 0, u.text);
+        for (const l of u.text.split('\n')) {
+          if (/^(add|flush|delete) chain /.test(l)) assert.match(l, /^\S+ chain inet nft-netpol KUBE-PEERS-[0-9a-f]{12}-(IN|EG)\b/);
+          if (/^(add|delete) set /.test(l)) assert.match(l, /^\S+ set inet nft-netpol allow(all)?[46]-[0-9a-f]{12}\b/);
+          if (/^add rule /.test(l)) assert.match(l, /^add rule inet nft-netpol KUBE-PEERS-/);
+        }
         if (u.added + u.removed > 0) nonEmpty++;
       },
     ),
@@ -511,7 +508,7 @@ test('kernel: an update that fails (kernel is not prev) changes nothing; the ful
     assert.equal(u.kind, 'incremental');
     // Adds that would succeed on their own, and a delete of an element the kernel lacks.
     assert.match(u.text, /^add element inet nft-netpol ingress-v4 \{ 10\.0\.1\.9 : accept \}$/m);
-    assert.match(u.text, /^delete element inet nft-netpol peer4-[0-9a-f]{12} \{ 10\.0\.2\.5, 10\.0\.2\.30 \}$/m);
+    assert.match(u.text, /^delete element inet nft-netpol ingress-peers-v4 \{ 10\.0\.2\.5, 10\.0\.2\.30 \}$/m);
     await applyOk(renderRuleset(kernel), a, 'kernel state');
     const before = await listing(kernel.table, a);
     const r = await runNft(u.text, { netns: a });

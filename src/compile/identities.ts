@@ -27,7 +27,15 @@ import { cidrInterval, familyBits, parseCIDR, parseIP } from '../model/ip.ts';
 import type { Interval } from '../model/ip.ts';
 import type { Direction, Family } from '../model/types.ts';
 import type { Chain, CompiledRuleset, MapElement, Match, NamedSet, Rule, RulesetStats, VerdictMap } from '../ruleset/ir.ts';
-import { allowAllSetName, allowSetName, localPodCidrSetName, peerMapName, peersChainName, sanitizeComment, shortHash } from '../ruleset/ids.ts';
+import {
+  allowAllSetName,
+  allowSetName,
+  localPodCidrSetName,
+  peerMapName,
+  peersChainName,
+  sanitizeComment,
+  shortHash,
+} from '../ruleset/ids.ts';
 import { formatElement, parseV4 } from './v4.ts';
 
 const FAMILIES: readonly Family[] = [4, 6];
@@ -106,7 +114,11 @@ class Allowed {
         for (const r of sorted) {
           const last = merged[merged.length - 1];
           if (last !== undefined && r.lo <= last.hi) {
-            merged[merged.length - 1] = { lo: last.lo, hi: Math.max(last.hi, r.hi), labels: new Set([...last.labels, ...r.labels]) };
+            merged[merged.length - 1] = {
+              lo: last.lo,
+              hi: Math.max(last.hi, r.hi),
+              labels: new Set([...last.labels, ...r.labels]),
+            };
           } else merged.push({ lo: r.lo, hi: r.hi, labels: new Set(r.labels) });
         }
         for (const r of merged)
@@ -397,7 +409,11 @@ function rangeIdentities(terms: readonly Term[], f: Family): { iv: Interval; id:
     const key = sourceKey(s);
     if (sources.has(key)) continue;
     if (s.kind === 'anywhere') sources.set(key, [{ family: f, lo: 0n, hi: max }]);
-    else sources.set(key, s.set.elements.flatMap((e) => parseInterval(e) ?? []));
+    else
+      sources.set(
+        key,
+        s.set.elements.flatMap((e) => parseInterval(e) ?? []),
+      );
   }
   // Sweep over interval boundaries: between two boundaries the covering sources are constant.
   const events: { at: bigint; key: string; delta: number }[] = [];
@@ -410,7 +426,7 @@ function rangeIdentities(terms: readonly Term[], f: Family): { iv: Interval; id:
   events.sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : 0));
   const active = new Map<string, number>();
   const out: { iv: { family: Family; lo: bigint; hi: bigint }; id: Identity }[] = [];
-  for (let i = 0; i < events.length; ) {
+  for (let i = 0; i < events.length;) {
     const at = events[i]!.at;
     while (i < events.length && events[i]!.at === at) {
       const e = events[i++]!;
@@ -432,14 +448,12 @@ function rangeIdentities(terms: readonly Term[], f: Family): { iv: Interval; id:
 function podChainRules(chain: Chain, d: Direction, families: readonly Family[]): Rule[] {
   const field = d === 'ingress' ? 'saddr' : 'daddr';
   const lookups: Rule[] = families.flatMap((f) =>
-    [false, true].map(
-      (ranges): Rule => ({
-        matches: [],
-        counter: false,
-        verdict: { kind: 'vmap', family: f, field, map: peerMapName(d, f, ranges) },
-        comment: undefined,
-      }),
-    ),
+    [false, true].map((ranges): Rule => ({
+      matches: [],
+      counter: false,
+      verdict: { kind: 'vmap', family: f, field, map: peerMapName(d, f, ranges) },
+      comment: undefined,
+    })),
   );
   // The deny tail stays as compiled (compile.ts denyRules).
   return [...lookups, ...chain.rules.filter((r) => r.verdict.kind !== 'jump')];
@@ -465,7 +479,9 @@ export function flattenRuleset(prev: CompiledRuleset): CompiledRuleset {
     }
     const describeToken = (token: string): string => {
       const at = token.indexOf('=');
-      return at < 0 ? (sourceText.get(token) ?? token) : `${sourceText.get(token.slice(0, at)) ?? token} (${token.slice(at + 1)})`;
+      return at < 0
+        ? (sourceText.get(token) ?? token)
+        : `${sourceText.get(token.slice(0, at)) ?? token} (${token.slice(at + 1)})`;
     };
     for (const f of FAMILIES) {
       const pods = podIdentities(ts, f);
@@ -528,7 +544,12 @@ export function flattenRuleset(prev: CompiledRuleset): CompiledRuleset {
   return { ...prev, sets, maps, chains, stats: stats(prev.stats, sets, maps, chains) };
 }
 
-function stats(prev: RulesetStats, sets: readonly NamedSet[], maps: readonly VerdictMap[], chains: readonly Chain[]): RulesetStats {
+function stats(
+  prev: RulesetStats,
+  sets: readonly NamedSet[],
+  maps: readonly VerdictMap[],
+  chains: readonly Chain[],
+): RulesetStats {
   let rules = 0;
   for (const c of chains) rules += c.rules.length;
   let elements = 0;

@@ -111,7 +111,10 @@ function renderSet(out: string[], s: NamedSet): void {
 function renderMap(out: string[], m: VerdictMap): void {
   out.push(`\tmap ${m.name} {`, `\t\ttype ${m.family === 4 ? 'ipv4_addr' : 'ipv6_addr'} : verdict`);
   if (m.interval) out.push('\t\tflags interval');
-  elementsBlock(out, m.elements.map((e) => mapElementText(m, e)));
+  elementsBlock(
+    out,
+    m.elements.map((e) => mapElementText(m, e)),
+  );
   out.push('\t}', '');
 }
 

@@ -189,13 +189,19 @@ test('pod and policy changes go as increments; refreshes after increments as the
   t.source.current = withRemotePeers(2);
   t.r.notify('remote pod added');
   await waitFor('increment', () => t.dataplane.increments.length === 1);
-  assert.match(t.dataplane.increments[0] ?? '', /^add element inet nft-netpol peer4-\S+ \{ 10\.0\.9\.2 \}$/m);
+  assert.match(
+    t.dataplane.increments[0] ?? '',
+    /^add element inet nft-netpol ingress-peers-v4 \{ 10\.0\.9\.2 : jump KUBE-PEERS-[0-9a-f]{12}-IN \}$/m,
+  );
   assert.doesNotMatch(t.dataplane.increments[0] ?? '', /10\.0\.9\.1\b/);
   await waitFor('recorded', () => t.r.status().lastApply?.mode === 'incremental');
   t.source.current = withRemotePeers(0);
   t.r.notify('remote pods deleted');
   await waitFor('second increment', () => t.dataplane.increments.length === 2);
-  assert.match(t.dataplane.increments[1] ?? '', /^delete element inet nft-netpol peer4-\S+ \{ 10\.0\.9\.1, 10\.0\.9\.2 \}$/m);
+  assert.match(
+    t.dataplane.increments[1] ?? '',
+    /^delete element inet nft-netpol ingress-peers-v4 \{ 10\.0\.9\.1, 10\.0\.9\.2 \}$/m,
+  );
   // A new local pod that a policy isolates: its chains are added in an increment too.
   t.source.current = withRemotePeers(0, 3);
   t.r.notify('local pod added');

@@ -3,7 +3,7 @@
 // carry Kubernetes names, options.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { compileNode } from '../../src/compile/compile.ts';
+import { compileNode, compileRules } from '../../src/compile/compile.ts';
 import { renderCleanup, renderRuleset } from '../../src/nft/render.ts';
 import { renderNode } from '../support/render-node.ts';
 import { sanitizeComment } from '../../src/ruleset/ids.ts';
@@ -48,8 +48,9 @@ test('objects are declared before they are referenced', () => {
     assert.ok(i >= 0, String(re));
     return i;
   };
-  assert.ok(at(/\tset peer4-/) < at(/\tchain KUBE-NWPLCY-/));
-  assert.ok(at(/\tchain KUBE-NWPLCY-/) < at(/\tchain KUBE-POD-FW-/));
+  assert.ok(at(/\tset allow4-/) < at(/\tchain KUBE-PEERS-/));
+  assert.ok(at(/\tchain KUBE-PEERS-/) < at(/\tmap ingress-peers-v4/));
+  assert.ok(at(/\tmap ingress-ranges-v6/) < at(/\tchain KUBE-POD-FW-/));
   assert.ok(at(/\tchain KUBE-POD-FW-/) < at(/\tmap ingress-v4/));
   assert.ok(at(/\tmap ingress-v6/) < at(/\tchain forward-egress/));
 });
@@ -96,8 +97,9 @@ test('invalid rules render nothing (fail closed) but leave a trace in the chain 
       policy('a', 'all-invalid', { podSelector: sel({ app: 'web' }), ingress: [rule(undefined, undefined, true)] }),
     ],
   });
-  const c = compileNode(s, 'node-1');
-  log.add('invalid', renderRuleset(c));
+  const c = compileRules(s, 'node-1');
+  const flat = compileNode(s, 'node-1');
+  log.add('invalid', renderRuleset(flat));
   const ch = policyChain(c, 'a', 'web', 'ingress')!;
   assert.equal(ch.rules.length, 1);
   assert.deepEqual(
@@ -112,6 +114,13 @@ test('invalid rules render nothing (fail closed) but leave a trace in the chain 
   // Nothing of the invalid rules' addresses or ports made it into a set.
   const all = c.sets.flatMap((x) => x.elements);
   assert.ok(!all.includes('10.0.0.0/8') && !all.includes('tcp . 80'), all.join(' '));
+  // Nor into the rendered form: the one valid rule is the only allow element.
+  const allowed = flat.sets.flatMap((x) => x.elements);
+  assert.deepEqual(allowed, ['10.0.0.1 . tcp . 443 comment "a/web ingress[1]"']);
+  assert.deepEqual(
+    flat.maps.find((m) => m.name === 'ingress-ranges-v4')?.elements.map((e) => e.key),
+    ['192.168.0.0/16'],
+  );
 });
 
 test('comments: hostile names are sanitized and capped; identifiers are hashes', () => {
@@ -142,8 +151,9 @@ test('comments: hostile names are sanitized and capped; identifiers are hashes',
   assert.doesNotMatch(text, /^\s*flush/m);
   // Names in identifiers are hashes, never Kubernetes names.
   for (const ch of c.chains)
-    assert.match(ch.name, /^(KUBE-(POD-FW|NWPLCY)-[0-9a-f]{12}-(IN|EG)|forward-egress|forward-ingress|input-egress)$/);
-  for (const st of c.sets) assert.match(st.name, /^(peer4|peer6|port|named4|named6)-[0-9a-f]{12}$/);
+    assert.match(ch.name, /^(KUBE-(POD-FW|PEERS)-[0-9a-f]{12}-(IN|EG)|forward-egress|forward-ingress|input-egress)$/);
+  for (const st of c.sets) assert.match(st.name, /^(allow4|allow6|allowall4|allowall6)-[0-9a-f]{12}$/);
+  for (const st of compileRules(s, node).sets) assert.match(st.name, /^(peer4|peer6|port|named4|named6)-[0-9a-f]{12}$/);
   assert.equal(sanitizeComment('x'.repeat(500)).length, 120);
   assert.equal(sanitizeComment('ok a/b ingress[0]'), 'ok a/b ingress[0]');
 });

@@ -153,7 +153,9 @@ test('a new isolated local pod: its chains are added before the map entries that
   assert.deepEqual([u.chainsAdded, u.chainsChanged, u.chainsDeleted, u.setsAdded, u.setsDeleted], [2, 0, 0, 0, 0]);
   const cmds = commands(u.text);
   const addChain = cmds.findIndex((l) => l.startsWith('add chain inet nft-netpol KUBE-POD-FW-H-IN'));
-  const addRule = cmds.findIndex((l) => l.startsWith('add rule inet nft-netpol KUBE-POD-FW-H-IN ip saddr vmap @ingress-peers-v4'));
+  const addRule = cmds.findIndex((l) =>
+    l.startsWith('add rule inet nft-netpol KUBE-POD-FW-H-IN ip saddr vmap @ingress-peers-v4'),
+  );
   const addMap = cmds.findIndex((l) =>
     /^add element inet nft-netpol ingress-v4 \{ 10\.0\.1\.3 : goto KUBE-POD-FW-H-IN \}$/.test(l),
   );
@@ -484,7 +486,8 @@ test("property: churn of other nodes' pods never touches pod chains: elements, a
         if (u.kind !== 'incremental') return;
         assert.equal(u.chainsChanged, 0, u.text);
         for (const l of u.text.split('\n')) {
-          if (/^(add|flush|delete) chain /.test(l)) assert.match(l, /^\S+ chain inet nft-netpol KUBE-PEERS-[0-9a-f]{12}-(IN|EG)\b/);
+          if (/^(add|flush|delete) chain /.test(l))
+            assert.match(l, /^\S+ chain inet nft-netpol KUBE-PEERS-[0-9a-f]{12}-(IN|EG)\b/);
           if (/^(add|delete) set /.test(l)) assert.match(l, /^\S+ set inet nft-netpol allow(all)?[46]-[0-9a-f]{12}\b/);
           if (/^add rule /.test(l)) assert.match(l, /^add rule inet nft-netpol KUBE-PEERS-/);
         }

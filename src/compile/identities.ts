@@ -445,9 +445,21 @@ function rangeIdentities(terms: readonly Term[], f: Family): { iv: Interval; id:
   return out;
 }
 
-function podChainRules(chain: Chain, d: Direction, families: readonly Family[]): Rule[] {
+/**
+ * A base chain with the peer lookups of its direction inserted before the
+ * dispatch: an identity chain accepts what some policy allows to an isolated
+ * local pod; anything else goes on to the dispatch and, for an isolated pod,
+ * its pod chain's deny tail. One rule per map and base chain references the
+ * peer maps: the kernel validates every jump of a verdict map per rule that
+ * uses it on each transaction, so per-pod references would multiply that.
+ */
+function withPeerLookups(chain: Chain): Chain {
+  const first = chain.rules.findIndex((r) => r.verdict.kind === 'vmap');
+  const dispatch = chain.rules[first]?.verdict;
+  if (dispatch?.kind !== 'vmap') return chain;
+  const d: Direction = dispatch.field === 'daddr' ? 'ingress' : 'egress';
   const field = d === 'ingress' ? 'saddr' : 'daddr';
-  const lookups: Rule[] = families.flatMap((f) =>
+  const lookups = FAMILIES.flatMap((f) =>
     [false, true].map((ranges): Rule => ({
       matches: [],
       counter: false,
@@ -455,8 +467,7 @@ function podChainRules(chain: Chain, d: Direction, families: readonly Family[]):
       comment: undefined,
     })),
   );
-  // The deny tail stays as compiled (compile.ts denyRules).
-  return [...lookups, ...chain.rules.filter((r) => r.verdict.kind !== 'jump')];
+  return { ...chain, rules: [...chain.rules.slice(0, first), ...lookups, ...chain.rules.slice(first)] };
 }
 
 /** The per-policy ruleset of compileRules, flattened into peer identities (see the top of this file). */
@@ -516,24 +527,11 @@ export function flattenRuleset(prev: CompiledRuleset): CompiledRuleset {
     }
   }
 
-  // Pod chains: the peer lookups of the families the pod has, then its deny tail.
-  const podFamilies = new Map<string, Set<Family>>();
-  for (const m of prev.maps) {
-    for (const e of m.elements) {
-      if (e.chain === undefined) continue;
-      let s = podFamilies.get(e.chain);
-      if (s === undefined) podFamilies.set(e.chain, (s = new Set()));
-      s.add(m.family);
-    }
-  }
+  // Pod chains: only their deny tail (compile.ts denyRules) is left; what is allowed was accepted before the dispatch.
   const podChains = prev.chains
     .filter((c) => c.role === 'pod')
-    .map((c) => {
-      const d: Direction = c.name.endsWith('-IN') ? 'ingress' : 'egress';
-      const fams = FAMILIES.filter((f) => podFamilies.get(c.name)?.has(f) === true);
-      return { ...c, rules: podChainRules(c, d, fams) };
-    });
-  const baseChains = prev.chains.filter((c) => c.role === 'base');
+    .map((c) => ({ ...c, rules: c.rules.filter((r) => r.verdict.kind !== 'jump') }));
+  const baseChains = prev.chains.filter((c) => c.role === 'base').map(withPeerLookups);
   const chains = [...peerChains, ...podChains, ...baseChains];
   const maps = [...peerMaps, ...prev.maps];
   const names = new Set<string>();

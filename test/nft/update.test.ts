@@ -153,9 +153,12 @@ test('a new isolated local pod: its chains are added before the map entries that
   assert.deepEqual([u.chainsAdded, u.chainsChanged, u.chainsDeleted, u.setsAdded, u.setsDeleted], [2, 0, 0, 0, 0]);
   const cmds = commands(u.text);
   const addChain = cmds.findIndex((l) => l.startsWith('add chain inet nft-netpol KUBE-POD-FW-H-IN'));
-  const addRule = cmds.findIndex((l) =>
-    l.startsWith('add rule inet nft-netpol KUBE-POD-FW-H-IN ip saddr vmap @ingress-peers-v4'),
+  const addRule = cmds.findIndex((l) => l.startsWith('add rule inet nft-netpol KUBE-POD-FW-H-IN counter drop'));
+  // What its egress policy allows it: an element of the identity's allow set, added after the chains.
+  const addAllow = cmds.findIndex(
+    (l) => l === 'add element inet nft-netpol allow4-H { 10.0.1.3 . tcp . 443 comment "a/web egress[0]" }',
   );
+  assert.ok(addAllow > addChain, cmds.join('\n'));
   const addMap = cmds.findIndex((l) =>
     /^add element inet nft-netpol ingress-v4 \{ 10\.0\.1\.3 : goto KUBE-POD-FW-H-IN \}$/.test(l),
   );

@@ -133,17 +133,17 @@ class Allowed {
   }
 }
 
-function addressValue(x: string): bigint {
-  const n = parseV4(x);
-  return n !== undefined ? BigInt(n) : (parseIP(x)?.value ?? 0n);
-}
-
-/** Canonical addresses in numeric order (the order the dispatch maps list pods in). */
+/** Canonical addresses of one family in numeric order (the order the dispatch maps list pods in). */
 function sortAddresses(list: Iterable<string>): string[] {
-  return [...list]
-    .map((a) => ({ a, v: addressValue(a) }))
-    .sort((x, y) => (x.v < y.v ? -1 : x.v > y.v ? 1 : x.a < y.a ? -1 : x.a > y.a ? 1 : 0))
-    .map((x) => x.a);
+  const all = [...list];
+  const v4 = all.map(parseV4);
+  if (v4.every((n) => n !== undefined)) {
+    const order = all.map((_, i) => i).sort((x, y) => v4[x]! - v4[y]!);
+    return order.map((i) => all[i]!);
+  }
+  const v6 = all.map((a) => parseIP(a)?.value ?? 0n);
+  const order = all.map((_, i) => i).sort((x, y) => (v6[x]! < v6[y]! ? -1 : v6[x]! > v6[y]! ? 1 : 0));
+  return order.map((i) => all[i]!);
 }
 
 function labelComment(labels: ReadonlySet<string>): string {
@@ -363,23 +363,27 @@ function accept(matches: Match[]): Rule {
   return { matches, counter: false, verdict: { kind: 'accept' }, comment: undefined };
 }
 
-/** Pod identities of one direction and family: address -> sorted source tokens. */
-function podIdentities(terms: readonly Term[], f: Family): Map<string, Identity> {
-  const tokens = new Map<string, string[]>();
-  const add = (addr: string, token: string): void => {
-    let l = tokens.get(addr);
-    if (l === undefined) tokens.set(addr, (l = []));
-    if (!l.includes(token)) l.push(token);
-  };
-  const seen = new Set<string>();
+/**
+ * Pod identities of one direction and family: address -> identity key (its
+ * source tokens, sorted, joined by `|`), and each key's identity. Sources are
+ * visited in name order, once each, so every address's tokens come sorted.
+ */
+function podIdentities(terms: readonly Term[], f: Family): { keys: Map<string, string>; identities: Map<string, Identity> } {
+  const sources = new Map<string, Source>();
   for (const t of terms) {
     const s = t.source;
-    if (s.kind !== 'pods' && s.kind !== 'named') continue;
-    if (t.family !== f || seen.has(s.set.name)) continue;
-    seen.add(s.set.name);
+    if ((s.kind === 'pods' || s.kind === 'named') && t.family === f) sources.set(s.set.name, s);
+  }
+  const keys = new Map<string, string>();
+  const add = (addr: string, token: string): void => {
+    const k = keys.get(addr);
+    keys.set(addr, k === undefined ? token : `${k}|${token}`);
+  };
+  for (const name of [...sources.keys()].sort()) {
+    const s = sources.get(name)!;
     if (s.kind === 'pods') {
-      for (const e of s.set.elements) add(e, s.set.name);
-    } else {
+      for (const e of s.set.elements) add(e, name);
+    } else if (s.kind === 'named') {
       const ports = new Map<string, string[]>();
       for (const e of s.set.elements) {
         const { addr, proto, port } = parseTriple(e);
@@ -387,15 +391,12 @@ function podIdentities(terms: readonly Term[], f: Family): Map<string, Identity>
         if (l === undefined) ports.set(addr, (l = []));
         l.push(`${proto} . ${port}`);
       }
-      for (const [addr, l] of ports) add(addr, `${s.set.name}=${l.sort().join(',')}`);
+      for (const [addr, l] of ports) add(addr, `${name}=${l.sort().join(',')}`);
     }
   }
-  const out = new Map<string, Identity>();
-  for (const [addr, l] of tokens) {
-    l.sort();
-    out.set(addr, { key: l.join('|'), tokens: l });
-  }
-  return out;
+  const identities = new Map<string, Identity>();
+  for (const k of keys.values()) if (!identities.has(k)) identities.set(k, { key: k, tokens: k.split('|') });
+  return { keys, identities };
 }
 
 /** Range identities of one direction and family: non-overlapping intervals with the sources covering them. */
@@ -496,10 +497,10 @@ export function flattenRuleset(prev: CompiledRuleset): CompiledRuleset {
     };
     for (const f of FAMILIES) {
       const pods = podIdentities(ts, f);
-      const builtPods = buildIdentities(d, f, false, pods.values(), bySource, describeToken);
+      const builtPods = buildIdentities(d, f, false, pods.identities.values(), bySource, describeToken);
       const podElements: MapElement[] = [];
-      for (const addr of sortAddresses(pods.keys())) {
-        const chain = builtPods.chainOf.get(pods.get(addr)!.key);
+      for (const addr of sortAddresses(pods.keys.keys())) {
+        const chain = builtPods.chainOf.get(pods.keys.get(addr)!);
         if (chain !== undefined) podElements.push({ key: addr, chain });
       }
       const ranges = rangeIdentities(ts, f);

@@ -14,7 +14,7 @@
 // and the table itself are fixed per node; a change to them (or to an
 // object's declaration, which `add` cannot change in place) falls back to the
 // full script (render.ts), which is always the recovery path.
-import type { Chain, CompiledRuleset } from '../ruleset/ir.ts';
+import type { Chain, CompiledRuleset, MapElement } from '../ruleset/ir.ts';
 import { elementList, mapDeclaration, mapElementText, quoted, renderRuleset, ruleText, setDeclaration } from './render.ts';
 
 export interface UpdateCounts {
@@ -134,17 +134,22 @@ export function renderUpdate(prev: CompiledRuleset | undefined, next: CompiledRu
   }
 
   next.maps.forEach((m, i) => {
-    const before = prev.maps[i]?.elements ?? [];
-    if (
-      before.length === m.elements.length &&
-      before.every((e, j) => e.key === m.elements[j]?.key && e.chain === m.elements[j]?.chain)
-    )
-      return;
-    const nextText = new Map(m.elements.map((e) => [e.key, mapElementText(m, e)]));
+    const all = prev.maps[i]?.elements ?? [];
+    // As diffElements: both lists are sorted by key, so only the window between a common head and tail can differ.
+    const same = (a: MapElement | undefined, b: MapElement | undefined): boolean => a?.key === b?.key && a?.chain === b?.chain;
+    const max = Math.min(all.length, m.elements.length);
+    let head = 0;
+    while (head < max && same(all[head], m.elements[head])) head++;
+    let tail = 0;
+    while (tail < max - head && same(all[all.length - 1 - tail], m.elements[m.elements.length - 1 - tail])) tail++;
+    if (head === all.length && head === m.elements.length) return;
+    const before = all.slice(head, all.length - tail);
+    const after = m.elements.slice(head, m.elements.length - tail);
+    const nextText = new Map(after.map((e) => [e.key, mapElementText(m, e)]));
     const prevText = new Map(before.map((e) => [e.key, mapElementText(m, e)]));
     // A key whose verdict changed is deleted (by key alone) and added again.
     const gone = before.filter((e) => nextText.get(e.key) !== prevText.get(e.key)).map((e) => e.key);
-    const come = m.elements.filter((e) => prevText.get(e.key) !== nextText.get(e.key)).map((e) => mapElementText(m, e));
+    const come = after.filter((e) => prevText.get(e.key) !== nextText.get(e.key)).map((e) => mapElementText(m, e));
     if (gone.length > 0) deleteElements.push(`delete element ${t} ${m.name} ${elementList(gone, '\t')}`);
     if (come.length > 0) addElements.push(`add element ${t} ${m.name} ${elementList(come, '\t')}`);
     added += come.length;

@@ -1,7 +1,9 @@
 // What /debug/state shows about this node, derived from a snapshot: the local
-// pods and, per direction, the policies selecting each (the policies whose
-// rules are the pod's allow list; an isolated pod with no rule matching is
-// denied).
+// pods and, per direction, the policies of every kind selecting each (the
+// policies whose rules are the pod's allow list; an isolated pod with no rule
+// matching is denied).
+import type { ContributedPolicy } from '../kinds/kind.ts';
+import { contributedPolicies } from '../kinds/registry.ts';
 import { selectorMatches } from '../model/selector.ts';
 import { isActivePod, objectKey } from '../model/types.ts';
 import type { ClusterState, Labels, Pod } from '../model/types.ts';
@@ -12,22 +14,23 @@ export interface LocalPodView {
   readonly ips: readonly string[];
   readonly phase: string | undefined;
   readonly labels: Labels;
-  /** ns/name of the policies selecting the pod for ingress (isolated when non-empty). */
+  /** The policies selecting the pod for ingress (isolated when non-empty), as explain names them (ns/name for NetworkPolicies). */
   readonly ingress: readonly string[];
   readonly egress: readonly string[];
 }
 
 export function localPodViews(state: ClusterState, nodeName: string): LocalPodView[] {
-  return state.pods.filter((p) => p.nodeName === nodeName && isActivePod(p)).map((p) => viewOf(state, p));
+  const policies = contributedPolicies(state);
+  return state.pods.filter((p) => p.nodeName === nodeName && isActivePod(p)).map((p) => viewOf(policies, p));
 }
 
-function viewOf(state: ClusterState, pod: Pod): LocalPodView {
+function viewOf(policies: readonly ContributedPolicy[], pod: Pod): LocalPodView {
   const ingress: string[] = [];
   const egress: string[] = [];
-  for (const pol of state.policies) {
+  for (const pol of policies) {
     if (pol.namespace !== pod.namespace || !selectorMatches(pol.podSelector, pod.labels)) continue;
-    if (pol.types.ingress) ingress.push(objectKey(pol));
-    if (pol.types.egress) egress.push(objectKey(pol));
+    if (pol.types.ingress) ingress.push(pol.origin.label);
+    if (pol.types.egress) egress.push(pol.origin.label);
   }
   return { pod: objectKey(pod), ips: pod.ips, phase: pod.phase, labels: pod.labels, ingress, egress };
 }

@@ -7,7 +7,9 @@ export type Protocol = 'TCP' | 'UDP' | 'SCTP';
 export const PROTOCOLS: readonly Protocol[] = ['TCP', 'UDP', 'SCTP'];
 
 export type Family = 4 | 6;
+export const FAMILIES: readonly Family[] = [4, 6];
 export type Direction = 'ingress' | 'egress';
+export const DIRECTIONS: readonly Direction[] = ['ingress', 'egress'];
 
 export type Labels = Readonly<Record<string, string>>;
 

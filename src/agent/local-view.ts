@@ -5,6 +5,7 @@
 import type { ContributedPolicy } from '../kinds/kind.ts';
 import { contributedPolicies } from '../kinds/registry.ts';
 import { selectorMatches } from '../model/selector.ts';
+import { byObjectKey } from '../model/state.ts';
 import { isActivePod, objectKey } from '../model/types.ts';
 import type { ClusterState, Labels, Pod } from '../model/types.ts';
 
@@ -56,12 +57,12 @@ export function releasedIPs(prev: ReadonlyMap<string, string>, next: ReadonlyMap
   return out.sort();
 }
 
-function cmpKey(a: Pod, b: Pod): number {
-  return a.namespace < b.namespace ? -1 : a.namespace > b.namespace ? 1 : a.name < b.name ? -1 : a.name > b.name ? 1 : 0;
-}
-
 function sortedByKey(pods: readonly Pod[]): boolean {
-  for (let i = 1; i < pods.length; i++) if (cmpKey(pods[i - 1] as Pod, pods[i] as Pod) >= 0) return false;
+  let prev: Pod | undefined;
+  for (const p of pods) {
+    if (prev !== undefined && byObjectKey(prev, p) >= 0) return false;
+    prev = p;
+  }
   return true;
 }
 
@@ -78,8 +79,9 @@ export function releasedPodIPs(prev: ClusterState, next: ClusterState): string[]
   const out = new Set<string>();
   let j = 0;
   for (const p of a) {
-    while (j < b.length && cmpKey(b[j] as Pod, p) < 0) j++;
-    const q = b[j] !== undefined && cmpKey(b[j] as Pod, p) === 0 ? b[j] : undefined;
+    let q = b[j];
+    while (q !== undefined && byObjectKey(q, p) < 0) q = b[++j];
+    if (q !== undefined && byObjectKey(q, p) !== 0) q = undefined;
     if (q === p || !isActivePod(p)) continue;
     const kept = q !== undefined && isActivePod(q) ? q.ips : [];
     for (const ip of p.ips) if (!kept.includes(ip)) out.add(ip);

@@ -6,7 +6,7 @@
 // explain and /debug print. The engines read only this form, so a new kind
 // is registered (registry.ts) instead of branched into each engine. How a
 // rule becomes nftables is the compiler's business, not the kind's.
-import type { ClusterState, Direction, LabelSelector, Peer, PortSpec } from '../model/types.ts';
+import type { ClusterState, Direction, PolicySpec, Rule } from '../model/types.ts';
 
 /**
  * How the engines combine a kind's policies (Felix's tiers, the ordered
@@ -43,18 +43,16 @@ export interface RuleOrigin {
   readonly description: string;
 }
 
-/** One allowance: traffic matching one of `peers` AND one of `ports`. */
-export interface ContributedRule {
+/**
+ * One allowance in the model's terms (a NetworkPolicy rule: traffic matching
+ * one of `peers` AND one of `ports`; an invalid rule allows nothing), with its origin.
+ */
+export interface ContributedRule extends Rule {
   readonly origin: RuleOrigin;
-  /** undefined = every source/destination. */
-  readonly peers: readonly Peer[] | undefined;
-  /** undefined = every port and protocol. */
-  readonly ports: readonly PortSpec[] | undefined;
-  /** Fail closed: an invalid rule allows nothing (its policy still isolates). */
-  readonly invalid: boolean;
 }
 
-export interface ContributedPolicy {
+/** A policy in NetworkPolicy's form (targets, isolated directions, allow rules) with its origin. */
+export interface ContributedPolicy extends PolicySpec<ContributedRule> {
   readonly origin: PolicyOrigin;
   /**
    * Unique among the policies of every kind: the identity its chains are
@@ -62,14 +60,6 @@ export interface ContributedPolicy {
    * theirs with the kind.
    */
   readonly key: string;
-  /** Targets: the active pods of `namespace` that `podSelector` selects. Also the namespace of pod peers without a namespaceSelector. */
-  readonly namespace: string;
-  readonly podSelector: LabelSelector;
-  /** Directions it isolates its targets in. */
-  readonly types: { readonly ingress: boolean; readonly egress: boolean };
-  /** Rules of isolated directions; [] with types.ingress = allows no ingress. */
-  readonly ingress: readonly ContributedRule[];
-  readonly egress: readonly ContributedRule[];
 }
 
 export interface PolicyKind {

@@ -52,12 +52,17 @@ export function relevantPolicies(
   }
   const out: RelevantPolicy[] = [];
   for (const kind of kinds) {
-    for (const policy of sortedUnique(kind.policies(state))) {
-      if (!policy.types.ingress && !policy.types.egress) continue;
-      const pods = byNs.get(policy.namespace);
-      if (pods === undefined) continue;
-      const targets = pods.filter((p) => selectorMatches(policy.podSelector, p.labels));
-      if (targets.length > 0) out.push({ policy, id: policyKeyId(policy.key), targets });
+    switch (kind.tier) {
+      case 'allow-list':
+        // A chain per policy; the pod chain jumps to each and denies after the last.
+        for (const policy of sortedUnique(kind.policies(state))) {
+          if (!policy.types.ingress && !policy.types.egress) continue;
+          const pods = byNs.get(policy.namespace);
+          if (pods === undefined) continue;
+          const targets = pods.filter((p) => selectorMatches(policy.podSelector, p.labels));
+          if (targets.length > 0) out.push({ policy, id: policyKeyId(policy.key), targets });
+        }
+        break;
     }
   }
   return out;

@@ -160,7 +160,9 @@ describe('promtool', () => {
     const mutants: [string, string][] = [
       ['for: 10m', 'for: 9m'],
       ['[1h]) > 2', '[1h]) > 1'],
-      ['[30m]) > 5', '[30m]) > 6'],
+      ['[30m])) > 5', '[30m])) > 6'],
+      ['reason!~"closed|gone"', 'reason!~"closed"'],
+      ['sum without (reason) (increase(nftnp_watch_restarts_total', '(increase(nftnp_watch_restarts_total'],
       ['max by (job)', 'max by (job, node)'],
       ['> 600', '> 540'],
       ['severity: info', 'severity: warning'],

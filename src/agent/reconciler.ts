@@ -768,7 +768,9 @@ export class Reconciler {
         const prev = Math.min(this.#watchRestarts.get(key) ?? 0, n);
         // Watch names carry selectors ("pods spec.nodeName=n1"); the metric label
         // is the resource alone, to keep its cardinality fixed.
-        if (n > prev) this.#d.metrics.watchRestarts(w.resource.split(' ')[0] ?? w.resource, n - prev, reason);
+        // The first sight of a series exports it at 0: alerts on increase() need it.
+        if (n > prev || !this.#watchRestarts.has(key))
+          this.#d.metrics.watchRestarts(w.resource.split(' ')[0] ?? w.resource, n - prev, reason);
         this.#watchRestarts.set(key, n);
       }
     }

@@ -279,7 +279,10 @@ export interface FakeApiServerOptions {
   /**
    * 'progress' (default), like a real API server's watch cache: a watcher gets
    * a bookmark only when the resource's resourceVersion (its last change) has
-   * moved past what the watcher has seen, so a quiet resource gets none.
+   * moved past what the watcher has seen, so a quiet resource gets none
+   * (apiserver pkg/storage/cacher: dispatchEvents builds bookmarks at the
+   * cacher's last processed resourceVersion, about once a minute per watcher;
+   * cacheWatcher.process forwards only events newer than the watcher's).
    * 'timer': every period, carrying the global resourceVersion (older tests).
    */
   readonly bookmarkMode?: 'progress' | 'timer';

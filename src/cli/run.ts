@@ -15,7 +15,8 @@ import type { ClusterSource } from '../kube/source.ts';
 import { probeNft, runNft } from '../nft/exec.ts';
 import { renderCleanup } from '../nft/render.ts';
 import { ListenError } from '../observability/http-server.ts';
-import { createLogger, errorMessage, type Logger } from '../observability/logger.ts';
+import { errorMessage } from '../observability/errors.ts';
+import { createLogger, type Logger } from '../observability/logger.ts';
 import { createMetrics } from '../observability/metrics.ts';
 
 function version(): string {
@@ -48,7 +49,12 @@ function makeSource(c: AgentConfig, log: Logger): { source: ClusterSource; event
   if (cluster === null) return { error: 'the Kubernetes client configuration has no current cluster' };
   log.info({ event: 'apiserver', server: cluster.server, context: kc.getCurrentContext() }, 'watching the API server');
   return {
-    source: new KubeClusterSource({ kubeConfig: kc, nodeName: c.node, log: log.child({ source: 'kube' }) }),
+    source: new KubeClusterSource({
+      kubeConfig: kc,
+      nodeName: c.node,
+      timing: { idleTimeoutMs: c.watchIdleProbeMs },
+      log: log.child({ source: 'kube' }),
+    }),
     events: kubeEventSink(kc.makeApiClient(CoreV1Api), c.node),
   };
 }

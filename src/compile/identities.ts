@@ -25,7 +25,9 @@
 // the same text.
 import { cidrInterval, familyBits, parseCIDR, parseIP } from '../model/ip.ts';
 import type { Interval } from '../model/ip.ts';
+import { DIRECTIONS, FAMILIES } from '../model/types.ts';
 import type { Direction, Family } from '../model/types.ts';
+import { addressType, namedPortType } from '../ruleset/ir.ts';
 import type { Chain, CompiledRuleset, MapElement, Match, NamedSet, Rule, RulesetStats, VerdictMap } from '../ruleset/ir.ts';
 import {
   allowAllSetName,
@@ -38,8 +40,6 @@ import {
 } from '../ruleset/ids.ts';
 import { formatElement, parseV4 } from './v4.ts';
 
-const FAMILIES: readonly Family[] = [4, 6];
-const DIRECTIONS: readonly Direction[] = ['ingress', 'egress'];
 const ANYWHERE = '*';
 
 /** Where a rule's remote side may be. */
@@ -329,7 +329,7 @@ function buildIdentities(
       const set = allowSetName(cid, f);
       out.sets.push({
         name: set,
-        type: f === 4 ? 'ipv4_addr . inet_proto . inet_service' : 'ipv6_addr . inet_proto . inet_service',
+        type: namedPortType(f),
         interval: true,
         elements: portEls,
         comment: sanitizeComment(`IPv${f} local pod . protocol . port allowed by ${name}`),
@@ -341,7 +341,7 @@ function buildIdentities(
       const set = allowAllSetName(cid, f);
       out.sets.push({
         name: set,
-        type: f === 4 ? 'ipv4_addr' : 'ipv6_addr',
+        type: addressType(f),
         interval: false,
         elements: allEls,
         comment: sanitizeComment(`IPv${f} local pods open on every port to ${name}`),

@@ -5,6 +5,7 @@
 // recovery path of the incremental updates of nft/update.ts.
 import { sanitizeComment } from '../ruleset/ids.ts';
 import { resolveOptions } from '../ruleset/options.ts';
+import { addressType } from '../ruleset/ir.ts';
 import type { Chain, CompiledRuleset, MapElement, Match, NamedSet, Rule, Verdict, VerdictMap } from '../ruleset/ir.ts';
 
 // Elements per line: keeps huge sets readable and lines short.
@@ -88,7 +89,7 @@ export function mapElementText(m: VerdictMap, e: MapElement): string {
 
 /** A map's declaration on one line; equal text, equal declaration. */
 export function mapDeclaration(m: VerdictMap): string {
-  return `type ${m.family === 4 ? 'ipv4_addr' : 'ipv6_addr'} : verdict;${m.interval ? ' flags interval;' : ''}`;
+  return `type ${addressType(m.family)} : verdict;${m.interval ? ' flags interval;' : ''}`;
 }
 
 /** A set's declaration on one line (`add set ... { this }`); equal text, equal declaration. */
@@ -109,7 +110,7 @@ function renderSet(out: string[], s: NamedSet): void {
 }
 
 function renderMap(out: string[], m: VerdictMap): void {
-  out.push(`\tmap ${m.name} {`, `\t\ttype ${m.family === 4 ? 'ipv4_addr' : 'ipv6_addr'} : verdict`);
+  out.push(`\tmap ${m.name} {`, `\t\ttype ${addressType(m.family)} : verdict`);
   if (m.interval) out.push('\t\tflags interval');
   elementsBlock(
     out,

@@ -29,15 +29,7 @@ import { DIRECTIONS, FAMILIES } from '../model/types.ts';
 import type { Direction, Family } from '../model/types.ts';
 import { addressType, namedPortType } from '../ruleset/ir.ts';
 import type { Chain, CompiledRuleset, MapElement, Match, NamedSet, Rule, RulesetStats, VerdictMap } from '../ruleset/ir.ts';
-import {
-  allowAllSetName,
-  allowSetName,
-  localPodCidrSetName,
-  peerMapName,
-  peersChainName,
-  sanitizeComment,
-  shortHash,
-} from '../ruleset/ids.ts';
+import { allowAllSetName, allowSetName, peerMapName, peersChainName, sanitizeComment, shortHash } from '../ruleset/ids.ts';
 import { formatElement, parseV4 } from './v4.ts';
 
 const ANYWHERE = '*';
@@ -474,8 +466,11 @@ function withPeerLookups(chain: Chain): Chain {
 /** The per-policy ruleset of compileRules, flattened into peer identities (see the top of this file). */
 export function flattenRuleset(prev: CompiledRuleset): CompiledRuleset {
   const terms = termsOf(prev);
-  const cidrSets = new Set(FAMILIES.map(localPodCidrSetName));
-  const sets: NamedSet[] = prev.sets.filter((s) => cidrSets.has(s.name));
+  // The policy chains' sets are folded into the identities; any other set (the local pod CIDRs) stays.
+  const policySets = new Set<string>();
+  for (const c of prev.chains)
+    if (c.role === 'policy') for (const r of c.rules) for (const m of r.matches) if ('set' in m) policySets.add(m.set);
+  const sets: NamedSet[] = prev.sets.filter((s) => !policySets.has(s.name));
   const peerChains: Chain[] = [];
   const peerMaps: VerdictMap[] = [];
   for (const d of DIRECTIONS) {
@@ -528,12 +523,17 @@ export function flattenRuleset(prev: CompiledRuleset): CompiledRuleset {
     }
   }
 
-  // Pod chains: only their deny tail (compile.ts denyRules) is left; what is allowed was accepted before the dispatch.
-  const podChains = prev.chains
-    .filter((c) => c.role === 'pod')
-    .map((c) => ({ ...c, rules: c.rules.filter((r) => r.verdict.kind !== 'jump') }));
-  const baseChains = prev.chains.filter((c) => c.role === 'base').map(withPeerLookups);
-  const chains = [...peerChains, ...podChains, ...baseChains];
+  const policyChainNames = new Set(prev.chains.filter((c) => c.role === 'policy').map((c) => c.name));
+  // Pod chains: only their deny tail (dispatch.ts) is left; what is allowed was accepted before the dispatch.
+  // Every other chain stays as compiled, base chains with the peer lookups before their dispatch.
+  const rest = prev.chains
+    .filter((c) => c.role !== 'policy')
+    .map((c): Chain => {
+      if (c.role === 'base') return withPeerLookups(c);
+      if (c.role !== 'pod') return c;
+      return { ...c, rules: c.rules.filter((r) => !(r.verdict.kind === 'jump' && policyChainNames.has(r.verdict.chain))) };
+    });
+  const chains = [...peerChains, ...rest];
   const maps = [...peerMaps, ...prev.maps];
   const names = new Set<string>();
   for (const n of [...chains.map((c) => c.name), ...sets.map((s) => s.name)]) {

@@ -4,7 +4,7 @@
 // allowance names its origin.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { compileNode } from '../../src/compile/compile.ts';
+import { compileNode, compileRules } from '../../src/compile/compile.ts';
 import type { ContributedPolicy, PolicyKind, PolicyOrigin } from '../../src/kinds/kind.ts';
 import { networkPolicyKind } from '../../src/kinds/network-policy.ts';
 import { contributedPolicies, POLICY_KINDS } from '../../src/kinds/registry.ts';
@@ -91,7 +91,7 @@ test('NetworkPolicy is the first registered kind, and contributes each policy on
 
 test('a registered kind is compiled: its chain, jumped to after the NetworkPolicies, named by its origin', () => {
   const s = cluster({});
-  const c = compileNode(s, 'node-1', {}, KINDS);
+  const c = compileRules(s, 'node-1', {}, KINDS);
   const iso = chain(c, policyChainName(policyKeyId('Isolation/shop'), 'ingress'));
   assert.ok(iso, 'the kind has its policy chain');
   assert.equal(iso.comment, 'ingress policy isolation of ns shop');
@@ -107,12 +107,18 @@ test('a registered kind is compiled: its chain, jumped to after the NetworkPolic
     ['shop/web-from-client', 'isolation of ns shop', 'deny ingress to shop/web'],
   );
   assert.equal(c.stats.policies, 2);
+  // Flattened into peer identities (what the kernel gets), its rules still name their origin.
+  const flat = compileNode(s, 'node-1', {}, KINDS);
+  assert.ok(
+    flat.sets.some((x) => x.elements.some((e) => e.endsWith('"isolation of ns shop ingress[1]"'))),
+    flat.sets.flatMap((x) => x.elements).join('\n'),
+  );
   // Without the kind, only the NetworkPolicy is compiled.
   assert.equal(compileNode(s, 'node-1').stats.policies, 1);
 });
 
 test('an invalid contributed rule allows nothing, and the chain says so', () => {
-  const c = compileNode(cluster({ broken: 'yes' }), 'node-1', {}, KINDS);
+  const c = compileRules(cluster({ broken: 'yes' }), 'node-1', {}, KINDS);
   const iso = chain(c, policyChainName(policyKeyId('Isolation/shop'), 'ingress'));
   assert.ok(iso);
   assert.equal(iso.comment, 'ingress policy (invalid ingress[1] allow nothing) isolation of ns shop');

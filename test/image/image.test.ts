@@ -17,6 +17,7 @@ import { mkdir, mkdtemp, readdir, readFile, realpath, rm, writeFile } from 'node
 import { existsSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
+import tls from 'node:tls';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
@@ -208,12 +209,13 @@ describe('container image', () => {
       const masks = ['--security-opt', `mask=${(await shellsAndPackageManagers(rootfs)).join(':')}`];
       const c = await Cluster.create({
         style: 'routed',
-        nodes: [{ name: 'node-1' }],
+        nodes: [{ name: 'node-1' }, { name: 'node-2' }],
         pods: [
           { key: 'shop/web', node: 'node-1' },
           { key: 'shop/other', node: 'node-1' },
           { key: 'shop/db', node: 'node-1' },
-          { key: 'ext/client', node: 'node-1' },
+          // Across the underlay: only node-1 runs the agent under test, and it isolates shop/db's ingress.
+          { key: 'ext/client', node: 'node-2' },
         ],
       });
       const node = c.node('node-1');
@@ -258,7 +260,7 @@ describe('container image', () => {
             return (await get(metricsSock, '/readyz').catch(() => ({ status: 0 }))).status === 200;
           },
           60_000,
-        );
+        ).catch((e: unknown) => assert.fail(`${String(e)}\n--- agent ---\n${ct.tail()}`));
       };
       const start = (role: string, flags: readonly string[], extraArgs: readonly string[]): Container => {
         const envFlags = Object.entries(ds.env).flatMap(([k, v]) => ['--env', `${k}=${v}`]);
@@ -364,10 +366,32 @@ describe('container image', () => {
           cleanups.push(() => api.close());
           api.load(objects.map((o) => structuredClone(o)));
           api.create('networkpolicies', structuredClone(dbFromWeb));
-          // The API server of the test process, at port 8080 of the node's address (plain http: the test API server has no TLS,
-          // and client-node's in-cluster configuration speaks http to port 8080).
+          // The API server as a pod sees it in-cluster: https on port 443 (of the node's address here), its certificate
+          // signed by the service account's ca.crt. TLS ends in the test process, in front of the test API server.
+          const sa = join(dir, 'serviceaccount');
+          await mkdir(sa);
+          const [key, cert] = [join(dir, 'apiserver.key'), join(sa, 'ca.crt')];
+          await execa('openssl', [
+            'req',
+            '-x509',
+            '-newkey',
+            'ec',
+            '-pkeyopt',
+            'ec_paramgen_curve:prime256v1',
+            '-nodes',
+            '-days',
+            '1',
+            '-subj',
+            '/CN=kubernetes',
+            '-addext',
+            `subjectAltName=IP:${node.addresses.v4}`,
+            '-keyout',
+            key,
+            '-out',
+            cert,
+          ]);
           const apiSock = join(dir, 'api.sock');
-          const relay = net.createServer((s) => {
+          const relay = tls.createServer({ key: await readFile(key), cert: await readFile(cert) }, (s) => {
             const up = net.connect({ host: '127.0.0.1', port: api.port });
             s.pipe(up).pipe(s);
             s.on('error', () => up.destroy());
@@ -375,13 +399,10 @@ describe('container image', () => {
           });
           await new Promise<void>((resolve) => relay.listen(apiSock, resolve));
           cleanups.push(() => new Promise<void>((resolve) => relay.close(() => resolve())));
-          bridges.push(await NetnsBridge.start(node.netns, { [`tcp:${node.addresses.v4}:8080`]: `unix:${apiSock}` }));
+          bridges.push(await NetnsBridge.start(node.netns, { [`tcp:${node.addresses.v4}:443`]: `unix:${apiSock}` }));
           assert.ok(ds.serviceAccountDir !== undefined, 'the DaemonSet mounts its service account token');
-          const sa = join(dir, 'serviceaccount');
-          await mkdir(sa);
           await writeFile(join(sa, 'token'), token);
           await writeFile(join(sa, 'namespace'), 'nft-netpol-system');
-          await writeFile(join(sa, 'ca.crt'), '');
           const ct = start(
             'apiserver',
             [
@@ -390,14 +411,14 @@ describe('container image', () => {
               '--env',
               `KUBERNETES_SERVICE_HOST=${node.addresses.v4}`,
               '--env',
-              'KUBERNETES_SERVICE_PORT=8080',
+              'KUBERNETES_SERVICE_PORT=443',
             ],
             [],
           );
           await waitReady(ct);
           await expectProbes('policies from the API server', ct, isolated);
           assert.ok(
-            ct.lines.some((l) => l['event'] === 'apiserver' && String(l['server']).endsWith(`${node.addresses.v4}:8080`)),
+            ct.lines.some((l) => l['event'] === 'apiserver' && l['server'] === `https://${node.addresses.v4}:443`),
             ct.tail(),
           );
           assert.ok(

@@ -8,6 +8,10 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 export CONTAINERS_CONF="$here/containers.conf"
 export CONTAINERS_STORAGE_CONF="$here/storage.conf"
+if ! grep -qw overlay /proc/filesystems && ! modprobe overlay 2>/dev/null; then
+  echo "podman.sh: the kernel has no overlay filesystem, which storage.conf uses" >&2
+  exit 1
+fi
 if [ "${1:-}" = "--buildah" ]; then
   shift
   exec buildah "$@"

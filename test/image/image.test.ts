@@ -27,7 +27,17 @@ import { checkProbes, type Expectation } from '../harness/check.ts';
 import { NetnsBridge } from '../harness/netns-bridge.ts';
 import { FakeApiServer, namespace, networkPolicy, pod, type KubeObject } from '../support/fake-apiserver.ts';
 import { eventually, listTableIn, metricFrom } from '../agent/agent-process.ts';
-import { buildImage, Container, containerName, daemonSetRun, podman, requireImage, ROOT, type DaemonSetRun } from './image.ts';
+import {
+  buildImage,
+  Container,
+  containerName,
+  daemonSetRun,
+  podman,
+  requireImage,
+  ROOT,
+  sweepStaleContainers,
+  type DaemonSetRun,
+} from './image.ts';
 
 const LONG = { timeout: 40 * 60_000 };
 
@@ -205,6 +215,7 @@ describe('container image', () => {
     async (t) => {
       if (!requireImage(t)) return;
       const image = await buildImage();
+      await sweepStaleContainers();
       const rootfs = await rootfsOf(image);
       const masks = ['--security-opt', `mask=${(await shellsAndPackageManagers(rootfs)).join(':')}`];
       const c = await Cluster.create({

@@ -246,3 +246,19 @@ export function containerName(role: string): string {
   counter += 1;
   return `nftnp-test-${process.pid}-${counter}-${role}`;
 }
+
+/** Removes containers left by test processes that died (SIGKILL, crash); live runs are never touched. */
+export async function sweepStaleContainers(): Promise<void> {
+  const names = (await podman(['ps', '--all', '--format', '{{.Names}}'])).stdout.split('\n');
+  for (const name of names) {
+    const pid = Number(/^nftnp-test-(\d+)-/.exec(name)?.[1]);
+    if (!Number.isInteger(pid) || pid === process.pid) continue;
+    try {
+      process.kill(pid, 0);
+      continue;
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'EPERM') continue;
+    }
+    await podman(['rm', '--force', '--time', '0', name], { reject: false });
+  }
+}

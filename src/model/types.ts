@@ -29,6 +29,8 @@ export interface Namespace {
   readonly name: string;
   /** Always carries `kubernetes.io/metadata.name`, as the API server sets it. */
   readonly labels: Labels;
+  /** Only present (true) with the annotation `kubesphere.io/network-isolate: enabled` (see docs/tenancy.md). */
+  readonly networkIsolate?: true;
 }
 
 export interface ContainerPort {
@@ -61,6 +63,8 @@ export interface Node {
    * cannot be recognised.
    */
   readonly podCIDRs?: readonly string[];
+  /** Canonical InternalIP addresses of status.addresses, sorted; only present when there are any. */
+  readonly internalIPs?: readonly string[];
 }
 
 export interface PortSpec {
@@ -93,6 +97,11 @@ export interface Rule {
   readonly ports: readonly PortSpec[] | undefined;
   /** A rule with any validation error allows nothing (fail closed). */
   readonly invalid: boolean;
+  /**
+   * Why the rule exists, for rules a tenancy kind derived (explain and
+   * /debug/state print it): e.g. "project isolation of ns shop: same namespace".
+   */
+  readonly cause?: string;
 }
 
 export interface NetworkPolicy {
@@ -110,6 +119,59 @@ export interface NetworkPolicy {
   readonly ingress: readonly Rule[];
   readonly egress: readonly Rule[];
   /** Validation errors; non-empty means the policy is (partly) enforced fail-closed. */
+  readonly errors: readonly ValidationError[];
+  /** Absent for a NetworkPolicy; set on the policies tenancy derives (src/tenancy). */
+  readonly source?: PolicySource;
+}
+
+/** Where a derived policy comes from (see docs/tenancy.md). */
+export type PolicySource =
+  | { readonly kind: 'NamespaceNetworkPolicy'; readonly name: string }
+  | { readonly kind: 'ProjectIsolation'; readonly overrides: string | undefined }
+  | { readonly kind: 'WorkspaceIsolation'; readonly workspace: string };
+
+/** tenant.kubesphere.io Workspace (v1alpha1) or WorkspaceTemplate (v1alpha2), cluster-scoped. */
+export interface Workspace {
+  readonly name: string;
+  readonly networkIsolation: boolean;
+}
+
+export interface ServicePort {
+  readonly name: string | undefined;
+  readonly protocol: Protocol;
+  readonly port: number;
+  /** spec.ports[].targetPort, defaulted to port: a number, or a container port name resolved per pod. */
+  readonly targetPort: number | string;
+}
+
+/** The part of a v1 Service that service peers use. */
+export interface Service {
+  readonly namespace: string;
+  readonly name: string;
+  /** undefined: no selector (or an empty one): the Service selects no pods (endpoints are managed by hand). */
+  readonly selector: Labels | undefined;
+  readonly ports: readonly ServicePort[];
+}
+
+export type NamespacePolicyPeer =
+  | { readonly kind: 'namespace'; readonly name: string }
+  | { readonly kind: 'ipBlock'; readonly cidr: string; readonly except: readonly string[] }
+  | { readonly kind: 'service'; readonly namespace: string; readonly name: string };
+
+export interface NamespacePolicyRule {
+  /** undefined = from/to missing or empty: every source/destination. */
+  readonly peers: readonly NamespacePolicyPeer[] | undefined;
+  readonly ports: readonly PortSpec[] | undefined;
+  readonly invalid: boolean;
+}
+
+/** network.kubesphere.io/v1alpha1 NamespaceNetworkPolicy: a NetworkPolicy for every pod of its namespace. */
+export interface NamespaceNetworkPolicy {
+  readonly namespace: string;
+  readonly name: string;
+  readonly types: { readonly ingress: boolean; readonly egress: boolean };
+  readonly ingress: readonly NamespacePolicyRule[];
+  readonly egress: readonly NamespacePolicyRule[];
   readonly errors: readonly ValidationError[];
 }
 
@@ -132,6 +194,12 @@ export interface ClusterState {
   readonly policies: readonly NetworkPolicy[];
   /** Sorted by name. */
   readonly nodes: readonly Node[];
+  /** Tenancy inputs (absent = none; see src/tenancy). Sorted by name. */
+  readonly workspaces?: readonly Workspace[];
+  /** Sorted by namespace, then name. */
+  readonly namespacePolicies?: readonly NamespaceNetworkPolicy[];
+  /** Only the Services that service peers and the DNS allowance name. Sorted by namespace, then name. */
+  readonly services?: readonly Service[];
 }
 
 /** `default/web spec.ingress[0].ports[1].endPort: must be >= port (8080)` */

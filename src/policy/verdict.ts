@@ -4,6 +4,7 @@
 import { cidrContains, formatIP, parseCIDR, parseIP } from '../model/ip.ts';
 import { selectorMatches } from '../model/selector.ts';
 import { isActivePod, objectKey } from '../model/types.ts';
+import { isolationDenial } from '../tenancy/describe.ts';
 import type { ClusterState, Direction, Family, NetworkPolicy, Peer, Pod, PortSpec, Protocol, Rule } from '../model/types.ts';
 
 export type Endpoint = { readonly kind: 'pod'; readonly pod: Pod } | { readonly kind: 'ip'; readonly ip: string };
@@ -13,6 +14,8 @@ export interface RuleRef {
   readonly policy: string;
   readonly direction: Direction;
   readonly rule: number;
+  /** Why a derived rule exists (tenancy), e.g. "project isolation of ns `shop`: same namespace". */
+  readonly cause?: string;
 }
 
 export interface DirectionVerdict {
@@ -57,7 +60,7 @@ interface Conn {
 }
 
 export function ruleName(r: RuleRef): string {
-  return `${r.policy} ${r.direction}[${r.rule}]`;
+  return r.cause ?? `${r.policy} ${r.direction}[${r.rule}]`;
 }
 
 /** The address a pod uses for one family. */
@@ -134,7 +137,13 @@ function checkRule(c: Conn, pol: NetworkPolicy, dir: Direction, rule: Rule, i: n
   const other = dir === 'ingress' ? c.src : c.dst;
   const peer = rule.peers === undefined || rule.peers.some((p) => peerMatches(c, pol, p, other));
   const port = rule.ports === undefined || rule.ports.some((s) => portMatches(c, s));
-  return { ref: { policy: objectKey(pol), direction: dir, rule: i }, invalid: rule.invalid, peer, port };
+  const ref: RuleRef = {
+    policy: objectKey(pol),
+    direction: dir,
+    rule: i,
+    ...(rule.cause === undefined ? {} : { cause: rule.cause }),
+  };
+  return { ref, invalid: rule.invalid, peer, port };
 }
 
 function nodeAddressOf(c: Conn, pod: Pod, ip: string | undefined): string | undefined {
@@ -211,12 +220,17 @@ function judge(c: Conn, dir: Direction): DirectionVerdict {
       reason: `${self.label} is isolated for ${dir} by ${list(policies)}; allowed by ${list(allowedBy.map(ruleName))}.`,
     };
   }
+  const tenancy = selecting.flatMap((p) => {
+    const why = isolationDenial(c.state, p, dir === 'ingress' ? c.src : c.dst);
+    return why === undefined ? [] : [why];
+  });
+  const lead = tenancy.length > 0 ? `denied: ${tenancy.join('; ')}; ` : '';
   return {
     allowed: false,
     isolated,
     policies,
     allowedBy,
-    reason: `${self.label} is isolated for ${dir} by ${list(policies)}; ${denyDetail(c, dir, checks, policies.length)}.`,
+    reason: `${lead}${self.label} is isolated for ${dir} by ${list(policies)}; ${denyDetail(c, dir, checks, policies.length)}.`,
   };
 }
 

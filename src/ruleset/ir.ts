@@ -1,21 +1,8 @@
-// The compiled ruleset of one node as plain data: what the renderer prints and
-// what compile tests assert on. Everything is already sorted; rendering is a
-// straight walk.
+// The compiled ruleset of one node as plain data: what the compiler produces,
+// what the renderer prints and what compile tests assert on. It sits beneath
+// both (see docs/architecture.md): neither imports the other. Everything is
+// already sorted; rendering is a straight walk.
 import type { Direction, Family } from '../model/types.ts';
-
-export interface RenderOptions {
-  /** nft table name (inet family). */
-  readonly table: string;
-  /** Verdict for traffic no policy allows. */
-  readonly denyAction: 'drop' | 'reject';
-  /**
-   * Only when the node has podCIDRs: an address in them that is not a known
-   * active local pod is dropped in the forward chains ('drop', the default:
-   * fail closed for pods created a moment ago) or passes unfiltered ('allow',
-   * as without podCIDRs).
-   */
-  readonly unknownLocalEndpoints: 'drop' | 'allow';
-}
 
 export interface RulesetStats {
   readonly chains: number;

@@ -18,12 +18,13 @@ export const LAYERS: Readonly<Record<string, readonly string[]>> = {
   model: [],
   observability: [],
   ruleset: ['model'],
-  policy: ['model'],
+  tenancy: ['model'],
+  policy: ['model', 'tenancy'],
   compile: ['model', 'ruleset'],
   nft: ['model', 'ruleset'],
-  kube: ['model', 'observability'],
-  agent: ['model', 'observability', 'ruleset', 'policy', 'compile', 'nft', 'kube'],
-  cli: ['model', 'observability', 'ruleset', 'policy', 'compile', 'nft', 'kube', 'agent'],
+  kube: ['model', 'observability', 'tenancy'],
+  agent: ['model', 'observability', 'ruleset', 'tenancy', 'policy', 'compile', 'nft', 'kube'],
+  cli: ['model', 'observability', 'ruleset', 'tenancy', 'policy', 'compile', 'nft', 'kube', 'agent'],
 };
 
 export interface SourceFile {

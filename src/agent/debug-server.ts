@@ -13,6 +13,7 @@ import { localPodViews } from './local-view.ts';
 import { verdict } from '../policy/verdict.ts';
 import { explainJson, explainText, parseEndpoint, parsePortProto } from '../policy/explain.ts';
 import { routes, type Handler, type Reply } from '../observability/http-server.ts';
+import { describeDerived } from '../tenancy/describe.ts';
 
 /** What the endpoints read; the agent provides it. */
 export interface AgentView {
@@ -56,6 +57,9 @@ function stateReply(v: AgentView): Reply {
   const snap = v.snapshot();
   const pods = snap === undefined ? [] : localPodViews(snap, v.nodeName);
   const watches = v.watches();
+  // Tenancy policies of the namespaces this node hosts pods of: every implicit allowance by its cause.
+  const localNs = new Set(pods.map((p) => p.pod.slice(0, p.pod.indexOf('/'))));
+  const derived = (snap?.policies ?? []).filter((p) => p.source !== undefined && localNs.has(p.namespace));
   const apply = (a: ReconcilerStatus['lastApply']) =>
     a === undefined
       ? null
@@ -88,6 +92,13 @@ function stateReply(v: AgentView): Reply {
     driftRepairs: s.driftRepairs,
     localPods: pods,
     invalidPolicies: s.invalidPolicies.map((p) => ({ policy: `${p.namespace}/${p.name}`, errors: p.errors })),
+    tenancy: derived.map((p) => ({
+      policy: `${p.namespace}/${p.name}`,
+      source: p.source ?? null,
+      rules: (['ingress', 'egress'] as const).flatMap((d) =>
+        p[d].map((r, i) => ({ direction: d, rule: i, cause: r.cause ?? null, invalid: r.invalid })),
+      ),
+    })),
     watches: watches.map((w) => ({ ...w, lastEventAt: iso(w.lastEventAt) ?? null, lastError: w.lastError ?? null })),
   };
 
@@ -123,6 +134,8 @@ function stateReply(v: AgentView): Reply {
   }
   lines.push('', `invalid policies (${s.invalidPolicies.length}):`);
   for (const p of s.invalidPolicies) for (const e of p.errors) lines.push(`  ${e}`);
+  lines.push('', `tenancy policies of local namespaces (${derived.length}):`);
+  for (const p of derived) for (const l of describeDerived(p)) lines.push(`  ${l}`);
   lines.push('', 'watches:');
   for (const w of watches) {
     lines.push(

@@ -4,12 +4,15 @@
 import { selectorMatches } from '../model/selector.ts';
 import { formatValidationError, isActivePod, objectKey } from '../model/types.ts';
 import type { ClusterState, NetworkPolicy } from '../model/types.ts';
+import { NSNP_API_VERSION } from '../model/normalize-tenancy.ts';
 
 export interface InvalidPolicy {
   readonly namespace: string;
   readonly name: string;
   /** Formatted validation errors, in the model's order. */
   readonly errors: readonly string[];
+  /** The object to report on, when it is not a NetworkPolicy of this name (a NamespaceNetworkPolicy). */
+  readonly object?: { readonly apiVersion: string; readonly kind: string; readonly name: string };
 }
 
 /** key (ns/name) -> fingerprint of its errors. */
@@ -25,7 +28,10 @@ export interface InvalidDiff {
 }
 
 function describe(p: NetworkPolicy): InvalidPolicy {
-  return { namespace: p.namespace, name: p.name, errors: p.errors.map(formatValidationError) };
+  const inv = { namespace: p.namespace, name: p.name, errors: p.errors.map(formatValidationError) };
+  return p.source?.kind === 'NamespaceNetworkPolicy'
+    ? { ...inv, object: { apiVersion: NSNP_API_VERSION, kind: 'NamespaceNetworkPolicy', name: p.source.name } }
+    : inv;
 }
 
 export function diffInvalid(prev: InvalidIndex, state: ClusterState): InvalidDiff {
@@ -50,7 +56,7 @@ export function diffInvalid(prev: InvalidIndex, state: ClusterState): InvalidDif
 const MAX_MESSAGE = 1024;
 
 export function eventMessage(p: InvalidPolicy): string {
-  const text = `NetworkPolicy is invalid and enforced fail-closed (its invalid parts allow nothing): ${p.errors.join('; ')}`;
+  const text = `${p.object?.kind ?? 'NetworkPolicy'} is invalid and enforced fail-closed (its invalid parts allow nothing): ${p.errors.join('; ')}`;
   return text.length <= MAX_MESSAGE ? text : `${text.slice(0, MAX_MESSAGE - 3)}...`;
 }
 

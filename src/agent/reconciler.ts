@@ -746,7 +746,13 @@ export class Reconciler {
       if (this.#evented.get(key) === fp || !reportsEventFor(state, this.#o.nodeName, key)) continue;
       this.#evented.set(key, fp);
       this.#d.events
-        .warnPolicy({ namespace: p.namespace, name: p.name }, 'InvalidNetworkPolicy', eventMessage(p))
+        .warnPolicy(
+          p.object === undefined
+            ? { namespace: p.namespace, name: p.name }
+            : { namespace: p.namespace, name: p.object.name, kind: { apiVersion: p.object.apiVersion, kind: p.object.kind } },
+          p.object === undefined ? 'InvalidNetworkPolicy' : `Invalid${p.object.kind}`,
+          eventMessage(p),
+        )
         .catch((e: unknown) => {
           this.#d.log.warn({ event: 'k8s-event', policy: key, err: e }, 'could not create the InvalidNetworkPolicy Event');
         });

@@ -15,6 +15,9 @@ import { extname, join } from 'node:path';
 import { loadManifests } from '../model/load.ts';
 import { buildState, makeState } from '../model/normalize.ts';
 import type { ClusterState, NetworkPolicy } from '../model/types.ts';
+import { DEFAULT_TENANCY } from '../tenancy/config.ts';
+import type { TenancyConfig } from '../tenancy/config.ts';
+import { withTenancy } from '../tenancy/derive.ts';
 import { errorMessage, SILENT_LOGGER } from './source.ts';
 import type { ClusterSource, SourceLogger, WatchStatus } from './source.ts';
 
@@ -27,6 +30,8 @@ export interface FileSourceOptions {
   /** Use fs.watch besides polling (default true). */
   readonly fsWatch?: boolean;
   readonly log?: SourceLogger;
+  /** What isolation allows besides its scope (default DEFAULT_TENANCY). */
+  readonly tenancy?: TenancyConfig;
 }
 
 const EXTENSIONS = new Set(['.yaml', '.yml', '.json']);
@@ -66,6 +71,7 @@ export class FileClusterSource implements ClusterSource {
   readonly #pollMs: number;
   readonly #fsWatch: boolean;
   readonly #log: SourceLogger;
+  readonly #tenancy: TenancyConfig;
   #state: 'new' | 'running' | 'stopped' = 'new';
   #current: ClusterState = EMPTY;
   #currentText = '';
@@ -89,6 +95,7 @@ export class FileClusterSource implements ClusterSource {
     this.#pollMs = opts.pollMs ?? 2_000;
     this.#fsWatch = opts.fsWatch ?? true;
     this.#log = opts.log ?? SILENT_LOGGER;
+    this.#tenancy = opts.tenancy ?? DEFAULT_TENANCY;
   }
 
   /** Reads the directory once (so synced() is known when this resolves), then watches it. */
@@ -215,7 +222,9 @@ export class FileClusterSource implements ClusterSource {
         );
         return;
       }
-      const built = buildState(objects);
+      const raw = buildState(objects);
+      const t = withTenancy(raw.state, this.#tenancy);
+      const built = { state: t.state, errors: [...raw.errors, ...t.derived.errors] };
       for (const e of built.errors)
         this.#log.debug({ error: `${e.kind} ${e.namespace ?? ''}/${e.name} ${e.path}: ${e.message}` }, 'validation error');
       this.#lastError = undefined;

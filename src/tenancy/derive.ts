@@ -210,7 +210,13 @@ function targetPorts(svc: Service, ruleports: readonly PortSpec[] | undefined): 
   return [...seen.values()].sort((a, b) => `${a.protocol}/${String(a.port)}`.localeCompare(`${b.protocol}/${String(b.port)}`));
 }
 
-function nsnpRules(state: ClusterState, p: NamespaceNetworkPolicy, d: Direction, errors: ValidationError[]): Rule[] {
+function nsnpRules(
+  state: ClusterState,
+  p: NamespaceNetworkPolicy,
+  d: Direction,
+  errors: ValidationError[],
+  pending: ReadonlySet<string>,
+): Rule[] {
   const list = d === 'ingress' ? p.ingress : p.egress;
   const peerField = d === 'ingress' ? 'from' : 'to';
   const id = `NamespaceNetworkPolicy \`${p.namespace}/${p.name}\``;
@@ -249,6 +255,11 @@ function nsnpRules(state: ClusterState, p: NamespaceNetworkPolicy, d: Direction,
         services.push({ peers: [], ports: [], invalid: true, cause: svcCause });
       };
       const svc = findService(state, peer.namespace, peer.name);
+      if (svc === undefined && pending.has(svcId)) {
+        // Being read (a watch just started): allows nothing meanwhile, but is no error of the policy.
+        services.push({ peers: [], ports: [], invalid: true, cause: `${svcCause} (Service not read yet)` });
+        return;
+      }
       if (svc === undefined) return fail(`Service ${svcId} not found`);
       if (svc.selector === undefined) return fail(`Service ${svcId} has no selector (it selects no pods)`);
       let ports = r.ports;
@@ -273,13 +284,16 @@ function nsnpRules(state: ClusterState, p: NamespaceNetworkPolicy, d: Direction,
   return out;
 }
 
-function nsnpPolicies(state: ClusterState): { policies: NetworkPolicy[]; errors: ValidationError[] } {
+function nsnpPolicies(
+  state: ClusterState,
+  pending: ReadonlySet<string>,
+): { policies: NetworkPolicy[]; errors: ValidationError[] } {
   const policies: NetworkPolicy[] = [];
   const all: ValidationError[] = [];
   for (const p of state.namespacePolicies ?? []) {
     const errors: ValidationError[] = [];
-    const ingress = p.types.ingress ? nsnpRules(state, p, 'ingress', errors) : [];
-    const egress = p.types.egress ? nsnpRules(state, p, 'egress', errors) : [];
+    const ingress = p.types.ingress ? nsnpRules(state, p, 'ingress', errors, pending) : [];
+    const egress = p.types.egress ? nsnpRules(state, p, 'egress', errors, pending) : [];
     all.push(...errors);
     policies.push({
       namespace: p.namespace,
@@ -295,12 +309,14 @@ function nsnpPolicies(state: ClusterState): { policies: NetworkPolicy[]; errors:
   return { policies, errors: all };
 }
 
+const NONE: ReadonlySet<string> = new Set();
+
 /**
  * The policies the tenancy kinds contribute, in a fixed order (the small seam
  * of this module): NamespaceNetworkPolicies, then isolation.
  */
-export function deriveTenancy(state: ClusterState, config: TenancyConfig): Derived {
-  const nsnp = nsnpPolicies(state);
+export function deriveTenancy(state: ClusterState, config: TenancyConfig, pending: ReadonlySet<string> = NONE): Derived {
+  const nsnp = nsnpPolicies(state, pending);
   const iso = isolationPolicies(state, config);
   return { policies: [...nsnp.policies, ...iso.policies], errors: nsnp.errors, notes: iso.notes };
 }
@@ -308,11 +324,16 @@ export function deriveTenancy(state: ClusterState, config: TenancyConfig): Deriv
 /**
  * The state with the tenancy policies in `policies` (sorted with the others).
  * Idempotent: policies derived earlier are replaced. With no tenancy input
- * the state is returned as is.
+ * the state is returned as is. `pending`: Services (ns/name) a watch is still
+ * reading: their peers allow nothing, without an error.
  */
-export function withTenancy(state: ClusterState, config: TenancyConfig): { state: ClusterState; derived: Derived } {
+export function withTenancy(
+  state: ClusterState,
+  config: TenancyConfig,
+  pending: ReadonlySet<string> = NONE,
+): { state: ClusterState; derived: Derived } {
   const own = state.policies.filter((p) => p.source === undefined);
-  const derived = deriveTenancy(state, config);
+  const derived = deriveTenancy(state, config, pending);
   if (derived.policies.length === 0 && own.length === state.policies.length) return { state, derived };
   return { state: { ...state, policies: [...own, ...derived.policies].sort(byObjectKey) }, derived };
 }

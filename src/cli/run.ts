@@ -34,7 +34,14 @@ function usage(cmd: string, message: string): number {
 
 function makeSource(c: AgentConfig, log: Logger): { source: ClusterSource; events: EventSink } | { error: string } {
   if (c.fromDir !== undefined) {
-    return { source: new FileClusterSource({ dir: c.fromDir, log: log.child({ source: 'files' }) }), events: logEventSink(log) };
+    return {
+      source: new FileClusterSource({
+        dir: c.fromDir,
+        log: log.child({ source: 'files' }),
+        ...(c.tenancy === undefined ? {} : { tenancy: c.tenancy }),
+      }),
+      events: logEventSink(log),
+    };
   }
   const kc = new KubeConfig();
   try {
@@ -48,7 +55,12 @@ function makeSource(c: AgentConfig, log: Logger): { source: ClusterSource; event
   if (cluster === null) return { error: 'the Kubernetes client configuration has no current cluster' };
   log.info({ event: 'apiserver', server: cluster.server, context: kc.getCurrentContext() }, 'watching the API server');
   return {
-    source: new KubeClusterSource({ kubeConfig: kc, nodeName: c.node, log: log.child({ source: 'kube' }) }),
+    source: new KubeClusterSource({
+      kubeConfig: kc,
+      nodeName: c.node,
+      log: log.child({ source: 'kube' }),
+      ...(c.tenancy === undefined ? {} : { tenancy: c.tenancy }),
+    }),
     events: kubeEventSink(kc.makeApiClient(CoreV1Api), c.node),
   };
 }

@@ -18,13 +18,13 @@ export const LAYERS: Readonly<Record<string, readonly string[]>> = {
   model: [],
   observability: [],
   ruleset: ['model'],
-  tenancy: ['model'],
-  policy: ['model', 'tenancy'],
-  compile: ['model', 'ruleset'],
+  kinds: ['model'],
+  policy: ['model', 'kinds'],
+  compile: ['model', 'ruleset', 'kinds'],
   nft: ['model', 'ruleset'],
-  kube: ['model', 'observability', 'tenancy'],
-  agent: ['model', 'observability', 'ruleset', 'tenancy', 'policy', 'compile', 'nft', 'kube'],
-  cli: ['model', 'observability', 'ruleset', 'tenancy', 'policy', 'compile', 'nft', 'kube', 'agent'],
+  kube: ['model', 'observability', 'kinds'],
+  agent: ['model', 'observability', 'ruleset', 'kinds', 'policy', 'compile', 'nft', 'kube'],
+  cli: ['model', 'observability', 'ruleset', 'kinds', 'policy', 'compile', 'nft', 'kube', 'agent'],
 };
 
 export interface SourceFile {

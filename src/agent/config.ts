@@ -4,7 +4,7 @@
 import { parseArgs } from 'node:util';
 import { isIP } from 'node:net';
 import { isLogLevel, type LogLevel } from '../observability/logger.ts';
-import { tenancyConfig, type TenancyConfig } from '../tenancy/config.ts';
+import { tenancyConfig, type TenancyConfig } from '../model/tenancy-config.ts';
 
 export interface ListenAddr {
   readonly host: string;

@@ -13,7 +13,8 @@ import { localPodViews } from './local-view.ts';
 import { verdict } from '../policy/verdict.ts';
 import { explainJson, explainText, parseEndpoint, parsePortProto } from '../policy/explain.ts';
 import { routes, type Handler, type Reply } from '../observability/http-server.ts';
-import { describeDerived } from '../tenancy/describe.ts';
+import { contributedPolicies } from '../kinds/registry.ts';
+import { NETWORK_POLICY } from '../kinds/network-policy.ts';
 
 /** What the endpoints read; the agent provides it. */
 export interface AgentView {
@@ -59,7 +60,9 @@ function stateReply(v: AgentView): Reply {
   const watches = v.watches();
   // Tenancy policies of the namespaces this node hosts pods of: every implicit allowance by its cause.
   const localNs = new Set(pods.map((p) => p.pod.slice(0, p.pod.indexOf('/'))));
-  const derived = (snap?.policies ?? []).filter((p) => p.source !== undefined && localNs.has(p.namespace));
+  const derived = (snap === undefined ? [] : contributedPolicies(snap)).filter(
+    (p) => p.origin.kind !== NETWORK_POLICY && localNs.has(p.namespace),
+  );
   const apply = (a: ReconcilerStatus['lastApply']) =>
     a === undefined
       ? null
@@ -93,10 +96,11 @@ function stateReply(v: AgentView): Reply {
     localPods: pods,
     invalidPolicies: s.invalidPolicies.map((p) => ({ policy: `${p.namespace}/${p.name}`, errors: p.errors })),
     tenancy: derived.map((p) => ({
-      policy: `${p.namespace}/${p.name}`,
-      source: p.source ?? null,
+      kind: p.origin.kind,
+      policy: p.origin.label,
+      namespace: p.namespace,
       rules: (['ingress', 'egress'] as const).flatMap((d) =>
-        p[d].map((r, i) => ({ direction: d, rule: i, cause: r.cause ?? null, invalid: r.invalid })),
+        p[d].map((r) => ({ direction: d, rule: r.origin.index, cause: r.origin.description, invalid: r.invalid })),
       ),
     })),
     watches: watches.map((w) => ({ ...w, lastEventAt: iso(w.lastEventAt) ?? null, lastError: w.lastError ?? null })),
@@ -135,7 +139,11 @@ function stateReply(v: AgentView): Reply {
   lines.push('', `invalid policies (${s.invalidPolicies.length}):`);
   for (const p of s.invalidPolicies) for (const e of p.errors) lines.push(`  ${e}`);
   lines.push('', `tenancy policies of local namespaces (${derived.length}):`);
-  for (const p of derived) for (const l of describeDerived(p)) lines.push(`  ${l}`);
+  for (const p of derived) {
+    lines.push(`  ${p.origin.label} (${p.origin.kind}, ns ${p.namespace})`);
+    for (const d of ['ingress', 'egress'] as const)
+      for (const r of p[d]) lines.push(`    ${d}: ${r.origin.description}${r.invalid ? ' (allows nothing)' : ''}`);
+  }
   lines.push('', 'watches:');
   for (const w of watches) {
     lines.push(

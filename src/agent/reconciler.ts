@@ -18,7 +18,7 @@
 import PQueue from 'p-queue';
 import type { Logger } from 'pino';
 import type { ClusterState } from '../model/types.ts';
-import { errorMessage } from '../observability/logger.ts';
+import { errorMessage } from '../observability/errors.ts';
 import { backoffDelay, DEFAULT_BACKOFF, type BackoffPolicy } from './backoff.ts';
 import { checkDrift, compiledObjects, normalizeListing, sameObjects, tableObjects } from './drift.ts';
 import { isEmptyUpdate, renderUpdate } from '../nft/update.ts';
@@ -26,6 +26,7 @@ import type { UpdateCounts } from '../nft/update.ts';
 import type { RulesetUpdate } from '../nft/update.ts';
 import {
   diffInvalid,
+  invalidKey,
   eventMessage,
   fingerprint,
   reportsEventFor,
@@ -741,7 +742,7 @@ export class Reconciler {
     }
     // An Event once per change of the errors, from the nodes enforcing the policy.
     for (const p of diff.all) {
-      const key = `${p.namespace}/${p.name}`;
+      const key = invalidKey(p);
       const fp = fingerprint(p);
       if (this.#evented.get(key) === fp || !reportsEventFor(state, this.#o.nodeName, key)) continue;
       this.#evented.set(key, fp);
@@ -749,7 +750,7 @@ export class Reconciler {
         .warnPolicy(
           p.object === undefined
             ? { namespace: p.namespace, name: p.name }
-            : { namespace: p.namespace, name: p.object.name, kind: { apiVersion: p.object.apiVersion, kind: p.object.kind } },
+            : { namespace: p.namespace, name: p.name, kind: { apiVersion: p.object.apiVersion, kind: p.object.kind } },
           p.object === undefined ? 'InvalidNetworkPolicy' : `Invalid${p.object.kind}`,
           eventMessage(p),
         )

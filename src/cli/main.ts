@@ -9,9 +9,9 @@ import { compileNode } from '../compile/compile.ts';
 import { renderRuleset } from '../nft/render.ts';
 import { verdict } from '../policy/verdict.ts';
 import { explainJson, explainText, parseEndpoint, parsePortProto } from '../policy/explain.ts';
-import { tenancyConfig, TENANCY_FLAGS_HELP } from '../tenancy/config.ts';
-import { withTenancy } from '../tenancy/derive.ts';
-import type { TenancyNote } from '../tenancy/derive.ts';
+import { tenancyConfig, TENANCY_FLAGS_HELP } from '../model/tenancy-config.ts';
+import { tenancyPolicies } from '../kinds/tenancy.ts';
+import type { TenancyNote } from '../kinds/tenancy.ts';
 
 export const EXIT_OK = 0;
 export const EXIT_INVALID = 1;
@@ -133,12 +133,14 @@ async function loadInputs(v: InputFlags): Promise<Loaded> {
   if (config instanceof Error) throw new UsageError(config.message);
   const { objects, errors } = await loadManifests(files);
   const built = buildState(objects);
-  const t = withTenancy(built.state, config);
+  // Offline commands always judge tenancy (the agent can turn it off).
+  const state: ClusterState = { ...built.state, tenancy: config };
+  const t = tenancyPolicies(state);
   return {
-    state: t.state,
+    state,
     loadErrors: errors,
-    validationErrors: [...built.errors, ...t.derived.errors],
-    notes: t.derived.notes,
+    validationErrors: [...built.errors, ...[...t.errors.values()].flat()],
+    notes: t.notes,
   };
 }
 

@@ -14,11 +14,10 @@ import { readdir, stat } from 'node:fs/promises';
 import { extname, join } from 'node:path';
 import { loadManifests } from '../model/load.ts';
 import { buildState, makeState } from '../model/normalize.ts';
-import type { ClusterState, NetworkPolicy } from '../model/types.ts';
-import { DEFAULT_TENANCY } from '../tenancy/config.ts';
-import type { TenancyConfig } from '../tenancy/config.ts';
-import { withTenancy } from '../tenancy/derive.ts';
-import { errorMessage, SILENT_LOGGER } from './source.ts';
+import type { ClusterState, NetworkPolicy, TenancyConfig } from '../model/types.ts';
+import { errorMessage } from '../observability/errors.ts';
+import { SILENT_LOGGER } from './source.ts';
+import { tenancyPolicies } from '../kinds/tenancy.ts';
 import type { ClusterSource, SourceLogger, WatchStatus } from './source.ts';
 
 export interface FileSourceOptions {
@@ -30,7 +29,7 @@ export interface FileSourceOptions {
   /** Use fs.watch besides polling (default true). */
   readonly fsWatch?: boolean;
   readonly log?: SourceLogger;
-  /** What isolation allows besides its scope (default DEFAULT_TENANCY). */
+  /** Tenancy on, with this configuration (docs/tenancy.md); absent: off. */
   readonly tenancy?: TenancyConfig;
 }
 
@@ -71,7 +70,7 @@ export class FileClusterSource implements ClusterSource {
   readonly #pollMs: number;
   readonly #fsWatch: boolean;
   readonly #log: SourceLogger;
-  readonly #tenancy: TenancyConfig;
+  readonly #tenancy: TenancyConfig | undefined;
   #state: 'new' | 'running' | 'stopped' = 'new';
   #current: ClusterState = EMPTY;
   #currentText = '';
@@ -95,7 +94,7 @@ export class FileClusterSource implements ClusterSource {
     this.#pollMs = opts.pollMs ?? 2_000;
     this.#fsWatch = opts.fsWatch ?? true;
     this.#log = opts.log ?? SILENT_LOGGER;
-    this.#tenancy = opts.tenancy ?? DEFAULT_TENANCY;
+    this.#tenancy = opts.tenancy;
   }
 
   /** Reads the directory once (so synced() is known when this resolves), then watches it. */
@@ -223,8 +222,8 @@ export class FileClusterSource implements ClusterSource {
         return;
       }
       const raw = buildState(objects);
-      const t = withTenancy(raw.state, this.#tenancy);
-      const built = { state: t.state, errors: [...raw.errors, ...t.derived.errors] };
+      const state = this.#tenancy === undefined ? raw.state : { ...raw.state, tenancy: this.#tenancy };
+      const built = { state, errors: [...raw.errors, ...[...tenancyPolicies(state).errors.values()].flat()] };
       for (const e of built.errors)
         this.#log.debug({ error: `${e.kind} ${e.namespace ?? ''}/${e.name} ${e.path}: ${e.message}` }, 'validation error');
       this.#lastError = undefined;

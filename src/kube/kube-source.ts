@@ -54,8 +54,9 @@ import type {
   Service,
   Workspace,
 } from '../model/types.ts';
-import type { TenancyConfig } from '../tenancy/config.ts';
-import { deriveTenancy, withTenancy } from '../tenancy/derive.ts';
+import type { TenancyConfig } from '../model/types.ts';
+import { contributedPolicies } from '../kinds/registry.ts';
+import { namespaceNetworkPolicyKind, projectIsolationKind, workspaceIsolationKind } from '../kinds/tenancy.ts';
 import { OptionalWatch } from './optional-watch.ts';
 import type { WatchLike } from './optional-watch.ts';
 import { ALL_PODS, DEFAULT_MAX_PEER_WATCHES, planPeerWatches, samePlan } from './peer-demand.ts';
@@ -325,16 +326,17 @@ export class KubeClusterSource implements ClusterSource {
       all[n++] = p;
     }
     all.length = n;
+    const t = this.#opts.tenancy;
     const state = makeState({
       namespaces: [...(this.#namespaces?.values() ?? [])],
       pods: all,
       policies: [...(this.#policies?.values() ?? [])],
       nodes: [...(this.#nodes?.values() ?? [])],
       ...this.#tenancyParts(),
+      ...(t === undefined ? {} : { tenancy: { ...t, pendingServices: [...this.#pendingServices()] } }),
     });
-    const t = this.#opts.tenancy;
-    this.#cache = t === undefined ? state : withTenancy(state, t, this.#pendingServices()).state;
-    return this.#cache;
+    this.#cache = state;
+    return state;
   }
 
   /** Needed Services whose watch has not listed yet (or not started: the NSNP naming them just arrived). */
@@ -584,7 +586,10 @@ export class KubeClusterSource implements ClusterSource {
     return keys.every((k) => this.#services.get(k)?.synced() === true);
   }
 
-  /** The policies tenancy derives from the current caches (their peers are demands too). */
+  /**
+   * The policies the tenancy kinds contribute from the current caches, in
+   * NetworkPolicy's form: their pod peers are demands of the peer plan too.
+   */
   #derivedPolicies(): readonly NetworkPolicy[] {
     const t = this.#opts.tenancy;
     if (t === undefined) return [];
@@ -594,8 +599,17 @@ export class KubeClusterSource implements ClusterSource {
       policies: [],
       nodes: [...(this.#nodes?.values() ?? [])],
       ...this.#tenancyParts(),
+      tenancy: t,
     });
-    return deriveTenancy(state, t).policies;
+    return contributedPolicies(state, [namespaceNetworkPolicyKind, projectIsolationKind, workspaceIsolationKind]).map((c) => ({
+      namespace: c.namespace,
+      name: c.key,
+      podSelector: c.podSelector,
+      types: c.types,
+      ingress: c.ingress,
+      egress: c.egress,
+      errors: [],
+    }));
   }
 
   /** Drops watches that left the plan, once every watch of the plan has listed. */

@@ -6,8 +6,8 @@
 // watch starts (a ResourceWatch, with its own restarts). If the CRD is
 // removed later, that watch keeps its cache while it retries: isolation that
 // was in force stays in force (fail closed).
+import { errorMessage } from '../observability/errors.ts';
 import type { WatchStatus, SourceLogger } from './source.ts';
-import { errorMessage } from './source.ts';
 
 /** What the source needs of a watch (ResourceWatch has all of it). */
 export interface WatchLike<T> {

@@ -1,17 +1,37 @@
 // Assembling a ClusterState from normalized objects: sorted, with implicit namespaces.
 import { namespaceWithLabels } from './normalize-namespace.ts';
-import type { ClusterState, Namespace, NamespaceNetworkPolicy, NetworkPolicy, Node, Pod, Service, Workspace } from './types.ts';
+import type {
+  ClusterState,
+  Namespace,
+  NamespaceNetworkPolicy,
+  NetworkPolicy,
+  Node,
+  Pod,
+  Service,
+  TenancySettings,
+  Workspace,
+} from './types.ts';
 
 function byString(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
 
+type ObjectKeyed = { readonly namespace: string; readonly name: string };
+
 /** The order of a ClusterState's namespaced objects: namespace, then name. */
-export function byObjectKey(
-  a: { readonly namespace: string; readonly name: string },
-  b: { readonly namespace: string; readonly name: string },
-): number {
+export function byObjectKey(a: ObjectKeyed, b: ObjectKeyed): number {
   return byString(a.namespace, b.namespace) || byString(a.name, b.name);
+}
+
+/**
+ * A list sorted by byObjectKey of `key` without repeated namespace/names (the
+ * first stays): a valid state has none, but output must never repeat a chain.
+ */
+export function uniqueByKey<T>(sorted: readonly T[], key: (x: T) => ObjectKeyed): T[] {
+  return sorted.filter((x, i) => {
+    const prev = sorted[i - 1];
+    return prev === undefined || byObjectKey(key(prev), key(x)) !== 0;
+  });
 }
 
 /**
@@ -27,6 +47,7 @@ export function makeState(parts: {
   readonly workspaces?: readonly Workspace[];
   readonly namespacePolicies?: readonly NamespaceNetworkPolicy[];
   readonly services?: readonly Service[];
+  readonly tenancy?: TenancySettings;
 }): ClusterState {
   const namespaces = new Map<string, Namespace>();
   for (const ns of parts.namespaces) namespaces.set(ns.name, ns);
@@ -40,9 +61,10 @@ export function makeState(parts: {
     nodes: [...parts.nodes].sort((a, b) => byString(a.name, b.name)),
   };
   // Tenancy inputs only when given: states without them stay exactly as before.
-  const { workspaces, namespacePolicies, services } = parts;
+  const { workspaces, namespacePolicies, services, tenancy } = parts;
   return {
     ...state,
+    ...(tenancy === undefined ? {} : { tenancy }),
     ...(workspaces === undefined || workspaces.length === 0
       ? {}
       : { workspaces: [...workspaces].sort((a, b) => byString(a.name, b.name)) }),

@@ -7,7 +7,9 @@ export type Protocol = 'TCP' | 'UDP' | 'SCTP';
 export const PROTOCOLS: readonly Protocol[] = ['TCP', 'UDP', 'SCTP'];
 
 export type Family = 4 | 6;
+export const FAMILIES: readonly Family[] = [4, 6];
 export type Direction = 'ingress' | 'egress';
+export const DIRECTIONS: readonly Direction[] = ['ingress', 'egress'];
 
 export type Labels = Readonly<Record<string, string>>;
 
@@ -97,38 +99,46 @@ export interface Rule {
   readonly ports: readonly PortSpec[] | undefined;
   /** A rule with any validation error allows nothing (fail closed). */
   readonly invalid: boolean;
-  /**
-   * Why the rule exists, for rules a tenancy kind derived (explain and
-   * /debug/state print it): e.g. "project isolation of ns shop: same namespace".
-   */
-  readonly cause?: string;
 }
 
-export interface NetworkPolicy {
+/** NetworkPolicy's form: the pods it targets, the directions it isolates them in, its allow rules. */
+export interface PolicySpec<R extends Rule = Rule> {
+  /** The targets' namespace; also that of pod peers without a namespaceSelector. */
   readonly namespace: string;
-  readonly name: string;
   /**
-   * The pods the policy applies to. An invalid spec.podSelector is replaced by
-   * `{}` (every pod of the namespace) and all rules are marked invalid: the
-   * pods are isolated and this policy allows nothing (fail closed).
+   * The pods of `namespace` the policy applies to. An invalid spec.podSelector
+   * is replaced by `{}` (every pod of the namespace) and all rules are marked
+   * invalid: the pods are isolated and this policy allows nothing (fail closed).
    */
   readonly podSelector: LabelSelector;
   /** Directions the policy isolates (policyTypes with its defaults applied). */
   readonly types: { readonly ingress: boolean; readonly egress: boolean };
   /** Rules of isolated directions only; [] with types.ingress = deny all ingress. */
-  readonly ingress: readonly Rule[];
-  readonly egress: readonly Rule[];
-  /** Validation errors; non-empty means the policy is (partly) enforced fail-closed. */
-  readonly errors: readonly ValidationError[];
-  /** Absent for a NetworkPolicy; set on the policies tenancy derives (src/tenancy). */
-  readonly source?: PolicySource;
+  readonly ingress: readonly R[];
+  readonly egress: readonly R[];
 }
 
-/** Where a derived policy comes from (see docs/tenancy.md). */
-export type PolicySource =
-  | { readonly kind: 'NamespaceNetworkPolicy'; readonly name: string }
-  | { readonly kind: 'ProjectIsolation'; readonly overrides: string | undefined }
-  | { readonly kind: 'WorkspaceIsolation'; readonly workspace: string };
+export interface NetworkPolicy extends PolicySpec {
+  readonly name: string;
+  /** Validation errors; non-empty means the policy is (partly) enforced fail-closed. */
+  readonly errors: readonly ValidationError[];
+}
+
+/** What isolation allows besides its own scope (docs/tenancy.md); flags of render, explain, validate and run. */
+export interface TenancyConfig {
+  /** The cluster DNS Service (namespace/name): isolated pods may reach the pods its selector selects on port 53. */
+  readonly dnsService: { readonly namespace: string; readonly name: string } | undefined;
+  /** Node-local DNS cache addresses (canonical), allowed on port 53. */
+  readonly nodeLocalDNS: readonly string[];
+  /** Which Node status.addresses count as the nodes' addresses: InternalIP only, or InternalIP and ExternalIP. */
+  readonly nodeAddresses: 'internal' | 'all';
+}
+
+/** Tenancy in force: its configuration, and what a source is still reading. */
+export interface TenancySettings extends TenancyConfig {
+  /** Services (ns/name) a watch is still listing: peers naming them allow nothing, without an error. */
+  readonly pendingServices?: readonly string[];
+}
 
 /** tenant.kubesphere.io Workspace (v1alpha1) or WorkspaceTemplate (v1alpha2), cluster-scoped. */
 export interface Workspace {
@@ -194,7 +204,9 @@ export interface ClusterState {
   readonly policies: readonly NetworkPolicy[];
   /** Sorted by name. */
   readonly nodes: readonly Node[];
-  /** Tenancy inputs (absent = none; see src/tenancy). Sorted by name. */
+  /** Tenancy on (docs/tenancy.md); absent: off (no isolation, no NamespaceNetworkPolicy). */
+  readonly tenancy?: TenancySettings;
+  /** Tenancy inputs (absent = none). Sorted by name. */
   readonly workspaces?: readonly Workspace[];
   /** Sorted by namespace, then name. */
   readonly namespacePolicies?: readonly NamespaceNetworkPolicy[];

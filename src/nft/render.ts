@@ -5,6 +5,7 @@
 // recovery path of the incremental updates of nft/update.ts.
 import { sanitizeComment } from '../ruleset/ids.ts';
 import { resolveOptions } from '../ruleset/options.ts';
+import { addressType } from '../ruleset/ir.ts';
 import type { Chain, CompiledRuleset, MapElement, Match, NamedSet, Rule, Verdict, VerdictMap } from '../ruleset/ir.ts';
 
 // Elements per line: keeps huge sets readable and lines short.
@@ -97,7 +98,7 @@ function renderSet(out: string[], s: NamedSet): void {
 }
 
 function renderMap(out: string[], m: VerdictMap): void {
-  out.push(`\tmap ${m.name} {`, `\t\ttype ${m.family === 4 ? 'ipv4_addr' : 'ipv6_addr'} : verdict`);
+  out.push(`\tmap ${m.name} {`, `\t\ttype ${addressType(m.family)} : verdict`);
   elementsBlock(out, m.elements.map(mapElementText));
   out.push('\t}', '');
 }

@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { parseCleanupConfig, parseDuration, parseListenAddr, parseRunConfig } from '../../src/agent/config.ts';
 import { backoffDelay } from '../../src/agent/backoff.ts';
-import { DEFAULT_TENANCY } from '../../src/tenancy/config.ts';
+import { DEFAULT_TENANCY } from '../../src/model/tenancy-config.ts';
 
 test('durations', () => {
   assert.equal(parseDuration('500ms'), 500);

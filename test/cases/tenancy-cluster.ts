@@ -12,9 +12,9 @@
 //   nodes node-1 192.168.56.11 fd00:56::11, node-2 192.168.56.12 fd00:56::12
 import { buildState } from '../../src/model/normalize.ts';
 import type { ClusterState } from '../../src/model/types.ts';
-import { DEFAULT_TENANCY } from '../../src/tenancy/config.ts';
-import type { TenancyConfig } from '../../src/tenancy/config.ts';
-import { withTenancy } from '../../src/tenancy/derive.ts';
+import { DEFAULT_TENANCY } from '../../src/model/tenancy-config.ts';
+import type { TenancyConfig } from '../../src/model/tenancy-config.ts';
+import { tenancyPolicies } from '../../src/kinds/tenancy.ts';
 
 export type Raw = Record<string, unknown>;
 
@@ -168,9 +168,18 @@ export function tenancyObjects(o: TenancyOptions = {}): Raw[] {
 
 /** The tenancy state (tenancy derived); throws on unexpected validation errors. */
 export function tenancyState(o: TenancyOptions = {}, config: TenancyConfig = DEFAULT_TENANCY, allowErrors = false): ClusterState {
-  const built = buildState(tenancyObjects(o));
-  const t = withTenancy(built.state, config);
-  const errors = [...built.errors, ...t.derived.errors];
+  return tenancyStateOf(tenancyObjects(o), config, allowErrors);
+}
+
+/** Objects -> a state with tenancy on; throws on unexpected validation errors (resolution ones included). */
+export function tenancyStateOf(
+  objects: readonly unknown[],
+  config: TenancyConfig = DEFAULT_TENANCY,
+  allowErrors = false,
+): ClusterState {
+  const built = buildState(objects);
+  const state: ClusterState = { ...built.state, tenancy: config };
+  const errors = [...built.errors, ...[...tenancyPolicies(state).errors.values()].flat()];
   if (errors.length > 0 && !allowErrors) throw new Error(`unexpected errors: ${JSON.stringify(errors)}`);
-  return t.state;
+  return state;
 }

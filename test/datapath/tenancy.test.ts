@@ -9,14 +9,19 @@
 // workspace, a service's selector changed.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { buildState } from '../../src/model/normalize.ts';
 import type { ClusterState, Family, Protocol } from '../../src/model/types.ts';
 import { verdict } from '../../src/policy/verdict.ts';
 import type { Endpoint } from '../../src/policy/verdict.ts';
-import { DEFAULT_TENANCY } from '../../src/tenancy/config.ts';
-import { withTenancy } from '../../src/tenancy/derive.ts';
 import { AgentProcess, eventually, scratch } from '../agent/agent-process.ts';
-import { namespaceObject, NODES, nsnpObject, serviceObject, tenancyObjects, workspaceObject } from '../cases/tenancy-cluster.ts';
+import {
+  namespaceObject,
+  NODES,
+  nsnpObject,
+  serviceObject,
+  tenancyObjects,
+  tenancyStateOf,
+  workspaceObject,
+} from '../cases/tenancy-cluster.ts';
 import type { Raw, TenancyOptions } from '../cases/tenancy-cluster.ts';
 import { checkProbes } from '../harness/check.ts';
 import type { Expectation } from '../harness/check.ts';
@@ -33,11 +38,7 @@ import type { KubeObject } from '../support/fake-apiserver.ts';
 const skip = datapathSkip();
 
 function stateOf(objects: readonly Raw[]): ClusterState {
-  const built = buildState(objects);
-  const t = withTenancy(built.state, DEFAULT_TENANCY);
-  const errors = [...built.errors, ...t.derived.errors];
-  if (errors.length > 0) throw new Error(`unexpected errors: ${JSON.stringify(errors)}`);
-  return t.state;
+  return tenancyStateOf(objects);
 }
 
 /** The harness cluster for the tenancy objects; cart's pods also serve Service port 80 -> their `http` port. */

@@ -6,7 +6,9 @@ import { afterEach, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { KubeClusterSource } from '../../src/kube/kube-source.ts';
 import type { KubeSourceOptions } from '../../src/kube/kube-source.ts';
-import { DEFAULT_TENANCY } from '../../src/tenancy/config.ts';
+import { DEFAULT_TENANCY } from '../../src/model/tenancy-config.ts';
+import { contributedPolicies } from '../../src/kinds/registry.ts';
+import { namespacePolicyErrors } from '../../src/kinds/tenancy.ts';
 import type { KubeObject } from '../support/fake-apiserver.ts';
 import { FakeApiServer, waitFor } from '../support/fake-apiserver.ts';
 import { nsnpObject, tenancyObjects, workspaceObject } from '../cases/tenancy-cluster.ts';
@@ -51,17 +53,21 @@ async function started(a: FakeApiServer, opts: Partial<KubeSourceOptions> = {}):
 }
 
 function derived(s: KubeClusterSource): string[] {
-  return s
-    .snapshot()
-    .policies.filter((p) => p.source !== undefined)
-    .map((p) => `${p.namespace}/${p.name}`);
+  return contributedPolicies(s.snapshot())
+    .filter((p) => p.origin.kind !== 'NetworkPolicy')
+    .map((p) => p.key)
+    .sort();
+}
+
+function nsnpRule(s: KubeClusterSource): { invalid: boolean } | undefined {
+  return contributedPolicies(s.snapshot()).find((p) => p.key === 'NamespaceNetworkPolicy:shop/to-api')?.egress[0];
 }
 
 test('CRDs absent at start: synced without them (project isolation still works), picked up once installed', async () => {
   const a = await serve({ isolatedWorkspaces: ['acme'], isolatedProjects: ['lab'], extra: [SVC_POLICY] }, []);
   const s = await started(a);
   // Namespace annotations need no CRD.
-  assert.deepEqual(derived(s), ['lab/isolation:project']);
+  assert.deepEqual(derived(s), ['ProjectIsolation:lab']);
   const st = s.status().map((w) => w.resource);
   assert.ok(st.includes('workspaces (not installed)') && st.includes('namespacenetworkpolicies (not installed)'), st.join(', '));
   const before = a.requests.filter((r) => r.path.includes('kubesphere.io')).length;
@@ -75,25 +81,24 @@ test('CRDs absent at start: synced without them (project isolation still works),
   a.installCRDs();
   await waitFor(() => derived(s).length === 4, 'workspace and NSNP policies derived');
   assert.deepEqual(derived(s), [
-    'cart/isolation:workspace',
-    'lab/isolation:project',
-    'shop/isolation:workspace',
-    'shop/nsnp:to-api',
+    'NamespaceNetworkPolicy:shop/to-api',
+    'ProjectIsolation:lab',
+    'WorkspaceIsolation:cart',
+    'WorkspaceIsolation:shop',
   ]);
   // Never reported missing: while its watch lists, the Service is "not read yet" (allows nothing, no error).
-  const policy = s.snapshot().policies.find((p) => p.name === 'nsnp:to-api');
-  assert.deepEqual(policy?.errors, []);
-  await waitFor(() => s.snapshot().policies.find((p) => p.name === 'nsnp:to-api')?.egress[0]?.invalid === false, 'service read');
+  assert.deepEqual(namespacePolicyErrors(s.snapshot()), []);
+  await waitFor(() => nsnpRule(s)?.invalid === false, 'service read');
   assert.ok(s.synced());
 
   // Changes flow: the workspace's isolation switched off.
   a.apply('workspaces', workspaceObject('acme', false) as KubeObject);
-  await waitFor(() => !derived(s).includes('shop/isolation:workspace'), 'workspace isolation off');
+  await waitFor(() => !derived(s).includes('WorkspaceIsolation:shop'), 'workspace isolation off');
 
   // The CRD removed again: what was cached stays in force (no lost isolation).
   a.removeCRDs(['network.kubesphere.io']);
   await new Promise((r) => setTimeout(r, 200));
-  assert.ok(derived(s).includes('shop/nsnp:to-api'));
+  assert.ok(derived(s).includes('NamespaceNetworkPolicy:shop/to-api'));
 });
 
 test('every node, and only the Services that service peers and the DNS allowance name', async () => {

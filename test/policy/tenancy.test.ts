@@ -8,7 +8,8 @@ import type { ClusterState, Family, Protocol } from '../../src/model/types.ts';
 import { explainText, parseEndpoint } from '../../src/policy/explain.ts';
 import { verdict } from '../../src/policy/verdict.ts';
 import type { Verdict } from '../../src/policy/verdict.ts';
-import { DEFAULT_TENANCY } from '../../src/tenancy/config.ts';
+import { DEFAULT_TENANCY } from '../../src/model/tenancy-config.ts';
+import { namespacePolicyErrors } from '../../src/kinds/tenancy.ts';
 import { nsnpObject, tenancyState } from '../cases/tenancy-cluster.ts';
 import type { TenancyOptions } from '../cases/tenancy-cluster.ts';
 
@@ -175,9 +176,8 @@ test('missing service, or one without a selector, allows nothing, with a validat
   ] as const) {
     assert.equal(judge(s, 'shop/a', to, port).allowed, false, to);
   }
-  const p = s.policies.find((x) => x.name === 'nsnp:missing');
   assert.deepEqual(
-    p?.errors.map((e) => `${e.path}: ${e.message}`),
+    namespacePolicyErrors(s).map((e) => `${e.path}: ${e.message}`),
     [
       'spec.egress[0].to[0].service: Service cart/nope not found: this peer allows nothing',
       'spec.egress[0].to[1].service: Service cart/manual has no selector (it selects no pods): this peer allows nothing',
@@ -260,19 +260,19 @@ test('explain names every implicit allowance and denial by its cause', () => {
   };
   assert.match(
     text('shop/a', 'shop/b', 9090),
-    /allowed by project isolation of ns `shop` \(not that of workspace `acme`\): same namespace/,
+    /allowed by project isolation of ns shop \(not that of workspace acme\): same namespace/,
   );
   assert.match(
     text('cart/a', 'shop/b', 9090),
-    /denied: project `shop` is isolated \(project isolation applies, not that of workspace `acme`\) and `cart` is another namespace/,
+    /denied: project shop is isolated \(project isolation applies, not that of workspace acme\) and cart is another namespace/,
   );
   assert.match(
     text('cart/a', 'ml/b', 9090),
-    /denied: workspace `acme` is isolated and `ml` is not in it \(it is in workspace `beta`\)/,
+    /denied: workspace acme is isolated and ml is not in it \(it is in workspace beta\)/,
   );
   assert.match(
     text('cart/a', 'kube-system/coredns-0', 53, 'UDP'),
-    /workspace isolation of `acme`: DNS to the cluster DNS \(pods of Service kube-system\/kube-dns\)/,
+    /workspace isolation of acme: DNS to the cluster DNS \(pods of Service kube-system\/kube-dns\)/,
   );
-  assert.match(text('192.168.56.12', 'lab/a', 8080), /project isolation of ns `lab`: the nodes' internal addresses/);
+  assert.match(text('192.168.56.12', 'lab/a', 8080), /project isolation of ns lab: the nodes' internal addresses/);
 });

@@ -1,15 +1,10 @@
 // What "the cluster DNS" and "the nodes' internal addresses" are for the
-// isolation allowances (docs/tenancy.md). Flags of render/explain/validate/run.
-import { formatIP, parseIP } from '../model/ip.ts';
+// isolation allowances (docs/tenancy.md): defaults and the parsing of the
+// flags of render/explain/validate/run.
+import { formatIP, parseIP } from './ip.ts';
+import type { TenancyConfig } from './types.ts';
 
-export interface TenancyConfig {
-  /** The cluster DNS Service (namespace/name): isolated pods may reach the pods its selector selects on port 53. */
-  readonly dnsService: { readonly namespace: string; readonly name: string } | undefined;
-  /** Node-local DNS cache addresses (canonical), allowed on port 53. */
-  readonly nodeLocalDNS: readonly string[];
-  /** Which Node status.addresses count as the nodes' addresses: InternalIP only, or InternalIP and ExternalIP. */
-  readonly nodeAddresses: 'internal' | 'all';
-}
+export type { TenancyConfig } from './types.ts';
 
 export const DEFAULT_TENANCY: TenancyConfig = {
   dnsService: { namespace: 'kube-system', name: 'kube-dns' },

@@ -6,7 +6,7 @@
 // the model's (pods by namespace and pod selector, ipBlocks), so the compiler
 // shares their sets with every other policy (a workspace's pods are one set,
 // whichever namespace's rule uses it). Only in force when state.tenancy is set.
-import { parseIP } from '../model/ip.ts';
+import { formatCIDR, intervalCIDRs, mergeIntervals, parseIP } from '../model/ip.ts';
 import { NAMESPACE_NAME_LABEL } from '../model/normalize-namespace.ts';
 import { WORKSPACE_LABEL } from '../model/normalize-tenancy.ts';
 import { EVERYTHING } from '../model/selector.ts';
@@ -63,6 +63,21 @@ function hostBlock(ip: string): Peer {
   return { kind: 'ipBlock', cidr: `${ip}/${parseIP(ip)?.family === 6 ? 128 : 32}`, except: [] };
 }
 
+/**
+ * The nodes' addresses as the fewest ipBlocks covering exactly them: nodes
+ * usually sit in one subnet, often numbered in sequence, so a thousand nodes
+ * are a handful of CIDRs for every isolated namespace's rules to share.
+ */
+function addressBlocks(ips: readonly string[]): Peer[] {
+  const ivs = ips.flatMap((text) => {
+    const ip = parseIP(text);
+    return ip === undefined ? [] : [{ family: ip.family, lo: ip.value, hi: ip.value }];
+  });
+  return mergeIntervals(ivs)
+    .flatMap(intervalCIDRs)
+    .map((c): Peer => ({ kind: 'ipBlock', cidr: formatCIDR(c), except: [] }));
+}
+
 /** How a namespace is isolated: project isolation wins over its workspace's. */
 export interface Isolation {
   readonly kind: 'project' | 'workspace';
@@ -72,12 +87,20 @@ export interface Isolation {
   readonly workspaceOverridden: boolean;
 }
 
-export function isolationOf(state: ClusterState, ns: Namespace): Isolation | undefined {
+export function isolationOf(
+  state: ClusterState,
+  ns: Namespace,
+  isolated: ReadonlySet<string> = isolatedWorkspaces(state),
+): Isolation | undefined {
   const ws = ns.labels[WORKSPACE_LABEL];
-  const wsIsolated = ws !== undefined && (state.workspaces ?? []).some((w) => w.name === ws && w.networkIsolation);
+  const wsIsolated = ws !== undefined && isolated.has(ws);
   if (ns.networkIsolate === true) return { kind: 'project', workspace: ws, workspaceOverridden: wsIsolated };
   if (wsIsolated) return { kind: 'workspace', workspace: ws, workspaceOverridden: false };
   return undefined;
+}
+
+function isolatedWorkspaces(state: ClusterState): Set<string> {
+  return new Set((state.workspaces ?? []).filter((w) => w.networkIsolation).map((w) => w.name));
 }
 
 function findService(state: ClusterState, namespace: string, name: string): Service | undefined {
@@ -92,11 +115,35 @@ function nodeAddresses(state: ClusterState, t: TenancySettings): string[] {
 
 type Allowance = { readonly peers: readonly Peer[]; readonly ports: readonly PortSpec[] | undefined; readonly what: string };
 
+interface Common {
+  readonly ingress: Allowance[];
+  readonly egress: Allowance[];
+  readonly notes: TenancyNote[];
+}
+
+// The last common allowances, by their content: snapshots follow each other
+// with the same DNS Service and nodes, and reusing the object lets every
+// isolated namespace keep its translated policy (see isolationPolicies).
+let lastCommon: { key: string; common: Common } | undefined;
+
+function commonKey(c: Common): string {
+  const peers = (a: Allowance): string =>
+    a.peers
+      .map((x) => (x.kind === 'ipBlock' ? x.cidr : `${JSON.stringify(x.podSelector)}@${JSON.stringify(x.namespaceSelector)}`))
+      .join(',');
+  return JSON.stringify([c.ingress.map((a) => [a.what, peers(a)]), c.egress.map((a) => [a.what, peers(a)]), c.notes]);
+}
+
 /** What every isolated namespace may do besides its own scope: DNS (egress) and the nodes (both ways). */
-function commonAllowances(
-  state: ClusterState,
-  t: TenancySettings,
-): { ingress: Allowance[]; egress: Allowance[]; notes: TenancyNote[] } {
+function commonAllowances(state: ClusterState, t: TenancySettings): Common {
+  const c = computeCommon(state, t);
+  const key = commonKey(c);
+  if (lastCommon?.key === key) return lastCommon.common;
+  lastCommon = { key, common: c };
+  return c;
+}
+
+function computeCommon(state: ClusterState, t: TenancySettings): Common {
   const notes: TenancyNote[] = [];
   const egress: Allowance[] = [];
   const ingress: Allowance[] = [];
@@ -126,8 +173,9 @@ function commonAllowances(
   const nodes = nodeAddresses(state, t);
   if (nodes.length > 0) {
     const what = `the nodes' ${t.nodeAddresses === 'all' ? '' : 'internal '}addresses`;
-    ingress.push({ peers: nodes.map(hostBlock), ports: undefined, what });
-    egress.push({ peers: nodes.map(hostBlock), ports: undefined, what });
+    const peers = addressBlocks(nodes);
+    ingress.push({ peers, ports: undefined, what });
+    egress.push({ peers, ports: undefined, what });
   }
   return { ingress, egress, notes };
 }
@@ -141,6 +189,9 @@ function allowanceRules(origin: PolicyOrigin, d: Direction, list: readonly Allow
   }));
 }
 
+// Per namespace object: its translated policy, while what it was made from is unchanged.
+const nsMemo = new WeakMap<Namespace, { readonly sig: string; readonly common: Common; readonly policy: ContributedPolicy }>();
+
 function isolationPolicies(
   state: ClusterState,
   t: TenancySettings,
@@ -148,9 +199,10 @@ function isolationPolicies(
   const projects: ContributedPolicy[] = [];
   const workspaces: ContributedPolicy[] = [];
   const notes: TenancyNote[] = [];
-  let common: ReturnType<typeof commonAllowances> | undefined;
+  let common: Common | undefined;
+  const isolated = isolatedWorkspaces(state);
   for (const ns of state.namespaces) {
-    const iso = isolationOf(state, ns);
+    const iso = isolationOf(state, ns, isolated);
     if (iso === undefined) continue;
     if (common === undefined) {
       common = commonAllowances(state, t);
@@ -162,6 +214,12 @@ function isolationPolicies(
         namespace: ns.name,
         message: `ns ${ns.name} has project isolation and is in isolated workspace ${ws}: project isolation applies (only its own namespace is allowed)`,
       });
+    }
+    const sig = `${iso.kind}\0${ws}\0${String(iso.workspaceOverridden)}`;
+    const hit = nsMemo.get(ns);
+    if (hit !== undefined && hit.sig === sig && hit.common === common) {
+      (iso.kind === 'project' ? projects : workspaces).push(hit.policy);
+      continue;
     }
     const origin: PolicyOrigin =
       iso.kind === 'project'
@@ -193,6 +251,7 @@ function isolationPolicies(
       ingress: allowanceRules(origin, 'ingress', [scope, ...common.ingress]),
       egress: allowanceRules(origin, 'egress', [scope, ...common.egress]),
     };
+    nsMemo.set(ns, { sig, common, policy: p });
     (iso.kind === 'project' ? projects : workspaces).push(p);
   }
   return { projects, workspaces, notes };

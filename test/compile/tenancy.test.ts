@@ -6,6 +6,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { compileNode } from '../../src/compile/compile.ts';
+import { cidrInterval, formatCIDR, intervalCIDRs, parseIP } from '../../src/model/ip.ts';
 import { buildState } from '../../src/model/normalize.ts';
 import { renderRuleset } from '../../src/nft/render.ts';
 import { nsnpObject, tenancyObjects, tenancyState } from '../cases/tenancy-cluster.ts';
@@ -74,3 +75,29 @@ test('tenancy off (state.tenancy absent): annotations, workspaces and NSNPs cont
 });
 
 log.registerCheck();
+
+test('intervalCIDRs: the fewest aligned CIDRs covering exactly an interval (the nodes-address blocks)', () => {
+  const iv = (a: string, b: string) => {
+    const lo = parseIP(a)!;
+    const hi = parseIP(b)!;
+    return { family: lo.family, lo: lo.value, hi: hi.value };
+  };
+  const cover = (a: string, b: string) => intervalCIDRs(iv(a, b)).map(formatCIDR);
+  assert.deepEqual(cover('10.0.0.0', '10.0.0.255'), ['10.0.0.0/24']);
+  assert.deepEqual(cover('172.16.0.1', '172.16.0.6'), ['172.16.0.1/32', '172.16.0.2/31', '172.16.0.4/31', '172.16.0.6/32']);
+  assert.deepEqual(cover('fd00::1', 'fd00::1'), ['fd00::1/128']);
+  assert.deepEqual(cover('0.0.0.0', '255.255.255.255'), ['0.0.0.0/0']);
+  // Exactly the interval: every address inside one block, none outside.
+  for (const [a, b] of [
+    ['172.16.3.7', '172.16.9.200'],
+    ['10.1.2.3', '10.1.2.3'],
+  ] as const) {
+    const blocks = intervalCIDRs(iv(a, b)).map(cidrInterval);
+    let next = iv(a, b).lo;
+    for (const x of blocks) {
+      assert.equal(x.lo, next);
+      next = x.hi + 1n;
+    }
+    assert.equal(next - 1n, iv(a, b).hi);
+  }
+});

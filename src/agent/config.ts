@@ -34,6 +34,8 @@ export interface AgentConfig {
   readonly unknownLocalEndpoints: 'allow' | 'drop';
   /** Tenancy (docs/tenancy.md); undefined with --no-tenancy. */
   readonly tenancy: TenancyConfig | undefined;
+  /** A watch stream silent this long gets a liveness probe (0 = never). */
+  readonly watchIdleProbeMs: number;
 }
 
 export type ConfigResult =
@@ -85,6 +87,10 @@ by a previous run stays in force until then and on exit.
   --isolation-node-addresses internal|all
                           Node addresses isolated namespaces may reach and be reached
                           from (env ISOLATION_NODE_ADDRESSES; default internal = InternalIP)
+  --watch-idle-probe D    a watch stream silent for D is probed: is its
+                          resource just quiet (left alone) or has the stream
+                          missed events (restarted)? (env WATCH_IDLE_PROBE;
+                          default 150s; 0 disables)
   -h, --help              show this help
 
 Durations: 500ms, 10s, 1m, 1h (a bare number is milliseconds).
@@ -163,6 +169,7 @@ export function parseRunConfig(argv: readonly string[], env: Env): ConfigResult 
         'isolation-dns-service': { type: 'string' },
         'isolation-node-local-dns': { type: 'string' },
         'isolation-node-addresses': { type: 'string' },
+        'watch-idle-probe': { type: 'string' },
         help: { type: 'boolean', short: 'h', default: false },
       },
     }).values;
@@ -203,6 +210,8 @@ export function parseRunConfig(argv: readonly string[], env: Env): ConfigResult 
   if (typeof driftIntervalMs === 'string') return fail(driftIntervalMs);
   const debounceMs = duration(pick(values.debounce, 'DEBOUNCE') ?? '50ms', 'debounce', 0);
   if (typeof debounceMs === 'string') return fail(debounceMs);
+  const watchIdleProbeMs = duration(pick(values['watch-idle-probe'], 'WATCH_IDLE_PROBE') ?? '150s', 'watch-idle-probe', 100);
+  if (typeof watchIdleProbeMs === 'string') return fail(watchIdleProbeMs);
 
   const logLevel = pick(values['log-level'], 'LOG_LEVEL') ?? 'info';
   if (!isLogLevel(logLevel))
@@ -245,6 +254,7 @@ export function parseRunConfig(argv: readonly string[], env: Env): ConfigResult 
       incremental: !values['no-incremental'],
       unknownLocalEndpoints,
       tenancy: tenancyOff ? undefined : tenancy,
+      watchIdleProbeMs,
     },
   };
 }

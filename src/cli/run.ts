@@ -59,6 +59,7 @@ function makeSource(c: AgentConfig, log: Logger): { source: ClusterSource; event
     source: new KubeClusterSource({
       kubeConfig: kc,
       nodeName: c.node,
+      timing: { idleTimeoutMs: c.watchIdleProbeMs },
       log: log.child({ source: 'kube' }),
       ...(c.tenancy === undefined ? {} : { tenancy: c.tenancy }),
     }),

@@ -184,6 +184,7 @@ export class KubeClusterSource implements ClusterSource {
       {
         fieldSelector: nodeSel,
         replan: true,
+        probeList: () => this.#core.listPodForAllNamespaces({ limit: 1 }),
       },
     );
     this.#namespaces = this.#watch<Namespace>(
@@ -192,7 +193,7 @@ export class KubeClusterSource implements ClusterSource {
       '/api/v1/namespaces',
       normalizeNamespace,
       (page) => this.#core.listNamespace(paging(page)),
-      { replan: true },
+      { replan: true, probeList: () => this.#core.listNamespace({ limit: 1 }) },
     );
     this.#policies = this.#watch<NetworkPolicy>(
       'networkpolicies',
@@ -200,7 +201,7 @@ export class KubeClusterSource implements ClusterSource {
       '/apis/networking.k8s.io/v1/networkpolicies',
       normalizePolicy,
       (page) => this.#net.listNetworkPolicyForAllNamespaces(paging(page)),
-      { replan: true, invalid: true },
+      { replan: true, invalid: true, probeList: () => this.#net.listNetworkPolicyForAllNamespaces({ limit: 1 }) },
     );
     const nameSel = `metadata.name=${node}`;
     // With tenancy, every node: their addresses are an isolation allowance.
@@ -212,9 +213,11 @@ export class KubeClusterSource implements ClusterSource {
             '/api/v1/nodes',
             normalizeNode,
             (page) => this.#core.listNode({ fieldSelector: nameSel, ...paging(page) }),
-            { fieldSelector: nameSel },
+            { fieldSelector: nameSel, probeList: () => this.#core.listNode({ limit: 1 }) },
           )
-        : this.#watch<Node>('nodes', 'nodes', '/api/v1/nodes', normalizeNode, (page) => this.#core.listNode(paging(page)), {});
+        : this.#watch<Node>('nodes', 'nodes', '/api/v1/nodes', normalizeNode, (page) => this.#core.listNode(paging(page)), {
+            probeList: () => this.#core.listNode({ limit: 1 }),
+          });
     if (this.#opts.tenancy !== undefined) {
       this.#workspaces = this.#optional('workspaces', WORKSPACES, normalizeWorkspace);
       this.#nsnps = this.#optional('namespacenetworkpolicies', NSNPS, normalizeNamespacePolicy);
@@ -419,6 +422,8 @@ export class KubeClusterSource implements ClusterSource {
       replan?: boolean;
       invalid?: boolean;
       filter?: () => ReadonlySet<string> | undefined;
+      /** The liveness probe's list: limit 1, no selectors (only its resourceVersion matters). */
+      probeList?: () => Promise<KubernetesListObject<object>>;
     },
   ): ResourceWatch<T> {
     return new ResourceWatch<T>({
@@ -428,6 +433,7 @@ export class KubeClusterSource implements ClusterSource {
       labelSelector: opts.labelSelector,
       fieldSelector: opts.fieldSelector,
       list,
+      ...(opts.probeList === undefined ? {} : { probeList: opts.probeList }),
       normalize,
       log: this.#log,
       ...(this.#opts.listPageSize === undefined ? {} : { pageSize: this.#opts.listPageSize }),
@@ -542,6 +548,10 @@ export class KubeClusterSource implements ClusterSource {
           {
             ...(spec.labelSelector === '' ? {} : { labelSelector: spec.labelSelector }),
             filter: () => this.#peers.get(spec.key)?.filter,
+            probeList: () =>
+              spec.namespace === undefined
+                ? this.#core.listPodForAllNamespaces({ limit: 1 })
+                : this.#core.listNamespacedPod({ namespace: spec.namespace, limit: 1 }),
           },
         ),
       };

@@ -34,6 +34,8 @@ export interface AgentConfig {
   readonly unknownLocalEndpoints: 'allow' | 'drop';
   /** Tenancy (docs/tenancy.md); undefined with --no-tenancy. */
   readonly tenancy: TenancyConfig | undefined;
+  /** While a tenancy CRD is not installed, how often to look again. */
+  readonly crdRecheckMs: number;
   /** A watch stream silent this long gets a liveness probe (0 = never). */
   readonly watchIdleProbeMs: number;
 }
@@ -87,6 +89,8 @@ by a previous run stays in force until then and on exit.
   --isolation-node-addresses internal|all
                           Node addresses isolated namespaces may reach and be reached
                           from (env ISOLATION_NODE_ADDRESSES; default internal = InternalIP)
+  --crd-recheck D         while a tenancy CRD is not installed, look again every D
+                          (env CRD_RECHECK; default 30s)
   --watch-idle-probe D    a watch stream silent for D is probed: is its
                           resource just quiet (left alone) or has the stream
                           missed events (restarted)? (env WATCH_IDLE_PROBE;
@@ -169,6 +173,7 @@ export function parseRunConfig(argv: readonly string[], env: Env): ConfigResult 
         'isolation-dns-service': { type: 'string' },
         'isolation-node-local-dns': { type: 'string' },
         'isolation-node-addresses': { type: 'string' },
+        'crd-recheck': { type: 'string' },
         'watch-idle-probe': { type: 'string' },
         help: { type: 'boolean', short: 'h', default: false },
       },
@@ -235,6 +240,9 @@ export function parseRunConfig(argv: readonly string[], env: Env): ConfigResult 
   });
   if (tenancy instanceof Error) return fail(tenancy.message);
   const tenancyOff = values['no-tenancy'] || env['TENANCY'] === 'false';
+  const crdRecheckMs = duration(pick(values['crd-recheck'], 'CRD_RECHECK') ?? '30s', 'crd-recheck', 100);
+  if (typeof crdRecheckMs === 'string') return fail(crdRecheckMs);
+  if (crdRecheckMs === 0) return fail('--crd-recheck must be at least 100ms');
 
   return {
     ok: true,
@@ -254,6 +262,7 @@ export function parseRunConfig(argv: readonly string[], env: Env): ConfigResult 
       incremental: !values['no-incremental'],
       unknownLocalEndpoints,
       tenancy: tenancyOff ? undefined : tenancy,
+      crdRecheckMs,
       watchIdleProbeMs,
     },
   };

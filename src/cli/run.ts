@@ -62,6 +62,7 @@ function makeSource(c: AgentConfig, log: Logger): { source: ClusterSource; event
       timing: { idleTimeoutMs: c.watchIdleProbeMs },
       log: log.child({ source: 'kube' }),
       ...(c.tenancy === undefined ? {} : { tenancy: c.tenancy }),
+      crdProbeMs: c.crdRecheckMs,
     }),
     events: kubeEventSink(kc.makeApiClient(CoreV1Api), c.node),
   };

@@ -42,6 +42,7 @@ test('run: defaults, env, flags over env', () => {
     incremental: true,
     unknownLocalEndpoints: 'allow',
     tenancy: DEFAULT_TENANCY,
+    crdRecheckMs: 30_000,
     watchIdleProbeMs: 150_000,
   });
   const e = parseRunConfig([], {

@@ -331,3 +331,51 @@ test('real agents enforce tenancy changes made while they run', { timeout: 300_0
   for (const a of agents) assert.equal(await a.metric('nftnp_nft_restore_errors_total'), 0);
   assert.ok(NODES.length === 2);
 });
+
+test('a real agent starts without the tenancy CRDs and enforces them once installed', { timeout: 180_000 }, async (t) => {
+  if (!requireDatapath(t)) return;
+  const c = await Cluster.create(spec('routed'));
+  const api = await FakeApiServer.start({ crds: [] });
+  const s = await scratch(api);
+  const agents: AgentProcess[] = [];
+  t.after(async () => {
+    for (const a of agents) await a.stop();
+    await c.destroy();
+    await api.close();
+    await s.cleanup();
+  });
+  // The Workspace is stored, but not served until its CRD is installed.
+  api.load(tenancyObjects({ isolatedWorkspaces: ['acme'] }) as KubeObject[]);
+  for (const n of c.nodes)
+    agents.push(
+      AgentProcess.start({
+        node: n.name,
+        netns: n.netns,
+        kubeconfig: s.kubeconfig,
+        args: ['--deny-action', 'reject', '--drift-interval', '1s', '--crd-recheck', '1s'],
+      }),
+    );
+  for (const a of agents) await a.waitReady(30_000);
+  const lab = (allowed: boolean): Expectation => ({
+    probe: { from: 'lab/a', to: 'shop/b', protocol: 'TCP', port: 9090, family: 4, via: 'pod' },
+    allowed,
+  });
+  assert.deepEqual(await checkProbes(c, [lab(true)]), [], 'no Workspace served: acme is not isolated');
+  const state = await agents[0]!.get('/debug/state?format=text');
+  assert.match(state.body, /workspaces \(not installed\)/);
+
+  api.installCRDs();
+  let last: string[] = [];
+  await eventually(
+    'the Workspace picked up',
+    async () => {
+      last = await checkProbes(c, [lab(false)]);
+      return last.length === 0;
+    },
+    60_000,
+  ).catch(() => assert.fail(`${last.join('\n')}\n${agents[1]?.tail(20) ?? ''}`));
+  // node-1 runs lab/a and, for its own isolated pods, watches acme's pods: it knows both ends.
+  const explain = await agents[0]!.get('/debug/explain?from=lab/a&to=shop/b&port=9090/TCP&format=text');
+  assert.match(explain.body, /denied: workspace acme is isolated and lab is not in it/);
+  for (const a of agents) assert.equal(await a.metric('nftnp_nft_restore_errors_total'), 0);
+});

@@ -23,6 +23,18 @@ export interface RelevantPolicy {
   readonly targets: readonly Pod[];
 }
 
+const byOrigin = (a: ContributedPolicy, b: ContributedPolicy): number => byObjectKey(a.origin, b.origin);
+
+/** Sorted by namespace/name, each once; kinds usually list them so already (ClusterState is sorted). */
+function sortedUnique(list: readonly ContributedPolicy[]): readonly ContributedPolicy[] {
+  for (let i = 1; i < list.length; i++) {
+    const a = list[i - 1];
+    const b = list[i];
+    if (a !== undefined && b !== undefined && byOrigin(a, b) >= 0) return uniqueByKey([...list].sort(byOrigin), (p) => p.origin);
+  }
+  return list;
+}
+
 /**
  * Policies that isolate at least one local pod in some direction: kind by
  * kind in registry order, within a kind sorted by namespace/name.
@@ -40,13 +52,17 @@ export function relevantPolicies(
   }
   const out: RelevantPolicy[] = [];
   for (const kind of kinds) {
-    const sorted = [...kind.policies(state)].sort((a, b) => byObjectKey(a.origin, b.origin));
-    for (const policy of uniqueByKey(sorted, (p) => p.origin)) {
-      if (!policy.types.ingress && !policy.types.egress) continue;
-      const pods = byNs.get(policy.namespace);
-      if (pods === undefined) continue;
-      const targets = pods.filter((p) => selectorMatches(policy.podSelector, p.labels));
-      if (targets.length > 0) out.push({ policy, id: policyKeyId(policy.key), targets });
+    switch (kind.tier) {
+      case 'allow-list':
+        // A chain per policy; the pod chain jumps to each and denies after the last.
+        for (const policy of sortedUnique(kind.policies(state))) {
+          if (!policy.types.ingress && !policy.types.egress) continue;
+          const pods = byNs.get(policy.namespace);
+          if (pods === undefined) continue;
+          const targets = pods.filter((p) => selectorMatches(policy.podSelector, p.labels));
+          if (targets.length > 0) out.push({ policy, id: policyKeyId(policy.key), targets });
+        }
+        break;
     }
   }
   return out;

@@ -4,7 +4,7 @@
 // policy targets, which rules it adds, where each comes from) and shares
 // nothing else with the compiler or the renderer on purpose: tests compare the two.
 import type { ContributedPolicy, ContributedRule, PolicyKind } from '../kinds/kind.ts';
-import { contributedPolicies, POLICY_KINDS } from '../kinds/registry.ts';
+import { POLICY_KINDS } from '../kinds/registry.ts';
 import { cidrContains, formatIP, parseCIDR, parseIP } from '../model/ip.ts';
 import { selectorMatches } from '../model/selector.ts';
 import { isActivePod, objectKey } from '../model/types.ts';
@@ -59,7 +59,8 @@ interface Side {
 
 interface Conn {
   readonly state: ClusterState;
-  readonly policies: readonly ContributedPolicy[];
+  /** Policies of the allow-list tier (NetworkPolicy semantics), kind by kind. */
+  readonly allowList: readonly ContributedPolicy[];
   readonly family: Family;
   readonly protocol: Protocol;
   readonly port: number;
@@ -199,7 +200,7 @@ function judge(c: Conn, dir: Direction): DirectionVerdict {
     return { allowed: true, isolated: false, policies: [], allowedBy: [], reason: `${what}: ${dir} is not restricted.` };
   }
   const pod = self.pod;
-  const selecting = c.policies.filter((p) => selects(p, pod, dir));
+  const selecting = c.allowList.filter((p) => selects(p, pod, dir));
   const policies = selecting.map((p) => p.origin.label).sort();
   const checks = selecting.flatMap((p) => (dir === 'ingress' ? p.ingress : p.egress).map((r) => checkRule(c, p, dir, r)));
   const allowedBy = checks
@@ -260,8 +261,15 @@ export function verdict(
 ): Verdict {
   const ipFamily = [from, to].flatMap((e) => (e.kind === 'ip' ? [parseIP(e.ip)?.family] : [])).find((f) => f !== undefined);
   const family: Family = opts?.family ?? ipFamily ?? 4;
-  const policies = contributedPolicies(state, opts?.kinds ?? POLICY_KINDS);
-  const c: Conn = { state, policies, family, protocol, port, src: side(from, family), dst: side(to, family) };
+  const allowList: ContributedPolicy[] = [];
+  for (const kind of opts?.kinds ?? POLICY_KINDS) {
+    switch (kind.tier) {
+      case 'allow-list':
+        allowList.push(...kind.policies(state));
+        break;
+    }
+  }
+  const c: Conn = { state, allowList, family, protocol, port, src: side(from, family), dst: side(to, family) };
   const egress = judge(c, 'egress');
   const ingress = judge(c, 'ingress');
   return { allowed: egress.allowed && ingress.allowed, family, protocol, port, egress, ingress };

@@ -80,7 +80,7 @@ test('explain and render: isolation by its cause; the flags change the allowance
     const a = await run(['render', '--node', 'node-1', '-f', dir]);
     const b = await run(['render', '--node', 'node-1', '-f', dir, '--isolation-node-local-dns', '169.254.20.10']);
     assert.equal(a.code, 0, a.err);
-    assert.match(a.out, /ingress policy workspace isolation of acme/);
+    assert.match(a.out, /comment "[^"]*workspace isolation of acme ingress\[\d+\]/);
     assert.match(a.out, /169\.254\.25\.10/);
     assert.doesNotMatch(b.out, /169\.254\.25\.10/);
     assert.match(b.out, /169\.254\.20\.10/);

@@ -5,7 +5,7 @@
 // output is deterministic and accepted by nft.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { compileNode } from '../../src/compile/compile.ts';
+import { compileNode, compileRules } from '../../src/compile/compile.ts';
 import { cidrInterval, formatCIDR, intervalCIDRs, parseIP } from '../../src/model/ip.ts';
 import { buildState } from '../../src/model/normalize.ts';
 import { renderRuleset } from '../../src/nft/render.ts';
@@ -25,9 +25,13 @@ test('a workspace is one peer set shared by its namespaces; causes in comments; 
       }),
     ],
   });
-  const r = compileNode(s, 'node-1');
+  const r = compileRules(s, 'node-1');
   const text = renderRuleset(r);
   log.add('tenancy node-1', text);
+  // What the kernel gets (peer identities) is valid nft too, and names the causes on its allow elements.
+  const flat = renderRuleset(compileNode(s, 'node-1'));
+  log.add('tenancy node-1 flattened', flat);
+  assert.match(flat, /comment "[^"]*workspace isolation of acme (ingress|egress)\[\d+\]/);
   const wsSets = r.sets.filter((x) => x.comment?.includes('kubesphere.io/workspace=acme') === true);
   assert.equal(wsSets.length, 2, 'one set per family for workspace acme');
   // Both namespaces of acme on this node (shop/a, cart/a) jump to chains matching the same set.
@@ -45,7 +49,7 @@ test('a workspace is one peer set shared by its namespaces; causes in comments; 
   assert.match(text, /NamespaceNetworkPolicy shop\/to-api/);
   assert.equal(
     renderRuleset(
-      compileNode(
+      compileRules(
         tenancyState({
           isolatedWorkspaces: ['acme', 'beta'],
           isolatedProjects: ['lab'],

@@ -72,6 +72,7 @@ export class Agent {
           table: c.table,
           denyAction: c.denyAction,
           unknownLocalEndpoints: c.unknownLocalEndpoints,
+          logDenied: c.logDenied,
         }),
         dataplane: parts.dataplane,
         metrics: agentMetrics(parts.metrics),

@@ -31,6 +31,17 @@ export interface AgentConfig {
   readonly incremental: boolean;
   /** Renderer option (docs/datapath.md "Unknown local endpoints"). */
   readonly unknownLocalEndpoints: 'allow' | 'drop';
+  /** --log-denied: log the deny path to an NFLOG group and read it (undefined: off). */
+  readonly logDenied: DenyLogConfig | undefined;
+}
+
+export interface DenyLogConfig {
+  readonly group: number;
+  /** In-kernel rate limit shared by every pod chain of the node. */
+  readonly ratePerSecond: number;
+  readonly burst: number;
+  /** tcpdump binary reading the group. */
+  readonly tcpdumpPath: string;
 }
 
 export type ConfigResult =
@@ -70,6 +81,16 @@ by a previous run stays in force until then and on exit.
                           podCIDRs that are no known active local pod (opt-in;
                           only for CNIs that allocate from the node's podCIDRs)
                           (env UNKNOWN_LOCAL_ENDPOINTS)
+  --log-denied            log denied connection attempts with the policy reason
+                          (env LOG_DENIED=true; off by default): an nftables
+                          'log group' in every pod chain's deny path, read with
+                          tcpdump; see /debug/denied and 'nft-netpol-agent denied'
+  --log-denied-rate N     in-kernel limit of logged packets per second for the
+                          whole node (env LOG_DENIED_RATE; default 100)
+  --log-denied-burst N    packets above the rate allowed in a burst
+                          (env LOG_DENIED_BURST; default 200)
+  --log-denied-group N    NFLOG group, 1-65535 (env LOG_DENIED_GROUP; default 1742)
+  --tcpdump PATH          tcpdump binary (env TCPDUMP; default tcpdump on PATH)
   -h, --help              show this help
 
 Durations: 500ms, 10s, 1m, 1h (a bare number is milliseconds).
@@ -144,6 +165,11 @@ export function parseRunConfig(argv: readonly string[], env: Env): ConfigResult 
         'no-conntrack': { type: 'boolean', default: false },
         'no-incremental': { type: 'boolean', default: false },
         'unknown-local-endpoints': { type: 'string' },
+        'log-denied': { type: 'boolean', default: false },
+        'log-denied-rate': { type: 'string' },
+        'log-denied-burst': { type: 'string' },
+        'log-denied-group': { type: 'string' },
+        tcpdump: { type: 'string' },
         help: { type: 'boolean', short: 'h', default: false },
       },
     }).values;
@@ -198,6 +224,9 @@ export function parseRunConfig(argv: readonly string[], env: Env): ConfigResult 
     return fail(`--unknown-local-endpoints must be allow or drop, not "${unknownLocalEndpoints}"`);
   }
 
+  const logDenied = parseDenyLog(values, pick, env);
+  if (typeof logDenied === 'string') return fail(logDenied);
+
   return {
     ok: true,
     config: {
@@ -215,8 +244,40 @@ export function parseRunConfig(argv: readonly string[], env: Env): ConfigResult 
       conntrack: !values['no-conntrack'],
       incremental: !values['no-incremental'],
       unknownLocalEndpoints,
+      logDenied,
     },
   };
+}
+
+function parseDenyLog(
+  values: {
+    readonly 'log-denied'?: boolean | undefined;
+    readonly 'log-denied-rate'?: string | undefined;
+    readonly 'log-denied-burst'?: string | undefined;
+    readonly 'log-denied-group'?: string | undefined;
+    readonly tcpdump?: string | undefined;
+  },
+  pick: (flag: string | undefined, envName: string) => string | undefined,
+  env: Env,
+): DenyLogConfig | undefined | string {
+  const envOn = env['LOG_DENIED'];
+  if (envOn !== undefined && envOn !== '' && !['true', 'false', '1', '0'].includes(envOn))
+    return `LOG_DENIED must be true or false, not "${envOn}"`;
+  const on = values['log-denied'] === true || envOn === 'true' || envOn === '1';
+  const int = (text: string, name: string, min: number, max: number): number | string => {
+    const v = /^\d+$/.test(text.trim()) ? Number(text) : NaN;
+    return Number.isInteger(v) && v >= min && v <= max ? v : `--${name} must be a whole number from ${min} to ${max}, not "${text}"`;
+  };
+  // "100", "100/s" or "100/second": packets per second.
+  const rateText = (pick(values['log-denied-rate'], 'LOG_DENIED_RATE') ?? '100').replace(/\/s(econd)?$/, '');
+  const ratePerSecond = int(rateText, 'log-denied-rate', 1, 100_000);
+  if (typeof ratePerSecond === 'string') return ratePerSecond;
+  const burst = int(pick(values['log-denied-burst'], 'LOG_DENIED_BURST') ?? '200', 'log-denied-burst', 0, 1_000_000);
+  if (typeof burst === 'string') return burst;
+  const group = int(pick(values['log-denied-group'], 'LOG_DENIED_GROUP') ?? '1742', 'log-denied-group', 1, 65535);
+  if (typeof group === 'string') return group;
+  const tcpdumpPath = pick(values.tcpdump, 'TCPDUMP') ?? 'tcpdump';
+  return on ? { group, ratePerSecond, burst, tcpdumpPath } : undefined;
 }
 
 export interface CleanupConfig {

@@ -17,6 +17,7 @@ import {
   policyId,
   sanitizeComment,
 } from '../nft/ids.ts';
+import { denyPathLimits, denyPathRules } from './deny-path.ts';
 import { ClusterIndex } from './cluster-index.ts';
 import type { Chain, CompiledRuleset, MapElement, NamedSet, RenderOptions, Rule, RulesetStats, VerdictMap } from './ir.ts';
 import { PeerResolver } from './peers.ts';
@@ -26,7 +27,7 @@ import { formatElement } from './v4.ts';
 
 export type { CompiledRuleset, RenderOptions, RulesetStats } from './ir.ts';
 
-export const DEFAULT_OPTIONS: RenderOptions = { table: DEFAULT_TABLE, denyAction: 'drop', unknownLocalEndpoints: 'allow' };
+export const DEFAULT_OPTIONS: RenderOptions = { table: DEFAULT_TABLE, denyAction: 'drop', unknownLocalEndpoints: 'allow', logDenied: undefined };
 
 const DIRECTIONS: readonly Direction[] = ['ingress', 'egress'];
 const FAMILIES: readonly Family[] = [4, 6];
@@ -47,6 +48,7 @@ export function resolveOptions(opts?: Partial<RenderOptions>): RenderOptions {
     table: opts?.table ?? DEFAULT_OPTIONS.table,
     denyAction: opts?.denyAction ?? DEFAULT_OPTIONS.denyAction,
     unknownLocalEndpoints: opts?.unknownLocalEndpoints ?? DEFAULT_OPTIONS.unknownLocalEndpoints,
+    logDenied: opts?.logDenied ?? DEFAULT_OPTIONS.logDenied,
   };
   if (!TABLE_NAME.test(o.table)) throw new Error(`invalid nft table name "${o.table}": use letters, digits, '_' and '-'`);
   if (o.denyAction !== 'drop' && o.denyAction !== 'reject')
@@ -54,6 +56,9 @@ export function resolveOptions(opts?: Partial<RenderOptions>): RenderOptions {
   if (o.unknownLocalEndpoints !== 'drop' && o.unknownLocalEndpoints !== 'allow') {
     throw new Error(`invalid unknownLocalEndpoints "${String(o.unknownLocalEndpoints)}": drop or allow`);
   }
+  const l = o.logDenied;
+  if (l !== undefined && !(Number.isInteger(l.group) && l.group >= 0 && l.group <= 65535 && l.ratePerSecond >= 1 && l.burst >= 0))
+    throw new Error('invalid logDenied: group 0-65535, rate at least 1/second, burst at least 0');
   return o;
 }
 
@@ -94,16 +99,6 @@ export function relevantPolicies(state: ClusterState, local: readonly Pod[]): Re
     if (targets.length > 0) out.push({ policy, id: policyId(policy.namespace, policy.name), targets });
   }
   return out;
-}
-
-function denyRules(pod: Pod, d: Direction, action: RenderOptions['denyAction']): Rule[] {
-  const comment = sanitizeComment(`deny ${d} ${d === 'ingress' ? 'to' : 'from'} ${objectKey(pod)}`);
-  if (action === 'drop') return [{ matches: [], counter: true, verdict: { kind: 'drop' }, comment }];
-  // TCP gets a reset (fast failure for clients); everything else ICMP(v6) port unreachable.
-  return [
-    { matches: [{ kind: 'l4proto', proto: 'tcp' }], counter: true, verdict: { kind: 'reject', with: 'tcp reset' }, comment },
-    { matches: [], counter: true, verdict: { kind: 'reject', with: 'icmpx port-unreachable' }, comment },
-  ];
 }
 
 /**
@@ -266,7 +261,7 @@ export function compileWith(
           role: 'pod',
           base: undefined,
           comment: sanitizeComment(`${d} of pod ${objectKey(pod)}`),
-          rules: [...isolating, ...denyRules(pod, d, o.denyAction)],
+          rules: [...isolating, ...denyPathRules(pod, d, o)],
         });
       } else if (unknown.length === 0) {
         continue; // not isolated, and unknown addresses pass anyway: no element needed
@@ -332,6 +327,7 @@ export function compileWith(
     node: nodeName,
     sets,
     maps,
+    limits: denyPathLimits(o),
     chains,
     stats: computeStats(sets, maps, chains, local.length, relevant.length),
   };

@@ -15,6 +15,15 @@ export interface RenderOptions {
    * as without podCIDRs).
    */
   readonly unknownLocalEndpoints: 'drop' | 'allow';
+  /** --log-denied: the deny path also logs to an NFLOG group (compile/deny-path.ts); undefined = off. */
+  readonly logDenied: DenyLogOptions | undefined;
+}
+
+export interface DenyLogOptions {
+  readonly group: number;
+  /** One in-kernel limit for the whole node, shared by every pod chain. */
+  readonly ratePerSecond: number;
+  readonly burst: number;
 }
 
 export interface RulesetStats {
@@ -41,7 +50,9 @@ export type Match =
   /** `meta l4proto . th dport @set` */
   | { readonly kind: 'portSet'; readonly set: string }
   /** `ip daddr . meta l4proto . th dport @set` */
-  | { readonly kind: 'namedPortSet'; readonly family: Family; readonly set: string };
+  | { readonly kind: 'namedPortSet'; readonly family: Family; readonly set: string }
+  /** `limit name "x"`: true while the named limit (a table object) has budget left. */
+  | { readonly kind: 'limit'; readonly name: string };
 
 export type Verdict =
   | { readonly kind: 'accept' }
@@ -49,7 +60,9 @@ export type Verdict =
   | { readonly kind: 'reject'; readonly with: 'tcp reset' | 'icmpx port-unreachable' }
   | { readonly kind: 'jump'; readonly chain: string }
   /** `ip saddr vmap @map`: the verdict comes from the map. */
-  | { readonly kind: 'vmap'; readonly family: Family; readonly field: AddrField; readonly map: string };
+  | { readonly kind: 'vmap'; readonly family: Family; readonly field: AddrField; readonly map: string }
+  /** Not a verdict: copies the packet's headers to an NFLOG group and goes on with the next rule. */
+  | { readonly kind: 'log'; readonly group: number; readonly prefix: string; readonly snaplen: number };
 
 export interface Rule {
   readonly matches: readonly Match[];
@@ -108,6 +121,13 @@ export interface VerdictMap {
   readonly elements: readonly MapElement[];
 }
 
+/** A named `limit` object of the table (`rate N/second burst M packets`). */
+export interface NamedLimit {
+  readonly name: string;
+  readonly ratePerSecond: number;
+  readonly burst: number;
+}
+
 export interface CompiledRuleset {
   readonly table: string;
   readonly comment: string;
@@ -118,6 +138,8 @@ export interface CompiledRuleset {
    */
   readonly sets: readonly NamedSet[];
   readonly maps: readonly VerdictMap[];
+  /** Named limits (the deny path's log limit when --log-denied is on). */
+  readonly limits: readonly NamedLimit[];
   /** Policy chains, then pod chains, then base chains. */
   readonly chains: readonly Chain[];
   readonly stats: RulesetStats;

@@ -11,6 +11,7 @@ import type {
   CompiledRuleset,
   MapElement,
   Match,
+  NamedLimit,
   NamedSet,
   RenderOptions,
   Rule,
@@ -42,6 +43,8 @@ function matchText(m: Match): string {
       return `meta l4proto . th dport @${m.set}`;
     case 'namedPortSet':
       return `${fam(m.family)} daddr . meta l4proto . th dport @${m.set}`;
+    case 'limit':
+      return `limit name ${quoted(m.name)}`;
   }
 }
 
@@ -56,6 +59,8 @@ function verdictText(v: Verdict): string {
       return `jump ${v.chain}`;
     case 'vmap':
       return `${fam(v.family)} ${v.field} vmap @${v.map}`;
+    case 'log':
+      return `log prefix ${quoted(v.prefix)} group ${v.group} snaplen ${v.snaplen}`;
   }
 }
 
@@ -116,6 +121,15 @@ function renderMap(out: string[], m: VerdictMap): void {
   out.push('\t}', '');
 }
 
+/** `limit NAME { rate R/second burst B packets }` (listed the same way by nft). */
+export function limitDeclaration(l: NamedLimit): string {
+  return `rate ${l.ratePerSecond}/second burst ${l.burst} packets`;
+}
+
+function renderLimit(out: string[], l: NamedLimit): void {
+  out.push(`\tlimit ${l.name} {`, `\t\t${limitDeclaration(l)}`, '\t}', '');
+}
+
 function renderChain(out: string[], c: Chain): void {
   out.push(`\tchain ${c.name} {`);
   if (c.base !== undefined) {
@@ -140,8 +154,9 @@ export function renderRuleset(c: CompiledRuleset): string {
     `\tcomment ${quoted(c.comment)}`,
     '',
   ];
-  // Referenced objects come before their users: sets, policy chains, pod
-  // chains (jump to policy chains), maps (goto pod chains), base chains.
+  // Referenced objects come before their users: limits, sets, policy chains,
+  // pod chains (jump to policy chains), maps (goto pod chains), base chains.
+  for (const l of c.limits) renderLimit(out, l);
   for (const s of c.sets) renderSet(out, s);
   const byRole = (role: Chain['role']): Chain[] => c.chains.filter((ch) => ch.role === role);
   for (const ch of byRole('policy')) renderChain(out, ch);

@@ -15,7 +15,7 @@
 // object's declaration, which `add` cannot change in place) falls back to the
 // full script (render.ts), which is always the recovery path.
 import type { Chain, CompiledRuleset } from '../compile/ir.ts';
-import { elementList, mapElementText, quoted, renderRuleset, ruleText, setDeclaration } from './render.ts';
+import { elementList, limitDeclaration, mapElementText, quoted, renderRuleset, ruleText, setDeclaration } from './render.ts';
 
 export interface UpdateCounts {
   /** Elements added / removed, including those of added / deleted sets (a map key whose verdict changed is one of each). */
@@ -79,13 +79,14 @@ function byName<T extends { readonly name: string }>(xs: readonly T[]): Map<stri
   return new Map(xs.map((x) => [x.name, x]));
 }
 
-/** Base chains, maps (declarations only) and the table comment: what an update never changes. */
+/** Base chains, maps (declarations only), named limits and the table comment: what an update never changes. */
 function fixedPart(c: CompiledRuleset): string {
   const base = c.chains
     .filter((ch) => ch.role === 'base')
     .map((ch) => `${ch.name} ${JSON.stringify(ch.base)} ${ch.comment ?? ''}\n${ch.rules.map(ruleText).join('\n')}`);
   const maps = c.maps.map((m) => `${m.name} ${m.family} ${m.direction}`);
-  return [c.comment, ...base, ...maps].join('\n');
+  const limits = c.limits.map((l) => `limit ${l.name} ${limitDeclaration(l)}`);
+  return [c.comment, ...base, ...maps, ...limits].join('\n');
 }
 
 /**

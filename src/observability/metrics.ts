@@ -169,6 +169,41 @@ const DEFINITIONS = [
     felix: undefined,
   },
   {
+    name: 'nftnp_denied_packets_total',
+    type: 'counter',
+    help: 'Packets the deny path dropped or rejected on this node, by direction (pod chains and unknown local endpoints).',
+    labelNames: ['direction'],
+    felix: undefined,
+  },
+  {
+    name: 'nftnp_pod_denied_packets_total',
+    type: 'counter',
+    help: 'Packets denied to (ingress) or from (egress) one local pod; series go with the pod.',
+    labelNames: ['namespace', 'pod', 'direction'],
+    felix: undefined,
+  },
+  {
+    name: 'nftnp_denied_log_packets_total',
+    type: 'counter',
+    help: 'Deny-path log packets (--log-denied) received from the kernel NFLOG group.',
+    labelNames: [],
+    felix: undefined,
+  },
+  {
+    name: 'nftnp_denied_log_dropped_total',
+    type: 'counter',
+    help: 'Deny-path log packets or lines dropped by the agent: reason queue (backlog full), malformed or lines (log budget).',
+    labelNames: ['reason'],
+    felix: undefined,
+  },
+  {
+    name: 'nftnp_denied_log_reader_restarts_total',
+    type: 'counter',
+    help: 'Times the NFLOG reader (tcpdump) exited unexpectedly and was restarted.',
+    labelNames: [],
+    felix: undefined,
+  },
+  {
     name: 'nftnp_build_info',
     type: 'gauge',
     help: 'Always 1; the labels tell the agent version and the node it runs on.',
@@ -211,6 +246,11 @@ export interface Metrics {
   readonly eventToApplied: Histogram;
   readonly lastSuccessfulApply: Gauge;
   readonly buildInfo: Gauge<'version' | 'node'>;
+  readonly deniedPackets: Counter<'direction'>;
+  readonly podDeniedPackets: Counter<'namespace' | 'pod' | 'direction'>;
+  readonly deniedLogPackets: Counter;
+  readonly deniedLogDropped: Counter<'reason'>;
+  readonly deniedLogReaderRestarts: Counter;
   /** Sets nftnp_resync_state and keeps nftnp_in_sync consistent with it. */
   setResyncState(state: ResyncStateValue): void;
   /** Sets nftnp_build_info{version,node} to 1 (replacing any earlier labels). */
@@ -256,6 +296,11 @@ export function createMetrics(registry: Registry = new Registry(), options: Metr
     registers: [registry],
   });
 
+  const labelled = <L extends string>(name: MetricName, labelNames: readonly L[]): Counter<L> => {
+    const d = def(name);
+    return new Counter<L>({ name: d.name, help: d.help, labelNames: [...labelNames], registers: [registry] });
+  };
+
   const metrics: Metrics = {
     registry,
     nftRestoreCalls: counter('nftnp_nft_restore_calls_total'),
@@ -282,6 +327,11 @@ export function createMetrics(registry: Registry = new Registry(), options: Metr
     eventToApplied: histogram('nftnp_event_to_applied_seconds'),
     lastSuccessfulApply: gauge('nftnp_last_successful_apply_timestamp_seconds'),
     buildInfo,
+    deniedPackets: labelled('nftnp_denied_packets_total', ['direction']),
+    podDeniedPackets: labelled('nftnp_pod_denied_packets_total', ['namespace', 'pod', 'direction']),
+    deniedLogPackets: counter('nftnp_denied_log_packets_total'),
+    deniedLogDropped: labelled('nftnp_denied_log_dropped_total', ['reason']),
+    deniedLogReaderRestarts: counter('nftnp_denied_log_reader_restarts_total'),
     setResyncState(state: ResyncStateValue): void {
       resyncState.set(state);
       inSync.set(state === ResyncState.InSync ? 1 : 0);

@@ -40,6 +40,7 @@ test('run: defaults, env, flags over env', () => {
     conntrack: true,
     incremental: true,
     unknownLocalEndpoints: 'allow',
+    logDenied: undefined,
   });
   const e = parseRunConfig([], {
     NODE_NAME: 'from-env',
@@ -104,4 +105,32 @@ test('backoff doubles from the initial delay up to the cap', () => {
   );
   assert.equal(backoffDelay(p, 10_000), 30_000);
   assert.equal(backoffDelay(p, 0), 0);
+});
+
+test('--log-denied: off by default; flag or LOG_DENIED turns it on; rate, burst and group validated', () => {
+  const on = parseRunConfig(['--node', 'n', '--log-denied'], {});
+  assert.ok(on.ok);
+  assert.deepEqual(on.config.logDenied, { group: 1742, ratePerSecond: 100, burst: 200, tcpdumpPath: 'tcpdump' });
+  const env = parseRunConfig(['--node', 'n'], {
+    LOG_DENIED: 'true',
+    LOG_DENIED_RATE: '20/s',
+    LOG_DENIED_BURST: '5',
+    LOG_DENIED_GROUP: '7',
+    TCPDUMP: '/usr/sbin/tcpdump',
+  });
+  assert.ok(env.ok);
+  assert.deepEqual(env.config.logDenied, { group: 7, ratePerSecond: 20, burst: 5, tcpdumpPath: '/usr/sbin/tcpdump' });
+  const off = parseRunConfig(['--node', 'n', '--log-denied-rate', '10'], { LOG_DENIED: 'false' });
+  assert.ok(off.ok);
+  assert.equal(off.config.logDenied, undefined);
+  for (const [args, env2, re] of [
+    [['--log-denied-rate', '0'], {}, /--log-denied-rate must be a whole number from 1/],
+    [['--log-denied-burst', 'x'], {}, /--log-denied-burst/],
+    [['--log-denied-group', '70000'], {}, /--log-denied-group must be a whole number from 1 to 65535/],
+    [[], { LOG_DENIED: 'yes' }, /LOG_DENIED must be true or false/],
+  ] as const) {
+    const r = parseRunConfig(['--node', 'n', '--log-denied', ...args], env2);
+    assert.ok(!r.ok && !r.help);
+    assert.match(r.error, re);
+  }
 });

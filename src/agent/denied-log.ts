@@ -5,11 +5,11 @@
 // per-second budget (the rest is counted), and a repeat costs a map lookup,
 // not an evaluation.
 import type { Logger } from 'pino';
-import { parseDenyLogPrefix, podId } from '../nft/ids.ts';
+import { parseDenyLogPrefix, podId } from '../ruleset/ids.ts';
 import { isActivePod, objectKey, type ClusterState, type Direction, type Pod, type Protocol } from '../model/types.ts';
 import { verdict, type Endpoint } from '../policy/verdict.ts';
-import { protoName, type LoggedPacket } from '../observability/nflog-pcap.ts';
-import { attemptKey, DeniedRing, entryJson, type DeniedAttempt, type DeniedEntry, type DeniedPeer } from '../observability/denied-ring.ts';
+import { protoName, type LoggedPacket } from './nflog-pcap.ts';
+import { attemptKey, DeniedRing, entryJson, type DeniedAttempt, type DeniedEntry, type DeniedPeer } from './denied-ring.ts';
 
 export interface DeniedLogOptions {
   readonly nodeName: string;

@@ -7,7 +7,7 @@
 // replaced (a full apply, a changed chain): a rule handle not seen before or
 // a value that went down counts from 0.
 import { BASE_CHAINS } from '../compile/compile.ts';
-import { parsePodChainName } from '../nft/ids.ts';
+import { parsePodChainName } from '../ruleset/ids.ts';
 import type { Direction } from '../model/types.ts';
 
 /** A denied-packet counter in the kernel: which rule, which pod chain (or base chain) and direction. */

@@ -8,7 +8,7 @@
 // behind, tcpdump blocks on the pipe and the kernel drops log copies (never
 // the datapath: NFLOG is asynchronous, the packet's verdict does not wait).
 import { spawn, type ChildProcess } from 'node:child_process';
-import { PcapNflogParser, type LoggedPacket } from '../observability/nflog-pcap.ts';
+import { PcapNflogParser, type LoggedPacket } from './nflog-pcap.ts';
 
 export interface NflogReaderOptions {
   readonly group: number;

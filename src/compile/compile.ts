@@ -1,4 +1,4 @@
-// ClusterState -> the nftables ruleset of one node, as data (see ir.ts and
+// ClusterState -> the nftables ruleset of one node, as data (see ruleset/ir.ts and
 // docs/datapath.md). Only what the node needs is compiled: its active pods,
 // the policies selecting at least one of them, and the peer addresses those
 // policies name. Output order never depends on input order.
@@ -8,7 +8,6 @@ import { byObjectKey } from '../model/state.ts';
 import { isActivePod, objectKey } from '../model/types.ts';
 import type { ClusterState, Direction, Family, NetworkPolicy, Pod } from '../model/types.ts';
 import {
-  DEFAULT_TABLE,
   dispatchMapName,
   localPodCidrSetName,
   podChainName,
@@ -16,22 +15,18 @@ import {
   policyChainName,
   policyId,
   sanitizeComment,
-} from '../nft/ids.ts';
+} from '../ruleset/ids.ts';
 import { denyPathLimits, denyPathRules } from './deny-path.ts';
 import { ClusterIndex } from './cluster-index.ts';
-import type { Chain, CompiledRuleset, MapElement, NamedSet, RenderOptions, Rule, RulesetStats, VerdictMap } from './ir.ts';
+import type { Chain, CompiledRuleset, MapElement, NamedSet, Rule, RulesetStats, VerdictMap } from '../ruleset/ir.ts';
+import { resolveOptions, type RenderOptions } from '../ruleset/options.ts';
 import { PeerResolver } from './peers.ts';
 import { compilePolicyChain } from './policy-rules.ts';
 import { SharedSets } from './shared-sets.ts';
 import { formatElement } from './v4.ts';
 
-export type { CompiledRuleset, RenderOptions, RulesetStats } from './ir.ts';
-
-export const DEFAULT_OPTIONS: RenderOptions = { table: DEFAULT_TABLE, denyAction: 'drop', unknownLocalEndpoints: 'allow', logDenied: undefined };
-
 const DIRECTIONS: readonly Direction[] = ['ingress', 'egress'];
 const FAMILIES: readonly Family[] = [4, 6];
-const TABLE_NAME = /^[A-Za-z_][A-Za-z0-9_-]{0,62}$/;
 
 // Base chain names: lower case, so they stand apart from the generated KUBE-* chains.
 export const BASE_CHAINS = {
@@ -42,25 +37,6 @@ export const BASE_CHAINS = {
 
 // IPv6 neighbour discovery must work even for fully isolated pods.
 const ND_TYPES = ['nd-neighbor-solicit', 'nd-neighbor-advert', 'nd-router-solicit', 'nd-router-advert'];
-
-export function resolveOptions(opts?: Partial<RenderOptions>): RenderOptions {
-  const o: RenderOptions = {
-    table: opts?.table ?? DEFAULT_OPTIONS.table,
-    denyAction: opts?.denyAction ?? DEFAULT_OPTIONS.denyAction,
-    unknownLocalEndpoints: opts?.unknownLocalEndpoints ?? DEFAULT_OPTIONS.unknownLocalEndpoints,
-    logDenied: opts?.logDenied ?? DEFAULT_OPTIONS.logDenied,
-  };
-  if (!TABLE_NAME.test(o.table)) throw new Error(`invalid nft table name "${o.table}": use letters, digits, '_' and '-'`);
-  if (o.denyAction !== 'drop' && o.denyAction !== 'reject')
-    throw new Error(`invalid denyAction "${String(o.denyAction)}": drop or reject`);
-  if (o.unknownLocalEndpoints !== 'drop' && o.unknownLocalEndpoints !== 'allow') {
-    throw new Error(`invalid unknownLocalEndpoints "${String(o.unknownLocalEndpoints)}": drop or allow`);
-  }
-  const l = o.logDenied;
-  if (l !== undefined && !(Number.isInteger(l.group) && l.group >= 0 && l.group <= 65535 && l.ratePerSecond >= 1 && l.burst >= 0))
-    throw new Error('invalid logDenied: group 0-65535, rate at least 1/second, burst at least 0');
-  return o;
-}
 
 /** Active pods scheduled on the node, sorted by namespace/name. */
 export function localPods(state: ClusterState, nodeName: string): Pod[] {

@@ -10,8 +10,9 @@
 // prefix is what agent/denied-log.ts maps back to the pod.
 import type { Direction, Pod } from '../model/types.ts';
 import { objectKey } from '../model/types.ts';
-import { DENY_LOG_LIMIT, denyLogPrefix, podId, sanitizeComment } from '../nft/ids.ts';
-import type { NamedLimit, RenderOptions, Rule } from './ir.ts';
+import { DENY_LOG_LIMIT, denyLogPrefix, podId, sanitizeComment } from '../ruleset/ids.ts';
+import type { NamedLimit, Rule } from '../ruleset/ir.ts';
+import type { RenderOptions } from '../ruleset/options.ts';
 
 /** Bytes of each logged packet sent to the NFLOG group: the IP and transport headers. */
 export const DENY_LOG_SNAPLEN = 128;

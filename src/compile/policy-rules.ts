@@ -4,9 +4,9 @@
 // set elements, so the rule count per policy rule stays small and fixed.
 import type { Direction, Family, NetworkPolicy, Pod, Rule as PolicyRule } from '../model/types.ts';
 import { formatSelector } from '../model/selector.ts';
-import { namedPortSetName, peerSetName, policyChainName, portSetName, sanitizeComment, setId } from '../nft/ids.ts';
+import { namedPortSetName, peerSetName, policyChainName, portSetName, sanitizeComment, setId } from '../ruleset/ids.ts';
 import type { ClusterIndex } from './cluster-index.ts';
-import type { Chain, Match, NamedSet, Rule } from './ir.ts';
+import type { Chain, Match, NamedSet, Rule } from '../ruleset/ir.ts';
 import { describePeers, hasPodPeers, peersDefinition } from './peers.ts';
 import type { PeerResolver } from './peers.ts';
 import type { SharedSets } from './shared-sets.ts';

@@ -14,7 +14,7 @@
 // and the table itself are fixed per node; a change to them (or to an
 // object's declaration, which `add` cannot change in place) falls back to the
 // full script (render.ts), which is always the recovery path.
-import type { Chain, CompiledRuleset } from '../compile/ir.ts';
+import type { Chain, CompiledRuleset } from '../ruleset/ir.ts';
 import { elementList, limitDeclaration, mapElementText, quoted, renderRuleset, ruleText, setDeclaration } from './render.ts';
 
 export interface UpdateCounts {

@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { compileNode, localPods, relevantPolicies } from '../../src/compile/compile.ts';
 import { renderRuleset } from '../../src/nft/render.ts';
-import { podChainName, podId, policyChainName, policyId } from '../../src/nft/ids.ts';
+import { podChainName, podId, policyChainName, policyId } from '../../src/ruleset/ids.ts';
 import type { ClusterState } from '../../src/model/types.ts';
 import { cport, ipBlock, node, pod, podPeer, policy, port, rule, sel, state } from '../support/state-builder.ts';
 import { renderLog } from '../nft/nft-support.ts';

@@ -1,30 +1,8 @@
-// The compiled ruleset of one node as plain data: what the renderer prints and
-// what compile tests assert on. Everything is already sorted; rendering is a
-// straight walk.
+// The compiled ruleset of one node as plain data: what the compiler produces,
+// what the renderer prints and what compile tests assert on. It sits beneath
+// both (see docs/architecture.md): neither imports the other. Everything is
+// already sorted; rendering is a straight walk.
 import type { Direction, Family } from '../model/types.ts';
-
-export interface RenderOptions {
-  /** nft table name (inet family). */
-  readonly table: string;
-  /** Verdict for traffic no policy allows. */
-  readonly denyAction: 'drop' | 'reject';
-  /**
-   * Only when the node has podCIDRs: an address in them that is not a known
-   * active local pod is dropped in the forward chains ('drop', the default:
-   * fail closed for pods created a moment ago) or passes unfiltered ('allow',
-   * as without podCIDRs).
-   */
-  readonly unknownLocalEndpoints: 'drop' | 'allow';
-  /** --log-denied: the deny path also logs to an NFLOG group (compile/deny-path.ts); undefined = off. */
-  readonly logDenied: DenyLogOptions | undefined;
-}
-
-export interface DenyLogOptions {
-  readonly group: number;
-  /** One in-kernel limit for the whole node, shared by every pod chain. */
-  readonly ratePerSecond: number;
-  readonly burst: number;
-}
 
 export interface RulesetStats {
   readonly chains: number;

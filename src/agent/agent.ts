@@ -16,6 +16,7 @@ import { conntrackAvailable, deleteConntrack } from './dataplane.ts';
 import { agentMetrics } from './metrics-adapter.ts';
 import type { Dataplane, EventSink, RenderFn } from './ports.ts';
 import { Reconciler } from './reconciler.ts';
+import { DeniedTraffic } from './denied.ts';
 
 /**
  * The node's ruleset: compiled form (for incremental updates) and full script.
@@ -60,6 +61,7 @@ export class Agent {
   readonly #p: AgentParts;
   readonly #reconciler: Reconciler;
   readonly #servers: Server[] = [];
+  readonly #denied: DeniedTraffic;
   #stopping: Promise<void> | undefined;
 
   constructor(parts: AgentParts) {
@@ -82,6 +84,20 @@ export class Agent {
       },
       { nodeName: c.node, debounceMs: c.debounceMs, driftIntervalMs: c.driftIntervalMs, incremental: c.incremental },
     );
+    this.#denied = new DeniedTraffic({
+      nodeName: c.node,
+      netns: c.netns,
+      logDenied: c.logDenied,
+      dataplane: parts.dataplane,
+      metrics: parts.metrics,
+      log: parts.log,
+      snapshot: () => this.#snapshot(),
+    });
+  }
+
+  #snapshot(): ClusterState | undefined {
+    const src = this.#p.source;
+    return src.synced() ? src.snapshot() : this.#reconciler.lastState();
   }
 
   get reconciler(): Reconciler {
@@ -97,11 +113,12 @@ export class Agent {
       health: () => r.health(),
       ready: () => r.ready(),
       status: () => r.status(),
-      snapshot: (): ClusterState | undefined => (src.synced() ? src.snapshot() : r.lastState()),
+      snapshot: (): ClusterState | undefined => this.#snapshot(),
       watches: (): readonly WatchStatus[] => src.status(),
       lastAppliedText: () => r.lastAppliedText(),
       lastFailedText: () => r.lastFailedText(),
       kernelMatches: () => r.kernelMatches(),
+      denied: this.#denied,
     };
   }
 
@@ -132,7 +149,7 @@ export class Agent {
         debugPort = l.port;
         this.#p.log.info(
           { event: 'listen', addr: formatListenAddr({ host: c.debugAddr.host, port: l.port }) },
-          'serving /debug/state, /debug/ruleset, /debug/explain',
+          'serving /debug/state, /debug/ruleset, /debug/explain, /debug/denied',
         );
       }
     } catch (e) {
@@ -156,6 +173,7 @@ export class Agent {
     }
     this.#p.source.onChange((reason) => this.#reconciler.notify(reason));
     this.#reconciler.start();
+    this.#denied.start();
     await this.#p.source.start();
   }
 
@@ -168,6 +186,7 @@ export class Agent {
   async #stop(): Promise<void> {
     const log = this.#p.log;
     await this.#p.source.stop().catch((e: unknown) => log.warn({ err: e }, 'stopping the watches failed'));
+    this.#denied.stop();
     const finished = await this.#reconciler.stop(STOP_GRACE_MS);
     if (!finished)
       log.warn(

@@ -266,7 +266,9 @@ function parseDenyLog(
   const on = values['log-denied'] === true || envOn === 'true' || envOn === '1';
   const int = (text: string, name: string, min: number, max: number): number | string => {
     const v = /^\d+$/.test(text.trim()) ? Number(text) : NaN;
-    return Number.isInteger(v) && v >= min && v <= max ? v : `--${name} must be a whole number from ${min} to ${max}, not "${text}"`;
+    return Number.isInteger(v) && v >= min && v <= max
+      ? v
+      : `--${name} must be a whole number from ${min} to ${max}, not "${text}"`;
   };
   // "100", "100/s" or "100/second": packets per second.
   const rateText = (pick(values['log-denied-rate'], 'LOG_DENIED_RATE') ?? '100').replace(/\/s(econd)?$/, '');

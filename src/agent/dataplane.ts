@@ -28,11 +28,22 @@ async function listCancellable(t: DataplaneTarget, signal: AbortSignal): Promise
   throw new Error(`nft list table inet ${t.table}: ${r.stderr.trim() || r.message}`);
 }
 
+// Terse (-t): sets and maps without their elements, so the cost follows the
+// local pods and policies, not the number of pods in the cluster.
+async function listTerseJson(t: DataplaneTarget): Promise<string | undefined> {
+  const [file, args] = inNetns(t.netns, t.nftPath, ['-t', '-j', 'list', 'table', 'inet', t.table]);
+  const r = await execa(file, args, { reject: false, timeout: 30_000, stripFinalNewline: true });
+  if (!r.failed) return r.stdout;
+  if (/No such file or directory/.test(r.stderr)) return undefined;
+  throw new Error(`nft -t -j list table inet ${t.table}: ${r.stderr.trim() || r.message}`);
+}
+
 export function nftDataplane(t: DataplaneTarget): Dataplane {
   const where = { nftPath: t.nftPath, ...(t.netns === undefined ? {} : { netns: t.netns }) };
   return {
     apply: (script) => runNft(script, where),
     list: (signal) => (signal === undefined ? listTable(t.table, where) : listCancellable(t, signal)),
+    listCounters: () => listTerseJson(t),
   };
 }
 

@@ -138,7 +138,6 @@ export function entryJson(e: DeniedEntry): Record<string, unknown> {
 /** One line: `TIME DIRECTION SRC -> DST PROTO/PORT xCOUNT (first ...): REASON`. */
 export function entryText(e: DeniedEntry): string {
   const port = e.port === undefined ? e.protocol : `${e.port}/${e.protocol}`;
-  const times =
-    e.count > 1 ? ` x${e.count} (first ${new Date(e.firstSeenMs).toISOString()})` : '';
+  const times = e.count > 1 ? ` x${e.count} (first ${new Date(e.firstSeenMs).toISOString()})` : '';
   return `${new Date(e.lastSeenMs).toISOString()} ${e.direction.padEnd(7)} ${peerLabel(e.src)} -> ${peerLabel(e.dst)} ${port}${times}\n    ${e.reason}`;
 }

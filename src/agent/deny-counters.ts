@@ -64,7 +64,7 @@ export function denyCountersFromJson(json: string): KernelDenyCounter[] {
 /** What changed since the last read: per pod id and direction, and per direction for the node. */
 export interface DenyDelta {
   readonly node: Readonly<Record<Direction, number>>;
-  /** `podId direction` -> packets */
+  /** `podId direction` -> packets, for every pod chain listed (0 included: the series exists from the start). */
   readonly pods: ReadonlyMap<string, number>;
 }
 
@@ -80,7 +80,6 @@ export class DenyCounterState {
       const before = this.#last.get(c.rule);
       const delta = before === undefined || c.packets < before ? c.packets : c.packets - before;
       next.set(c.rule, c.packets);
-      if (delta === 0) continue;
       node[c.direction] += delta;
       if (c.podId !== undefined) {
         const k = `${c.podId} ${c.direction}`;

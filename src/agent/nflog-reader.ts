@@ -30,13 +30,13 @@ const MIN_BACKOFF_MS = 500;
 const MAX_BACKOFF_MS = 30_000;
 // A reader that ran this long was healthy: its next restart starts from the minimum again.
 const HEALTHY_MS = 60_000;
-// Snapshot length: the IP and transport headers are all the deny path needs.
-export const NFLOG_SNAPLEN = 128;
-
 export function tcpdumpCommand(group: number, netns: string | undefined, tcpdumpPath = 'tcpdump'): [string, string[]] {
-  // -U: write each packet at once; -Z root: keep the privileges needed to
-  // reopen nothing later (tcpdump would otherwise switch to its own user).
-  const args = ['-i', `nflog:${group}`, '-U', '-w', '-', '-s', String(NFLOG_SNAPLEN), '-Z', 'root', '--immediate-mode', '-q'];
+  // -U: write each packet at once; -Z root: stay root (tcpdump would switch
+  // to its own user, which the image does not have). No -s: libpcap sizes its
+  // netlink receive buffer from the snapshot length, and a small one cuts a
+  // batch of several log messages short (garbled records, lost packets); the
+  // rule's `snaplen` already keeps each message small.
+  const args = ['-i', `nflog:${group}`, '-U', '-w', '-', '-Z', 'root', '--immediate-mode', '-q'];
   return netns === undefined ? [tcpdumpPath, args] : ['ip', ['netns', 'exec', netns, tcpdumpPath, ...args]];
 }
 
@@ -99,7 +99,10 @@ export class NflogReader {
       const wait = this.#backoff;
       this.#backoff = Math.min(MAX_BACKOFF_MS, this.#backoff * 2);
       const how = signal !== null ? `killed by ${signal}` : `exited with code ${code ?? '?'}`;
-      const lines = stderr.trim().split('\n').filter((l) => !/^(listening on|\d+ packets)/.test(l));
+      const lines = stderr
+        .trim()
+        .split('\n')
+        .filter((l) => !/^(listening on|\d+ packets)/.test(l));
       this.#o.onExit(`${how}${lines.length === 0 ? '' : `: ${lines.slice(-3).join(' | ')}`}`, wait);
       this.#timer = setTimeout(() => {
         this.#timer = undefined;

@@ -28,6 +28,12 @@ export interface Dataplane {
    * Rejects when nft fails, or when `signal` aborts it.
    */
   list(signal?: AbortSignal): Promise<string | undefined>;
+  /**
+   * `nft -t -j list table`: chains and rules with their counters, no set
+   * elements (the deny counters, agent/deny-counters.ts); undefined when the
+   * table does not exist. Optional: fakes may leave it out.
+   */
+  listCounters?(): Promise<string | undefined>;
 }
 
 export interface WatchInfo {

@@ -36,6 +36,7 @@ Commands:
   validate  list every invalid field of the given policies
   run       run the node agent (watch the cluster, program nftables)
   cleanup   remove the agent's nftables table from this node
+  denied    show the connections the agent on this node denied, and why
 
 Run 'nft-netpol-agent <command> --help' for the options of a command.
 Exit codes: 0 ok, 1 invalid input or policy errors, 2 usage.`;
@@ -239,6 +240,14 @@ export async function main(argv: string[], io: Io = stdio): Promise<number> {
         return await explainCmd(rest, io);
       case 'validate':
         return await validateCmd(rest, io);
+      case 'denied': {
+        const { deniedCommand } = await import('./denied.ts');
+        const stopped = new Promise<void>((resolve) => {
+          process.once('SIGINT', () => resolve());
+          process.once('SIGTERM', () => resolve());
+        });
+        return await deniedCommand(rest, { ...io, stopped });
+      }
       case 'run':
       case 'cleanup': {
         const agent = await import('./run.ts');

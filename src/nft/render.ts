@@ -5,7 +5,17 @@
 // recovery path of the incremental updates of nft/update.ts.
 import { sanitizeComment } from '../ruleset/ids.ts';
 import { resolveOptions } from '../ruleset/options.ts';
-import type { Chain, CompiledRuleset, MapElement, Match, NamedLimit, NamedSet, Rule, Verdict, VerdictMap } from '../ruleset/ir.ts';
+import type {
+  Chain,
+  CompiledRuleset,
+  MapElement,
+  Match,
+  NamedLimit,
+  NamedSet,
+  Rule,
+  Verdict,
+  VerdictMap,
+} from '../ruleset/ir.ts';
 
 // Elements per line: keeps huge sets readable and lines short.
 const PER_LINE = 8;

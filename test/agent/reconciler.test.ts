@@ -41,7 +41,12 @@ function setup(opts: Partial<ReconcilerOptions> = {}, initial: ClusterState = cl
   const r = new Reconciler(
     {
       source,
-      render: nodeRenderer(NODE, { table: 'nft-netpol', denyAction: 'drop', unknownLocalEndpoints: 'allow', logDenied: undefined }),
+      render: nodeRenderer(NODE, {
+        table: 'nft-netpol',
+        denyAction: 'drop',
+        unknownLocalEndpoints: 'allow',
+        logDenied: undefined,
+      }),
       dataplane,
       metrics: port,
       log,

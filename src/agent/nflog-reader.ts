@@ -31,12 +31,14 @@ const MAX_BACKOFF_MS = 30_000;
 // A reader that ran this long was healthy: its next restart starts from the minimum again.
 const HEALTHY_MS = 60_000;
 export function tcpdumpCommand(group: number, netns: string | undefined, tcpdumpPath = 'tcpdump'): [string, string[]] {
-  // -U: write each packet at once; -Z root: stay root (tcpdump would switch
-  // to its own user, which the image does not have). No -s: libpcap sizes its
-  // netlink receive buffer from the snapshot length, and a small one cuts a
-  // batch of several log messages short (garbled records, lost packets); the
-  // rule's `snaplen` already keeps each message small.
-  const args = ['-i', `nflog:${group}`, '-U', '-w', '-', '-Z', 'root', '--immediate-mode', '-q'];
+  // -U: write each packet at once. tcpdump opens the NFLOG socket as root,
+  // then drops to its own unprivileged user (Debian's `tcpdump`) before it
+  // reads a packet: that needs CAP_SETUID and CAP_SETGID (see
+  // daemonset/log-denied/). No -s: libpcap sizes its netlink receive buffer
+  // from the snapshot length, and a small one cuts a batch of several log
+  // messages short (garbled records, lost packets); the rule's `snaplen`
+  // already keeps each message small.
+  const args = ['-i', `nflog:${group}`, '-U', '-w', '-', '--immediate-mode', '-q'];
   return netns === undefined ? [tcpdumpPath, args] : ['ip', ['netns', 'exec', netns, tcpdumpPath, ...args]];
 }
 
@@ -102,8 +104,11 @@ export class NflogReader {
       const lines = stderr
         .trim()
         .split('\n')
-        .filter((l) => !/^(listening on|\d+ packets)/.test(l));
-      this.#o.onExit(`${how}${lines.length === 0 ? '' : `: ${lines.slice(-3).join(' | ')}`}`, wait);
+        .filter((l) => l !== '' && !/^(tcpdump: listening on|\d+ packets)/.test(l));
+      const hint = /Couldn't change to/.test(stderr)
+        ? ' (tcpdump drops to its own user after opening the group: the container needs the SETUID and SETGID capabilities, see the kustomize component daemonset/log-denied/)'
+        : '';
+      this.#o.onExit(`${how}${lines.length === 0 ? '' : `: ${lines.slice(-3).join(' | ')}`}${hint}`, wait);
       this.#timer = setTimeout(() => {
         this.#timer = undefined;
         this.start();

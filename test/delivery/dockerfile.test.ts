@@ -108,9 +108,9 @@ describe('image rules', () => {
     ]);
   });
 
-  test("runtime: Debian's nftables, conntrack and tini, no recommends, apt lists cleaned", () => {
+  test("runtime: Debian's nftables, conntrack, tcpdump (--log-denied) and tini, no recommends, apt lists cleaned", () => {
     const run = runsOf(2).join('\n');
-    assert.match(run, /apt-get install -y --no-install-recommends nftables conntrack tini/);
+    assert.match(run, /apt-get install -y --no-install-recommends nftables conntrack tcpdump tini/);
     assert.match(run, /rm -rf \/var\/lib\/apt\/lists\/\*/);
   });
 

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
-import { DAEMONSET_DIR, ROOT, arr, at, parseYamlStream, readText, readYaml, rec, run, which } from './support.ts';
+import { DAEMONSET_DIR, DASHBOARD_FILE, ROOT, arr, at, parseYamlStream, readText, readYaml, rec, run, which } from './support.ts';
 
 const OVERLAY = join(DAEMONSET_DIR, 'log-denied');
 
@@ -68,6 +68,15 @@ describe('--log-denied delivery', () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+
+  test('the dashboard has a "Top denied pods" panel over the per-pod deny counter', () => {
+    const d = JSON.parse(readText(DASHBOARD_FILE)) as { panels: { title: string; targets?: { expr: string }[] }[] };
+    const top = d.panels.find((p) => p.title === 'Top denied pods');
+    assert.match(
+      top?.targets?.[0]?.expr ?? '',
+      /^topk\(10, sum by \(node, namespace, pod, direction\) \(rate\(nftnp_pod_denied_packets_total\{/,
+    );
   });
 
   test('the image installs tcpdump; CI installs it for the tests', () => {

@@ -56,6 +56,10 @@ WORKDIR /app
 COPY --from=prod-deps /app/node_modules ./node_modules
 COPY --from=build /src/dist ./dist
 COPY package.json ./
+# The CLI by its name, for `kubectl exec ... -- nft-netpol-agent denied -f`
+# (and the other commands) without a shell.
+COPY bin ./bin
+RUN ln -s /app/bin/nft-netpol-agent.js /usr/local/bin/nft-netpol-agent
 # Memory (docs/operations.md, NODE_OPTIONS): the young generation capped at
 # 2 x 8 MiB and two glibc malloc arenas. The DaemonSet sets both again, with
 # the heap limit that fits its memory limit.

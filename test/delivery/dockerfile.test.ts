@@ -105,6 +105,7 @@ describe('image rules', () => {
       '--from=prod-deps /app/node_modules ./node_modules',
       '--from=build /src/dist ./dist',
       'package.json ./',
+      'bin ./bin',
     ]);
   });
 

@@ -39,8 +39,10 @@ export interface DeniedStatus {
   readonly suppressedLines: number;
 }
 
-// Scrapes closer together than this share one read of the counters.
-const MIN_READ_INTERVAL_MS = 1000;
+// Scrapes closer together than this get the counters of the last read: on a
+// node of a 100k-pod cluster one read costs about a full table listing (nft
+// fetches every set element even for a terse listing; docs/benchmarks.md).
+const MIN_READ_INTERVAL_MS = 10_000;
 // Repeats of a denial are summarized in one line per entry this often.
 const FLUSH_MS = 30_000;
 

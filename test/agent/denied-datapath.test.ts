@@ -15,7 +15,7 @@ import { FakeApiServer, namespace, networkPolicy, pod, type KubeObject } from '.
 import { Cluster, type NetworkStyle } from '../harness/cluster.ts';
 import { runProbes, type Probe } from '../harness/probe.ts';
 import { requireDatapath, IN_CI } from '../harness/requirements.ts';
-import { runIn } from '../harness/netns.ts';
+import { processGone, runIn } from '../harness/netns.ts';
 import { AgentProcess, eventually, listTableIn, scratch, type LogLine } from './agent-process.ts';
 import type { Family, Protocol } from '../../src/model/types.ts';
 
@@ -95,7 +95,8 @@ async function scenario(t: TestContext, style: NetworkStyle, extras: boolean): P
   const s = await scratch(api);
   const agents = new Map<string, AgentProcess>();
   t.after(async () => {
-    for (const a of agents.values()) await a.stop();
+    // SIGTERM: an agent stops its tcpdump; SIGKILL would leave it holding the NFLOG group.
+    for (const a of agents.values()) await a.terminate();
     await c.destroy();
     await api.close();
     await s.cleanup();
@@ -299,7 +300,10 @@ async function scenario(t: TestContext, style: NetworkStyle, extras: boolean): P
   // --log-denied off: the log rule and its limit are gone from the table.
   const withLog = await listTableIn(c.nodes[0]!.netns);
   assert.match(withLog ?? '', /limit name "denied-log" log prefix "nnp:[0-9a-f]{12}:IN" group 1742 snaplen 128/);
-  await node1.stop();
+  const readerPid = (await denied(node1)).reader?.pid;
+  assert.ok(typeof readerPid === 'number');
+  await node1.terminate();
+  await eventually('the stopped agent took its reader along', () => processGone(readerPid));
   const plain = start('node-1', []);
   await plain.waitReady(30_000);
   await eventually('log rule removed', async () => {

@@ -33,6 +33,8 @@ export interface AgentConfig {
   readonly unknownLocalEndpoints: 'allow' | 'drop';
   /** --log-denied: log the deny path to an NFLOG group and read it (undefined: off). */
   readonly logDenied: DenyLogConfig | undefined;
+  /** A watch stream silent this long gets a liveness probe (0 = never). */
+  readonly watchIdleProbeMs: number;
 }
 
 export interface DenyLogConfig {
@@ -91,6 +93,10 @@ by a previous run stays in force until then and on exit.
                           (env LOG_DENIED_BURST; default 200)
   --log-denied-group N    NFLOG group, 1-65535 (env LOG_DENIED_GROUP; default 1742)
   --tcpdump PATH          tcpdump binary (env TCPDUMP; default tcpdump on PATH)
+  --watch-idle-probe D    a watch stream silent for D is probed: is its
+                          resource just quiet (left alone) or has the stream
+                          missed events (restarted)? (env WATCH_IDLE_PROBE;
+                          default 150s; 0 disables)
   -h, --help              show this help
 
 Durations: 500ms, 10s, 1m, 1h (a bare number is milliseconds).
@@ -170,6 +176,7 @@ export function parseRunConfig(argv: readonly string[], env: Env): ConfigResult 
         'log-denied-burst': { type: 'string' },
         'log-denied-group': { type: 'string' },
         tcpdump: { type: 'string' },
+        'watch-idle-probe': { type: 'string' },
         help: { type: 'boolean', short: 'h', default: false },
       },
     }).values;
@@ -210,6 +217,8 @@ export function parseRunConfig(argv: readonly string[], env: Env): ConfigResult 
   if (typeof driftIntervalMs === 'string') return fail(driftIntervalMs);
   const debounceMs = duration(pick(values.debounce, 'DEBOUNCE') ?? '50ms', 'debounce', 0);
   if (typeof debounceMs === 'string') return fail(debounceMs);
+  const watchIdleProbeMs = duration(pick(values['watch-idle-probe'], 'WATCH_IDLE_PROBE') ?? '150s', 'watch-idle-probe', 100);
+  if (typeof watchIdleProbeMs === 'string') return fail(watchIdleProbeMs);
 
   const logLevel = pick(values['log-level'], 'LOG_LEVEL') ?? 'info';
   if (!isLogLevel(logLevel))
@@ -245,6 +254,7 @@ export function parseRunConfig(argv: readonly string[], env: Env): ConfigResult 
       incremental: !values['no-incremental'],
       unknownLocalEndpoints,
       logDenied,
+      watchIdleProbeMs,
     },
   };
 }

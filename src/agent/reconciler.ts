@@ -762,12 +762,17 @@ export class Reconciler {
       return;
     }
     for (const w of list) {
-      // A watch that was replaced starts counting from 0 again.
-      const prev = Math.min(this.#watchRestarts.get(w.resource) ?? 0, w.restarts);
-      // Watch names carry selectors ("pods spec.nodeName=n1"); the metric label
-      // is the resource alone, to keep its cardinality fixed.
-      if (w.restarts > prev) this.#d.metrics.watchRestarts(w.resource.split(' ')[0] ?? w.resource, w.restarts - prev);
-      this.#watchRestarts.set(w.resource, w.restarts);
+      for (const [reason, n] of Object.entries(w.restartsByReason ?? { error: w.restarts })) {
+        const key = `${w.resource}\0${reason}`;
+        // A watch that was replaced starts counting from 0 again.
+        const prev = Math.min(this.#watchRestarts.get(key) ?? 0, n);
+        // Watch names carry selectors ("pods spec.nodeName=n1"); the metric label
+        // is the resource alone, to keep its cardinality fixed.
+        // The first sight of a series exports it at 0: alerts on increase() need it.
+        if (n > prev || !this.#watchRestarts.has(key))
+          this.#d.metrics.watchRestarts(w.resource.split(' ')[0] ?? w.resource, n - prev, reason);
+        this.#watchRestarts.set(key, n);
+      }
     }
   }
 

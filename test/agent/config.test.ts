@@ -41,6 +41,7 @@ test('run: defaults, env, flags over env', () => {
     incremental: true,
     unknownLocalEndpoints: 'allow',
     logDenied: undefined,
+    watchIdleProbeMs: 150_000,
   });
   const e = parseRunConfig([], {
     NODE_NAME: 'from-env',

@@ -79,7 +79,8 @@ print(n)
 async function agentBench(): Promise<void> {
   const spec = {
     style: 'routed' as const,
-    nodes: [{ name: 'node-1' }],
+    // Two nodes as in the datapath tests (the pods both on node-1).
+    nodes: [{ name: 'node-1' }, { name: 'node-2' }],
     pods: [
       { key: 'shop/db', node: 'node-1' },
       { key: 'shop/web', node: 'node-1' },
@@ -112,7 +113,7 @@ async function agentBench(): Promise<void> {
     );
     const db = c.pod('shop/db');
     const web = c.pod('shop/web');
-    const node = c.nodes[0];
+    const node = c.nodes.find((n) => n.name === 'node-1');
     if (node === undefined) throw new Error('no node');
     const rates: Record<string, number[]> = { off: [], on: [] };
     let loggedDuringAllowed = 0;

@@ -18,12 +18,13 @@ export const LAYERS: Readonly<Record<string, readonly string[]>> = {
   model: [],
   observability: [],
   ruleset: ['model'],
-  policy: ['model'],
-  compile: ['model', 'ruleset'],
+  kinds: ['model'],
+  policy: ['model', 'kinds'],
+  compile: ['model', 'ruleset', 'kinds'],
   nft: ['model', 'ruleset'],
   kube: ['model', 'observability'],
-  agent: ['model', 'observability', 'ruleset', 'policy', 'compile', 'nft', 'kube'],
-  cli: ['model', 'observability', 'ruleset', 'policy', 'compile', 'nft', 'kube', 'agent'],
+  agent: ['model', 'observability', 'ruleset', 'kinds', 'policy', 'compile', 'nft', 'kube'],
+  cli: ['model', 'observability', 'ruleset', 'kinds', 'policy', 'compile', 'nft', 'kube', 'agent'],
 };
 
 export interface SourceFile {

@@ -6,7 +6,7 @@
 // increase since the last read. nft counters restart at 0 when their rule is
 // replaced (a full apply, a changed chain): a rule handle not seen before or
 // a value that went down counts from 0.
-import { BASE_CHAINS } from '../compile/compile.ts';
+import { BASE_CHAINS } from '../compile/dispatch.ts';
 import { parsePodChainName } from '../ruleset/ids.ts';
 import type { Direction } from '../model/types.ts';
 

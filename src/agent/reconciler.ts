@@ -18,7 +18,7 @@
 import PQueue from 'p-queue';
 import type { Logger } from 'pino';
 import type { ClusterState } from '../model/types.ts';
-import { errorMessage } from '../observability/logger.ts';
+import { errorMessage } from '../observability/errors.ts';
 import { backoffDelay, DEFAULT_BACKOFF, type BackoffPolicy } from './backoff.ts';
 import { checkDrift, compiledObjects, normalizeListing, sameObjects, tableObjects } from './drift.ts';
 import { isEmptyUpdate, renderUpdate } from '../nft/update.ts';

@@ -5,6 +5,7 @@
 // recovery path of the incremental updates of nft/update.ts.
 import { sanitizeComment } from '../ruleset/ids.ts';
 import { resolveOptions } from '../ruleset/options.ts';
+import { addressType } from '../ruleset/ir.ts';
 import type {
   Chain,
   CompiledRuleset,
@@ -111,7 +112,7 @@ function renderSet(out: string[], s: NamedSet): void {
 }
 
 function renderMap(out: string[], m: VerdictMap): void {
-  out.push(`\tmap ${m.name} {`, `\t\ttype ${m.family === 4 ? 'ipv4_addr' : 'ipv6_addr'} : verdict`);
+  out.push(`\tmap ${m.name} {`, `\t\ttype ${addressType(m.family)} : verdict`);
   elementsBlock(out, m.elements.map(mapElementText));
   out.push('\t}', '');
 }

@@ -71,7 +71,11 @@ function full(next: CompiledRuleset, reason: string): RulesetUpdate {
 
 function sameRules(a: Chain, b: Chain): boolean {
   return (
-    a.rules.length === b.rules.length && a.rules.every((r, i) => ruleText(r) === ruleText(b.rules[i] as Chain['rules'][number]))
+    a.rules.length === b.rules.length &&
+    a.rules.every((r, i) => {
+      const other = b.rules[i];
+      return other !== undefined && ruleText(r) === ruleText(other);
+    })
   );
 }
 

@@ -73,6 +73,16 @@ export type SetType =
   | 'ipv4_addr . inet_proto . inet_service'
   | 'ipv6_addr . inet_proto . inet_service';
 
+/** The element type of a family's address sets and verdict maps. */
+export function addressType(f: Family): 'ipv4_addr' | 'ipv6_addr' {
+  return f === 4 ? 'ipv4_addr' : 'ipv6_addr';
+}
+
+/** The element type of a family's named-port sets (destination address . protocol . port). */
+export function namedPortType(f: Family): `${'ipv4_addr' | 'ipv6_addr'} . inet_proto . inet_service` {
+  return `${addressType(f)} . inet_proto . inet_service`;
+}
+
 export interface NamedSet {
   readonly name: string;
   readonly type: SetType;

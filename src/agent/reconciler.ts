@@ -26,6 +26,7 @@ import type { UpdateCounts } from '../nft/update.ts';
 import type { RulesetUpdate } from '../nft/update.ts';
 import {
   diffInvalid,
+  invalidKey,
   eventMessage,
   fingerprint,
   reportsEventFor,
@@ -741,12 +742,18 @@ export class Reconciler {
     }
     // An Event once per change of the errors, from the nodes enforcing the policy.
     for (const p of diff.all) {
-      const key = `${p.namespace}/${p.name}`;
+      const key = invalidKey(p);
       const fp = fingerprint(p);
       if (this.#evented.get(key) === fp || !reportsEventFor(state, this.#o.nodeName, key)) continue;
       this.#evented.set(key, fp);
       this.#d.events
-        .warnPolicy({ namespace: p.namespace, name: p.name }, 'InvalidNetworkPolicy', eventMessage(p))
+        .warnPolicy(
+          p.object === undefined
+            ? { namespace: p.namespace, name: p.name }
+            : { namespace: p.namespace, name: p.name, kind: { apiVersion: p.object.apiVersion, kind: p.object.kind } },
+          p.object === undefined ? 'InvalidNetworkPolicy' : `Invalid${p.object.kind}`,
+          eventMessage(p),
+        )
         .catch((e: unknown) => {
           this.#d.log.warn({ event: 'k8s-event', policy: key, err: e }, 'could not create the InvalidNetworkPolicy Event');
         });

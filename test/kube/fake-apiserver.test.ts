@@ -464,7 +464,7 @@ test('standalone process: --state file, URL on stdout, control API', async () =>
     await fetch(`${url}/_fake/fail?count=1&status=500`, { method: 'POST' });
     await assert.rejects(core.listNamespace(), (e: { code?: number }) => e.code === 500);
     const stats = (await (await fetch(`${url}/_fake/stats`)).json()) as { objects: Record<string, number> };
-    assert.deepEqual(stats.objects, { pods: 2, namespaces: 1, networkpolicies: 0, nodes: 1 });
+    assert.deepEqual(stats.objects, { pods: 2, namespaces: 1, networkpolicies: 0, nodes: 1, leases: 0, nodepolicystatuses: 0 });
   } finally {
     child.kill('SIGTERM');
     await new Promise((r) => child.once('exit', r));

@@ -19,28 +19,50 @@
 //   POST   /_fake/reset-connections | end-streams | silence | compact | bookmark
 //   POST   /_fake/refuse?ms=N            close the listener for N ms, then reopen on the same port
 //   GET    /_fake/stats | /_fake/events | /_fake/watchers
+//
+// Beyond the four watched kinds it serves Leases (coordination.k8s.io/v1) and
+// the agent's NodePolicyStatus custom resource (cluster-scoped, with a status
+// subresource), with the write semantics the applied-status writer relies on:
+// POST (409 AlreadyExists), PUT and JSON merge PATCH with resourceVersion
+// preconditions (409 Conflict), metadata.generation bumped on spec changes,
+// status ignored on the main resource and everything but status ignored on
+// /status, and owner references as data: deleting an owner deletes its
+// dependents, and a dependent whose owners are all gone is collected, like the
+// garbage collector's background propagation.
 import { createServer } from 'node:http';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { readFileSync } from 'node:fs';
-import { parseArgs } from 'node:util';
+import { isDeepStrictEqual, parseArgs } from 'node:util';
 import { parseAllDocuments } from 'yaml';
 import { KubeConfig } from '@kubernetes/client-node';
 
-export type Resource = 'pods' | 'namespaces' | 'networkpolicies' | 'nodes';
-export const RESOURCES: readonly Resource[] = ['pods', 'namespaces', 'networkpolicies', 'nodes'];
+export type Resource = 'pods' | 'namespaces' | 'networkpolicies' | 'nodes' | 'leases' | 'nodepolicystatuses';
+export const RESOURCES: readonly Resource[] = ['pods', 'namespaces', 'networkpolicies', 'nodes', 'leases', 'nodepolicystatuses'];
 
 interface ResourceInfo {
   readonly kind: string;
   readonly apiVersion: string;
   readonly namespaced: boolean;
+  /** Served with a /status subresource (the main resource then ignores status, /status all but status). */
+  readonly statusSubresource?: boolean;
+  /** metadata.generation is set on create and bumped when spec changes. */
+  readonly generation?: boolean;
 }
 
 const INFO: Record<Resource, ResourceInfo> = {
   pods: { kind: 'Pod', apiVersion: 'v1', namespaced: true },
   namespaces: { kind: 'Namespace', apiVersion: 'v1', namespaced: false },
-  networkpolicies: { kind: 'NetworkPolicy', apiVersion: 'networking.k8s.io/v1', namespaced: true },
+  networkpolicies: { kind: 'NetworkPolicy', apiVersion: 'networking.k8s.io/v1', namespaced: true, generation: true },
   nodes: { kind: 'Node', apiVersion: 'v1', namespaced: false },
+  leases: { kind: 'Lease', apiVersion: 'coordination.k8s.io/v1', namespaced: true },
+  nodepolicystatuses: {
+    kind: 'NodePolicyStatus',
+    apiVersion: 'nft-netpol.io/v1alpha1',
+    namespaced: false,
+    statusSubresource: true,
+    generation: true,
+  },
 };
 
 const KIND_TO_RESOURCE: Record<string, Resource> = {
@@ -48,6 +70,8 @@ const KIND_TO_RESOURCE: Record<string, Resource> = {
   Namespace: 'namespaces',
   NetworkPolicy: 'networkpolicies',
   Node: 'nodes',
+  Lease: 'leases',
+  NodePolicyStatus: 'nodepolicystatuses',
 };
 
 export interface ObjectMeta {
@@ -260,6 +284,8 @@ const REASONS: Record<number, string> = {
   404: 'NotFound',
   405: 'MethodNotAllowed',
   409: 'AlreadyExists',
+  415: 'UnsupportedMediaType',
+  422: 'Invalid',
   410: 'Expired',
   429: 'TooManyRequests',
   500: 'InternalError',
@@ -330,9 +356,11 @@ interface Fault {
 
 interface Route {
   readonly resource: Resource | 'events';
-  readonly api: 'v1' | 'events.k8s.io/v1' | 'networking.k8s.io/v1';
+  /** "v1" or "group/version". */
+  readonly api: string;
   readonly namespace: string | undefined;
   readonly name: string | undefined;
+  readonly subresource: 'status' | undefined;
 }
 
 function parseRoute(pathname: string): Route | undefined {
@@ -345,11 +373,8 @@ function parseRoute(pathname: string): Route | undefined {
   if (seg[0] === 'api' && seg[1] === 'v1') {
     api = 'v1';
     rest = seg.slice(2);
-  } else if (seg[0] === 'apis' && seg[1] === 'networking.k8s.io' && seg[2] === 'v1') {
-    api = 'networking.k8s.io/v1';
-    rest = seg.slice(3);
-  } else if (seg[0] === 'apis' && seg[1] === 'events.k8s.io' && seg[2] === 'v1') {
-    api = 'events.k8s.io/v1';
+  } else if (seg[0] === 'apis' && seg[1] !== undefined && seg[2] !== undefined) {
+    api = `${seg[1]}/${seg[2]}`;
     rest = seg.slice(3);
   } else return undefined;
   let namespace: string | undefined;
@@ -360,13 +385,15 @@ function parseRoute(pathname: string): Route | undefined {
   }
   const plural = rest[0];
   const name = rest[1];
-  if (rest.length > 2 || plural === undefined) return undefined;
+  const sub = rest[2];
+  if (rest.length > 3 || plural === undefined) return undefined;
   const resource = plural === 'events' ? 'events' : (plural as Resource);
   if (resource !== 'events' && !RESOURCES.includes(resource)) return undefined;
-  const expectedApi = resource === 'networkpolicies' ? 'networking.k8s.io/v1' : resource === 'events' ? api : 'v1';
-  if (api !== expectedApi) return undefined;
+  if (resource === 'events' ? api !== 'v1' && api !== 'events.k8s.io/v1' : api !== INFO[resource].apiVersion) return undefined;
   if (resource !== 'events' && namespace !== undefined && !INFO[resource].namespaced) return undefined;
-  return { resource, api, namespace, name };
+  if (sub !== undefined && (sub !== 'status' || resource === 'events' || INFO[resource].statusSubresource !== true))
+    return undefined;
+  return { resource, api, namespace, name, subresource: sub };
 }
 
 export class FakeApiServer {
@@ -381,6 +408,8 @@ export class FakeApiServer {
     namespaces: new Map(),
     networkpolicies: new Map(),
     nodes: new Map(),
+    leases: new Map(),
+    nodepolicystatuses: new Map(),
   };
   readonly #watchers = new Set<Watcher>();
   readonly #sockets = new Set<Socket>();
@@ -593,7 +622,10 @@ export class FakeApiServer {
     if (this.#store[resource].has(key)) throw new Error(`${resource} ${key} already exists`);
     o.metadata.uid = `uid-${this.#uid++}`;
     o.metadata.creationTimestamp = new Date().toISOString();
-    return this.#commit(resource, 'ADDED', o, undefined);
+    if (INFO[resource].generation === true) o.metadata.generation = 1;
+    const out = this.#commit(resource, 'ADDED', o, undefined);
+    if (Array.isArray(o.metadata.ownerReferences)) this.#scheduleGc();
+    return out;
   }
 
   update(resource: Resource, obj: KubeObject): KubeObject {
@@ -602,7 +634,13 @@ export class FakeApiServer {
     if (old === undefined) throw new Error(`${resource} ${keyOf(o)} not found`);
     o.metadata.uid = old.metadata.uid;
     o.metadata.creationTimestamp = old.metadata.creationTimestamp;
-    return this.#commit(resource, 'MODIFIED', o, old);
+    if (INFO[resource].generation === true) {
+      const g = typeof old.metadata.generation === 'number' ? old.metadata.generation : 1;
+      o.metadata.generation = isDeepStrictEqual(o.spec, old.spec) ? g : g + 1;
+    }
+    const out = this.#commit(resource, 'MODIFIED', o, old);
+    if (Array.isArray(o.metadata.ownerReferences)) this.#scheduleGc();
+    return out;
   }
 
   /** Create or replace. */
@@ -617,7 +655,49 @@ export class FakeApiServer {
     if (old === undefined) return false;
     const gone = clone(old);
     this.#commit(resource, 'DELETED', gone, old);
+    this.#collectGarbage();
     return true;
+  }
+
+  // ------------------------------------------------------------ garbage collection
+
+  #gcScheduled = false;
+  /** "resource:ns/name" -> resource of every object with owner references (the collector's work list). */
+  readonly #dependents = new Map<string, Resource>();
+
+  #scheduleGc(): void {
+    if (this.#gcScheduled) return;
+    this.#gcScheduled = true;
+    // Asynchronous like the real collector: a create with a dangling owner succeeds, then the object goes.
+    setImmediate(() => {
+      this.#gcScheduled = false;
+      if (!this.#closed) this.#collectGarbage();
+    });
+  }
+
+  /** Does the owner an ownerReference names exist (same uid)? Namespaced owners live in the dependent's namespace. */
+  #ownerExists(ref: unknown, dependentNs: string | undefined): boolean {
+    if (typeof ref !== 'object' || ref === null) return false;
+    const r = ref as Record<string, unknown>;
+    const resource = typeof r.kind === 'string' ? KIND_TO_RESOURCE[r.kind] : undefined;
+    if (resource === undefined || typeof r.name !== 'string') return false;
+    const owner = this.#store[resource].get(`${INFO[resource].namespaced ? (dependentNs ?? '') : ''}/${r.name}`);
+    return owner !== undefined && owner.metadata.uid === r.uid;
+  }
+
+  /** Deletes every object whose owner references are all gone (background propagation), until none is left. */
+  #collectGarbage(): void {
+    for (let again = true; again;) {
+      again = false;
+      for (const [id, r] of [...this.#dependents]) {
+        const o = this.#store[r].get(id.slice(r.length + 1));
+        const refs = o?.metadata.ownerReferences;
+        if (o === undefined || !Array.isArray(refs)) continue;
+        if (refs.some((ref) => this.#ownerExists(ref, o.metadata.namespace))) continue;
+        this.#commit(r, 'DELETED', clone(o), o);
+        again = true;
+      }
+    }
   }
 
   /** Merge `labels` into the object's labels (a null value removes the label). */
@@ -665,6 +745,10 @@ export class FakeApiServer {
     const store = this.#store[resource];
     if (type === 'DELETED') store.delete(keyOf(obj));
     else store.set(keyOf(obj), obj);
+    const id = `${resource}:${keyOf(obj)}`;
+    const refs = obj.metadata.ownerReferences;
+    if (type !== 'DELETED' && Array.isArray(refs) && refs.length > 0) this.#dependents.set(id, resource);
+    else this.#dependents.delete(id);
     const entry: LogEntry = { rv, resource, type, object: obj, old };
     this.#log.push(entry);
     if (this.#log.length > this.#opts.maxLogEntries) {
@@ -730,7 +814,7 @@ export class FakeApiServer {
         fail(405, 'only POST to namespaced events is supported');
         return;
       }
-      const api = route.api;
+      const api: RecordedEvent['api'] = route.api === 'v1' ? 'v1' : 'events.k8s.io/v1';
       const ns = route.namespace;
       readBody(req).then(
         (text) => {
@@ -824,17 +908,56 @@ export class FakeApiServer {
       record(200);
       return this.#send(res, 200, o);
     }
-    if ((method === 'POST' && route.name === undefined) || (method === 'PUT' && route.name !== undefined)) {
+    if (
+      (method === 'POST' && route.name === undefined && route.subresource === undefined) ||
+      ((method === 'PUT' || method === 'PATCH') && route.name !== undefined)
+    ) {
+      const name = route.name;
+      const contentType = (req.headers['content-type'] ?? '').split(';')[0]?.trim();
+      if (method === 'PATCH' && contentType !== 'application/merge-patch+json')
+        return fail(
+          415,
+          `the body of the request was in an unknown format: ${contentType ?? ''} (only application/merge-patch+json)`,
+        );
       readBody(req).then(
         (text) => {
           try {
-            const obj = JSON.parse(text) as KubeObject;
-            if (route.namespace !== undefined) obj.metadata = { ...obj.metadata, namespace: route.namespace };
-            const out = method === 'POST' ? this.create(resource, obj) : this.update(resource, obj);
-            record(method === 'POST' ? 201 : 200);
-            this.#send(res, method === 'POST' ? 201 : 200, out);
+            const body = JSON.parse(text) as KubeObject;
+            if (typeof body !== 'object' || body === null) return fail(400, 'the body must be a JSON object');
+            if (method === 'POST') {
+              const obj = this.#forCreate(resource, body);
+              if (route.namespace !== undefined) obj.metadata = { ...obj.metadata, namespace: route.namespace };
+              const key = `${INFO[resource].namespaced ? (obj.metadata.namespace ?? 'default') : ''}/${String(obj.metadata?.name)}`;
+              if (this.#store[resource].has(key)) return fail(409, `${resource} "${String(obj.metadata?.name)}" already exists`);
+              const out = this.create(resource, obj);
+              record(201);
+              return this.#send(res, 201, out);
+            }
+            const cur = this.#store[resource].get(`${INFO[resource].namespaced ? (route.namespace ?? '') : ''}/${name}`);
+            if (cur === undefined) return fail(404, `${resource} "${String(name)}" not found`);
+            // A resourceVersion in the body (PUT) or the patch is a precondition.
+            const want = (body.metadata as ObjectMeta | undefined)?.resourceVersion;
+            if (want !== undefined && want !== cur.metadata.resourceVersion) {
+              record(409);
+              return this.#send(res, 409, {
+                ...status(
+                  409,
+                  'Conflict',
+                  `Operation cannot be fulfilled on ${resource} "${String(name)}": the object has been modified; please apply your changes to the latest version and try again`,
+                ),
+              });
+            }
+            const next = method === 'PUT' ? clone(body) : (mergePatch(clone(cur), body) as KubeObject);
+            if (typeof next !== 'object' || next === null || typeof next.metadata !== 'object' || next.metadata === null)
+              return fail(400, 'the result has no metadata');
+            if (next.metadata.name !== name) return fail(400, `metadata.name must be ${String(name)}`);
+            if (route.namespace !== undefined) next.metadata.namespace = route.namespace;
+            next.metadata.resourceVersion = cur.metadata.resourceVersion;
+            const out = this.update(resource, this.#forUpdate(resource, route.subresource, cur, next));
+            record(200);
+            this.#send(res, 200, out);
           } catch (err) {
-            fail(/exists/.test(String(err)) ? 409 : /not found/.test(String(err)) ? 404 : 400, String(err));
+            fail(/not found/.test(String(err)) ? 404 : 400, String(err));
           }
         },
         () => res.destroy(),
@@ -842,6 +965,28 @@ export class FakeApiServer {
       return;
     }
     fail(405, `${method} not supported`);
+  }
+
+  /** A created object of a kind with a status subresource starts without status, as on a real server. */
+  #forCreate(resource: Resource, body: KubeObject): KubeObject {
+    const o = clone(body);
+    if (INFO[resource].statusSubresource === true) delete o.status;
+    return o;
+  }
+
+  /** What an update of the main resource or of /status may change. */
+  #forUpdate(resource: Resource, sub: 'status' | undefined, cur: KubeObject, next: KubeObject): KubeObject {
+    if (INFO[resource].statusSubresource !== true) return next;
+    if (sub === 'status') {
+      const o = clone(cur);
+      if (next.status === undefined) delete o.status;
+      else o.status = next.status;
+      return o;
+    }
+    const o = clone(next);
+    if (cur.status === undefined) delete o.status;
+    else o.status = clone(cur.status);
+    return o;
   }
 
   /** Big lists are written in chunks (one JSON.stringify of 100k pods would exceed V8's string limit). */
@@ -1077,6 +1222,18 @@ export class FakeApiServer {
       bad(err);
     }
   }
+}
+
+/** RFC 7386 JSON merge patch: objects merge, null deletes, everything else (lists too) replaces. */
+export function mergePatch(target: unknown, patch: unknown): unknown {
+  if (typeof patch !== 'object' || patch === null || Array.isArray(patch)) return patch;
+  const out: Record<string, unknown> =
+    typeof target === 'object' && target !== null && !Array.isArray(target) ? { ...(target as Record<string, unknown>) } : {};
+  for (const [k, v] of Object.entries(patch as Record<string, unknown>)) {
+    if (v === null) delete out[k];
+    else out[k] = mergePatch(out[k], v);
+  }
+  return out;
 }
 
 function readBody(req: IncomingMessage): Promise<string> {

@@ -312,6 +312,8 @@ export interface RequestRecord {
   readonly query: Readonly<Record<string, string>>;
   readonly watch: boolean;
   readonly status: number;
+  /** Request body size of writes (POST, PUT, PATCH of the kinds served here). */
+  readonly bytes?: number;
 }
 
 export interface RecordedEvent {
@@ -779,8 +781,15 @@ export class FakeApiServer {
     for (const [k, v] of url.searchParams) query[k] = v;
     const isWatch = query.watch === 'true' || query.watch === '1';
     const method = req.method ?? 'GET';
-    const record = (code: number): void => {
-      this.requests.push({ method, path: url.pathname, query, watch: isWatch, status: code });
+    const record = (code: number, bytes?: number): void => {
+      this.requests.push({
+        method,
+        path: url.pathname,
+        query,
+        watch: isWatch,
+        status: code,
+        ...(bytes === undefined ? {} : { bytes }),
+      });
     };
     const fail = (code: number, message: string): void => {
       record(code);
@@ -930,7 +939,7 @@ export class FakeApiServer {
               const key = `${INFO[resource].namespaced ? (obj.metadata.namespace ?? 'default') : ''}/${String(obj.metadata?.name)}`;
               if (this.#store[resource].has(key)) return fail(409, `${resource} "${String(obj.metadata?.name)}" already exists`);
               const out = this.create(resource, obj);
-              record(201);
+              record(201, Buffer.byteLength(text));
               return this.#send(res, 201, out);
             }
             const cur = this.#store[resource].get(`${INFO[resource].namespaced ? (route.namespace ?? '') : ''}/${name}`);
@@ -954,7 +963,7 @@ export class FakeApiServer {
             if (route.namespace !== undefined) next.metadata.namespace = route.namespace;
             next.metadata.resourceVersion = cur.metadata.resourceVersion;
             const out = this.update(resource, this.#forUpdate(resource, route.subresource, cur, next));
-            record(200);
+            record(200, Buffer.byteLength(text));
             this.#send(res, 200, out);
           } catch (err) {
             fail(/not found/.test(String(err)) ? 404 : 400, String(err));

@@ -134,11 +134,11 @@ export class StatusWriter {
     if (this.#stopped || provider === undefined) return;
     this.#dirty = false;
     try {
-      const content = buildStatus(provider(), this.#written ?? this.#seed);
       if (!(await this.#ensureObject())) {
         this.#dirty = true;
         return;
       }
+      const content = buildStatus(provider(), this.#written ?? this.#seed);
       let patch = statusPatch(this.#written, content);
       if (patch === undefined) return;
       let body = JSON.stringify(patch);

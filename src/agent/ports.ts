@@ -92,3 +92,23 @@ export interface Clock {
 }
 
 export const SYSTEM_CLOCK: Clock = { mono: () => performance.now(), wall: () => Date.now() };
+
+/** One-shot timers, injectable with the clock (the scheduler's tests drive both by hand). */
+export interface Timers {
+  set(fn: () => void, ms: number): TimerHandle;
+  clear(handle: TimerHandle): void;
+}
+
+export interface TimerHandle {
+  readonly id: unknown;
+}
+
+export const SYSTEM_TIMERS: Timers = {
+  set: (fn, ms) => {
+    const t = setTimeout(fn, ms);
+    // Timers never keep the process alive: the watches and listeners do.
+    t.unref();
+    return { id: t };
+  },
+  clear: (h) => clearTimeout(h.id as NodeJS.Timeout),
+};

@@ -16,6 +16,8 @@ import { conntrackAvailable, deleteConntrack } from './dataplane.ts';
 import { agentMetrics } from './metrics-adapter.ts';
 import type { Dataplane, EventSink, RenderFn } from './ports.ts';
 import { Reconciler } from './reconciler.ts';
+import { AppliedStatus } from './applied-status.ts';
+import type { LeaseApi, StatusApi } from '../kube/status-client.ts';
 
 /**
  * The node's ruleset: compiled form (for incremental updates) and full script.
@@ -45,6 +47,11 @@ export interface AgentParts {
   readonly events: EventSink;
   readonly metrics: Metrics;
   readonly log: Logger;
+  /** The API for the node's NodePolicyStatus and Lease (absent with --from-dir: no status, no heartbeat). */
+  readonly statusApi?: StatusApi & LeaseApi;
+  readonly agentVersion?: string;
+  /** The nft version, once the preflight found it. */
+  readonly nftVersion?: () => string | undefined;
 }
 
 export interface Listening {
@@ -60,6 +67,7 @@ export class Agent {
   readonly #p: AgentParts;
   readonly #reconciler: Reconciler;
   readonly #servers: Server[] = [];
+  readonly #status: AppliedStatus | undefined;
   #stopping: Promise<void> | undefined;
 
   constructor(parts: AgentParts) {
@@ -81,6 +89,26 @@ export class Agent {
       },
       { nodeName: c.node, debounceMs: c.debounceMs, driftIntervalMs: c.driftIntervalMs, incremental: c.incremental },
     );
+    if (parts.statusApi !== undefined && (c.statusIntervalMs > 0 || c.heartbeatIntervalMs > 0)) {
+      const r = this.#reconciler;
+      const m = parts.metrics;
+      this.#status = new AppliedStatus(parts.statusApi, parts.log, {
+        node: c.node,
+        agentNamespace: c.agentNamespace,
+        statusIntervalMs: c.statusIntervalMs,
+        heartbeatIntervalMs: c.heartbeatIntervalMs,
+        agentVersion: parts.agentVersion ?? 'unknown',
+        nftVersion: parts.nftVersion ?? (() => undefined),
+        appliedText: () => r.lastAppliedText(),
+        onWrite: (object, ok) => m.statusWrites.inc({ object, result: ok ? 'ok' : 'error' }),
+      });
+      r.onOutcome(this.#status.onOutcome);
+    }
+  }
+
+  /** Applied status and heartbeat (undefined with --from-dir or both disabled). */
+  get appliedStatus(): AppliedStatus | undefined {
+    return this.#status;
   }
 
   get reconciler(): Reconciler {
@@ -153,8 +181,12 @@ export class Agent {
           : 'conntrack tool not found: established flows of removed pods are not cut (install the conntrack package)',
       );
     }
-    this.#p.source.onChange((reason) => this.#reconciler.notify(reason));
+    this.#p.source.onChange((reason) => {
+      this.#p.metrics.lastChange.set(Date.now() / 1000);
+      this.#reconciler.notify(reason);
+    });
     this.#reconciler.start();
+    this.#status?.start();
     await this.#p.source.start();
   }
 
@@ -168,6 +200,7 @@ export class Agent {
     const log = this.#p.log;
     await this.#p.source.stop().catch((e: unknown) => log.warn({ err: e }, 'stopping the watches failed'));
     const finished = await this.#reconciler.stop(STOP_GRACE_MS);
+    await this.#status?.stop();
     if (!finished)
       log.warn(
         { event: 'stop' },

@@ -31,6 +31,12 @@ export interface AgentConfig {
   readonly incremental: boolean;
   /** Renderer option (docs/datapath.md "Unknown local endpoints"). */
   readonly unknownLocalEndpoints: 'allow' | 'drop';
+  /** Minimum time between two writes of the node's NodePolicyStatus; 0 disables it. */
+  readonly statusIntervalMs: number;
+  /** Renewal period of the node's Lease (heartbeat); 0 disables it. */
+  readonly heartbeatIntervalMs: number;
+  /** The agent's namespace: its Leases live there. */
+  readonly agentNamespace: string;
 }
 
 export type ConfigResult =
@@ -70,6 +76,13 @@ by a previous run stays in force until then and on exit.
                           podCIDRs that are no known active local pod (opt-in;
                           only for CNIs that allocate from the node's podCIDRs)
                           (env UNKNOWN_LOCAL_ENDPOINTS)
+  --status-interval D     at most one write of this node's NodePolicyStatus per D
+                          (only when its content changed; env STATUS_INTERVAL;
+                          default 5s; 0 disables)
+  --heartbeat-interval D  renewal period of this node's Lease in the agent
+                          namespace (env HEARTBEAT_INTERVAL; default 30s; 0 disables)
+  --agent-namespace NS    where the Lease lives (env POD_NAMESPACE; default
+                          nft-netpol-system)
   -h, --help              show this help
 
 Durations: 500ms, 10s, 1m, 1h (a bare number is milliseconds).
@@ -144,6 +157,9 @@ export function parseRunConfig(argv: readonly string[], env: Env): ConfigResult 
         'no-conntrack': { type: 'boolean', default: false },
         'no-incremental': { type: 'boolean', default: false },
         'unknown-local-endpoints': { type: 'string' },
+        'status-interval': { type: 'string' },
+        'heartbeat-interval': { type: 'string' },
+        'agent-namespace': { type: 'string' },
         help: { type: 'boolean', short: 'h', default: false },
       },
     }).values;
@@ -197,6 +213,17 @@ export function parseRunConfig(argv: readonly string[], env: Env): ConfigResult 
   if (unknownLocalEndpoints !== 'allow' && unknownLocalEndpoints !== 'drop') {
     return fail(`--unknown-local-endpoints must be allow or drop, not "${unknownLocalEndpoints}"`);
   }
+  const statusIntervalMs = duration(pick(values['status-interval'], 'STATUS_INTERVAL') ?? '5s', 'status-interval', 100);
+  if (typeof statusIntervalMs === 'string') return fail(statusIntervalMs);
+  const heartbeatIntervalMs = duration(
+    pick(values['heartbeat-interval'], 'HEARTBEAT_INTERVAL') ?? '30s',
+    'heartbeat-interval',
+    1000,
+  );
+  if (typeof heartbeatIntervalMs === 'string') return fail(heartbeatIntervalMs);
+  const agentNamespace = pick(values['agent-namespace'], 'POD_NAMESPACE') ?? 'nft-netpol-system';
+  if (!/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(agentNamespace))
+    return fail(`--agent-namespace must be a namespace name, not "${agentNamespace}"`);
 
   return {
     ok: true,
@@ -215,6 +242,9 @@ export function parseRunConfig(argv: readonly string[], env: Env): ConfigResult 
       conntrack: !values['no-conntrack'],
       incremental: !values['no-incremental'],
       unknownLocalEndpoints,
+      statusIntervalMs,
+      heartbeatIntervalMs,
+      agentNamespace,
     },
   };
 }

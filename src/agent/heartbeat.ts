@@ -18,6 +18,8 @@ export interface HeartbeatOptions {
   readonly durationSeconds?: number;
   readonly holder?: string;
   readonly clock?: Clock;
+  /** Each renewal's result (metrics). */
+  readonly onResult?: (ok: boolean) => void;
 }
 
 export class Heartbeat {
@@ -60,12 +62,14 @@ export class Heartbeat {
     this.#running = this.renew()
       .then(
         () => {
+          this.#o.onResult?.(true);
           if (this.#failures > 0) this.#log.info({ event: 'heartbeat', after: this.#failures }, 'lease renewed again');
           this.#failures = 0;
         },
         (e: unknown) => {
           this.#failures++;
           this.#lease = undefined;
+          this.#o.onResult?.(false);
           if (this.#failures <= 3 || this.#failures % 10 === 0)
             this.#log.warn(
               { event: 'heartbeat', error: errorMessage(e), failures: this.#failures },

@@ -27,6 +27,8 @@ export interface StatusWriterOptions {
   readonly retryMaxMs?: number;
   readonly clock?: Clock;
   readonly random?: () => number;
+  /** Each write's result (metrics). */
+  readonly onResult?: (ok: boolean) => void;
 }
 
 export interface StatusWriterStats {
@@ -51,7 +53,8 @@ function isStatusContent(v: unknown): v is NodeStatusContent {
 export class StatusWriter {
   readonly #api: StatusApi;
   readonly #log: Logger;
-  readonly #o: Required<Omit<StatusWriterOptions, 'clock' | 'random'>>;
+  readonly #o: Required<Omit<StatusWriterOptions, 'clock' | 'random' | 'onResult'>>;
+  readonly #onResult: (ok: boolean) => void;
   readonly #clock: Clock;
   readonly #random: () => number;
 
@@ -76,6 +79,7 @@ export class StatusWriter {
     this.#log = log;
     this.#clock = opts.clock ?? SYSTEM_CLOCK;
     this.#random = opts.random ?? Math.random;
+    this.#onResult = opts.onResult ?? (() => {});
     this.#o = {
       node: opts.node,
       intervalMs: opts.intervalMs,
@@ -160,6 +164,7 @@ export class StatusWriter {
       this.#written = content;
       this.#lastWriteMono = this.#clock.mono();
       this.#stats.writes++;
+      this.#onResult(true);
       this.#stats.bytes += Buffer.byteLength(body);
       this.#stats.lastWriteAt = this.#clock.wall();
       if (this.#failuresInRow > 0)
@@ -205,6 +210,7 @@ export class StatusWriter {
 
   #failed(message: string): void {
     this.#stats.failures++;
+    this.#onResult(false);
     this.#failuresInRow++;
     this.#dirty = true;
     const delay = Math.min(this.#o.retryMaxMs, this.#o.retryInitialMs * 2 ** Math.min(this.#failuresInRow - 1, 16));

@@ -169,6 +169,20 @@ const DEFINITIONS = [
     felix: undefined,
   },
   {
+    name: 'nftnp_last_change_timestamp_seconds',
+    type: 'gauge',
+    help: 'Unix time of the last cluster change the agent received that can alter its ruleset, in seconds.',
+    labelNames: [],
+    felix: undefined,
+  },
+  {
+    name: 'nftnp_status_writes_total',
+    type: 'counter',
+    help: "Writes of the node's NodePolicyStatus (only when its content changed) and renewals of its Lease, by object and result.",
+    labelNames: ['object', 'result'],
+    felix: undefined,
+  },
+  {
     name: 'nftnp_build_info',
     type: 'gauge',
     help: 'Always 1; the labels tell the agent version and the node it runs on.',
@@ -210,6 +224,8 @@ export interface Metrics {
   readonly invalidPolicies: Gauge;
   readonly eventToApplied: Histogram;
   readonly lastSuccessfulApply: Gauge;
+  readonly lastChange: Gauge;
+  readonly statusWrites: Counter<'object' | 'result'>;
   readonly buildInfo: Gauge<'version' | 'node'>;
   /** Sets nftnp_resync_state and keeps nftnp_in_sync consistent with it. */
   setResyncState(state: ResyncStateValue): void;
@@ -243,6 +259,7 @@ export function createMetrics(registry: Registry = new Registry(), options: Metr
 
   const watchRestartsDef = def('nftnp_watch_restarts_total');
   const buildInfoDef = def('nftnp_build_info');
+  const statusWritesDef = def('nftnp_status_writes_total');
 
   const resyncState = gauge('nftnp_resync_state');
   const inSync = gauge('nftnp_in_sync');
@@ -281,6 +298,13 @@ export function createMetrics(registry: Registry = new Registry(), options: Metr
     invalidPolicies: gauge('nftnp_invalid_policies'),
     eventToApplied: histogram('nftnp_event_to_applied_seconds'),
     lastSuccessfulApply: gauge('nftnp_last_successful_apply_timestamp_seconds'),
+    lastChange: gauge('nftnp_last_change_timestamp_seconds'),
+    statusWrites: new Counter<'object' | 'result'>({
+      name: statusWritesDef.name,
+      help: statusWritesDef.help,
+      labelNames: ['object', 'result'],
+      registers: [registry],
+    }),
     buildInfo,
     setResyncState(state: ResyncStateValue): void {
       resyncState.set(state);

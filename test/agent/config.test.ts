@@ -40,6 +40,9 @@ test('run: defaults, env, flags over env', () => {
     conntrack: true,
     incremental: true,
     unknownLocalEndpoints: 'allow',
+    statusIntervalMs: 5000,
+    heartbeatIntervalMs: 30_000,
+    agentNamespace: 'nft-netpol-system',
   });
   const e = parseRunConfig([], {
     NODE_NAME: 'from-env',
@@ -104,4 +107,16 @@ test('backoff doubles from the initial delay up to the cap', () => {
   );
   assert.equal(backoffDelay(p, 10_000), 30_000);
   assert.equal(backoffDelay(p, 0), 0);
+});
+
+test('run: status and heartbeat intervals, agent namespace', () => {
+  const r = parseRunConfig(['--node', 'n1', '--status-interval', '0', '--heartbeat-interval', '10s'], { POD_NAMESPACE: 'sys' });
+  assert.ok(r.ok);
+  assert.equal(r.config.statusIntervalMs, 0);
+  assert.equal(r.config.heartbeatIntervalMs, 10_000);
+  assert.equal(r.config.agentNamespace, 'sys');
+  const bad = parseRunConfig(['--node', 'n1', '--heartbeat-interval', '10ms'], {});
+  assert.ok(!bad.ok && !bad.help && /--heartbeat-interval must be 0 or at least 1000ms/.test(bad.error));
+  const ns = parseRunConfig(['--node', 'n1', '--agent-namespace', 'Bad_NS'], {});
+  assert.ok(!ns.ok && !ns.help && /--agent-namespace/.test(ns.error));
 });

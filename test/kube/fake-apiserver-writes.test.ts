@@ -7,9 +7,7 @@ import { FakeApiServer, networkPolicy, node, waitFor, type KubeObject } from '..
 
 const CR = '/apis/nft-netpol.io/v1alpha1/nodepolicystatuses';
 
-async function setup(
-  t: TestContext,
-): Promise<{
+async function setup(t: TestContext): Promise<{
   api: FakeApiServer;
   call: (
     m: string,

@@ -32,6 +32,8 @@ const EXPECTED: Record<string, { type: MetricType; labels?: string[] }> = {
   nftnp_invalid_policies: { type: 'gauge' },
   nftnp_event_to_applied_seconds: { type: 'histogram' },
   nftnp_last_successful_apply_timestamp_seconds: { type: 'gauge' },
+  nftnp_last_change_timestamp_seconds: { type: 'gauge' },
+  nftnp_status_writes_total: { type: 'counter', labels: ['object', 'result'] },
   nftnp_build_info: { type: 'gauge', labels: ['version', 'node'] },
 };
 

@@ -15,7 +15,7 @@
 // lives under /_fake/ (no auth, never subject to injected faults):
 //   POST   /_fake/objects               JSON or YAML (object, list, multi-doc): create or replace
 //   DELETE /_fake/objects/{resource}/{ns}/{name}   (cluster-scoped: /{resource}/{name})
-//   POST   /_fake/fail?count=N&status=500[&only=list|watch]
+//   POST   /_fake/fail?count=N&status=500[&only=list|watch|write]
 //   POST   /_fake/reset-connections | end-streams | silence | compact | bookmark
 //   POST   /_fake/refuse?ms=N            close the listener for N ms, then reopen on the same port
 //   GET    /_fake/stats | /_fake/events | /_fake/watchers
@@ -352,7 +352,7 @@ interface Watcher {
 interface Fault {
   remaining: number;
   readonly status: number;
-  readonly only: 'list' | 'watch' | undefined;
+  readonly only: 'list' | 'watch' | 'write' | undefined;
   readonly resource: Resource | undefined;
 }
 
@@ -547,7 +547,7 @@ export class FakeApiServer {
   }
 
   /** The next `count` API requests (optionally only lists or only watches, of one resource) fail with `status`. */
-  failNext(count: number, statusCode = 500, opts: { only?: 'list' | 'watch'; resource?: Resource } = {}): void {
+  failNext(count: number, statusCode = 500, opts: { only?: 'list' | 'watch' | 'write'; resource?: Resource } = {}): void {
     this.#faults.push({ remaining: count, status: statusCode, only: opts.only, resource: opts.resource });
   }
 
@@ -802,7 +802,7 @@ export class FakeApiServer {
     }
     const route = parseRoute(url.pathname);
     const fault = this.#takeFault(
-      method === 'GET' && route !== undefined && route.name === undefined ? (isWatch ? 'watch' : 'list') : undefined,
+      method !== 'GET' ? 'write' : route !== undefined && route.name === undefined ? (isWatch ? 'watch' : 'list') : undefined,
       route,
     );
     if (fault !== undefined) {
@@ -1020,7 +1020,7 @@ export class FakeApiServer {
     pump();
   }
 
-  #takeFault(kind: 'list' | 'watch' | undefined, route: Route | undefined): number | undefined {
+  #takeFault(kind: 'list' | 'watch' | 'write' | undefined, route: Route | undefined): number | undefined {
     for (const f of this.#faults) {
       if (f.remaining <= 0) continue;
       if (f.only !== undefined && f.only !== kind) continue;
@@ -1194,7 +1194,7 @@ export class FakeApiServer {
             const only = q.get('only');
             const resource = q.get('resource');
             this.failNext(Number(q.get('count') ?? '1'), Number(q.get('status') ?? '500'), {
-              ...(only === 'list' || only === 'watch' ? { only } : {}),
+              ...(only === 'list' || only === 'watch' || only === 'write' ? { only } : {}),
               ...(resource !== null && RESOURCES.includes(resource as Resource) ? { resource: resource as Resource } : {}),
             });
             return ok();

@@ -110,6 +110,8 @@ interface Agent {
   version: number;
   elements: number;
   localPods: number;
+  /** Its pods (an agent's snapshot has them at hand: Enforced.localPods). */
+  local: Pod[];
 }
 const agents: Agent[] = [];
 for (let i = 0; i < N; i++) {
@@ -121,12 +123,16 @@ for (let i = 0; i < N; i++) {
     version: 1,
     elements: 100,
     localPods: PODS_PER_NODE,
+    local: [],
   });
 }
+const byNode = new Map(agents.map((a) => [a.node, a]));
+for (const p of pods) if (p.nodeName !== undefined) byNode.get(p.nodeName)?.local.push(p);
 const inputOf = (a: Agent, at: number) => (): StatusInput => ({
   node: a.node,
   applied: {
     state,
+    localPods: a.local,
     stats: { chains: 40, rules: 80, sets: 20, maps: 4, elements: a.elements, localPods: a.localPods, policies: 4 },
     hash: `sha256:${createHash('sha256').update(`${a.node}/${a.version}`).digest('hex')}`,
     atUnixMs: at,
@@ -206,7 +212,7 @@ for (;;) {
   const r = report('shared', 'every-node');
   const p = r.policies[0];
   if (p !== undefined && p.inForce.length === N) break;
-  await sleep(100);
+  await sleep(250);
 }
 const inForceMs = Date.now() - t0;
 const perNode = agents.map((a) => (a.writer.stats().lastWriteAt ?? t0) - t0).sort((x, y) => x - y);
@@ -244,11 +250,14 @@ const teamPods = pods.map((p, i) => [p, i] as const).filter(([p]) => p.namespace
 while (Date.now() - t0 < CHURN_S * 1000) {
   const pick = teamPods[Math.floor(Math.random() * teamPods.length)];
   if (pick !== undefined) {
-    const [p, i] = pick;
+    const [, i] = pick;
+    const p = pods[i];
+    if (p === undefined) continue;
     const flipped: Pod = { ...p, labels: { app: p.labels.app === 'web' ? 'api' : 'web' } };
     pods = [...pods.slice(0, i), flipped, ...pods.slice(i + 1)];
-    state = makeState({ namespaces: [], pods, policies, nodes: [] });
-    const home = agents.find((a) => a.node === p.nodeName);
+    state = { ...state, pods }; // same order: one pod replaced
+    const home = p.nodeName === undefined ? undefined : byNode.get(p.nodeName);
+    if (home !== undefined) home.local = home.local.map((x) => (x === p ? flipped : x));
     const touched = new Set<Agent>(home === undefined ? [] : [home]);
     for (let k = 0; k < PEERS; k++) {
       const peer = agents[Math.floor(Math.random() * N)];
@@ -298,6 +307,10 @@ if (a0 !== undefined) {
   );
 }
 
+out(
+  'failed requests (retried)',
+  `status ${agents.reduce((n, a) => n + a.writer.stats().failures, 0)}, requests answered with an error ${api.requests.filter((r) => r.status >= 400 && !(r.method === 'PATCH' && r.status === 404)).length}`,
+);
 for (const a of agents) {
   await a.writer.stop();
   await a.heartbeat.stop();

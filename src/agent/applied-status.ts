@@ -79,7 +79,7 @@ export class AppliedStatus {
       this.#inSync = result === 'Applied';
       // Times of versions already reported stay (the builder keeps them); new ones get this run's.
       if (o.enforced !== undefined && o.stats !== undefined)
-        this.#applied = { state: o.enforced.state, stats: o.stats, atUnixMs: o.atUnixMs };
+        this.#applied = { state: o.enforced.state, localPods: o.enforced.localPods, stats: o.stats, atUnixMs: o.atUnixMs };
     }
     this.writer?.update(this.#input);
   };

@@ -6,12 +6,14 @@ import { isDeepStrictEqual } from 'node:util';
 import type { RulesetStats } from '../compile/ir.ts';
 import { selectorMatches } from '../model/selector.ts';
 import { formatValidationError, isActivePod } from '../model/types.ts';
-import type { ClusterState, Pod } from '../model/types.ts';
+import type { ClusterState, NetworkPolicy, Pod } from '../model/types.ts';
 import type { AppliedPolicy, ApplyResultText, NodeStatusContent } from './types.ts';
 
 /** The ruleset in the kernel: the snapshot it was compiled from, when it was applied, its hash. */
 export interface AppliedRuleset {
   readonly state: ClusterState;
+  /** The node's active pods in `state`, when the caller has them already (else found here). */
+  readonly localPods?: readonly Pod[];
   readonly stats: RulesetStats;
   /** "sha256:<hex>" of the full script. */
   readonly hash: string;
@@ -40,20 +42,35 @@ function policyKey(p: { readonly kind: string; readonly namespace: string; reado
   return `${p.kind}\u0000${p.namespace}\u0000${p.name}`;
 }
 
+/** The policies of one namespace: a range of `policies` (sorted by namespace, then name). */
+function policiesOf(policies: readonly NetworkPolicy[], ns: string): readonly NetworkPolicy[] {
+  let lo = 0;
+  let hi = policies.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if ((policies[mid]?.namespace ?? '') < ns) lo = mid + 1;
+    else hi = mid;
+  }
+  let end = lo;
+  while (end < policies.length && policies[end]?.namespace === ns) end++;
+  return policies.slice(lo, end);
+}
+
 /**
  * Policies that select at least one active pod of the node, with how many.
- * Cost: one pass over the policies and, per policy, the node's pods of its
- * namespace (a node has ~100 pods); policies not relevant here add nothing to
- * the result.
+ * Cost: per namespace with local pods, a binary search for its policies and
+ * a selector match against the node's pods there (a node has ~100 pods);
+ * policies of other namespaces are never looked at.
  */
 export function relevantPolicies(
   state: ClusterState,
   node: string,
   atUnixMs: number,
   prev: readonly AppliedPolicy[] | undefined,
+  localPods?: readonly Pod[],
 ): AppliedPolicy[] {
   const local = new Map<string, Pod[]>();
-  for (const p of state.pods) {
+  for (const p of localPods ?? state.pods) {
     if (p.nodeName !== node || !isActivePod(p)) continue;
     const l = local.get(p.namespace);
     if (l === undefined) local.set(p.namespace, [p]);
@@ -61,8 +78,9 @@ export function relevantPolicies(
   }
   const before = new Map((prev ?? []).map((e) => [policyKey(e), e]));
   const out: AppliedPolicy[] = [];
-  // state.policies is sorted by namespace, name: the result is too.
-  for (const pol of state.policies) {
+  // Namespaces in order, each namespace's policies in order: sorted like state.policies.
+  const candidates = [...local.keys()].sort().flatMap((ns) => policiesOf(state.policies, ns));
+  for (const pol of candidates) {
     const pods = local.get(pol.namespace);
     if (pods === undefined) continue;
     let n = 0;
@@ -100,7 +118,7 @@ export function buildStatus(input: StatusInput, prev: NodeStatusContent | undefi
   const sameApply =
     prev !== undefined && prev.rulesetHash === a?.hash && prev.lastApplyResult === last?.result && prev.lastError === error;
   const lastApplyTime = sameApply ? prev.lastApplyTime : last === undefined ? undefined : iso(last.atUnixMs);
-  const policies = a === undefined ? [] : relevantPolicies(a.state, input.node, a.atUnixMs, prev?.policies);
+  const policies = a === undefined ? [] : relevantPolicies(a.state, input.node, a.atUnixMs, prev?.policies, a.localPods);
   return {
     inSync: input.inSync,
     ...(a === undefined ? {} : { rulesetHash: a.hash }),

@@ -626,7 +626,7 @@ export class FakeApiServer {
     o.metadata.creationTimestamp = new Date().toISOString();
     if (INFO[resource].generation === true) o.metadata.generation = 1;
     const out = this.#commit(resource, 'ADDED', o, undefined);
-    if (Array.isArray(o.metadata.ownerReferences)) this.#scheduleGc();
+    if (Array.isArray(o.metadata.ownerReferences)) this.#scheduleGc(`${resource}:${keyOf(o)}`);
     return out;
   }
 
@@ -641,7 +641,8 @@ export class FakeApiServer {
       o.metadata.generation = isDeepStrictEqual(o.spec, old.spec) ? g : g + 1;
     }
     const out = this.#commit(resource, 'MODIFIED', o, old);
-    if (Array.isArray(o.metadata.ownerReferences)) this.#scheduleGc();
+    if (Array.isArray(o.metadata.ownerReferences) && !isDeepStrictEqual(o.metadata.ownerReferences, old.metadata.ownerReferences))
+      this.#scheduleGc(`${resource}:${keyOf(o)}`);
     return out;
   }
 
@@ -657,24 +658,37 @@ export class FakeApiServer {
     if (old === undefined) return false;
     const gone = clone(old);
     this.#commit(resource, 'DELETED', gone, old);
-    this.#collectGarbage();
+    this.#collectGarbage(this.#dependentsOf(old.metadata.uid));
     return true;
   }
 
   // ------------------------------------------------------------ garbage collection
 
-  #gcScheduled = false;
+  /** Dependents waiting for the collector to look at them (see #scheduleGc). */
+  readonly #gcQueue = new Set<string>();
   /** "resource:ns/name" -> resource of every object with owner references (the collector's work list). */
   readonly #dependents = new Map<string, Resource>();
 
-  #scheduleGc(): void {
-    if (this.#gcScheduled) return;
-    this.#gcScheduled = true;
-    // Asynchronous like the real collector: a create with a dangling owner succeeds, then the object goes.
-    setImmediate(() => {
-      this.#gcScheduled = false;
-      if (!this.#closed) this.#collectGarbage();
-    });
+  #scheduleGc(id: string): void {
+    if (this.#gcQueue.size === 0)
+      // Asynchronous like the real collector: a create with a dangling owner succeeds, then the object goes.
+      setImmediate(() => {
+        const ids = [...this.#gcQueue];
+        this.#gcQueue.clear();
+        if (!this.#closed) this.#collectGarbage(ids);
+      });
+    this.#gcQueue.add(id);
+  }
+
+  /** Ids ("resource:ns/name") of the objects naming `uid` as an owner. */
+  #dependentsOf(uid: string | undefined): string[] {
+    if (uid === undefined) return [];
+    const out: string[] = [];
+    for (const [id, r] of this.#dependents) {
+      const refs = this.#store[r].get(id.slice(r.length + 1))?.metadata.ownerReferences;
+      if (Array.isArray(refs) && refs.some((ref) => (ref as { uid?: unknown } | null)?.uid === uid)) out.push(id);
+    }
+    return out;
   }
 
   /** Does the owner an ownerReference names exist (same uid)? Namespaced owners live in the dependent's namespace. */
@@ -687,18 +701,17 @@ export class FakeApiServer {
     return owner !== undefined && owner.metadata.uid === r.uid;
   }
 
-  /** Deletes every object whose owner references are all gone (background propagation), until none is left. */
-  #collectGarbage(): void {
-    for (let again = true; again;) {
-      again = false;
-      for (const [id, r] of [...this.#dependents]) {
-        const o = this.#store[r].get(id.slice(r.length + 1));
-        const refs = o?.metadata.ownerReferences;
-        if (o === undefined || !Array.isArray(refs)) continue;
-        if (refs.some((ref) => this.#ownerExists(ref, o.metadata.namespace))) continue;
-        this.#commit(r, 'DELETED', clone(o), o);
-        again = true;
-      }
+  /** Deletes the given dependents whose owner references are all gone, then their own dependents (background propagation). */
+  #collectGarbage(ids: readonly string[]): void {
+    const work = [...ids];
+    for (let id = work.pop(); id !== undefined; id = work.pop()) {
+      const r = this.#dependents.get(id);
+      const o = r === undefined ? undefined : this.#store[r].get(id.slice(r.length + 1));
+      const refs = o?.metadata.ownerReferences;
+      if (r === undefined || o === undefined || !Array.isArray(refs)) continue;
+      if (refs.some((ref) => this.#ownerExists(ref, o.metadata.namespace))) continue;
+      this.#commit(r, 'DELETED', clone(o), o);
+      work.push(...this.#dependentsOf(o.metadata.uid));
     }
   }
 

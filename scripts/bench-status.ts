@@ -1,7 +1,8 @@
 // What applied status costs the API server at scale: N simulated agents (the
 // real StatusWriter and Heartbeat, default intervals, real HTTP through
-// @kubernetes/client-node) against the in-repo test API server, all in one
-// process. Phases:
+// @kubernetes/client-node) in this process, against the in-repo test API
+// server in a child process (its own event loop, as an API server has its own
+// cores). Phases:
 //   create   every node writes its first status (object created, owned by its Node)
 //   steady   no change for --steady seconds: only Lease renewals may be written
 //   change   one policy selecting a pod on every node gets a new generation:
@@ -18,7 +19,9 @@
 //
 // Agents "apply" a change after a random 0-50 ms (what the kernel would take);
 // the ruleset itself is not compiled (its hash is a per-node version).
+import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
+import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
 import pino from 'pino';
 import { Heartbeat } from '../src/agent/heartbeat.ts';
@@ -30,7 +33,8 @@ import type { ClusterState, NetworkPolicy, Pod } from '../src/model/types.ts';
 import { buildStatus, type StatusInput } from '../src/status/build.ts';
 import { buildReport } from '../src/status/report.ts';
 import type { LeaseObject, NodePolicyStatusObject } from '../src/status/types.ts';
-import { FakeApiServer, namespace, networkPolicy, node, pod, type RequestRecord } from '../test/support/fake-apiserver.ts';
+import { makeKubeConfig, namespace, networkPolicy, node, pod } from '../test/support/fake-apiserver.ts';
+import type { KubeObject, RequestRecord } from '../test/support/fake-apiserver.ts';
 
 const { values: v } = parseArgs({
   options: {
@@ -55,40 +59,35 @@ const STATUS_INTERVAL_MS = 5000;
 const HEARTBEAT_MS = 30_000;
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-const log = pino({ level: 'error' });
+const log = pino({ level: process.env.BENCH_LOG ?? 'error' });
 const nodeName = (i: number): string => `node-${String(i).padStart(4, '0')}`;
 
 // ---------------------------------------------------------------- cluster
 
-const api = await FakeApiServer.start({ bookmarkIntervalMs: 0 });
-api.create('namespaces', namespace('shared'));
-for (let t = 0; t < TEAMS; t++) api.create('namespaces', namespace(`team-${t}`));
+const seed: KubeObject[] = [];
+seed.push(namespace('shared'));
+for (let t = 0; t < TEAMS; t++) seed.push(namespace(`team-${t}`));
 for (let i = 0; i < N; i++) {
   const n = nodeName(i);
-  api.create('nodes', node(n, [`10.1.${i >> 8}.${i & 255}`]));
-  api.create('pods', pod('shared', `probe-${n}`, { app: 'probe' }, n, `10.2.${i >> 8}.${i & 255}`));
+  seed.push(node(n, [`10.1.${i >> 8}.${i & 255}`]));
+  seed.push(pod('shared', `probe-${n}`, { app: 'probe' }, n, `10.2.${i >> 8}.${i & 255}`));
   for (let k = 1; k < PODS_PER_NODE; k++) {
     const t = (i * PODS_PER_NODE + k) % TEAMS;
-    api.create(
-      'pods',
-      pod(`team-${t}`, `p-${n}-${k}`, { app: k % 2 === 0 ? 'web' : 'api' }, n, `10.${2 + k}.${i >> 8}.${i & 255}`),
-    );
+    seed.push(pod(`team-${t}`, `p-${n}-${k}`, { app: k % 2 === 0 ? 'web' : 'api' }, n, `10.${2 + k}.${i >> 8}.${i & 255}`));
   }
 }
-api.create('networkpolicies', networkPolicy('shared', 'every-node', { podSelector: {}, ingress: [{ ports: [{ port: 9100 }] }] }));
+seed.push(networkPolicy('shared', 'every-node', { podSelector: {}, ingress: [{ ports: [{ port: 9100 }] }] }));
 for (let t = 0; t < TEAMS; t++) {
   for (const [name, app] of [
     ['web', 'web'],
     ['api', 'api'],
     ['deny', undefined],
   ] as const)
-    api.create(
-      'networkpolicies',
+    seed.push(
       networkPolicy(`team-${t}`, name, { podSelector: app === undefined ? {} : { matchLabels: { app } }, ingress: [{}] }),
     );
 }
-for (let k = 0; k < IRRELEVANT; k++)
-  api.create('networkpolicies', networkPolicy(`idle-${k % 500}`, `p-${k}`, { podSelector: {} }));
+for (let k = 0; k < IRRELEVANT; k++) seed.push(networkPolicy(`idle-${k % 500}`, `p-${k}`, { podSelector: {} }));
 
 function norm<T>(items: readonly unknown[], f: (o: unknown) => { ok: true; value: T } | { ok: false }): T[] {
   return items.flatMap((o) => {
@@ -96,13 +95,35 @@ function norm<T>(items: readonly unknown[], f: (o: unknown) => { ok: true; value
     return r.ok ? [r.value] : [];
   });
 }
-let pods: Pod[] = norm(api.list('pods'), normalizePod);
-let policies: NetworkPolicy[] = norm(api.list('networkpolicies'), normalizePolicy);
+
+const server = spawn(process.execPath, ['test/support/fake-apiserver.ts', '--port', '0', '--bookmark-ms', '0'], {
+  cwd: new URL('..', import.meta.url).pathname,
+  stdio: ['ignore', 'pipe', 'inherit'],
+});
+const url = await new Promise<string>((resolve, reject) => {
+  server.once('exit', (c) => reject(new Error(`the test API server exited (${String(c)})`)));
+  createInterface({ input: server.stdout }).once('line', resolve);
+});
+async function call(path: string, init?: RequestInit): Promise<unknown> {
+  const r = await fetch(`${url}${path}`, init);
+  if (!r.ok) throw new Error(`${init?.method ?? 'GET'} ${path}: ${r.status} ${await r.text()}`);
+  return r.json();
+}
+const post = (objs: readonly KubeObject[]): Promise<unknown> =>
+  call('/_fake/objects', { method: 'POST', body: JSON.stringify({ kind: 'List', items: objs }) });
+const list = async (path: string): Promise<unknown[]> => ((await call(path)) as { items: unknown[] }).items;
+const requestsFrom = async (from: number): Promise<{ total: number; items: RequestRecord[] }> =>
+  (await call(`/_fake/requests?from=${from}`)) as { total: number; items: RequestRecord[] };
+const requestCount = async (): Promise<number> => (await requestsFrom(Number.MAX_SAFE_INTEGER)).total;
+await post(seed);
+const kc = makeKubeConfig(url);
+let pods: Pod[] = norm(await list('/api/v1/pods'), normalizePod);
+let policies: NetworkPolicy[] = norm(await list('/apis/networking.k8s.io/v1/networkpolicies'), normalizePolicy);
 let state: ClusterState = makeState({ namespaces: [], pods, policies, nodes: [] });
 
 // ---------------------------------------------------------------- agents
 
-const statusApi = kubeStatusApi(api.kubeConfig());
+const statusApi = kubeStatusApi(kc);
 interface Agent {
   readonly node: string;
   readonly writer: StatusWriter;
@@ -147,19 +168,21 @@ function applied(a: Agent): void {
   setTimeout(() => a.writer.update(inputOf(a, Date.now())), Math.random() * 50);
 }
 
-const writes = (from: number, to = api.requests.length): RequestRecord[] =>
-  api.requests.slice(from, to).filter((r) => r.method !== 'GET');
+const writes = async (from: number, to?: number): Promise<RequestRecord[]> => {
+  const r = await requestsFrom(from);
+  return r.items.slice(0, to === undefined ? undefined : to - from).filter((x) => x.method !== 'GET');
+};
 const statusPatches = (rs: readonly RequestRecord[]): RequestRecord[] =>
   rs.filter((r) => r.method === 'PATCH' && r.path.endsWith('/status') && r.bytes !== undefined && r.bytes > 2);
 const leaseWrites = (rs: readonly RequestRecord[]): RequestRecord[] => rs.filter((r) => r.path.includes('/leases'));
 const avg = (xs: readonly number[]): number => (xs.length === 0 ? 0 : xs.reduce((a, b) => a + b, 0) / xs.length);
 
-function report(policyNs?: string, policyName?: string): ReturnType<typeof buildReport> {
+async function report(policyNs?: string, policyName?: string): Promise<ReturnType<typeof buildReport>> {
   return buildReport({
     now: Date.now(),
     nodes: agents.map((a) => a.node),
-    statuses: api.list('nodepolicystatuses') as unknown as NodePolicyStatusObject[],
-    leases: api.list('leases') as unknown as LeaseObject[],
+    statuses: (await list('/apis/nft-netpol.io/v1alpha1/nodepolicystatuses')) as NodePolicyStatusObject[],
+    leases: (await list(`/apis/coordination.k8s.io/v1/namespaces/${AGENT_NS}/leases`)) as LeaseObject[],
     policies: policyNs === undefined ? policies : policies.filter((p) => p.namespace === policyNs && p.name === policyName),
     pods,
   });
@@ -173,21 +196,21 @@ const out = (k: string, val: string): void => {
 
 // create
 let t0 = Date.now();
-let mark = api.requests.length;
+let mark = await requestCount();
 for (const a of agents) applied(a);
 while (agents.some((a) => a.writer.stats().writes === 0)) await sleep(100);
 const createMs = Date.now() - t0;
-const created = writes(mark);
+const created = await writes(mark);
 out('create: time until every node has written its status', `${(createMs / 1000).toFixed(1)} s`);
 out('create: API writes (POST + PATCH)', `${created.length} (${(created.length / N).toFixed(2)} per node)`);
 
 // steady: heartbeats start at random times within one interval (as agents do), then nothing changes
 for (const a of agents) setTimeout(() => a.heartbeat.start(), Math.random() * HEARTBEAT_MS);
 await sleep(HEARTBEAT_MS + 1000);
-mark = api.requests.length;
+mark = await requestCount();
 t0 = Date.now();
 await sleep(STEADY_S * 1000);
-const steady = writes(mark);
+const steady = await writes(mark);
 const steadyS = (Date.now() - t0) / 1000;
 out(
   `steady (${STEADY_S} s, no change): API writes/s`,
@@ -196,12 +219,11 @@ out(
 out('steady: Lease renewal bytes per write', `${avg(leaseWrites(steady).map((r) => r.bytes ?? 0)).toFixed(0)} B`);
 
 // change: one policy selecting a pod on every node gets a new generation
-mark = api.requests.length;
+mark = await requestCount();
 t0 = Date.now();
-const cur = api.get('networkpolicies', 'shared', 'every-node');
-if (cur === undefined) throw new Error('policy missing');
-const upd = api.update('networkpolicies', { ...cur, spec: { podSelector: {}, ingress: [{ ports: [{ port: 9101 }] }] } });
-policies = norm(api.list('networkpolicies'), normalizePolicy);
+await post([networkPolicy('shared', 'every-node', { podSelector: {}, ingress: [{ ports: [{ port: 9101 }] }] })]);
+const upd = (await call('/apis/networking.k8s.io/v1/namespaces/shared/networkpolicies/every-node')) as KubeObject;
+policies = norm(await list('/apis/networking.k8s.io/v1/networkpolicies'), normalizePolicy);
 state = makeState({ namespaces: [], pods, policies, nodes: [] });
 for (const a of agents) {
   a.version++;
@@ -209,7 +231,7 @@ for (const a of agents) {
 }
 const gen = Number(upd.metadata.generation);
 for (;;) {
-  const r = report('shared', 'every-node');
+  const r = await report('shared', 'every-node');
   const p = r.policies[0];
   if (p !== undefined && p.inForce.length === N) break;
   await sleep(250);
@@ -217,7 +239,7 @@ for (;;) {
 const inForceMs = Date.now() - t0;
 const perNode = agents.map((a) => (a.writer.stats().lastWriteAt ?? t0) - t0).sort((x, y) => x - y);
 await sleep(STATUS_INTERVAL_MS + 1500); // anything still coalescing lands
-const change = writes(mark);
+const change = await writes(mark);
 const patches = statusPatches(change.filter((r) => !r.path.includes('/leases')));
 const bytes = patches.map((r) => r.bytes ?? 0).sort((a, b) => a - b);
 out(
@@ -232,7 +254,7 @@ out(
 );
 const t1 = Date.now();
 const input = await readStatusInput(
-  api.kubeConfig(),
+  kc,
   { namespace: undefined, policy: undefined, output: 'json', agentNamespace: AGENT_NS },
   Date.now(),
 );
@@ -243,7 +265,7 @@ out(
 );
 
 // churn: pod label flips; each changes its node's selected-pod counts and the set elements of PEERS other nodes
-mark = api.requests.length;
+mark = await requestCount();
 t0 = Date.now();
 let events = 0;
 const teamPods = pods.map((p, i) => [p, i] as const).filter(([p]) => p.namespace.startsWith('team-'));
@@ -273,10 +295,10 @@ while (Date.now() - t0 < CHURN_S * 1000) {
   await sleep(1000 / CHURN_RATE);
 }
 const churnS = (Date.now() - t0) / 1000;
-const churnEnd = api.requests.length;
+const churnEnd = await requestCount();
 await sleep(STATUS_INTERVAL_MS + 1500);
-const during = statusPatches(writes(mark, churnEnd).filter((r) => !r.path.includes('/leases')));
-const churnPatches = statusPatches(writes(mark).filter((r) => !r.path.includes('/leases')));
+const during = statusPatches((await writes(mark, churnEnd)).filter((r) => !r.path.includes('/leases')));
+const churnPatches = statusPatches((await writes(mark)).filter((r) => !r.path.includes('/leases')));
 out(
   `churn (${events} pod changes in ${churnS.toFixed(0)} s, each touching ${PEERS + 1} nodes): status writes/s`,
   `${(during.length / churnS).toFixed(1)} (cap ${(N / (STATUS_INTERVAL_MS / 1000)).toFixed(0)}/s; ${((events * (PEERS + 1)) / churnS).toFixed(0)} node updates/s before coalescing); ${(churnPatches.length / events).toFixed(2)} writes per pod change, trailing writes included`,
@@ -309,13 +331,13 @@ if (a0 !== undefined) {
 
 out(
   'failed requests (retried)',
-  `status ${agents.reduce((n, a) => n + a.writer.stats().failures, 0)}, requests answered with an error ${api.requests.filter((r) => r.status >= 400 && !(r.method === 'PATCH' && r.status === 404)).length}`,
+  `status writer ${agents.reduce((n, a) => n + a.writer.stats().failures, 0)}, Lease renewal ${agents.reduce((n, a) => n + a.heartbeat.failures, 0)}`,
 );
 for (const a of agents) {
   await a.writer.stop();
   await a.heartbeat.stop();
 }
-await api.close();
+server.kill('SIGTERM');
 process.stdout.write('\n| measure | value |\n| --- | --- |\n');
 for (const [k, val] of rows) process.stdout.write(`| ${k} | ${val} |\n`);
 process.exit(0);

@@ -32,6 +32,8 @@ export class Heartbeat {
   #running: Promise<void> | undefined;
   #failures = 0;
   renewals = 0;
+  /** Renewals that failed (since start). */
+  failures = 0;
 
   constructor(api: LeaseApi, log: Logger, opts: HeartbeatOptions) {
     this.#api = api;
@@ -68,6 +70,7 @@ export class Heartbeat {
         },
         (e: unknown) => {
           this.#failures++;
+          this.failures++;
           this.#lease = undefined;
           this.#o.onResult?.(false);
           if (this.#failures <= 3 || this.#failures % 10 === 0)

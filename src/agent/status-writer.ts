@@ -20,7 +20,10 @@ export interface StatusWriterOptions {
   readonly node: string;
   /** Minimum time between two writes (default 5 s). */
   readonly intervalMs: number;
-  /** Up to this much random delay is added to every write (default intervalMs / 5). */
+  /**
+   * Up to this much random delay is added to every write (default intervalMs):
+   * a change that reaches every node reaches the API server spread over it.
+   */
   readonly jitterMs?: number;
   /** Retry backoff after a failed write: first delay, cap. */
   readonly retryInitialMs?: number;
@@ -83,7 +86,7 @@ export class StatusWriter {
     this.#o = {
       node: opts.node,
       intervalMs: opts.intervalMs,
-      jitterMs: opts.jitterMs ?? Math.round(opts.intervalMs / 5),
+      jitterMs: opts.jitterMs ?? opts.intervalMs,
       retryInitialMs: opts.retryInitialMs ?? 1000,
       retryMaxMs: opts.retryMaxMs ?? 60_000,
     };
@@ -144,7 +147,10 @@ export class StatusWriter {
       }
       const content = buildStatus(provider(), this.#written ?? this.#seed);
       let patch = statusPatch(this.#written, content);
-      if (patch === undefined) return;
+      if (patch === undefined) {
+        this.#log.debug({ event: 'status', unchanged: true }, 'status content unchanged; nothing written');
+        return;
+      }
       let body = JSON.stringify(patch);
       let res = await this.#api.patchStatus(this.#o.node, patch);
       if (res === undefined) {

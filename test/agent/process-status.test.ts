@@ -140,6 +140,19 @@ test(
     assert.equal(summary.code, 0, summary.out);
     assert.match(summary.out, /Nodes: 1: 1 in sync, 0 lagging, 0 agents not reporting/);
 
+    // A policy that selects nothing on this node: applied (unchanged ruleset), and no status write.
+    const patches = (): number => e.api.requests.filter((r) => r.method === 'PATCH' && r.path.endsWith(`/${NODE}/status`)).length;
+    const before = patches();
+    const unchanged = a.lines.filter((l) => l['event'] === 'status' && l['unchanged'] === true).length;
+    e.api.create('namespaces', namespace('elsewhere'));
+    e.api.create('networkpolicies', networkPolicy('elsewhere', 'deny-all', { podSelector: {} }));
+    await a.waitForLog(
+      'the writer found nothing to write',
+      () => a.lines.filter((l) => l['event'] === 'status' && l['unchanged'] === true).length > unchanged,
+    );
+    assert.equal(patches(), before, 'a policy not relevant to the node costs it no write');
+    assert.equal(e.entry('deny-all'), undefined);
+
     a.kill('SIGTERM');
     assert.equal((await a.exited).code, 0);
     e.api.create('networkpolicies', fromApp('allow-other', 'other'));
@@ -206,7 +219,12 @@ test(
     assert.equal(e.entry('db')?.generation, 1, 'and the status says so');
     const lag = await e.cli('shop/db', '-o', 'json');
     assert.equal(lag.code, 3);
-    assert.equal((JSON.parse(lag.out) as { policy: { lagging: { generation: number }[] } }).policy.lagging[0]?.generation, 1);
+    // Its Lease (3 s at --heartbeat-interval 1s) runs out: the node is named as not reporting.
+    await eventually('agent reported dead', async () => {
+      const r = await e.cli('shop/db', '-o', 'json');
+      return r.code === 3 && (JSON.parse(r.out) as { policy: { notReporting: string[] } }).policy.notReporting.includes(NODE);
+    });
+    assert.match((await e.cli()).out, /AGENTS NOT REPORTING\n {2}node-1 \(lease expired/);
 
     await e.s.flag('slow', false);
     e.start({ nft: e.s.nft });

@@ -18,7 +18,7 @@
 //   POST   /_fake/fail?count=N&status=500[&only=list|watch|write]
 //   POST   /_fake/reset-connections | end-streams | silence | compact | bookmark
 //   POST   /_fake/refuse?ms=N            close the listener for N ms, then reopen on the same port
-//   GET    /_fake/stats | /_fake/events | /_fake/watchers
+//   GET    /_fake/stats | /_fake/events | /_fake/watchers | /_fake/requests?from=N (request records from N on)
 //
 // Beyond the four watched kinds it serves Leases (coordination.k8s.io/v1) and
 // the agent's NodePolicyStatus custom resource (cluster-scoped, with a status
@@ -1181,6 +1181,10 @@ export class FakeApiServer {
       }
       if (method === 'GET' && op === 'events') return ok(this.events);
       if (method === 'GET' && op === 'watchers') return ok(this.watchers());
+      if (method === 'GET' && op === 'requests') {
+        const from = Number(q.get('from') ?? '0');
+        return ok({ total: this.requests.length, items: this.requests.slice(Number.isFinite(from) ? from : 0) });
+      }
       if (method === 'POST' && op === 'objects') {
         readBody(req).then((text) => {
           try {

@@ -37,6 +37,8 @@ export interface AgentConfig {
   readonly heartbeatIntervalMs: number;
   /** The agent's namespace: its Leases live there. */
   readonly agentNamespace: string;
+  /** A watch stream silent this long gets a liveness probe (0 = never). */
+  readonly watchIdleProbeMs: number;
 }
 
 export type ConfigResult =
@@ -83,6 +85,10 @@ by a previous run stays in force until then and on exit.
                           namespace (env HEARTBEAT_INTERVAL; default 30s; 0 disables)
   --agent-namespace NS    where the Lease lives (env POD_NAMESPACE; default
                           nft-netpol-system)
+  --watch-idle-probe D    a watch stream silent for D is probed: is its
+                          resource just quiet (left alone) or has the stream
+                          missed events (restarted)? (env WATCH_IDLE_PROBE;
+                          default 150s; 0 disables)
   -h, --help              show this help
 
 Durations: 500ms, 10s, 1m, 1h (a bare number is milliseconds).
@@ -160,6 +166,7 @@ export function parseRunConfig(argv: readonly string[], env: Env): ConfigResult 
         'status-interval': { type: 'string' },
         'heartbeat-interval': { type: 'string' },
         'agent-namespace': { type: 'string' },
+        'watch-idle-probe': { type: 'string' },
         help: { type: 'boolean', short: 'h', default: false },
       },
     }).values;
@@ -200,6 +207,8 @@ export function parseRunConfig(argv: readonly string[], env: Env): ConfigResult 
   if (typeof driftIntervalMs === 'string') return fail(driftIntervalMs);
   const debounceMs = duration(pick(values.debounce, 'DEBOUNCE') ?? '50ms', 'debounce', 0);
   if (typeof debounceMs === 'string') return fail(debounceMs);
+  const watchIdleProbeMs = duration(pick(values['watch-idle-probe'], 'WATCH_IDLE_PROBE') ?? '150s', 'watch-idle-probe', 100);
+  if (typeof watchIdleProbeMs === 'string') return fail(watchIdleProbeMs);
 
   const logLevel = pick(values['log-level'], 'LOG_LEVEL') ?? 'info';
   if (!isLogLevel(logLevel))
@@ -245,6 +254,7 @@ export function parseRunConfig(argv: readonly string[], env: Env): ConfigResult 
       statusIntervalMs,
       heartbeatIntervalMs,
       agentNamespace,
+      watchIdleProbeMs,
     },
   };
 }

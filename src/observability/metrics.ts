@@ -142,8 +142,8 @@ const DEFINITIONS = [
   {
     name: 'nftnp_watch_restarts_total',
     type: 'counter',
-    help: 'Number of times a Kubernetes watch was restarted (relisted after an error or expiry), by resource.',
-    labelNames: ['resource'],
+    help: 'Number of times a Kubernetes watch was restarted, by resource and reason: error (a request or stream failed), stalled (the open stream had missed events), gone (410: relisted), closed (the server ended the stream; resumed). Only error and stalled are trouble.',
+    labelNames: ['resource', 'reason'],
     felix: undefined,
   },
   {
@@ -220,7 +220,7 @@ export interface Metrics {
   readonly nftSets: Gauge;
   readonly nftSetElements: Gauge;
   readonly driftRepairs: Counter;
-  readonly watchRestarts: Counter<'resource'>;
+  readonly watchRestarts: Counter<'resource' | 'reason'>;
   readonly invalidPolicies: Gauge;
   readonly eventToApplied: Histogram;
   readonly lastSuccessfulApply: Gauge;
@@ -289,10 +289,10 @@ export function createMetrics(registry: Registry = new Registry(), options: Metr
     nftSets: gauge('nftnp_nft_sets'),
     nftSetElements: gauge('nftnp_nft_set_elements'),
     driftRepairs: counter('nftnp_drift_repairs_total'),
-    watchRestarts: new Counter<'resource'>({
+    watchRestarts: new Counter<'resource' | 'reason'>({
       name: watchRestartsDef.name,
       help: watchRestartsDef.help,
-      labelNames: ['resource'],
+      labelNames: ['resource', 'reason'],
       registers: [registry],
     }),
     invalidPolicies: gauge('nftnp_invalid_policies'),

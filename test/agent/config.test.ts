@@ -43,6 +43,7 @@ test('run: defaults, env, flags over env', () => {
     statusIntervalMs: 5000,
     heartbeatIntervalMs: 30_000,
     agentNamespace: 'nft-netpol-system',
+    watchIdleProbeMs: 150_000,
   });
   const e = parseRunConfig([], {
     NODE_NAME: 'from-env',

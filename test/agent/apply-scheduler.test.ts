@@ -57,7 +57,7 @@ function setup(opts: { debounceMs?: number; checkIntervalMs?: number } = {}) {
   let outcome: 'ok' | 'fail' = 'ok';
   let gate: Promise<void> | undefined;
   const errors: unknown[] = [];
-  let sched: ApplyScheduler | undefined;
+  const self: { sched?: ApplyScheduler } = {};
   const hooks: SchedulerHooks = {
     synced: () => synced,
     onFirstSync: () => {},
@@ -66,8 +66,8 @@ function setup(opts: { debounceMs?: number; checkIntervalMs?: number } = {}) {
     apply: async (batch) => {
       runs.push({ batch, at: time.now });
       if (gate !== undefined) await gate;
-      if (outcome === 'ok') sched?.succeeded();
-      else sched?.failed(batch);
+      if (outcome === 'ok') self.sched?.succeeded();
+      else self.sched?.failed(batch);
     },
     check: async () => {
       checks.push(time.now);
@@ -75,7 +75,7 @@ function setup(opts: { debounceMs?: number; checkIntervalMs?: number } = {}) {
     },
     onError: (_what, e) => errors.push(e),
   };
-  sched = new ApplyScheduler(
+  const sched = new ApplyScheduler(
     hooks,
     {
       debounceMs: opts.debounceMs ?? 50,
@@ -86,15 +86,22 @@ function setup(opts: { debounceMs?: number; checkIntervalMs?: number } = {}) {
     time,
     time,
   );
+  self.sched = sched;
   return {
     s: sched,
     time,
     runs,
     checks,
     errors,
-    setSynced: (v: boolean) => (synced = v),
-    setOutcome: (v: 'ok' | 'fail') => (outcome = v),
-    setGate: (g: Promise<void> | undefined) => (gate = g),
+    setSynced: (v: boolean): void => {
+      synced = v;
+    },
+    setOutcome: (v: 'ok' | 'fail'): void => {
+      outcome = v;
+    },
+    setGate: (g: Promise<void> | undefined): void => {
+      gate = g;
+    },
   };
 }
 

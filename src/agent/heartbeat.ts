@@ -6,7 +6,7 @@
 // else wrote it) reads it again and retries once.
 import type { Logger } from 'pino';
 import type { LeaseApi } from '../kube/status-client.ts';
-import { errorMessage } from '../observability/logger.ts';
+import { errorMessage } from '../observability/errors.ts';
 import type { LeaseObject } from '../status/types.ts';
 import { SYSTEM_CLOCK, type Clock } from './ports.ts';
 

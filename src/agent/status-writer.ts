@@ -10,7 +10,7 @@
 // with backoff and logs. Failures (API server away) keep the content pending;
 // the next attempt sends the latest state.
 import type { Logger } from 'pino';
-import { errorMessage } from '../observability/logger.ts';
+import { errorMessage } from '../observability/errors.ts';
 import type { StatusApi } from '../kube/status-client.ts';
 import { buildStatus, statusPatch, type StatusInput } from '../status/build.ts';
 import { STATUS_API_VERSION, STATUS_KIND, type NodePolicyStatusObject, type NodeStatusContent } from '../status/types.ts';

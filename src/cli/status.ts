@@ -9,7 +9,7 @@ import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, KubeConfig, NetworkingV
 import { apiCode } from '../kube/status-client.ts';
 import { normalizePod, normalizePolicy } from '../model/normalize.ts';
 import type { NetworkPolicy, Pod } from '../model/types.ts';
-import { errorMessage } from '../observability/logger.ts';
+import { errorMessage } from '../observability/errors.ts';
 import { buildReport, policyText, summaryText, type ReportInput } from '../status/report.ts';
 import {
   DEFAULT_AGENT_NAMESPACE,

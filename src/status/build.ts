@@ -3,7 +3,7 @@
 // outcome. Times only move when what they describe changes, so the same
 // kernel state always builds the same content (and costs no write).
 import { isDeepStrictEqual } from 'node:util';
-import type { RulesetStats } from '../compile/ir.ts';
+import type { RulesetStats } from '../ruleset/ir.ts';
 import { selectorMatches } from '../model/selector.ts';
 import { formatValidationError, isActivePod } from '../model/types.ts';
 import type { ClusterState, NetworkPolicy, Pod } from '../model/types.ts';

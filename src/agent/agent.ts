@@ -16,6 +16,7 @@ import { conntrackAvailable, deleteConntrack } from './dataplane.ts';
 import { agentMetrics } from './metrics-adapter.ts';
 import type { Dataplane, EventSink, RenderFn } from './ports.ts';
 import { Reconciler } from './reconciler.ts';
+import { TableMonitor } from './table-monitor.ts';
 
 /**
  * The node's ruleset: compiled form (for incremental updates) and full script.
@@ -60,6 +61,7 @@ export class Agent {
   readonly #p: AgentParts;
   readonly #reconciler: Reconciler;
   readonly #servers: Server[] = [];
+  readonly #monitor: TableMonitor | undefined;
   #stopping: Promise<void> | undefined;
 
   constructor(parts: AgentParts) {
@@ -81,6 +83,19 @@ export class Agent {
       },
       { nodeName: c.node, debounceMs: c.debounceMs, driftIntervalMs: c.driftIntervalMs, incremental: c.incremental },
     );
+    // Repair at once what someone else does to the table (the drift timer is the backstop).
+    const own = parts.dataplane.own;
+    const m = parts.metrics;
+    this.#monitor =
+      own === undefined
+        ? undefined
+        : new TableMonitor({
+            target: { table: c.table, nftPath: c.nftPath, netns: c.netns },
+            own,
+            log: parts.log,
+            onForeignChange: (detail) => this.#reconciler.kernelChanged(detail),
+            onRestart: () => m.tableMonitorRestarts.inc(),
+          });
   }
 
   get reconciler(): Reconciler {
@@ -154,6 +169,7 @@ export class Agent {
       );
     }
     this.#p.source.onChange((reason) => this.#reconciler.notify(reason));
+    this.#monitor?.start();
     this.#reconciler.start();
     await this.#p.source.start();
   }
@@ -167,6 +183,7 @@ export class Agent {
   async #stop(): Promise<void> {
     const log = this.#p.log;
     await this.#p.source.stop().catch((e: unknown) => log.warn({ err: e }, 'stopping the watches failed'));
+    await this.#monitor?.stop();
     const finished = await this.#reconciler.stop(STOP_GRACE_MS);
     if (!finished)
       log.warn(

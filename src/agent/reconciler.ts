@@ -207,6 +207,18 @@ export class Reconciler {
     return this.#sched.requestCheck();
   }
 
+  /**
+   * The kernel reported a change of the table that was not ours (nft
+   * monitor): check it now and repair it if it drifted. A kernel match seen
+   * before is no longer trusted.
+   */
+  kernelChanged(detail: string): void {
+    if (this.#sched.stopped) return;
+    this.#kernel.distrust();
+    this.#d.log.info({ event: 'table-monitor', detail }, 'the table was changed from outside; checking it');
+    void this.#sched.requestCheck();
+  }
+
   /** Subscribes to the outcome of every run and kernel check; returns the unsubscribe. */
   onOutcome(listener: OutcomeListener): () => void {
     this.#listeners.add(listener);

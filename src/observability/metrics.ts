@@ -140,6 +140,13 @@ const DEFINITIONS = [
     felix: undefined,
   },
   {
+    name: 'nftnp_table_monitor_restarts_total',
+    type: 'counter',
+    help: 'Number of times the nft monitor process that follows changes of the agent table ended and was restarted.',
+    labelNames: [],
+    felix: undefined,
+  },
+  {
     name: 'nftnp_watch_restarts_total',
     type: 'counter',
     help: 'Number of times a Kubernetes watch was restarted (relisted after an error or expiry), by resource.',
@@ -206,6 +213,7 @@ export interface Metrics {
   readonly nftSets: Gauge;
   readonly nftSetElements: Gauge;
   readonly driftRepairs: Counter;
+  readonly tableMonitorRestarts: Counter;
   readonly watchRestarts: Counter<'resource'>;
   readonly invalidPolicies: Gauge;
   readonly eventToApplied: Histogram;
@@ -272,6 +280,7 @@ export function createMetrics(registry: Registry = new Registry(), options: Metr
     nftSets: gauge('nftnp_nft_sets'),
     nftSetElements: gauge('nftnp_nft_set_elements'),
     driftRepairs: counter('nftnp_drift_repairs_total'),
+    tableMonitorRestarts: counter('nftnp_table_monitor_restarts_total'),
     watchRestarts: new Counter<'resource'>({
       name: watchRestartsDef.name,
       help: watchRestartsDef.help,

@@ -93,7 +93,7 @@ export class Agent {
             target: { table: c.table, nftPath: c.nftPath, netns: c.netns },
             own,
             log: parts.log,
-            onForeignChange: (detail) => this.#reconciler.kernelChanged(detail),
+            onForeignChange: (detail, removed) => this.#reconciler.kernelChanged(detail, removed),
             onRestart: () => m.tableMonitorRestarts.inc(),
           });
   }

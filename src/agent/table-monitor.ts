@@ -77,8 +77,8 @@ export interface TableMonitorDeps {
   readonly target: MonitorTarget;
   readonly own: OwnTransactions;
   readonly log: Logger;
-  /** Someone else changed our table (or notifications may have been missed). */
-  readonly onForeignChange: (detail: string) => void;
+  /** Someone else changed our table (`removed`: it is deleted now), or notifications may have been missed. */
+  readonly onForeignChange: (detail: string, removed: boolean) => void;
   /** The monitor process ended unexpectedly and is restarted. */
   readonly onRestart: () => void;
 }
@@ -142,7 +142,10 @@ export class TableMonitor {
       const tx = parser.line(l);
       if (tx === undefined || !isForeign(tx, this.#d.own)) return;
       const by = tx.pid === undefined ? 'an unknown process' : `process ${tx.pid} (${tx.comm ?? '?'})`;
-      this.#d.onForeignChange(`${tx.removed ? 'table deleted' : 'table changed'} by ${by}, generation ${tx.generation ?? '?'}`);
+      this.#d.onForeignChange(
+        `${tx.removed ? 'table deleted' : 'table changed'} by ${by}, generation ${tx.generation ?? '?'}`,
+        tx.removed,
+      );
     });
     const r = await sub;
     lines.close();
@@ -161,7 +164,7 @@ export class TableMonitor {
       this.#restartTimer = undefined;
       if (this.#stopped) return;
       // Changes made while no monitor ran were not seen: check once.
-      this.#d.onForeignChange('nft monitor restarted: changes may have been missed');
+      this.#d.onForeignChange('nft monitor restarted: changes may have been missed', false);
       this.start();
     }, delay);
     this.#restartTimer.unref();

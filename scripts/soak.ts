@@ -15,8 +15,8 @@
 // policy selects it) must stay allowed.
 //
 // Faults, spread over the run: agent SIGKILL mid-apply (node-2), API server
-// outage 30 s, compaction (410 Gone), `nft flush ruleset` (node-2), `nft
-// delete table` (node-1), the nft binary failing for 15 s (a wrapper, both
+// outage 30 s, compaction (410 Gone), `nft flush ruleset` and `nft delete
+// table` (node-2, where guard/vault runs), the nft binary failing for 15 s (a wrapper, both
 // nodes), API connections reset. Convergence per fault: from the end of the
 // fault to both agents' applied ruleset equal to the ruleset rendered from
 // the API server's objects and their kernel listing matching it (churn pauses
@@ -233,6 +233,11 @@ function startAgent(w: World, node: string, netns: string, env: Record<string, s
 async function notConverged(w: World, slots: readonly AgentSlot[]): Promise<string | undefined> {
   const { state } = buildState(['namespaces', 'pods', 'networkpolicies', 'nodes'].flatMap((r) => w.api.list(r as Resource)));
   for (const s of slots) {
+    // /debug/state is cheap; /debug/ruleset lists the kernel table: only once the agent says it is in sync.
+    const st = await s.agent.get('/debug/state').catch(() => undefined);
+    if (st === undefined || st.status !== 200) return `${s.node}: /debug/state ${st?.status ?? 'unreachable'}`;
+    const phase = (JSON.parse(st.body) as { phase?: string }).phase;
+    if (phase !== 'in-sync') return `${s.node}: ${phase}`;
     const want = renderNode(state, s.node, { denyAction: 'reject' }).text;
     const got = await s.agent.get('/debug/ruleset').catch(() => undefined);
     if (got === undefined || got.status !== 200) return `${s.node}: /debug/ruleset ${got?.status ?? 'unreachable'}`;
@@ -329,10 +334,10 @@ const FAULTS: readonly Fault[] = [
     },
   },
   {
-    name: 'nft delete table (node-1)',
+    name: 'nft delete table (node-2)',
     flush: true,
     run: async (w) => {
-      await nftIn(w.c.nodes[0]!.netns, ['delete', 'table', 'inet', 'nft-netpol']);
+      await nftIn(w.c.nodes[1]!.netns, ['delete', 'table', 'inet', 'nft-netpol']);
       return 'deleted';
     },
   },
@@ -484,17 +489,18 @@ async function main(): Promise<number> {
       let why: string | undefined;
       while (now() - endS < 60_000) {
         const before = now();
-        why = await notConverged(w, slots);
-        if (why === undefined) {
+        const not = await notConverged(w, slots);
+        if (not === undefined) {
           convergeS = (before - endS) / 1000;
           break;
         }
-        await sleep(100);
+        why = not;
+        await sleep(200);
       }
       paused.on = false;
       results.push({ name: f.name, atS: injectedS, convergeS, detail });
       process.stderr.write(
-        `[${injectedS.toFixed(0)} s] ${f.name}: converged in ${convergeS?.toFixed(2) ?? '>60'} s${why === undefined ? '' : ` (${why})`}\n`,
+        `[${injectedS.toFixed(0)} s] ${f.name}: converged in ${convergeS?.toFixed(2) ?? '>60'} s${why === undefined ? '' : ` (last waited for: ${why})`}\n`,
       );
     }
     await sleep(Math.max(0, endAt - now()));

@@ -218,6 +218,8 @@ export class Reconciler {
     if (this.#sched.stopped) return;
     this.#kernel.distrust();
     if (removed) this.#tableGone = detail;
+    // A read-back in flight would only capture what someone else left: give it up.
+    this.#kernel.cancelReadBack();
     this.#d.log.info({ event: 'table-monitor', detail }, 'the table was changed from outside; checking it');
     void this.#sched.requestCheck();
   }

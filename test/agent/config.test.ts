@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { parseCleanupConfig, parseDuration, parseListenAddr, parseRunConfig } from '../../src/agent/config.ts';
-import { backoffDelay } from '../../src/agent/backoff.ts';
+import { backoffDelay, retryDelay } from '../../src/agent/backoff.ts';
 
 test('durations', () => {
   assert.equal(parseDuration('500ms'), 500);
@@ -104,4 +104,14 @@ test('backoff doubles from the initial delay up to the cap', () => {
   );
   assert.equal(backoffDelay(p, 10_000), 30_000);
   assert.equal(backoffDelay(p, 0), 0);
+});
+
+test('retry delay: the backoff, or a multiple of what the failed attempt cost (at most 30 s)', () => {
+  const p = { initialMs: 100, maxMs: 3200, costFactor: 4 };
+  assert.equal(retryDelay(p, 1, 10), 100);
+  assert.equal(retryDelay(p, 6, 10), 3200);
+  assert.equal(retryDelay(p, 9, 10), 3200);
+  assert.equal(retryDelay(p, 1, 2000), 8000, 'a 2 s transaction is retried after 8 s');
+  assert.equal(retryDelay(p, 1, 60_000), 30_000);
+  assert.equal(retryDelay({ initialMs: 100, maxMs: 3200 }, 1, 2000), 100, 'no cost floor unless asked');
 });

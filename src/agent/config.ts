@@ -31,6 +31,8 @@ export interface AgentConfig {
   readonly incremental: boolean;
   /** Renderer option (docs/datapath.md "Unknown local endpoints"). */
   readonly unknownLocalEndpoints: 'allow' | 'drop';
+  /** A watch stream silent this long gets a liveness probe (0 = never). */
+  readonly watchIdleProbeMs: number;
 }
 
 export type ConfigResult =
@@ -70,6 +72,10 @@ by a previous run stays in force until then and on exit.
                           podCIDRs that are no known active local pod (opt-in;
                           only for CNIs that allocate from the node's podCIDRs)
                           (env UNKNOWN_LOCAL_ENDPOINTS)
+  --watch-idle-probe D    a watch stream silent for D is probed: is its
+                          resource just quiet (left alone) or has the stream
+                          missed events (restarted)? (env WATCH_IDLE_PROBE;
+                          default 150s; 0 disables)
   -h, --help              show this help
 
 Durations: 500ms, 10s, 1m, 1h (a bare number is milliseconds).
@@ -144,6 +150,7 @@ export function parseRunConfig(argv: readonly string[], env: Env): ConfigResult 
         'no-conntrack': { type: 'boolean', default: false },
         'no-incremental': { type: 'boolean', default: false },
         'unknown-local-endpoints': { type: 'string' },
+        'watch-idle-probe': { type: 'string' },
         help: { type: 'boolean', short: 'h', default: false },
       },
     }).values;
@@ -184,6 +191,8 @@ export function parseRunConfig(argv: readonly string[], env: Env): ConfigResult 
   if (typeof driftIntervalMs === 'string') return fail(driftIntervalMs);
   const debounceMs = duration(pick(values.debounce, 'DEBOUNCE') ?? '50ms', 'debounce', 0);
   if (typeof debounceMs === 'string') return fail(debounceMs);
+  const watchIdleProbeMs = duration(pick(values['watch-idle-probe'], 'WATCH_IDLE_PROBE') ?? '150s', 'watch-idle-probe', 100);
+  if (typeof watchIdleProbeMs === 'string') return fail(watchIdleProbeMs);
 
   const logLevel = pick(values['log-level'], 'LOG_LEVEL') ?? 'info';
   if (!isLogLevel(logLevel))
@@ -215,6 +224,7 @@ export function parseRunConfig(argv: readonly string[], env: Env): ConfigResult 
       conntrack: !values['no-conntrack'],
       incremental: !values['no-incremental'],
       unknownLocalEndpoints,
+      watchIdleProbeMs,
     },
   };
 }

@@ -20,7 +20,7 @@ export function agentMetrics(m: Metrics): AgentMetrics {
     },
     clusterPolicies: (n) => m.clusterNumPolicies.set(n),
     driftRepair: () => m.driftRepairs.inc(),
-    watchRestarts: (resource, delta) => m.watchRestarts.inc({ resource }, delta),
+    watchRestarts: (resource, delta, reason) => m.watchRestarts.inc({ resource, reason }, delta),
     invalidPolicies: (n) => m.invalidPolicies.set(n),
     eventToAppliedSeconds: (s) => m.eventToApplied.observe(s),
     lastSuccess: (t) => m.lastSuccessfulApply.set(t),

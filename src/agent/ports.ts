@@ -36,6 +36,8 @@ export interface Dataplane {
 export interface WatchInfo {
   readonly resource: string;
   readonly restarts: number;
+  /** By reason (error, stalled, gone, closed); absent: every restart was an error. */
+  readonly restartsByReason?: Readonly<Record<string, number>>;
 }
 
 /** The part of a ClusterSource the reconciler reads. */
@@ -65,7 +67,8 @@ export interface AgentMetrics {
   rulesetStats(s: RenderStats): void;
   clusterPolicies(n: number): void;
   driftRepair(): void;
-  watchRestarts(resource: string, delta: number): void;
+  /** `reason`: error, stalled, gone or closed (kube/source.ts RestartReason). */
+  watchRestarts(resource: string, delta: number, reason: string): void;
   invalidPolicies(n: number): void;
   eventToAppliedSeconds(s: number): void;
   lastSuccess(unixSeconds: number): void;

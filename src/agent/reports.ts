@@ -154,12 +154,17 @@ export class WatchRestartCounter {
       return;
     }
     for (const w of list) {
-      // A watch that was replaced starts counting from 0 again.
-      const prev = Math.min(this.#seen.get(w.resource) ?? 0, w.restarts);
-      // Watch names carry selectors ("pods spec.nodeName=n1"); the metric label
-      // is the resource alone, to keep its cardinality fixed.
-      if (w.restarts > prev) this.#metrics.watchRestarts(w.resource.split(' ')[0] ?? w.resource, w.restarts - prev);
-      this.#seen.set(w.resource, w.restarts);
+      for (const [reason, n] of Object.entries(w.restartsByReason ?? { error: w.restarts })) {
+        const key = `${w.resource}\0${reason}`;
+        // A watch that was replaced starts counting from 0 again.
+        const prev = Math.min(this.#seen.get(key) ?? 0, n);
+        // Watch names carry selectors ("pods spec.nodeName=n1"); the metric label
+        // is the resource alone, to keep its cardinality fixed.
+        // The first sight of a series exports it at 0: alerts on increase() need it.
+        if (n > prev || !this.#seen.has(key))
+          this.#metrics.watchRestarts(w.resource.split(' ')[0] ?? w.resource, n - prev, reason);
+        this.#seen.set(key, n);
+      }
     }
   }
 }

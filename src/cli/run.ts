@@ -48,7 +48,12 @@ function makeSource(c: AgentConfig, log: Logger): { source: ClusterSource; event
   if (cluster === null) return { error: 'the Kubernetes client configuration has no current cluster' };
   log.info({ event: 'apiserver', server: cluster.server, context: kc.getCurrentContext() }, 'watching the API server');
   return {
-    source: new KubeClusterSource({ kubeConfig: kc, nodeName: c.node, log: log.child({ source: 'kube' }) }),
+    source: new KubeClusterSource({
+      kubeConfig: kc,
+      nodeName: c.node,
+      timing: { idleTimeoutMs: c.watchIdleProbeMs },
+      log: log.child({ source: 'kube' }),
+    }),
     events: kubeEventSink(kc.makeApiClient(CoreV1Api), c.node),
   };
 }

@@ -125,6 +125,7 @@ export class KubeClusterSource implements ClusterSource {
       {
         fieldSelector: nodeSel,
         replan: true,
+        probeList: () => this.#core.listPodForAllNamespaces({ limit: 1 }),
       },
     );
     this.#namespaces = this.#watch<Namespace>(
@@ -133,7 +134,7 @@ export class KubeClusterSource implements ClusterSource {
       '/api/v1/namespaces',
       normalizeNamespace,
       (page) => this.#core.listNamespace(paging(page)),
-      { replan: true },
+      { replan: true, probeList: () => this.#core.listNamespace({ limit: 1 }) },
     );
     this.#policies = this.#watch<NetworkPolicy>(
       'networkpolicies',
@@ -141,7 +142,7 @@ export class KubeClusterSource implements ClusterSource {
       '/apis/networking.k8s.io/v1/networkpolicies',
       normalizePolicy,
       (page) => this.#net.listNetworkPolicyForAllNamespaces(paging(page)),
-      { replan: true, invalid: true },
+      { replan: true, invalid: true, probeList: () => this.#net.listNetworkPolicyForAllNamespaces({ limit: 1 }) },
     );
     const nameSel = `metadata.name=${node}`;
     this.#nodes = this.#watch<Node>(
@@ -150,7 +151,7 @@ export class KubeClusterSource implements ClusterSource {
       '/api/v1/nodes',
       normalizeNode,
       (page) => this.#core.listNode({ fieldSelector: nameSel, ...paging(page) }),
-      { fieldSelector: nameSel },
+      { fieldSelector: nameSel, probeList: () => this.#core.listNode({ limit: 1 }) },
     );
     for (const w of this.#fixed()) w.start();
   }
@@ -245,6 +246,8 @@ export class KubeClusterSource implements ClusterSource {
       replan?: boolean;
       invalid?: boolean;
       filter?: () => ReadonlySet<string> | undefined;
+      /** The liveness probe's list: limit 1, no selectors (only its resourceVersion matters). */
+      probeList?: () => Promise<KubernetesListObject<object>>;
     },
   ): ResourceWatch<T> {
     return new ResourceWatch<T>({
@@ -254,6 +257,7 @@ export class KubeClusterSource implements ClusterSource {
       labelSelector: opts.labelSelector,
       fieldSelector: opts.fieldSelector,
       list,
+      ...(opts.probeList === undefined ? {} : { probeList: opts.probeList }),
       normalize,
       log: this.#log,
       ...(this.#opts.listPageSize === undefined ? {} : { pageSize: this.#opts.listPageSize }),
@@ -367,6 +371,10 @@ export class KubeClusterSource implements ClusterSource {
           {
             ...(spec.labelSelector === '' ? {} : { labelSelector: spec.labelSelector }),
             filter: () => this.#peers.get(spec.key)?.filter,
+            probeList: () =>
+              spec.namespace === undefined
+                ? this.#core.listPodForAllNamespaces({ limit: 1 })
+                : this.#core.listNamespacedPod({ namespace: spec.namespace, limit: 1 }),
           },
         ),
       };

@@ -5,16 +5,32 @@
 // - It stops for good on any error but 410 (reset, refused, 401/403/500,
 //   failed list): we restart it with capped exponential backoff (+-20% jitter,
 //   so a DaemonSet does not stampede a recovering API server) and count it.
+//   The cap is low (3 s): after an outage the agent follows the server within
+//   a few seconds of its return (numbers in docs/agent.md).
 // - stop() emits an AbortError: ignored; our own state decides what runs, we
 //   never restart after stop() and never start() a running informer (a restart
 //   waits until the aborted stream has reported done).
 // - It may reconnect after stop() (its reconnect delay does not re-check):
 //   our Watch wrapper refuses to connect once the watch is not running.
-// - A silent stream: bookmarks are requested in the path (the informer never
-//   asks), and a watchdog restarts an open stream that has seen no event,
-//   bookmark or list for idleTimeoutMs. The library's own inactivity timeout
-//   (30 s in 2.0.1) is raised above the API server's ~60 s bookmark period,
-//   or quiet healthy watches would reconnect before any bookmark arrives.
+// - A silent stream is not a broken one. A real API server (its watch cache)
+//   sends a BOOKMARK about once a minute, but only when its resourceVersion
+//   for that resource has moved past what the watcher has seen: a quiet
+//   resource gets none. So silence is never restarted on its own: a stream
+//   silent for idleTimeoutMs gets a liveness probe (#probe): one `limit=1`
+//   list for the server's current resourceVersion (etcd's, global: it moves
+//   with every write to any resource), then, if that moved past what the
+//   stream has seen, a short second watch from the stream's resourceVersion.
+//   An object event at or below the listed resourceVersion on the probe is
+//   one the stream should have delivered and did not: the stream is dead and
+//   is restarted (reason "stalled"). Nothing there: quiet, left alone.
+// - The library's own inactivity timeout (30 s in 2.0.1) is raised above the
+//   probe's schedule and kept below undici's 300 s body timeout (which would
+//   surface as an error): a quiet stream is reopened from its resourceVersion
+//   every streamTimeoutMs, without a relist, like client-go's watch timeout.
+// - Restarts are counted by reason: "error" (a failure), "stalled" (the probe
+//   proved the stream dead), "gone" (410: the informer relists; logged at
+//   info) and "closed" (the server ended the stream; resumed from its
+//   resourceVersion). Only the first two are trouble.
 // - Handler exceptions become unhandled rejections: every callback is wrapped,
 //   and watch objects are reduced to envelopes the library cannot trip on.
 // - start() resolves even when the list failed: synced means our listFn
@@ -32,32 +48,51 @@ import type { KubeConfig, KubernetesListObject } from '@kubernetes/client-node';
 import type { Normalized } from '../model/normalize.ts';
 import { EMPTY } from '../model/normalize-intern.ts';
 import type { ValidationError } from '../model/types.ts';
-import { errorMessage, SILENT_LOGGER } from './source.ts';
-import type { SourceLogger, WatchStatus } from './source.ts';
+import { errorMessage, RESTART_REASONS, SILENT_LOGGER } from './source.ts';
+import type { RestartReason, SourceLogger, WatchStatus } from './source.ts';
 
 export interface WatchTiming {
   /** First restart delay after a failure. */
   readonly restartInitialMs: number;
   /** Restart delay cap. */
   readonly restartMaxMs: number;
-  /** An open stream with no event/bookmark/list for this long is restarted. 0 disables. */
+  /** An open stream with no event or bookmark for this long gets a liveness probe. 0 disables. */
   readonly idleTimeoutMs: number;
+  /** Bound on one liveness probe (its list and its watch); past it the probe failed. */
+  readonly probeTimeoutMs: number;
   /** A list taking longer fails (and is retried). */
   readonly listTimeoutMs: number;
   /** Cap of the library's own reconnect delay after a clean close (1 s doubling to 30 s). */
   readonly reconnectMaxMs: number;
-  /** The library's connect/inactivity timeout per watch request (its default: 30 s). */
+  /**
+   * The library's connect/inactivity timeout per watch request (its default:
+   * 30 s). Keep it above idleTimeoutMs (the probe judges silence first) and
+   * below undici's 300 s body timeout (which ends a silent stream as an error).
+   */
   readonly streamTimeoutMs: number;
 }
 
 export const DEFAULT_TIMING: WatchTiming = {
-  restartInitialMs: 500,
-  restartMaxMs: 30_000,
+  restartInitialMs: 250,
+  restartMaxMs: 3_000,
   idleTimeoutMs: 150_000,
+  probeTimeoutMs: 15_000,
   listTimeoutMs: 180_000,
-  reconnectMaxMs: 30_000,
-  streamTimeoutMs: 90_000,
+  reconnectMaxMs: 3_000,
+  streamTimeoutMs: 270_000,
 };
+
+/** What a liveness probe found. */
+type ProbeVerdict =
+  | { readonly kind: 'quiet'; readonly why: string }
+  | { readonly kind: 'missed'; readonly rv: string; readonly serverRv: string }
+  | { readonly kind: 'gone' }
+  | { readonly kind: 'failed'; readonly error: string };
+
+/** A resourceVersion as a number, when it is one (etcd's always are); undefined otherwise. */
+export function rvNumber(rv: unknown): bigint | undefined {
+  return typeof rv === 'string' && /^\d{1,20}$/.test(rv) ? BigInt(rv) : undefined;
+}
 
 /**
  * What the informer caches in place of the raw object: one small object per
@@ -112,6 +147,12 @@ export interface ResourceWatchOptions<T> {
    * watch), for one page: pass limit and continue through.
    */
   readonly list: (page: ListPage) => Promise<KubernetesListObject<object>>;
+  /**
+   * The liveness probe's list: `limit=1`, ideally without selectors (only its
+   * metadata.resourceVersion is read; a selector could make the server scan).
+   * Default: one page of `list` with limit 1.
+   */
+  readonly probeList?: () => Promise<KubernetesListObject<object>>;
   /** Objects per list page (default 500; 0 = one request). */
   readonly pageSize?: number;
   readonly normalize: (raw: unknown) => Normalized<T>;
@@ -253,7 +294,13 @@ export class ResourceWatch<T> {
   #gen = 0;
   #synced = false;
   #failures = 0;
-  #restarts = 0;
+  readonly #restarts: Record<RestartReason, number> = { error: 0, stalled: 0, gone: 0, closed: 0 };
+  /** A 410 ERROR event arrived on the open stream: its clean end is that expiry, not a close. */
+  #goneOnStream = false;
+  #probing = false;
+  #probes = 0;
+  /** Ends the probe watch in flight (stop()). */
+  #probeCancel: (() => void) | undefined;
   #events = 0;
   #received = 0;
   #lastEventAt: number | undefined;
@@ -277,12 +324,14 @@ export class ResourceWatch<T> {
         transform: (type, obj) => this.#transform(type, obj),
         opened: () => {
           this.#streaming = true;
+          this.#goneOnStream = false;
         },
-        closed: () => {
+        closed: (err) => {
           this.#streaming = false;
           const waiters = this.#streamWaiters;
           this.#streamWaiters = [];
           for (const w of waiters) w();
+          this.#guard(() => this.#streamEnded(err));
         },
       },
       this.#timing.streamTimeoutMs,
@@ -319,6 +368,7 @@ export class ResourceWatch<T> {
     this.#gen++;
     clearTimeout(this.#restartTimer);
     clearInterval(this.#watchdog);
+    this.#probeCancel?.();
     // Pending reconnect delays never resolve: their informer chain is dropped.
     for (const t of this.#delays) clearTimeout(t);
     this.#delays.clear();
@@ -357,6 +407,11 @@ export class ResourceWatch<T> {
     return this.#events;
   }
 
+  /** Liveness probes run since start (a silent stream is probed, not restarted). */
+  get probes(): number {
+    return this.#probes;
+  }
+
   /** Objects received from the API server: list items plus watch events (bookmarks excluded). */
   get received(): number {
     return this.#received;
@@ -366,7 +421,8 @@ export class ResourceWatch<T> {
     return {
       resource: this.name,
       synced: this.#synced,
-      restarts: this.#restarts,
+      restarts: RESTART_REASONS.reduce((n, r) => n + this.#restarts[r], 0),
+      restartsByReason: { ...this.#restarts },
       lastEventAt: this.#lastEventAt,
       lastError: this.#lastError,
       objects: this.#size,
@@ -497,7 +553,11 @@ export class ResourceWatch<T> {
       }
       if (type === 'ERROR') {
         const o = record(obj) ?? {};
-        if (o.code !== 410) this.#lastError = `watch ERROR event: ${String(o.message ?? o.reason ?? 'unknown')}`;
+        if (o.code === 410) {
+          // The server ends the stream next; the informer then relists.
+          this.#goneOnStream = true;
+          this.#gone(String(o.message ?? 'Expired'));
+        } else this.#lastError = `watch ERROR event: ${String(o.message ?? o.reason ?? 'unknown')}`;
         return o;
       }
       // BOOKMARK and anything else: only the resourceVersion matters to the informer.
@@ -548,6 +608,39 @@ export class ResourceWatch<T> {
     this.#guard(() => this.#opts.onChange(c, key, c === 'delete' ? undefined : value));
   }
 
+  #count(reason: RestartReason): void {
+    this.#restarts[reason]++;
+  }
+
+  /** The resourceVersion expired: the informer relists by itself (no backoff, no error). */
+  #gone(message: string): void {
+    this.#count('gone');
+    this.#log.info({ watch: this.name, reason: message }, 'watch resourceVersion expired (410 Gone); relisting');
+  }
+
+  /** A watch request or stream ended (the informer decides what follows). */
+  #streamEnded(err: unknown): void {
+    if (this.#state !== 'running') return;
+    if (err === null || err === undefined) {
+      // A clean end: after a 410 ERROR event that expiry (counted), else the server's own close.
+      if (this.#goneOnStream) {
+        this.#goneOnStream = false;
+        return;
+      }
+      this.#count('closed');
+      this.#log.debug({ watch: this.name }, 'watch stream closed by the server; resuming from its resourceVersion');
+      return;
+    }
+    const e = err as { statusCode?: unknown; code?: unknown; name?: unknown };
+    if (e.statusCode === 410 || e.code === 410) this.#gone('HTTP 410');
+    else if (e.name === 'TimeoutError')
+      this.#log.debug(
+        { watch: this.name, silentMs: this.#timing.streamTimeoutMs },
+        'silent watch stream reopened from its resourceVersion',
+      );
+    // Anything else is a failure: the informer reports it as an error (#onError).
+  }
+
   #onError(err: unknown): void {
     // Our own stop()/restart aborting the request; also stale lists of older runs.
     if (isAbort(err)) return;
@@ -563,25 +656,152 @@ export class ResourceWatch<T> {
     this.#restartTimer = setTimeout(() => {
       if (this.#state !== 'backoff') return;
       this.#state = 'running';
-      this.#restarts++;
+      this.#count('error');
       this.#run();
     }, delay);
   }
 
   #checkIdle(): void {
-    if (this.#state !== 'running' || !this.#streaming) return;
-    const idle = Date.now() - this.#lastActivity;
-    if (idle < this.#timing.idleTimeoutMs) return;
-    this.#log.warn({ watch: this.name, idleMs: idle }, 'watch silent for too long; restarting');
-    this.#lastError = `no event or bookmark for ${idle} ms`;
-    void this.#restart();
+    if (this.#state !== 'running' || !this.#streaming || this.#probing) return;
+    if (Date.now() - this.#lastActivity < this.#timing.idleTimeoutMs) return;
+    this.#probing = true;
+    this.#probes++;
+    this.#probe().then(
+      () => {
+        this.#probing = false;
+      },
+      (err: unknown) => {
+        this.#probing = false;
+        this.#log.error({ watch: this.name, err: errorMessage(err) }, 'watch liveness probe crashed');
+      },
+    );
+  }
+
+  /** Is the silent stream quiet or dead? Restarts it only when it missed events. */
+  async #probe(): Promise<void> {
+    const gen = this.#gen;
+    const activity = this.#lastActivity;
+    const idleMs = Date.now() - activity;
+    const alive = (): boolean => gen === this.#gen && this.#state === 'running';
+    const seen = this.#informer.latestResourceVersion();
+    let verdict = await this.#liveness(seen);
+    if (verdict.kind === 'missed' && alive() && this.#lastActivity === activity) {
+      // An event committed just before the probe's list may still be on its way
+      // over a healthy stream: give the stream a moment before judging it.
+      await new Promise((r) => setTimeout(r, Math.min(1_000, Math.max(10, this.#timing.idleTimeoutMs / 10))).unref());
+    }
+    if (!alive()) return;
+    // The stream delivered something meanwhile: it is alive, whatever the probe saw.
+    if (this.#lastActivity !== activity) verdict = { kind: 'quiet', why: 'the stream delivered meanwhile' };
+    switch (verdict.kind) {
+      case 'quiet':
+        this.#lastActivity = Date.now();
+        this.#log.debug({ watch: this.name, idleMs, resourceVersion: seen, why: verdict.why }, 'silent watch stream is quiet');
+        return;
+      case 'missed':
+        this.#lastError = `stream stalled: missed the event at resourceVersion ${verdict.rv} (server at ${verdict.serverRv})`;
+        this.#log.warn(
+          { watch: this.name, idleMs, resourceVersion: seen, missed: verdict.rv, serverResourceVersion: verdict.serverRv },
+          'watch stream missed events; restarting',
+        );
+        void this.#restart('stalled');
+        return;
+      case 'gone':
+        // The stream's resourceVersion expired: restart it; its own 410 then relists (counted "gone").
+        void this.#restart(undefined);
+        return;
+      case 'failed':
+        // Not a verdict on the stream: try again after another idle period
+        // (if the server is down, the stream itself fails and restarts).
+        this.#lastActivity = Date.now();
+        this.#lastError = `liveness probe: ${verdict.error}`;
+        this.#log.warn({ watch: this.name, idleMs, err: verdict.error }, 'watch liveness probe failed');
+        return;
+    }
+  }
+
+  async #liveness(seen: string): Promise<ProbeVerdict> {
+    const ms = this.#timing.probeTimeoutMs;
+    let serverRv: string | undefined;
+    try {
+      const list = this.#opts.probeList ?? (() => this.#opts.list({ limit: 1, continue: undefined }));
+      serverRv = (await beforeDeadline(list(), Date.now() + ms, ms)).metadata?.resourceVersion;
+    } catch (err) {
+      return { kind: 'failed', error: errorMessage(err) };
+    }
+    const have = rvNumber(seen);
+    const now = rvNumber(serverRv);
+    // Not comparable (not etcd-like): nothing to judge by; the library's stream timeout still reopens it.
+    if (have === undefined || now === undefined || serverRv === undefined)
+      return { kind: 'quiet', why: 'resourceVersions not comparable' };
+    if (now <= have) return { kind: 'quiet', why: 'the server has not moved' };
+    return this.#probeStream(seen, now, serverRv);
+  }
+
+  /**
+   * A short watch from the stream's resourceVersion: the server replays what
+   * came after it, then ends the watch (timeoutSeconds=1). An object event at
+   * or below `upTo` was committed before the probe: the stream should have
+   * delivered it. Anything past `upTo` (or the end) with none before: quiet.
+   */
+  #probeStream(from: string, upTo: bigint, serverRv: string): Promise<ProbeVerdict> {
+    return new Promise((resolve) => {
+      let settled = false;
+      let ctl: AbortController | undefined;
+      const finish = (v: ProbeVerdict): void => {
+        if (settled) return;
+        settled = true;
+        this.#probeCancel = undefined;
+        clearTimeout(timer);
+        ctl?.abort();
+        resolve(v);
+      };
+      const ms = this.#timing.probeTimeoutMs;
+      const timer = setTimeout(() => finish({ kind: 'failed', error: `probe watch gave no answer within ${ms} ms` }), ms);
+      timer.unref();
+      this.#probeCancel = () => finish({ kind: 'failed', error: 'cancelled' });
+      const watch = new Watch(this.#opts.kubeConfig);
+      Reflect.set(watch, 'requestTimeoutMs', ms);
+      const query: Record<string, string | number | undefined> = {
+        resourceVersion: from,
+        timeoutSeconds: 1,
+        labelSelector: this.#opts.labelSelector,
+        fieldSelector: this.#opts.fieldSelector,
+      };
+      const onEvent = (phase: string, obj: unknown): void => {
+        if (settled) return;
+        const o = record(obj);
+        if (phase === 'ERROR') {
+          finish(o?.code === 410 ? { kind: 'gone' } : { kind: 'failed', error: `ERROR event: ${String(o?.message ?? '')}` });
+          return;
+        }
+        const rv = rvNumber(record(o?.metadata)?.resourceVersion);
+        if (rv === undefined) return;
+        if (phase !== 'BOOKMARK' && rv <= upTo) finish({ kind: 'missed', rv: rv.toString(), serverRv });
+        else if (rv >= upTo) finish({ kind: 'quiet', why: 'the probe passed the listed resourceVersion' });
+      };
+      const onDone = (err: unknown): void => {
+        if (err === null || err === undefined) finish({ kind: 'quiet', why: 'nothing missed' });
+        else {
+          const e = err as { statusCode?: unknown };
+          finish(e.statusCode === 410 ? { kind: 'gone' } : { kind: 'failed', error: errorMessage(err) });
+        }
+      };
+      watch.watch(this.#opts.path, query, onEvent, onDone).then(
+        (c) => {
+          ctl = c;
+          if (settled) c.abort();
+        },
+        (err: unknown) => finish({ kind: 'failed', error: errorMessage(err) }),
+      );
+    });
   }
 
   /** Stop the open stream, wait until it has reported done, then start again from the last RV. */
-  async #restart(): Promise<void> {
+  async #restart(reason: RestartReason | undefined): Promise<void> {
     this.#state = 'restarting';
     this.#gen++;
-    this.#restarts++;
+    if (reason !== undefined) this.#count(reason);
     const closed = this.#waitStreamClosed();
     await this.#informer.stop();
     await closed;

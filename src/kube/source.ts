@@ -3,13 +3,25 @@
 // normalized objects and never throw from their callbacks.
 import type { ClusterState, NetworkPolicy } from '../model/types.ts';
 
+/**
+ * Why a watch was restarted (the reason label of nftnp_watch_restarts_total):
+ * error: a request or stream failed; stalled: a liveness probe proved the
+ * open stream had missed events; gone: the resourceVersion expired (410) and
+ * the watch relisted; closed: the server ended the stream and it resumed from
+ * its resourceVersion. Only error and stalled are trouble.
+ */
+export type RestartReason = 'error' | 'stalled' | 'gone' | 'closed';
+export const RESTART_REASONS: readonly RestartReason[] = ['error', 'stalled', 'gone', 'closed'];
+
 export interface WatchStatus {
   /** Human name of the watch, e.g. "pods spec.nodeName=node-1" or "pods -n shop app=db". */
   readonly resource: string;
   /** Has listed successfully at least once. */
   readonly synced: boolean;
-  /** Restarts after a failure (or a silent stream) since start(). */
+  /** Restarts since start(), every reason. */
   readonly restarts: number;
+  /** The same by reason (absent: every restart counts as an error). */
+  readonly restartsByReason?: Readonly<Record<RestartReason, number>>;
   /** Date.now() of the last event, bookmark or successful list. */
   readonly lastEventAt: number | undefined;
   /** The last failure; cleared by the next successful list or event. */

@@ -125,8 +125,11 @@ function stateReply(v: AgentView): Reply {
   for (const p of s.invalidPolicies) for (const e of p.errors) lines.push(`  ${e}`);
   lines.push('', 'watches:');
   for (const w of watches) {
+    // By reason when there are any: "3 restarts (closed 2, gone 1)".
+    const by = Object.entries(w.restartsByReason ?? {}).filter(([, n]) => n > 0);
+    const reasons = w.restarts === 0 || by.length === 0 ? '' : ` (${by.map(([r, n]) => `${r} ${n}`).join(', ')})`;
     lines.push(
-      `  ${w.resource}: ${w.synced ? 'synced' : 'not synced'}, ${w.objects} objects, ${w.restarts} restarts${w.lastError === undefined ? '' : `, last error: ${w.lastError}`}`,
+      `  ${w.resource}: ${w.synced ? 'synced' : 'not synced'}, ${w.objects} objects, ${w.restarts} restarts${reasons}${w.lastError === undefined ? '' : `, last error: ${w.lastError}`}`,
     );
   }
   return { status: 200, body, text: lines.join('\n') };

@@ -149,8 +149,8 @@ const DEFINITIONS = [
   {
     name: 'nftnp_watch_restarts_total',
     type: 'counter',
-    help: 'Number of times a Kubernetes watch was restarted (relisted after an error or expiry), by resource.',
-    labelNames: ['resource'],
+    help: 'Number of times a Kubernetes watch was restarted, by resource and reason: error (a request or stream failed), stalled (the open stream had missed events), gone (410: relisted), closed (the server ended the stream; resumed). Only error and stalled are trouble.',
+    labelNames: ['resource', 'reason'],
     felix: undefined,
   },
   {
@@ -214,7 +214,7 @@ export interface Metrics {
   readonly nftSetElements: Gauge;
   readonly driftRepairs: Counter;
   readonly tableMonitorRestarts: Counter;
-  readonly watchRestarts: Counter<'resource'>;
+  readonly watchRestarts: Counter<'resource' | 'reason'>;
   readonly invalidPolicies: Gauge;
   readonly eventToApplied: Histogram;
   readonly lastSuccessfulApply: Gauge;
@@ -281,10 +281,10 @@ export function createMetrics(registry: Registry = new Registry(), options: Metr
     nftSetElements: gauge('nftnp_nft_set_elements'),
     driftRepairs: counter('nftnp_drift_repairs_total'),
     tableMonitorRestarts: counter('nftnp_table_monitor_restarts_total'),
-    watchRestarts: new Counter<'resource'>({
+    watchRestarts: new Counter<'resource' | 'reason'>({
       name: watchRestartsDef.name,
       help: watchRestartsDef.help,
-      labelNames: ['resource'],
+      labelNames: ['resource', 'reason'],
       registers: [registry],
     }),
     invalidPolicies: gauge('nftnp_invalid_policies'),

@@ -40,6 +40,7 @@ test('run: defaults, env, flags over env', () => {
     conntrack: true,
     incremental: true,
     unknownLocalEndpoints: 'allow',
+    watchIdleProbeMs: 150_000,
   });
   const e = parseRunConfig([], {
     NODE_NAME: 'from-env',

@@ -48,6 +48,7 @@ async function fixture(t: { after: (fn: () => Promise<void>) => void }) {
         resource: 'pods spec.nodeName=node-1',
         synced: source.synced(),
         restarts: 1,
+        restartsByReason: { error: 0, stalled: 0, gone: 1, closed: 0 },
         lastEventAt: 0,
         lastError: undefined,
         objects: 2,
@@ -140,6 +141,12 @@ test('/debug/state: JSON by default, text on request', async (t) => {
   ]);
   assert.equal((body['lastApply'] as { result: string }).result, 'applied');
   assert.equal((body['watches'] as { restarts: number }[])[0]?.restarts, 1);
+  assert.deepEqual((body['watches'] as { restartsByReason: unknown }[])[0]?.restartsByReason, {
+    error: 0,
+    stalled: 0,
+    gone: 1,
+    closed: 0,
+  });
 
   for (const [path, accept] of [
     ['/debug/state?format=text', undefined],
@@ -150,6 +157,7 @@ test('/debug/state: JSON by default, text on request', async (t) => {
     assert.match(txt.body, /phase in-sync/);
     assert.match(txt.body, /shop\/db {2}10\.0\.0\.2\n {4}ingress: shop\/db-from-web/);
     assert.match(txt.body, /invalid policies \(1\):\n {2}shop\/broken/);
+    assert.match(txt.body, /pods spec\.nodeName=node-1: synced, 2 objects, 1 restarts \(gone 1\)/);
   }
   assert.match((await f.debug('/debug/state', '*/*')).type, /application\/json/);
 });

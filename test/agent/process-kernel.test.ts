@@ -275,10 +275,19 @@ test('agent process: watch resets, 410 expiry and an API server restart are foll
   await e.api.accept();
   e.api.delete('networkpolicies', 'shop', 'db-allow-web');
   await eventually('change after an API server restart', async () => !(await tableHas(e.netns, WEB_IP)), 60_000);
-  await eventually('restarts counted', async () => {
+  await eventually('restarts counted by reason: errors (resets, refused) and the 410 relist', async () => {
     const body = (await a.get('/metrics', 'metrics')).body;
-    return /^nftnp_watch_restarts_total\{resource="[a-z]+"\} [1-9]/m.test(body);
+    return (
+      /^nftnp_watch_restarts_total\{resource="[a-z]+",reason="error"\} [1-9]/m.test(body) &&
+      /^nftnp_watch_restarts_total\{resource="[a-z]+",reason="gone"\} [1-9]/m.test(body)
+    );
   });
+  const relisted = a.lines.filter((l) => l['msg'] === 'watch resourceVersion expired (410 Gone); relisting');
+  assert.ok(relisted.length >= 1, 'the relist after 410 Gone is logged');
+  assert.ok(
+    relisted.every((l) => l['level'] === 'info'),
+    'at info',
+  );
   await eventually('in sync', async () => (await a.metric('nftnp_in_sync')) === 1);
 });
 

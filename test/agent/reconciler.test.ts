@@ -448,7 +448,8 @@ test('watch restarts are counted from status deltas per resource', async () => {
   t.r.start();
   await waitFor(
     'first count',
-    async () => (await metricValue(t.metrics, 'nftnp_watch_restarts_total', { resource: 'networkpolicies' })) === 2,
+    async () =>
+      (await metricValue(t.metrics, 'nftnp_watch_restarts_total', { resource: 'networkpolicies', reason: 'error' })) === 2,
   );
   t.source.watches = [
     { resource: 'pods', restarts: 3 },
@@ -456,9 +457,25 @@ test('watch restarts are counted from status deltas per resource', async () => {
   ];
   await waitFor(
     'pods counted',
-    async () => (await metricValue(t.metrics, 'nftnp_watch_restarts_total', { resource: 'pods' })) === 3,
+    async () => (await metricValue(t.metrics, 'nftnp_watch_restarts_total', { resource: 'pods', reason: 'error' })) === 3,
   );
-  assert.equal(await metricValue(t.metrics, 'nftnp_watch_restarts_total', { resource: 'networkpolicies' }), 2);
+  assert.equal(await metricValue(t.metrics, 'nftnp_watch_restarts_total', { resource: 'networkpolicies', reason: 'error' }), 2);
+  await t.r.stop(1000);
+});
+
+test('watch restarts are counted by reason: only failures under reason="error"', async () => {
+  const t = setup({ watchPollMs: 5 });
+  const by = (error: number, stalled: number, gone: number, closed: number) => ({ error, stalled, gone, closed });
+  t.source.watches = [{ resource: 'pods spec.nodeName=n1', restarts: 3, restartsByReason: by(0, 0, 1, 2) }];
+  t.r.start();
+  const value = (reason: string): Promise<number> =>
+    metricValue(t.metrics, 'nftnp_watch_restarts_total', { resource: 'pods', reason });
+  await waitFor('closed counted', async () => (await value('closed')) === 2);
+  assert.equal(await value('gone'), 1);
+  assert.equal(await value('error'), 0);
+  t.source.watches = [{ resource: 'pods spec.nodeName=n1', restarts: 5, restartsByReason: by(1, 1, 1, 2) }];
+  await waitFor('error and stalled counted', async () => (await value('error')) === 1 && (await value('stalled')) === 1);
+  assert.equal(await value('closed'), 2);
   await t.r.stop(1000);
 });
 

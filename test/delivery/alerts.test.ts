@@ -160,7 +160,10 @@ describe('promtool', () => {
     const mutants: [string, string][] = [
       ['for: 10m', 'for: 9m'],
       ['[1h]) > 2', '[1h]) > 1'],
-      ['[30m]) > 5', '[30m]) > 6'],
+      ['[10m])) > 2', '[10m])) > 3'],
+      ['[10m])) > 2', '[20m])) > 2'],
+      ['reason!~"closed|gone"', 'reason!~"closed"'],
+      ['sum without (reason) (increase(nftnp_watch_restarts_total', '(increase(nftnp_watch_restarts_total'],
       ['max by (job)', 'max by (job, node)'],
       ['> 600', '> 540'],
       ['severity: info', 'severity: warning'],

@@ -1,8 +1,14 @@
 // End to end: the alert rules of daemonset/monitoring/nft-netpol-agent.rules.yaml
 // (sped up in a copy), evaluated by a real Prometheus server (Debian package
 // `prometheus`) that scrapes a real agent process applying its ruleset inside
-// a simulated node's network namespace. An nft wrapper makes the agent's
-// transactions fail while a flag file exists:
+// a simulated node's network namespace. The agent watches the in-repo API
+// server (real list/watch protocol, bookmarks only when a resource moves)
+// while other pods keep changing: its quiet watches are probed every 300 ms
+// of silence (--watch-idle-probe, 150 s by default), never restarted, and
+// NftNetpolWatchRestartsClimbing stays inactive over the whole run (a
+// probe per quiet watch every ~1.3 s: about as many as two hours bring at
+// the default). An nft
+// wrapper makes the agent's transactions fail while a flag file exists:
 //   1. the agent applies: the scrape works, NftNetpolRestoreErrors is inactive;
 //   2. nft fails: NftNetpolRestoreErrors goes pending, then firing (and so does
 //      NftNetpolDataplaneApplyFailing);
@@ -11,7 +17,7 @@
 // Everything is observed through Prometheus' own HTTP API. Needs root, ip,
 // nft and prometheus: skipped locally without them, failing in CI (CI=true).
 import assert from 'node:assert/strict';
-import { chmod, mkdir, mkdtemp, rename, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -19,7 +25,8 @@ import { stringify } from 'yaml';
 import { AgentProcess, listTableIn } from '../agent/agent-process.ts';
 import { createNetns, deleteNetns, sweepStale, uniquePrefix } from '../harness/netns.ts';
 import { requireDatapath } from '../harness/requirements.ts';
-import { namespace, networkPolicy, node, pod } from '../support/fake-apiserver.ts';
+import { FakeApiServer, namespace, networkPolicy, node, pod } from '../support/fake-apiserver.ts';
+import type { KubeObject } from '../support/fake-apiserver.ts';
 import {
   FatalPollError,
   PrometheusServer,
@@ -41,6 +48,7 @@ const CLEANUP_RESERVE_MS = 15_000;
 
 const RESTORE = 'NftNetpolRestoreErrors';
 const APPLY = 'NftNetpolDataplaneApplyFailing';
+const WATCH = 'NftNetpolWatchRestartsClimbing';
 
 /** Seconds of the sped-up windows (and of the apply alert's no-success threshold). */
 const WINDOW_S = 20;
@@ -61,6 +69,7 @@ const REWRITES = {
       [') > 600', `) > ${WINDOW_S}`],
     ],
   },
+  [WATCH]: { for: '5s', expr: [[/\[\d+m\]/g, `[${WINDOW_S}s]`]] },
 } as const;
 
 /** "20s", "10m", "1h" in seconds. */
@@ -70,7 +79,7 @@ function seconds(d: string): number {
   return Number(m[1]) * (m[2] === 'h' ? 3600 : m[2] === 'm' ? 60 : 1);
 }
 
-function manifests(policyPort: number): { cluster: string; policy: string } {
+function manifests(policyPort: number): { cluster: KubeObject[]; policy: KubeObject } {
   const cluster = [
     namespace('shop', { team: 'shop' }),
     node(NODE, ['172.18.0.11']),
@@ -83,13 +92,7 @@ function manifests(policyPort: number): { cluster: string; policy: string } {
     policyTypes: ['Ingress'],
     ingress: [{ from: [{ podSelector: { matchLabels: { app: 'web' } } }], ports: [{ protocol: 'TCP', port: policyPort }] }],
   });
-  return { cluster: cluster.map((o) => stringify(o)).join('---\n'), policy: stringify(policy) };
-}
-
-/** Atomic replace: the agent never reads a half-written manifest (.tmp is not a manifest extension). */
-async function writeAtomic(path: string, text: string): Promise<void> {
-  await writeFile(`${path}.tmp`, text);
-  await rename(`${path}.tmp`, path);
+  return { cluster, policy };
 }
 
 /** nft, except that transactions (-f, also --check -f) fail like nft does while `flag` exists. */
@@ -109,7 +112,7 @@ exec '${realNft}' "$@"
 }
 
 test(
-  'Prometheus end to end: NftNetpolRestoreErrors inactive -> pending -> firing -> resolved, on a real agent and a real Prometheus',
+  'Prometheus end to end: NftNetpolRestoreErrors inactive -> pending -> firing -> resolved, NftNetpolWatchRestartsClimbing inactive on quiet watches, on a real agent and a real Prometheus',
   { timeout: TEST_TIMEOUT_MS },
   async (t) => {
     if (!requireDatapath(t)) return;
@@ -136,6 +139,8 @@ test(
     const netns = `${uniquePrefix()}node1`;
     let agent: AgentProcess | undefined;
     let prom: PrometheusServer | undefined;
+    let api: FakeApiServer | undefined;
+    let churn: NodeJS.Timeout | undefined;
     try {
       // ---- the rules, sped up in a copy (and checked to be changed as intended)
       const original = readYaml(RULES_FILE);
@@ -196,14 +201,23 @@ test(
           `rules rewritten for speed: ${c.alert}: "${c.before.expr.replace(/\s+/g, ' ')}" for ${c.before.for} -> "${c.after.expr.replace(/\s+/g, ' ')}" for ${c.after.for}`,
         );
 
-      // ---- a simulated node (network namespace), manifests, the failing-nft wrapper
+      // ---- a simulated node (network namespace), the API server, the failing-nft wrapper
       await createNetns([netns]);
-      const manifestDir = join(dir, 'manifests');
-      await mkdir(manifestDir);
+      api = await FakeApiServer.start();
+      const k8s = api;
       let policyPort = 5432;
       const m0 = manifests(policyPort);
-      await writeFile(join(manifestDir, 'cluster.yaml'), m0.cluster);
-      await writeFile(join(manifestDir, 'policy.yaml'), m0.policy);
+      k8s.load([...m0.cluster, m0.policy, namespace('churn')]);
+      const kubeconfig = join(dir, 'kubeconfig');
+      await writeFile(kubeconfig, k8s.kubeConfig().exportConfig());
+      // Pods of another node come and go all along: the server's resourceVersion
+      // moves, while the namespaces, policies and nodes the agent watches are quiet.
+      let churned = 0;
+      churn = setInterval(() => {
+        const name = `churn-${churned++}`;
+        k8s.create('pods', pod('churn', name, { app: 'churn' }, 'node-2', `10.244.9.${(churned % 250) + 1}`));
+        if (churned > 3) k8s.delete('pods', 'churn', `churn-${churned - 4}`);
+      }, 250);
       const failFlag = join(dir, 'nft-fail');
       const wrapper = join(dir, 'nft-wrapper');
       await writeFile(wrapper, nftWrapper(realNft, failFlag));
@@ -213,7 +227,13 @@ test(
       // --metrics-addr 127.0.0.1:0 (AgentProcess' default): the kernel picks a
       // free port and the agent logs it, which no other process can take between
       // choosing and binding.
-      agent = AgentProcess.start({ node: NODE, netns, fromDir: manifestDir, nft: wrapper, args: ['--drift-interval', '0'] });
+      agent = AgentProcess.start({
+        node: NODE,
+        netns,
+        kubeconfig,
+        nft: wrapper,
+        args: ['--drift-interval', '0', '--watch-idle-probe', '300ms'],
+      });
       const a = agent;
       const metricsPort = (await a.ports()).metrics;
       assert.ok(metricsPort > 0, a.tail());
@@ -248,11 +268,15 @@ test(
 
       // Alert states as Prometheus' rules API reports them, printed when they change.
       let lastPrinted = '';
+      /** Every state of the watch restart alert seen, in order (changes only). */
+      const watchStates: string[] = [];
       const states = async (): Promise<Map<string, PromRule>> => {
         agentAlive();
         promAlive();
         const rules = new Map((await p.rules()).filter((r) => r.type === 'alerting').map((r) => [r.name, r]));
-        const line = [RESTORE, APPLY, 'NftNetpolOutOfSync'].map((n) => `${n}=${rules.get(n)?.state ?? '?'}`).join(' ');
+        const ws = rules.get(WATCH)?.state ?? '?';
+        if (watchStates.at(-1) !== ws) watchStates.push(ws);
+        const line = [RESTORE, APPLY, 'NftNetpolOutOfSync', WATCH].map((n) => `${n}=${rules.get(n)?.state ?? '?'}`).join(' ');
         if (line !== lastPrinted) {
           lastPrinted = line;
           say(`alert states: ${line}`);
@@ -328,7 +352,7 @@ test(
           agentAlive();
           if (Date.now() - lastChange > 5_000 && !a.lines.some((l) => l['event'] === 'apply' && l['result'] === 'failed')) {
             policyPort += 1;
-            await writeAtomic(join(manifestDir, 'policy.yaml'), manifests(policyPort).policy);
+            k8s.apply('networkpolicies', manifests(policyPort).policy);
             lastChange = Date.now();
             say(`policy port changed to ${policyPort}`);
           }
@@ -422,6 +446,33 @@ test(
       assert.equal(await p.scalar(`ALERTS{alertname="${RESTORE}",${SEL}}`), undefined, 'no ALERTS series any more');
       assert.ok(a.alive(), 'the agent kept running throughout');
       say('done: inactive -> pending -> firing -> resolved');
+
+      // ================= all along: quiet watches probed, never restarted; their alert inactive
+      const watchRule = (await states()).get(WATCH);
+      assert.ok(watchRule !== undefined, `${WATCH} loaded`);
+      assert.equal(watchRule.health, 'ok', watchRule.lastError ?? '');
+      assert.equal(watchRule.duration, 5, `${WATCH}: the sped-up for: is what Prometheus loaded`);
+      assert.ok((watchRule.query ?? '').includes(`[${WINDOW_S}s]`), `${WATCH}: the rewritten window`);
+      assert.deepEqual(watchStates, ['inactive'], `${WATCH} was inactive at every look, over the whole run`);
+      // Not vacuous: its input exists (a series per watched resource, at 0) ...
+      const errors = await p.query(`nftnp_watch_restarts_total{${SEL},reason="error"}`);
+      assert.deepEqual(
+        errors.map((x) => x.metric['resource']).sort(),
+        ['namespaces', 'networkpolicies', 'nodes', 'pods'],
+        'restart counters exported from the start',
+      );
+      assert.ok(
+        errors.every((x) => x.value === 0),
+        JSON.stringify(errors),
+      );
+      assert.equal(await p.scalar(`sum(nftnp_watch_restarts_total{${SEL},reason!~"closed|gone"})`), 0, 'no restart that counts');
+      // ... while the quiet watches were probed many times (the old watchdog restarted them).
+      const probeWatches = k8s.requests.filter((r) => r.watch && r.query.timeoutSeconds !== undefined).length;
+      const quietLines = a.lines.filter((l) => l['msg'] === 'silent watch stream is quiet').length;
+      assert.ok(probeWatches >= 3 * 5, `probe watches of the quiet streams: ${probeWatches}`);
+      assert.ok(quietLines >= 3 * 5, `quiet verdicts logged: ${quietLines}`);
+      assert.ok(!a.lines.some((l) => l['msg'] === 'watch stream missed events; restarting'), 'no stream judged dead');
+      say(`watches: ${probeWatches} probe watches and ${quietLines} quiet verdicts, no restart; ${WATCH} inactive throughout`);
     } catch (e) {
       // What humans need from a CI log when this fails.
       console.log(
@@ -437,8 +488,10 @@ test(
           errors.push(e);
         }
       };
+      clearInterval(churn);
       await step(async () => prom?.stop());
       await step(async () => agent?.stop());
+      await step(async () => api?.close());
       await step(() => deleteNetns([netns]));
       await step(() => rm(dir, { recursive: true, force: true }));
       if (errors.length > 0) console.log(`[prometheus-e2e] cleanup errors: ${errors.map(String).join('; ')}`);

@@ -257,7 +257,7 @@ test('watch: field selector spec.nodeName applies to replay and live events', as
 });
 
 test('watch: bookmarks only when asked, periodic and on demand, carrying the current RV', async () => {
-  const periodic = await FakeApiServer.start({ bookmarkIntervalMs: 30 });
+  const periodic = await FakeApiServer.start({ bookmarkIntervalMs: 30, bookmarkMode: 'timer' });
   try {
     const w = await collect(periodic, '/api/v1/namespaces', {
       allowWatchBookmarks: 'true',
@@ -290,6 +290,59 @@ test('watch: bookmarks only when asked, periodic and on demand, carrying the cur
     ['ADDED'],
     'no bookmark without allowWatchBookmarks',
   );
+});
+
+test('watch: like a real watch cache, a bookmark only when the resource moved past what the watcher saw', async () => {
+  const real = await FakeApiServer.start({ bookmarkIntervalMs: 20 });
+  try {
+    real.create('namespaces', namespace('team-a', { team: 'a' }));
+    real.create('namespaces', namespace('team-b', { team: 'b' }));
+    const start = real.resourceVersion;
+    const w = await collect(real, '/api/v1/namespaces', {
+      allowWatchBookmarks: 'true',
+      labelSelector: 'team=a',
+      resourceVersion: String(start),
+    });
+    await waitFor(() => real.watchers().length === 1, 'watching');
+    // Other resources change (the global RV moves): this resource is quiet, no bookmark.
+    for (let i = 0; i < 20; i++) {
+      real.create('pods', pod('team-a', `p${i}`, {}, 'node-1', `10.9.0.${i + 1}`));
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    assert.equal(w.events.length, 0, 'a quiet resource gets no bookmark, whatever else changes');
+    // A change of this resource the selector filters out: the watcher learns the new RV by a bookmark.
+    const hidden = real.patchLabels('namespaces', undefined, 'team-b', { tier: 'x' });
+    await waitFor(() => w.events.length > 0, 'bookmark');
+    assert.deepEqual(
+      w.events.map((e) => `${e.type} ${e.rv}`),
+      [`BOOKMARK ${hidden.metadata.resourceVersion ?? ''}`],
+    );
+    // Delivered events move the watcher too: no bookmark repeats what it has seen.
+    const seen = real.patchLabels('namespaces', undefined, 'team-a', { tier: 'y' });
+    await waitFor(() => w.events.length > 1, 'event');
+    for (let i = 0; i < 10; i++) await new Promise((r) => setTimeout(r, 20));
+    w.stop();
+    assert.deepEqual(
+      w.events.map((e) => `${e.type} ${e.rv}`),
+      [`BOOKMARK ${hidden.metadata.resourceVersion ?? ''}`, `MODIFIED ${seen.metadata.resourceVersion ?? ''}`],
+    );
+  } finally {
+    await real.close();
+  }
+});
+
+test('watch: timeoutSeconds ends the stream cleanly after replaying what came after the RV', async () => {
+  api.create('namespaces', namespace('proto-timeout'));
+  const rv = api.resourceVersion;
+  api.create('namespaces', namespace('proto-timeout-2'));
+  const w = await collect(api, '/api/v1/namespaces', { resourceVersion: String(rv), timeoutSeconds: '1' });
+  await waitFor(() => w.done !== undefined, 'stream ended by the server', 5_000);
+  assert.equal(w.done?.err, null, 'a clean end');
+  assert.deepEqual(
+    w.events.map((e) => `${e.type} ${e.name}`),
+    ['ADDED proto-timeout-2'],
+  );
+  assert.equal(api.watchers().filter((x) => x.resource === 'namespaces').length, 0);
 });
 
 test('410: too old RV gets 200 + ERROR Status (Expired) and the stream ends; the informer relists', async () => {

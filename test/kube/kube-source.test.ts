@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { KubeClusterSource } from '../../src/kube/kube-source.ts';
 import type { KubeSourceOptions } from '../../src/kube/kube-source.ts';
 import { restartDelay } from '../../src/kube/resource-watch.ts';
-import type { SourceLogger } from '../../src/kube/source.ts';
+import type { RestartReason, SourceLogger } from '../../src/kube/source.ts';
 import type { NetworkPolicy } from '../../src/model/types.ts';
 import { FakeApiServer, namespace, networkPolicy, node, pod, waitFor } from '../support/fake-apiserver.ts';
 
@@ -74,6 +74,21 @@ function restarts(s: KubeClusterSource, resource: string): number {
 
 function totalRestarts(s: KubeClusterSource): number {
   return s.status().reduce((n, w) => n + w.restarts, 0);
+}
+
+function restartsBy(s: KubeClusterSource, resource: string, reason: RestartReason): number {
+  return s.status().find((w) => w.resource === resource)?.restartsByReason?.[reason] ?? -1;
+}
+
+/** A logger that keeps every line (level, message, fields). */
+function capture(): { log: SourceLogger; lines: { level: string; msg: string; obj: Record<string, unknown> }[] } {
+  const lines: { level: string; msg: string; obj: Record<string, unknown> }[] = [];
+  const at =
+    (level: string) =>
+    (obj: object, msg?: string): void => {
+      lines.push({ level, msg: msg ?? '', obj: obj as Record<string, unknown> });
+    };
+  return { log: { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') }, lines };
 }
 
 test('initial sync: local pods, needed peers only, every namespace and policy, the local node', async () => {
@@ -213,8 +228,9 @@ test('500 on a relist: restarted until the list works', async () => {
   await waitFor(() => !s.snapshot().namespaces.some((n) => n.name === 'ops'), 'relisted');
 });
 
-test('410 Expired: the informer relists, and objects deleted meanwhile disappear', async () => {
-  const s = await started();
+test('410 Expired: the informer relists, and objects deleted meanwhile disappear; logged at info, counted as gone', async () => {
+  const cap = capture();
+  const s = await started({ log: cap.log });
   await waitFor(() => api.watchers().length === 5, 'watching');
   const lists = (): number => api.requests.filter((r) => !r.watch && r.path === '/api/v1/pods').length;
   const before = lists();
@@ -226,31 +242,86 @@ test('410 Expired: the informer relists, and objects deleted meanwhile disappear
   api.endStreams('pods');
   await waitFor(() => !pods(s).includes('shop/db-1') && pods(s).includes('shop/web-9'), 'relisted state');
   assert.ok(lists() > before, 'a relist happened');
-  assert.equal(restarts(s, 'pods spec.nodeName=node-1'), 0, '410 is handled by the informer itself');
+  const w = 'pods spec.nodeName=node-1';
+  assert.equal(restartsBy(s, w, 'gone'), 1, 'the relist is counted, as gone');
+  assert.equal(restartsBy(s, w, 'error'), 0, 'a 410 is no error');
+  assert.equal(restartsBy(s, w, 'closed'), 1, 'the stream the test ended');
+  const logged = cap.lines.filter((l) => l.msg.includes('410 Gone') && l.obj['watch'] === w);
+  assert.deepEqual(
+    logged.map((l) => l.level),
+    ['info'],
+    'logged once, at info',
+  );
 });
 
-test('silent stream: detected by the watchdog and restarted; events sent meanwhile arrive', async () => {
+test('a quiet stream is probed, not restarted; a dead one (silent while its resource changes) is restarted as stalled', async () => {
   await api.close();
+  // Bookmarks as a real watch cache sends them: only when the resource moved.
   api = await FakeApiServer.start({ token: 'sekret', bookmarkIntervalMs: 20 });
   seed(api);
-  // Bookmarks every 20 ms; silence for 1.5 s is far beyond any scheduling hiccup.
-  const s = await started({ timing: { ...FAST, idleTimeoutMs: 1_500 } });
+  const cap = capture();
+  const s = await started({ timing: { ...FAST, idleTimeoutMs: 300 }, log: cap.log });
   await waitFor(() => api.watchers().length === 5, 'watching');
-  // Healthy streams with bookmarks are left alone.
-  const quiet = api.watchers().map((w) => w.id);
-  await waitFor(() => api.watchers().every((w) => w.sent >= 100), 'bookmarks flowing for longer than the idle timeout');
-  assert.deepEqual(
-    api.watchers().map((w) => w.id),
-    quiet,
-    'no restart while bookmarks arrive',
+  // The agent's streams ask for bookmarks; its probe watches do not.
+  const mainStreams = (): number[] => api.watchers().flatMap((w) => (w.bookmarks ? [w.id] : []));
+  const streams = mainStreams();
+  // Other resources keep changing (the global RV moves) while namespaces are quiet.
+  const probeWatches = (): number =>
+    api.requests.filter((r) => r.watch && r.path === '/api/v1/namespaces' && r.query.timeoutSeconds === '1').length;
+  let i = 0;
+  await waitFor(
+    async () => {
+      api.create('pods', pod('ops', `churn-${i}`, {}, 'node-9', `10.0.9.${(i++ % 250) + 1}`));
+      await new Promise((r) => setTimeout(r, 20));
+      return probeWatches() >= 2;
+    },
+    'two probes of the quiet namespaces stream',
+    15_000,
   );
-  assert.equal(totalRestarts(s), 0);
+  assert.equal(totalRestarts(s), 0, 'quiet streams are not restarted');
+  assert.deepEqual(mainStreams(), streams, 'the same streams, never reopened');
+  assert.ok(
+    s.status().every((w) => w.lastError === undefined),
+    JSON.stringify(s.status()),
+  );
+  assert.ok(
+    cap.lines.some((l) => l.level === 'debug' && l.msg === 'silent watch stream is quiet' && l.obj['watch'] === 'namespaces'),
+  );
+  // The namespaces stream goes dead while namespaces change: the probe finds the missed event.
   api.silence('namespaces');
   api.create('namespaces', namespace('during-silence'));
-  await waitFor(() => restarts(s, 'namespaces') >= 1, 'watchdog restart', 15_000);
+  await waitFor(() => restartsBy(s, 'namespaces', 'stalled') === 1, 'stalled restart', 15_000);
   await waitFor(() => s.snapshot().namespaces.some((n) => n.name === 'during-silence'), 'caught up');
-  assert.match(s.status().find((w) => w.resource === 'namespaces')?.lastError ?? '', /no event or bookmark/);
+  assert.match(s.status().find((w) => w.resource === 'namespaces')?.lastError ?? '', /stalled: missed the event/);
+  assert.equal(restartsBy(s, 'namespaces', 'error'), 0, 'a stalled stream is not counted as an error');
+  assert.ok(cap.lines.some((l) => l.level === 'warn' && l.msg === 'watch stream missed events; restarting'));
   assert.equal(restarts(s, 'networkpolicies'), 0);
+});
+
+test('a stream the server ends is resumed from its resourceVersion and counted as closed, not as an error', async () => {
+  const s = await started();
+  await waitFor(() => api.watchers().length === 5, 'watching');
+  const lists = (): number => api.requests.filter((r) => !r.watch && r.method === 'GET').length;
+  const before = lists();
+  api.endStreams('namespaces');
+  api.create('namespaces', namespace('after-close'));
+  await waitFor(() => s.snapshot().namespaces.some((n) => n.name === 'after-close'), 'resumed');
+  assert.equal(restartsBy(s, 'namespaces', 'closed'), 1);
+  assert.equal(restartsBy(s, 'namespaces', 'error'), 0);
+  assert.equal(lists(), before, 'no relist');
+});
+
+test('after an API server outage the watches follow the returned server within 5 s (default backoff, capped)', async () => {
+  const s = await started({ timing: {} });
+  await waitFor(() => api.watchers().length === 5, 'watching');
+  await api.refuse();
+  // Long enough for the backoff to reach its cap (250 ms doubling to 3 s: the 5th delay).
+  await waitFor(() => restartsBy(s, 'namespaces', 'error') >= 5, 'backoff at its cap', 30_000);
+  api.create('namespaces', namespace('during-outage'));
+  await api.accept();
+  // A requirement, not a measurement: converged within a bounded wait of 5 s.
+  await waitFor(() => s.snapshot().namespaces.some((n) => n.name === 'during-outage'), 'followed the server', 5_000);
+  assert.ok(s.synced());
 });
 
 test("the library's own inactivity timeout (streamTimeoutMs) reconnects a silent stream without a restart", async () => {

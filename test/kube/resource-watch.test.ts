@@ -9,7 +9,7 @@ import type { ChangeType } from '../../src/kube/resource-watch.ts';
 import { normalizePod } from '../../src/model/normalize.ts';
 import type { Normalized } from '../../src/model/normalize.ts';
 import type { Pod } from '../../src/model/types.ts';
-import { FakeApiServer, pod, waitFor } from '../support/fake-apiserver.ts';
+import { FakeApiServer, namespace, pod, waitFor } from '../support/fake-apiserver.ts';
 
 const FAST = { restartInitialMs: 20, restartMaxMs: 200, reconnectMaxMs: 50, idleTimeoutMs: 0, listTimeoutMs: 5_000 };
 
@@ -171,4 +171,111 @@ test('pods normalized from the list and from the watch share equal labels and po
   assert.equal(c.labels, a.labels, 'watch: the same labels object');
   assert.equal(c.ports, a.ports, 'one ports list');
   assert.deepEqual(a.ips, ['10.0.0.1']);
+});
+
+// Silence. A real API server sends a watcher a bookmark only when the
+// resource's resourceVersion moved past what the watcher has seen (the fake
+// does the same by default), and a list returns the global resourceVersion,
+// which moves with every write to any resource. These tests scale the idle
+// limit down (150 s -> 200 ms); each probe's watch still takes the server's
+// 1 s timeoutSeconds.
+
+/** A watch of this node's pods (spec.nodeName=node-1): quiet while nothing changes there. */
+async function nodePods(idleTimeoutMs: number): Promise<Seen> {
+  const core = api.kubeConfig().makeApiClient(CoreV1Api);
+  const changes: string[] = [];
+  const fieldSelector = 'spec.nodeName=node-1';
+  const watch = new ResourceWatch<Pod>({
+    name: `pods ${fieldSelector}`,
+    kubeConfig: api.kubeConfig(),
+    path: '/api/v1/pods',
+    fieldSelector,
+    list: (page) =>
+      core.listPodForAllNamespaces({
+        fieldSelector,
+        ...(page.limit === undefined ? {} : { limit: page.limit }),
+        ...(page.continue === undefined ? {} : { _continue: page.continue }),
+      }),
+    probeList: () => core.listPodForAllNamespaces({ limit: 1 }),
+    normalize,
+    timing: { ...FAST, idleTimeoutMs },
+    onChange: (type: ChangeType, key: string) => changes.push(`${type} ${key}`),
+  });
+  watches.push(watch);
+  watch.start();
+  await waitFor(() => watch.synced(), 'synced');
+  await waitFor(() => api.watchers().length === 1, 'watching');
+  return { watch, changes };
+}
+
+/** Watch requests of liveness probes (the agent's own stream never sets timeoutSeconds). */
+function probeWatches(): number {
+  return api.requests.filter((r) => r.watch && r.query.timeoutSeconds !== undefined).length;
+}
+
+function noRestarts(w: ResourceWatch<Pod>): void {
+  const st = w.status();
+  assert.equal(st.restarts, 0, JSON.stringify(st));
+  assert.deepEqual(st.restartsByReason, { error: 0, stalled: 0, gone: 0, closed: 0 });
+  assert.equal(st.lastError, undefined);
+}
+
+test('a quiet resource for "10 minutes" (four probes at the default 150 s idle limit) while the server moves: no restart, no error', async () => {
+  await api.close();
+  api = await FakeApiServer.start({ bookmarkIntervalMs: 20 });
+  api.create('pods', pod('shop', 'a', { app: 'a' }, 'node-1', '10.0.0.1'));
+  const { watch: w, changes } = await nodePods(200);
+  const stream = api.watchers()[0]?.id;
+  const rvAtSync = api.resourceVersion;
+  // Other resources change all along: the server's (global) resourceVersion
+  // moves past the stream's, so a list alone would call the stream dead.
+  let i = 0;
+  await waitFor(
+    async () => {
+      api.create('namespaces', namespace(`churn-${i++}`));
+      await new Promise((r) => setTimeout(r, 20));
+      return w.probes >= 5 && probeWatches() >= 4;
+    },
+    'four completed probes',
+    30_000,
+  );
+  assert.ok(api.resourceVersion > rvAtSync + 4, 'the server moved');
+  noRestarts(w);
+  assert.deepEqual(
+    api.watchers().flatMap((x) => (x.bookmarks ? [x.id] : [])),
+    [stream],
+    'the same stream all along',
+  );
+  assert.deepEqual(changes, ['add shop/a']);
+  // ... and it still delivers.
+  api.create('pods', pod('shop', 'b', { app: 'b' }, 'node-1', '10.0.0.2'));
+  await waitFor(() => changes.includes('add shop/b'), 'a change after the quiet period');
+  noRestarts(w);
+});
+
+test('a quiet server (nothing changes at all): the probe list alone tells quiet, no probe watch', async () => {
+  api.create('pods', pod('shop', 'a', { app: 'a' }, 'node-1', '10.0.0.1'));
+  const { watch: w } = await nodePods(100);
+  await waitFor(() => w.probes >= 4, 'probes');
+  assert.equal(probeWatches(), 0);
+  assert.ok(api.requests.filter((r) => !r.watch && r.query.limit === '1').length >= 3, 'limit=1 probe lists');
+  noRestarts(w);
+});
+
+test('a dead stream (silent while its resource changes) is still detected: restarted as stalled, nothing lost', async () => {
+  await api.close();
+  api = await FakeApiServer.start({ bookmarkIntervalMs: 20 });
+  api.create('pods', pod('shop', 'a', { app: 'a' }, 'node-1', '10.0.0.1'));
+  const { watch: w, changes } = await nodePods(200);
+  api.silence('pods');
+  api.create('pods', pod('shop', 'b', { app: 'b' }, 'node-1', '10.0.0.2'));
+  api.delete('pods', 'shop', 'a');
+  await waitFor(() => w.status().restartsByReason?.stalled === 1, 'stalled restart', 15_000);
+  await waitFor(() => changes.includes('add shop/b') && changes.includes('delete shop/a'), 'caught up');
+  assert.deepEqual(keys(w), ['shop/b']);
+  const st = w.status();
+  assert.equal(st.restartsByReason?.error, 0, 'not counted as an error');
+  assert.equal(st.restarts, 1);
+  assert.match(st.lastError ?? '', /stalled: missed the event at resourceVersion \d+/);
+  consistent(w);
 });

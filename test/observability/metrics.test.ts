@@ -29,7 +29,7 @@ const EXPECTED: Record<string, { type: MetricType; labels?: string[] }> = {
   nftnp_nft_set_elements: { type: 'gauge' },
   nftnp_drift_repairs_total: { type: 'counter' },
   nftnp_table_monitor_restarts_total: { type: 'counter' },
-  nftnp_watch_restarts_total: { type: 'counter', labels: ['resource'] },
+  nftnp_watch_restarts_total: { type: 'counter', labels: ['resource', 'reason'] },
   nftnp_invalid_policies: { type: 'gauge' },
   nftnp_event_to_applied_seconds: { type: 'histogram' },
   nftnp_last_successful_apply_timestamp_seconds: { type: 'gauge' },
@@ -171,7 +171,8 @@ describe('createMetrics', () => {
     m.nftRestoreErrors.inc();
     m.dataplaneApplyTime.observe(0.02);
     m.eventToApplied.observe(0.3);
-    m.watchRestarts.inc({ resource: 'pods' }, 2);
+    m.watchRestarts.inc({ resource: 'pods', reason: 'error' }, 2);
+    m.watchRestarts.inc({ resource: 'pods', reason: 'closed' });
     m.nftSetElements.set(1234);
     m.lastSuccessfulApply.set(1_700_000_000);
     m.setBuildInfo('0.1.0', 'node-1');
@@ -189,7 +190,8 @@ describe('createMetrics', () => {
     assert.equal(value('nftnp_nft_restore_calls_total'), 3);
     assert.equal(value('nftnp_nft_restore_errors_total'), 1);
     assert.equal(value('nftnp_dataplane_failures_total'), 0, 'counters are exposed at 0 before the first increment');
-    assert.equal(value('nftnp_watch_restarts_total', 'nftnp_watch_restarts_total', { resource: 'pods' }), 2);
+    assert.equal(value('nftnp_watch_restarts_total', 'nftnp_watch_restarts_total', { resource: 'pods', reason: 'error' }), 2);
+    assert.equal(value('nftnp_watch_restarts_total', 'nftnp_watch_restarts_total', { resource: 'pods', reason: 'closed' }), 1);
     assert.equal(value('nftnp_nft_set_elements'), 1234);
     assert.equal(value('nftnp_last_successful_apply_timestamp_seconds'), 1_700_000_000);
     assert.equal(value('nftnp_dataplane_apply_time_seconds', 'nftnp_dataplane_apply_time_seconds_bucket', { le: '0.025' }), 1);
@@ -242,7 +244,7 @@ describe('createMetrics', () => {
     if (promtool === undefined) return;
     const m = createMetrics(new Registry(), { defaultMetrics: false });
     m.setBuildInfo('0.1.0', 'node-1');
-    m.watchRestarts.inc({ resource: 'pods' });
+    m.watchRestarts.inc({ resource: 'pods', reason: 'stalled' });
     const r = run(promtool, ['check', 'metrics'], { input: await m.registry.metrics() });
     assert.equal(r.status, 0, r.stdout + r.stderr);
     assert.equal((r.stdout + r.stderr).trim(), '', 'no lint findings');

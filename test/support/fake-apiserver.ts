@@ -10,7 +10,7 @@
 //   await api.close();
 //
 // Standalone (for process tests and benchmarks):
-//   node test/support/fake-apiserver.ts --port 0 --state cluster.yaml [--token T] [--bookmark-ms N]
+//   node test/support/fake-apiserver.ts --port 0 --state cluster.yaml [--token T] [--bookmark-ms N] [--bookmark-mode M]
 // prints `http://127.0.0.1:PORT` as its first stdout line. A small control API
 // lives under /_fake/ (no auth, never subject to injected faults):
 //   POST   /_fake/objects               JSON or YAML (object, list, multi-doc): create or replace
@@ -274,8 +274,18 @@ export interface FakeApiServerOptions {
   readonly host?: string;
   /** When set, every API request must carry `Authorization: Bearer <token>`. */
   readonly token?: string;
-  /** Period of BOOKMARK events for watches that asked for them; 0 = only on demand. Default 10 s. */
+  /** Period of BOOKMARK events for watches that asked for them; 0 = only on demand. Default 10 s (real: ~60 s). */
   readonly bookmarkIntervalMs?: number;
+  /**
+   * 'progress' (default), like a real API server's watch cache: a watcher gets
+   * a bookmark only when the resource's resourceVersion (its last change) has
+   * moved past what the watcher has seen, so a quiet resource gets none
+   * (apiserver pkg/storage/cacher: dispatchEvents builds bookmarks at the
+   * cacher's last processed resourceVersion, about once a minute per watcher;
+   * cacheWatcher.process forwards only events newer than the watcher's).
+   * 'timer': every period, carrying the global resourceVersion (older tests).
+   */
+  readonly bookmarkMode?: 'progress' | 'timer';
   /** Keep at most this many log entries (older watches get 410). Default 200 000. */
   readonly maxLogEntries?: number;
 }
@@ -319,6 +329,10 @@ interface Watcher {
   silent: boolean;
   sent: number;
   timer: NodeJS.Timeout | undefined;
+  /** The resourceVersion this watcher has seen (start, then every event and bookmark sent). */
+  rv: number;
+  /** Ends the stream at timeoutSeconds, like the real server. */
+  deadline: NodeJS.Timeout | undefined;
 }
 
 interface Fault {
@@ -375,6 +389,8 @@ export class FakeApiServer {
   #port = 0;
   #rv = 100;
   #floor = 0;
+  /** The resourceVersion of each resource's last change (the watch cache's, per resource). */
+  readonly #resourceRv = new Map<string, number>();
   #log: LogEntry[] = [];
   readonly #store: Record<Resource, Map<string, KubeObject>> = {
     pods: new Map(),
@@ -403,6 +419,7 @@ export class FakeApiServer {
       host: opts.host ?? '127.0.0.1',
       token: opts.token,
       bookmarkIntervalMs: opts.bookmarkIntervalMs ?? 10_000,
+      bookmarkMode: opts.bookmarkMode ?? 'progress',
       maxLogEntries: opts.maxLogEntries ?? 200_000,
     };
     this.#token = opts.token;
@@ -548,9 +565,9 @@ export class FakeApiServer {
     this.#floor = Math.max(this.#floor, rv);
   }
 
-  /** Sends a BOOKMARK now to every watch that asked for bookmarks. */
+  /** Sends a BOOKMARK now, at the global resourceVersion, to every watch that asked for bookmarks (any mode). */
   bookmark(): void {
-    for (const w of this.#watchers) if (w.bookmarks) this.#sendBookmark(w);
+    for (const w of this.#watchers) if (w.bookmarks) this.#sendBookmark(w, true);
   }
 
   watchers(): WatcherInfo[] {
@@ -662,6 +679,7 @@ export class FakeApiServer {
   #commit(resource: Resource, type: EventType, obj: KubeObject, old: KubeObject | undefined): KubeObject {
     const rv = ++this.#rv;
     obj.metadata.resourceVersion = String(rv);
+    this.#resourceRv.set(resource, rv);
     const store = this.#store[resource];
     if (type === 'DELETED') store.delete(keyOf(obj));
     else store.set(keyOf(obj), obj);
@@ -913,9 +931,12 @@ export class FakeApiServer {
       silent: false,
       sent: 0,
       timer: undefined,
+      rv: this.#rv,
+      deadline: undefined,
     };
     const rvText = query.resourceVersion ?? '';
     const from = rvText === '' || rvText === '0' ? undefined : Number(rvText);
+    if (from !== undefined && Number.isFinite(from)) w.rv = from;
     if (from !== undefined && (!Number.isFinite(from) || from < this.#floor)) {
       // Like the watch cache: 200, one ERROR Status event, then the end of the stream.
       this.#write(w, { type: 'ERROR', object: status(410, 'Expired', `too old resource version: ${rvText} (${this.#floor})`) });
@@ -932,8 +953,17 @@ export class FakeApiServer {
     }
     this.#watchers.add(w);
     if (w.bookmarks && this.#opts.bookmarkIntervalMs > 0) {
-      w.timer = setInterval(() => this.#sendBookmark(w), this.#opts.bookmarkIntervalMs);
+      w.timer = setInterval(() => this.#sendBookmark(w, false), this.#opts.bookmarkIntervalMs);
       w.timer.unref();
+    }
+    const timeout = Number(query.timeoutSeconds ?? '0');
+    if (Number.isFinite(timeout) && timeout > 0) {
+      // The server ends the watch cleanly at its timeout.
+      w.deadline = setTimeout(() => {
+        this.#dropWatcher(w);
+        w.res.end();
+      }, timeout * 1000);
+      w.deadline.unref();
     }
     const gone = (): void => this.#dropWatcher(w);
     req.on('close', gone);
@@ -943,18 +973,31 @@ export class FakeApiServer {
   #dropWatcher(w: Watcher): void {
     if (w.timer !== undefined) clearInterval(w.timer);
     w.timer = undefined;
+    if (w.deadline !== undefined) clearTimeout(w.deadline);
+    w.deadline = undefined;
     this.#watchers.delete(w);
   }
 
-  #sendBookmark(w: Watcher): void {
+  /**
+   * `force` (on demand) or timer mode: now, at the global resourceVersion.
+   * Progress mode: only when the resource's last change is newer than what the
+   * watcher has seen (the watch cache sends its own resourceVersion, and only
+   * events newer than the watcher's).
+   */
+  #sendBookmark(w: Watcher, force: boolean): void {
     if (w.silent) return;
+    let rv = this.#rv;
+    if (!force && this.#opts.bookmarkMode === 'progress') {
+      rv = this.#resourceRv.get(w.resource) ?? 0;
+      if (rv <= w.rv) return;
+    }
     const info = INFO[w.resource];
     this.#write(w, {
       type: 'BOOKMARK',
       object: {
         kind: info.kind,
         apiVersion: info.apiVersion,
-        metadata: { resourceVersion: String(this.#rv), annotations: { 'k8s.io/initial-events-end': 'false' } },
+        metadata: { resourceVersion: String(rv), annotations: { 'k8s.io/initial-events-end': 'false' } },
       },
     });
   }
@@ -980,6 +1023,8 @@ export class FakeApiServer {
 
   #write(w: Watcher, ev: unknown): void {
     if (w.silent || w.res.destroyed || w.res.writableEnded) return;
+    const rv = Number((ev as { object?: { metadata?: { resourceVersion?: unknown } } }).object?.metadata?.resourceVersion);
+    if (Number.isFinite(rv) && rv > w.rv) w.rv = rv;
     w.sent++;
     this.#sentTotal++;
     w.res.write(`${JSON.stringify(ev)}\n`);
@@ -1155,6 +1200,7 @@ if (import.meta.main) {
       state: { type: 'string' },
       token: { type: 'string' },
       'bookmark-ms': { type: 'string' },
+      'bookmark-mode': { type: 'string' },
       'max-log': { type: 'string' },
     },
   });
@@ -1163,6 +1209,9 @@ if (import.meta.main) {
     host: values.host,
     ...(values.token === undefined ? {} : { token: values.token }),
     ...(values['bookmark-ms'] === undefined ? {} : { bookmarkIntervalMs: Number(values['bookmark-ms']) }),
+    ...(values['bookmark-mode'] === 'timer' || values['bookmark-mode'] === 'progress'
+      ? { bookmarkMode: values['bookmark-mode'] }
+      : {}),
     ...(values['max-log'] === undefined ? {} : { maxLogEntries: Number(values['max-log']) }),
   });
   if (values.state !== undefined) api.load(parseObjects(readFileSync(values.state, 'utf8')));

@@ -20,7 +20,8 @@
 // nodes), API connections reset. Convergence per fault: from the end of the
 // fault to both agents' applied ruleset equal to the ruleset rendered from
 // the API server's objects and their kernel listing matching it (churn pauses
-// from the end of each fault until then).
+// before each fault until both agents have caught up, runs during the fault,
+// and pauses again from its end until convergence).
 //
 // node-1's agent runs with the DaemonSet's environment (NODE_OPTIONS,
 // MALLOC_ARENA_MAX from daemonset/daemonset.yaml), node-2's without; RSS and
@@ -480,6 +481,13 @@ async function main(): Promise<number> {
       const at = t0 + 30_000 + (span * i) / faults.length;
       await sleep(Math.max(0, at - now()));
       if (now() > endAt) break;
+      // Churn pauses until both agents have caught up, so that the time
+      // measured below is the fault's, not the backlog of this shared
+      // machine; it resumes for the fault itself.
+      paused.on = true;
+      const settleStart = now();
+      while (now() - settleStart < 30_000 && (await notConverged(w, slots)) !== undefined) await sleep(200);
+      paused.on = false;
       const injectedS = (now() - t0) / 1000;
       if (f.flush === true) flushMoments.push(injectedS);
       const detail = await f.run(w, slots, build.entry);
@@ -566,7 +574,9 @@ async function main(): Promise<number> {
       ['the outage converged', outage?.convergeS !== undefined],
       ['RSS with the DaemonSet env < 200 MiB', dsMax < 200],
     ];
-    if (MINUTES >= 12) checks.push(['RSS flat over the last 10 min (< 10 MiB growth)', trends.every((t) => t < 10)]);
+    // The target is for the DaemonSet's environment (node-1); node-2's trend is reported for comparison.
+    if (MINUTES >= 12)
+      checks.push(['RSS with the DaemonSet env flat over the last 10 min (< 10 MiB growth)', (trends[0] ?? Infinity) < 10]);
     out.push('');
     for (const [what, ok] of checks) out.push(`${ok ? 'ok  ' : 'FAIL'} ${what}`);
     const pass = checks.every(([, ok]) => ok);

@@ -7,6 +7,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFile, readdir } from 'node:fs/promises';
+import { execa } from 'execa';
 import { FakeApiServer, namespace, networkPolicy, pod, type KubeObject } from '../support/fake-apiserver.ts';
 import { Cluster } from '../harness/cluster.ts';
 import { checkProbes, type Expectation } from '../harness/check.ts';
@@ -16,6 +17,15 @@ import { AgentProcess, eventually, listTableIn, nftIn, scratch } from './agent-p
 
 function tcp80(from: string, to: string, allowed: boolean, why: string): Expectation {
   return { probe: { from, to, protocol: 'TCP', port: 80, family: 4, via: 'pod' }, allowed, why };
+}
+
+/** Has process `pid` subscribed to nf_tables notifications in `netns` (a NETLINK_NETFILTER socket with groups)? */
+async function subscribed(netns: string, pid: number): Promise<boolean> {
+  const r = await execa('ip', ['netns', 'exec', netns, 'cat', '/proc/net/netlink'], { reject: false });
+  return r.stdout.split('\n').some((l) => {
+    const [, eth, owner, groups] = l.trim().split(/\s+/);
+    return eth === '12' && owner === String(pid) && groups !== undefined && groups !== '00000000';
+  });
 }
 
 /** The pid of the `nft monitor` child of `parent` (ip netns exec execs nft in place). */
@@ -106,6 +116,13 @@ test(
       await enforced(`${what}: denied is denied again`);
     };
 
+    // The agent's monitor listens before anything is changed behind its back.
+    const agentPid = db.child.pid;
+    assert.ok(agentPid !== undefined);
+    await eventually('monitor subscribed', async () => {
+      const m = await monitorChild(agentPid);
+      return m !== undefined && (await subscribed(dbNode.netns, m));
+    });
     await nftIn(dbNode.netns, ['flush', 'ruleset']);
     await restored('restored after nft flush ruleset', 1);
     await nftIn(dbNode.netns, ['delete', 'table', 'inet', 'nft-netpol']);
@@ -121,9 +138,9 @@ test(
     assert.ok(child !== undefined);
     process.kill(child, 'SIGKILL');
     await eventually('monitor restarted', async () => (await db.metric('nftnp_table_monitor_restarts_total')) >= 1);
-    await eventually('new monitor running', async () => {
+    await eventually('new monitor subscribed', async () => {
       const now = await monitorChild(pid);
-      return now !== undefined && now !== child;
+      return now !== undefined && now !== child && (await subscribed(dbNode.netns, now));
     });
     await nftIn(dbNode.netns, ['flush', 'ruleset']);
     await restored('restored after a flush with a restarted monitor', 3);

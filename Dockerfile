@@ -21,24 +21,16 @@ COPY src ./src
 RUN npm run build
 
 # --- prod-deps: only the production dependencies, from the same lockfile.
+# Type declarations and source maps are never loaded at run time (40 MB of
+# the 86 MB, most of it @kubernetes/client-node's): they stay out.
 FROM ${NODE_IMAGE} AS prod-deps
 WORKDIR /app
 COPY package.json package-lock.json ./
-RUN npm ci --omit=dev --no-audit --no-fund
+RUN npm ci --omit=dev --no-audit --no-fund \
+    && find node_modules -type f \( -name '*.d.ts' -o -name '*.d.mts' -o -name '*.d.cts' -o -name '*.map' \) -delete
 
 # --- runtime
 FROM ${NODE_IMAGE}
-ARG NODE_IMAGE
-ARG VERSION=0.1.0
-ARG REVISION=unknown
-LABEL org.opencontainers.image.title="nft-netpol-agent" \
-    org.opencontainers.image.description="Kubernetes NetworkPolicy enforcer that programs each node's firewall with nftables" \
-    org.opencontainers.image.source="https://github.com/nft-netpol-agent/nft-netpol-agent" \
-    org.opencontainers.image.documentation="https://github.com/nft-netpol-agent/nft-netpol-agent/blob/main/docs/operations.md" \
-    org.opencontainers.image.licenses="Apache-2.0" \
-    org.opencontainers.image.version="${VERSION}" \
-    org.opencontainers.image.revision="${REVISION}" \
-    org.opencontainers.image.base.name="${NODE_IMAGE}"
 # nftables: the nft binary the agent drives. conntrack: optional clean-up of
 # stale connections. tini: PID 1, forwards SIGTERM to node and reaps the nft
 # child processes. The package manager tooling of the base image (npm,
@@ -53,6 +45,18 @@ WORKDIR /app
 COPY --from=prod-deps /app/node_modules ./node_modules
 COPY --from=build /src/dist ./dist
 COPY package.json ./
+# Labels last: a new VERSION or REVISION does not invalidate the layers above.
+ARG NODE_IMAGE
+ARG VERSION=0.1.0
+ARG REVISION=unknown
+LABEL org.opencontainers.image.title="nft-netpol-agent" \
+    org.opencontainers.image.description="Kubernetes NetworkPolicy enforcer that programs each node's firewall with nftables" \
+    org.opencontainers.image.source="https://github.com/nft-netpol-agent/nft-netpol-agent" \
+    org.opencontainers.image.documentation="https://github.com/nft-netpol-agent/nft-netpol-agent/blob/main/docs/operations.md" \
+    org.opencontainers.image.licenses="Apache-2.0" \
+    org.opencontainers.image.version="${VERSION}" \
+    org.opencontainers.image.revision="${REVISION}" \
+    org.opencontainers.image.base.name="${NODE_IMAGE}"
 # Memory (docs/operations.md, NODE_OPTIONS): the young generation capped at
 # 2 x 8 MiB and two glibc malloc arenas. The DaemonSet sets both again, with
 # the heap limit that fits its memory limit.

@@ -30,14 +30,15 @@ import { fileURLToPath } from 'node:url';
 import { execa } from 'execa';
 import { cpus, loadavg, totalmem } from 'node:os';
 import { parseArgs } from 'node:util';
-import type { NetworkPolicy, Pod } from '../src/model/types.ts';
+import type { ClusterState, NetworkPolicy, Pod } from '../src/model/types.ts';
 import { selectorMatches } from '../src/model/selector.ts';
 import { isActivePod } from '../src/model/types.ts';
 import { FakeApiServer, type KubeObject } from '../test/support/fake-apiserver.ts';
 import { createNetns, deleteNetns, uniquePrefix } from '../test/harness/netns.ts';
 import { AgentProcess, eventually, listTableIn, scratch, type LogLine } from '../test/agent/agent-process.ts';
 import { clusterObjects, generateCluster, podObject, policyObject } from './gen-cluster.ts';
-import { renderNode } from '../src/nft/render.ts';
+import { compileNode } from '../src/compile/compile.ts';
+import { renderRuleset } from '../src/nft/render.ts';
 import { daemonsetEnv } from './daemonset-env.ts';
 import { listTable, runNft } from '../src/nft/exec.ts';
 
@@ -126,7 +127,7 @@ function policyChange(pol: NetworkPolicy): Change {
 
 /** Medians of 5 runs of each step of one apply, in this process, into the scratch namespace. */
 async function applySteps(
-  state: Parameters<typeof renderNode>[0],
+  state: ClusterState,
   node: string,
   netns: string,
 ): Promise<{ render: number; nft: number; list: number; scriptKiB: number }> {
@@ -134,7 +135,7 @@ async function applySteps(
   let text = '';
   for (let i = 0; i < 5; i++) {
     let t = performance.now();
-    text = renderNode(state, node).text;
+    text = renderRuleset(compileNode(state, node));
     times.render.push(performance.now() - t);
     t = performance.now();
     const r = await runNft(text, { netns });

@@ -18,7 +18,7 @@ import { randomBytes } from 'node:crypto';
 import { cpus } from 'node:os';
 import { parseArgs } from 'node:util';
 import { compileNode } from '../src/compile/compile.ts';
-import type { CompiledRuleset } from '../src/compile/ir.ts';
+import type { CompiledRuleset } from '../src/ruleset/ir.ts';
 import { runNft } from '../src/nft/exec.ts';
 import { renderRuleset } from '../src/nft/render.ts';
 import { renderUpdate } from '../src/nft/update.ts';

@@ -5,6 +5,12 @@
 # devDependency puts the current LTS binary in node_modules/.bin, which npm
 # scripts put first on PATH, so `npm test` and `npm run ...` run on Node 24
 # whatever Node the machine has (Debian 12 ships 18).
+# podman, buildah, runc and debootstrap build and run the container image in
+# the image tests; their engine and storage settings are files of the
+# repository (scripts/image/containers.conf, storage.conf), which
+# scripts/image/podman.sh passes to every podman and buildah call: nothing is
+# written to /etc/containers. Recommends stay out (crun among them: it refuses
+# this kernel's hybrid cgroup mounts; runc is the runtime).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mapfile -t pkgs < <(grep -vE '^\s*(#|$)' .ci/apt-packages)

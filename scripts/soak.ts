@@ -38,7 +38,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { execa } from 'execa';
 import { buildState } from '../src/model/normalize.ts';
-import { renderNode } from '../src/nft/render.ts';
+import { renderNode } from '../test/support/render-node.ts';
 import { FakeApiServer, namespace, networkPolicy, pod, type KubeObject, type Resource } from '../test/support/fake-apiserver.ts';
 import { Cluster } from '../test/harness/cluster.ts';
 import { runProbes, type Probe } from '../test/harness/probe.ts';

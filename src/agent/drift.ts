@@ -2,7 +2,7 @@
 // (`nft list table`), never our own script with a listing: nft re-formats
 // what it prints (merged intervals, element order, defaults). The canonical
 // listing is captured right after each successful apply.
-import type { CompiledRuleset } from '../compile/ir.ts';
+import type { CompiledRuleset } from '../ruleset/ir.ts';
 
 /**
  * Removes what changes without anyone editing the table: counter values

@@ -4,7 +4,7 @@
 // how many increments went in since the last full apply, and the read-back in
 // flight (cancelled when newer work makes it moot).
 import type { Logger } from 'pino';
-import { errorMessage } from '../observability/logger.ts';
+import { errorMessage } from '../observability/errors.ts';
 import { checkDrift, compiledObjects, normalizeListing, sameObjects, tableObjects } from './drift.ts';
 import type { Clock, Dataplane, Rendered } from './ports.ts';
 

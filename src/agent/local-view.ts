@@ -1,8 +1,11 @@
 // What /debug/state shows about this node, derived from a snapshot: the local
-// pods and, per direction, the policies selecting each (the policies whose
-// rules are the pod's allow list; an isolated pod with no rule matching is
-// denied).
+// pods and, per direction, the policies of every kind selecting each (the
+// policies whose rules are the pod's allow list; an isolated pod with no rule
+// matching is denied).
+import type { ContributedPolicy } from '../kinds/kind.ts';
+import { contributedPolicies } from '../kinds/registry.ts';
 import { selectorMatches } from '../model/selector.ts';
+import { byObjectKey } from '../model/state.ts';
 import { isActivePod, objectKey } from '../model/types.ts';
 import type { ClusterState, Labels, Pod } from '../model/types.ts';
 
@@ -12,22 +15,23 @@ export interface LocalPodView {
   readonly ips: readonly string[];
   readonly phase: string | undefined;
   readonly labels: Labels;
-  /** ns/name of the policies selecting the pod for ingress (isolated when non-empty). */
+  /** The policies selecting the pod for ingress (isolated when non-empty), as explain names them (ns/name for NetworkPolicies). */
   readonly ingress: readonly string[];
   readonly egress: readonly string[];
 }
 
 export function localPodViews(state: ClusterState, nodeName: string): LocalPodView[] {
-  return state.pods.filter((p) => p.nodeName === nodeName && isActivePod(p)).map((p) => viewOf(state, p));
+  const policies = contributedPolicies(state);
+  return state.pods.filter((p) => p.nodeName === nodeName && isActivePod(p)).map((p) => viewOf(policies, p));
 }
 
-function viewOf(state: ClusterState, pod: Pod): LocalPodView {
+function viewOf(policies: readonly ContributedPolicy[], pod: Pod): LocalPodView {
   const ingress: string[] = [];
   const egress: string[] = [];
-  for (const pol of state.policies) {
+  for (const pol of policies) {
     if (pol.namespace !== pod.namespace || !selectorMatches(pol.podSelector, pod.labels)) continue;
-    if (pol.types.ingress) ingress.push(objectKey(pol));
-    if (pol.types.egress) egress.push(objectKey(pol));
+    if (pol.types.ingress) ingress.push(pol.origin.label);
+    if (pol.types.egress) egress.push(pol.origin.label);
   }
   return { pod: objectKey(pod), ips: pod.ips, phase: pod.phase, labels: pod.labels, ingress, egress };
 }
@@ -53,12 +57,12 @@ export function releasedIPs(prev: ReadonlyMap<string, string>, next: ReadonlyMap
   return out.sort();
 }
 
-function cmpKey(a: Pod, b: Pod): number {
-  return a.namespace < b.namespace ? -1 : a.namespace > b.namespace ? 1 : a.name < b.name ? -1 : a.name > b.name ? 1 : 0;
-}
-
 function sortedByKey(pods: readonly Pod[]): boolean {
-  for (let i = 1; i < pods.length; i++) if (cmpKey(pods[i - 1] as Pod, pods[i] as Pod) >= 0) return false;
+  let prev: Pod | undefined;
+  for (const p of pods) {
+    if (prev !== undefined && byObjectKey(prev, p) >= 0) return false;
+    prev = p;
+  }
   return true;
 }
 
@@ -75,8 +79,9 @@ export function releasedPodIPs(prev: ClusterState, next: ClusterState): string[]
   const out = new Set<string>();
   let j = 0;
   for (const p of a) {
-    while (j < b.length && cmpKey(b[j] as Pod, p) < 0) j++;
-    const q = b[j] !== undefined && cmpKey(b[j] as Pod, p) === 0 ? b[j] : undefined;
+    let q = b[j];
+    while (q !== undefined && byObjectKey(q, p) < 0) q = b[++j];
+    if (q !== undefined && byObjectKey(q, p) !== 0) q = undefined;
     if (q === p || !isActivePod(p)) continue;
     const kept = q !== undefined && isActivePod(q) ? q.ips : [];
     for (const ip of p.ips) if (!kept.includes(ip)) out.add(ip);

@@ -1,7 +1,7 @@
 // What the reconciler needs from the outside world, as narrow interfaces:
 // the real implementations (informers, nft, prom-client, the Events API)
 // live in the shell; unit tests inject fakes.
-import type { CompiledRuleset, RulesetStats } from '../compile/ir.ts';
+import type { CompiledRuleset, RulesetStats } from '../ruleset/ir.ts';
 import type { ClusterState } from '../model/types.ts';
 import type { OwnTransactions } from './table-monitor.ts';
 

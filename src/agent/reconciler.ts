@@ -13,7 +13,7 @@
 // Everything impure is injected (ports.ts).
 import type { Logger } from 'pino';
 import type { ClusterState } from '../model/types.ts';
-import { errorMessage } from '../observability/logger.ts';
+import { errorMessage } from '../observability/errors.ts';
 import { isEmptyUpdate, renderUpdate, type RulesetUpdate, type UpdateCounts } from '../nft/update.ts';
 import { ApplyScheduler, type Batch } from './apply-scheduler.ts';
 import { DEFAULT_BACKOFF, type BackoffPolicy } from './backoff.ts';

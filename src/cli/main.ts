@@ -5,7 +5,8 @@ import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { loadManifests, type LoadError } from '../model/load.ts';
 import { buildState } from '../model/normalize.ts';
 import { formatValidationError, type ClusterState, type ValidationError } from '../model/types.ts';
-import { renderNode } from '../nft/render.ts';
+import { compileNode } from '../compile/compile.ts';
+import { renderRuleset } from '../nft/render.ts';
 import { verdict } from '../policy/verdict.ts';
 import { explainJson, explainText, parseEndpoint, parsePortProto } from '../policy/explain.ts';
 
@@ -144,7 +145,8 @@ async function renderCmd(args: string[], io: Io): Promise<number> {
   if (!loaded.state.nodes.some((n) => n.name === v.node) && !loaded.state.pods.some((p) => p.nodeName === v.node)) {
     io.err(`warning: node "${v.node}" has no Node object and no pods in the input`);
   }
-  const r = renderNode(loaded.state, v.node, { table: v.table, denyAction, unknownLocalEndpoints });
+  const compiled = compileNode(loaded.state, v.node, { table: v.table, denyAction, unknownLocalEndpoints });
+  const r = { text: renderRuleset(compiled), stats: compiled.stats };
   if (format === 'json') {
     io.out(
       JSON.stringify(

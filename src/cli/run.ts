@@ -15,7 +15,8 @@ import type { ClusterSource } from '../kube/source.ts';
 import { probeNft, runNft } from '../nft/exec.ts';
 import { renderCleanup } from '../nft/render.ts';
 import { ListenError } from '../observability/http-server.ts';
-import { createLogger, errorMessage, type Logger } from '../observability/logger.ts';
+import { errorMessage } from '../observability/errors.ts';
+import { createLogger, type Logger } from '../observability/logger.ts';
 import { createMetrics } from '../observability/metrics.ts';
 
 function version(): string {

@@ -19,13 +19,19 @@ export interface NamedPortHolder {
 // Below this many candidates scanning beats looking up label postings.
 const SCAN_LIMIT = 512;
 
+/** A pod's own value of a label (never one inherited from Object.prototype). */
+function labelValue(p: Pod, key: string): string | undefined {
+  return Object.hasOwn(p.labels, key) ? p.labels[key] : undefined;
+}
+
 /** Inserts `p` into a list sorted by byObjectKey, keeping it sorted. */
 function insertSorted(list: Pod[], p: Pod): void {
   let lo = 0;
   let hi = list.length;
   while (lo < hi) {
     const mid = (lo + hi) >> 1;
-    if (byObjectKey(list[mid] as Pod, p) <= 0) lo = mid + 1;
+    const m = list[mid];
+    if (m !== undefined && byObjectKey(m, p) <= 0) lo = mid + 1;
     else hi = mid;
   }
   list.splice(lo, 0, p);
@@ -84,15 +90,15 @@ export class ClusterIndex {
     }
     for (const [key, m] of this.#byLabel) {
       for (const p of removed) {
-        const v = Object.hasOwn(p.labels, key) ? p.labels[key] : undefined;
+        const v = labelValue(p, key);
         const list = v === undefined ? undefined : m.get(v);
         if (v === undefined || list === undefined) continue;
         removeFrom(list, p);
         if (list.length === 0) m.delete(v);
       }
       for (const p of added) {
-        if (!isActivePod(p) || !Object.hasOwn(p.labels, key)) continue;
-        const v = p.labels[key] as string;
+        const v = isActivePod(p) ? labelValue(p, key) : undefined;
+        if (v === undefined) continue;
         let list = m.get(v);
         if (list === undefined) m.set(v, (list = []));
         insertSorted(list, p);
@@ -194,8 +200,8 @@ export class ClusterIndex {
       m = new Map();
       for (const pods of this.#podsByNs.values()) {
         for (const p of pods) {
-          if (!Object.hasOwn(p.labels, key)) continue;
-          const v = p.labels[key] as string;
+          const v = labelValue(p, key);
+          if (v === undefined) continue;
           let list = m.get(v);
           if (list === undefined) m.set(v, (list = []));
           list.push(p);

@@ -8,8 +8,9 @@
 import type { ClusterState, Namespace, Pod } from '../model/types.ts';
 import { byObjectKey } from '../model/state.ts';
 import { ClusterIndex } from './cluster-index.ts';
-import { compileWith, resolveOptions } from './compile.ts';
-import type { CompiledRuleset, RenderOptions } from './ir.ts';
+import { compileWith } from './compile.ts';
+import type { CompiledRuleset } from '../ruleset/ir.ts';
+import { resolveOptions, type RenderOptions } from '../ruleset/options.ts';
 import { PeerResolver } from './peers.ts';
 
 export interface PodDiff {

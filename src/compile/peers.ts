@@ -72,7 +72,7 @@ function peerDefinition(peer: Peer, policyNs: string): string {
  * Canonical text of a rule's peers (the union they select): the same for
  * every rule, of any policy, whose peers select the same addresses by
  * definition. Pod peers without a namespaceSelector carry the policy's
- * namespace. Names the shared peer sets (see nft/ids.ts setId).
+ * namespace. Names the shared peer sets (see ruleset/ids.ts setId).
  */
 export function peersDefinition(peers: readonly Peer[], policyNs: string): string {
   return [...new Set(peers.map((p) => peerDefinition(p, policyNs)))].sort().join('\n');

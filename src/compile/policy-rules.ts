@@ -1,20 +1,22 @@
-// One KUBE-NWPLCY-<id>-IN|-EG chain: every valid rule of one policy direction
-// as nft rules ending in `accept`, with the sets they match on. A rule
+// One KUBE-NWPLCY-<id>-IN|-EG chain: every valid rule of one contributed
+// policy direction (of any kind, see src/kinds) as nft rules ending in
+// `accept`, with the sets they match on. A rule
 // allows (peer AND port); alternatives (several peers, several ports) live in
 // set elements, so the rule count per policy rule stays small and fixed.
-import type { Direction, Family, NetworkPolicy, Pod, Rule as PolicyRule } from '../model/types.ts';
+import type { ContributedPolicy, ContributedRule } from '../kinds/kind.ts';
+import { FAMILIES } from '../model/types.ts';
+import type { Direction, Family, LabelSelector, Pod } from '../model/types.ts';
 import { formatSelector } from '../model/selector.ts';
-import { namedPortSetName, peerSetName, policyChainName, portSetName, sanitizeComment, setId } from '../nft/ids.ts';
+import { namedPortSetName, peerSetName, policyChainName, portSetName, sanitizeComment, setId } from '../ruleset/ids.ts';
 import type { ClusterIndex } from './cluster-index.ts';
-import type { Chain, Match, NamedSet, Rule } from './ir.ts';
+import { addressType, namedPortType } from '../ruleset/ir.ts';
+import type { Chain, Match, NamedSet, Rule } from '../ruleset/ir.ts';
 import { describePeers, hasPodPeers, peersDefinition } from './peers.ts';
 import type { PeerResolver } from './peers.ts';
 import type { SharedSets } from './shared-sets.ts';
 import { addressElements, formatElement } from './v4.ts';
 import { egressNamedPortElements, hasNumericPorts, ingressNamedPortElements, namedPorts, numericPortElements } from './ports.ts';
 import type { NamedPortRef } from './ports.ts';
-
-const FAMILIES: readonly Family[] = [4, 6];
 
 export interface PolicyChainInput {
   readonly idx: ClusterIndex;
@@ -26,7 +28,7 @@ export interface PolicyChainInput {
    * empty, so pods coming and going only change set elements.
    */
   readonly families: ReadonlySet<Family>;
-  readonly policy: NetworkPolicy;
+  readonly policy: ContributedPolicy;
   readonly policyId: string;
   readonly direction: Direction;
   /** Local pods the policy selects: the destinations of ingress named ports. */
@@ -49,16 +51,16 @@ function setRank(s: NamedSet): number {
   return SET_ORDER.findIndex((prefix) => s.name.startsWith(prefix));
 }
 
-function compileRule(input: PolicyChainInput, rule: PolicyRule, index: number, into: NamedSet[]): Rule[] {
+function compileRule(input: PolicyChainInput, rule: ContributedRule, into: NamedSet[]): Rule[] {
   const created: NamedSet[] = [];
-  const rules = compileRuleInto(input, rule, index, created);
+  const rules = compileRuleInto(input, rule, created);
   created.sort((a, b) => setRank(a) - setRank(b));
   input.sets.append(created);
   into.push(...created);
   return rules;
 }
 
-function selectorText(sel: NetworkPolicy['podSelector']): string {
+function selectorText(sel: LabelSelector): string {
   const t = formatSelector(sel);
   return t === '{}' ? 'all' : t;
 }
@@ -67,9 +69,9 @@ function refsText(refs: readonly NamedPortRef[]): string {
   return [...new Set(refs.map((r) => `${r.name}/${r.protocol}`))].sort().join(',');
 }
 
-function compileRuleInto(input: PolicyChainInput, rule: PolicyRule, index: number, created: NamedSet[]): Rule[] {
+function compileRuleInto(input: PolicyChainInput, rule: ContributedRule, created: NamedSet[]): Rule[] {
   const { policy, direction, families } = input;
-  const label = `${direction}[${index}]`;
+  const label = `${direction}[${rule.origin.index}]`;
   const field = direction === 'ingress' ? 'saddr' : 'daddr';
   const peersDef = rule.peers === undefined ? undefined : peersDefinition(rule.peers, policy.namespace);
   const addrs =
@@ -91,7 +93,7 @@ function compileRuleInto(input: PolicyChainInput, rule: PolicyRule, index: numbe
     const interval = !hasPodPeers(peers) || peers.some((p) => p.kind === 'ipBlock');
     const set = use(name, def, () => ({
       name,
-      type: f === 4 ? 'ipv4_addr' : 'ipv6_addr',
+      type: addressType(f),
       interval,
       elements: interval ? addrs[f].map(formatElement) : addressElements(addrs[f]),
       comment: sanitizeComment(`IPv${f} peers: ${describePeers(peers, policy.namespace, f)}`),
@@ -150,7 +152,7 @@ function compileRuleInto(input: PolicyChainInput, rule: PolicyRule, index: numbe
     const name = namedPortSetName(setId(def), f);
     const set = use(name, def, () => ({
       name,
-      type: f === 4 ? 'ipv4_addr . inet_proto . inet_service' : 'ipv6_addr . inet_proto . inet_service',
+      type: namedPortType(f),
       interval: false,
       elements: elements(),
       comment: sanitizeComment(`IPv${f} named ports ${wanted} of ${about}`),
@@ -190,22 +192,22 @@ export function compilePolicyChain(input: PolicyChainInput): PolicyChainOutput {
   const list = direction === 'ingress' ? policy.ingress : policy.egress;
   const sets: NamedSet[] = [];
   const rules: Rule[] = [];
-  const invalid: number[] = [];
-  list.forEach((rule, i) => {
+  const invalid = new Set<number>();
+  for (const rule of list) {
     // Fail closed: an invalid rule allows nothing, so it renders nothing.
-    if (rule.invalid) invalid.push(i);
-    else rules.push(...compileRule(input, rule, i, sets));
-  });
+    if (rule.invalid) invalid.add(rule.origin.index);
+    else rules.push(...compileRule(input, rule, sets));
+  }
   // The note goes first: comments are capped and names can be long.
   let note = '';
   if (list.length === 0) note = ' (no rules: allows nothing)';
-  else if (invalid.length > 0) note = ` (invalid ${invalid.map((i) => `${direction}[${i}]`).join(',')} allow nothing)`;
+  else if (invalid.size > 0) note = ` (invalid ${[...invalid].map((i) => `${direction}[${i}]`).join(',')} allow nothing)`;
   return {
     chain: {
       name: policyChainName(input.policyId, direction),
       role: 'policy',
       base: undefined,
-      comment: sanitizeComment(`${direction} policy${note} ${policy.namespace}/${policy.name}`),
+      comment: sanitizeComment(`${direction} policy${note} ${policy.origin.label}`),
       rules,
     },
     sets,

@@ -1,8 +1,8 @@
 // Sets shared by every rule that needs the same content. A set is named by a
-// hash of its definition (nft/ids.ts setId), so the first rule to ask for a
+// hash of its definition (ruleset/ids.ts setId), so the first rule to ask for a
 // definition creates the set and every later one references it: a peer
 // expression used by ten policies is rendered (and resolved) once.
-import type { NamedSet } from './ir.ts';
+import type { NamedSet } from '../ruleset/ir.ts';
 
 interface Entry {
   readonly definition: string;

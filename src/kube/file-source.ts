@@ -15,7 +15,8 @@ import { extname, join } from 'node:path';
 import { loadManifests } from '../model/load.ts';
 import { buildState, makeState } from '../model/normalize.ts';
 import type { ClusterState, NetworkPolicy } from '../model/types.ts';
-import { errorMessage, SILENT_LOGGER } from './source.ts';
+import { errorMessage } from '../observability/errors.ts';
+import { SILENT_LOGGER } from './source.ts';
 import type { ClusterSource, SourceLogger, WatchStatus } from './source.ts';
 
 export interface FileSourceOptions {

@@ -48,7 +48,8 @@ import type { KubeConfig, KubernetesListObject } from '@kubernetes/client-node';
 import type { Normalized } from '../model/normalize.ts';
 import { EMPTY } from '../model/normalize-intern.ts';
 import type { ValidationError } from '../model/types.ts';
-import { errorMessage, RESTART_REASONS, SILENT_LOGGER } from './source.ts';
+import { errorMessage } from '../observability/errors.ts';
+import { RESTART_REASONS, SILENT_LOGGER } from './source.ts';
 import type { RestartReason, SourceLogger, WatchStatus } from './source.ts';
 
 export interface WatchTiming {

@@ -55,13 +55,3 @@ export interface SourceLogger {
 }
 
 export const SILENT_LOGGER: SourceLogger = { debug() {}, info() {}, warn() {}, error() {} };
-
-/** A short message for anything thrown. */
-export function errorMessage(err: unknown): string {
-  if (err instanceof Error) {
-    const code = (err as { code?: unknown; statusCode?: unknown }).statusCode ?? (err as { code?: unknown }).code;
-    const cause = err.cause instanceof Error ? `: ${err.cause.message}` : '';
-    return `${code !== undefined && typeof code !== 'object' ? `${String(code)} ` : ''}${err.message}${cause}`.slice(0, 300);
-  }
-  return String(err).slice(0, 300);
-}

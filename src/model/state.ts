@@ -6,12 +6,22 @@ function byString(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
 
+type ObjectKeyed = { readonly namespace: string; readonly name: string };
+
 /** The order of a ClusterState's namespaced objects: namespace, then name. */
-export function byObjectKey(
-  a: { readonly namespace: string; readonly name: string },
-  b: { readonly namespace: string; readonly name: string },
-): number {
+export function byObjectKey(a: ObjectKeyed, b: ObjectKeyed): number {
   return byString(a.namespace, b.namespace) || byString(a.name, b.name);
+}
+
+/**
+ * A list sorted by byObjectKey of `key` without repeated namespace/names (the
+ * first stays): a valid state has none, but output must never repeat a chain.
+ */
+export function uniqueByKey<T>(sorted: readonly T[], key: (x: T) => ObjectKeyed): T[] {
+  return sorted.filter((x, i) => {
+    const prev = sorted[i - 1];
+    return prev === undefined || byObjectKey(key(prev), key(x)) !== 0;
+  });
 }
 
 /**

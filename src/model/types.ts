@@ -7,7 +7,9 @@ export type Protocol = 'TCP' | 'UDP' | 'SCTP';
 export const PROTOCOLS: readonly Protocol[] = ['TCP', 'UDP', 'SCTP'];
 
 export type Family = 4 | 6;
+export const FAMILIES: readonly Family[] = [4, 6];
 export type Direction = 'ingress' | 'egress';
+export const DIRECTIONS: readonly Direction[] = ['ingress', 'egress'];
 
 export type Labels = Readonly<Record<string, string>>;
 
@@ -95,20 +97,25 @@ export interface Rule {
   readonly invalid: boolean;
 }
 
-export interface NetworkPolicy {
+/** NetworkPolicy's form: the pods it targets, the directions it isolates them in, its allow rules. */
+export interface PolicySpec<R extends Rule = Rule> {
+  /** The targets' namespace; also that of pod peers without a namespaceSelector. */
   readonly namespace: string;
-  readonly name: string;
   /**
-   * The pods the policy applies to. An invalid spec.podSelector is replaced by
-   * `{}` (every pod of the namespace) and all rules are marked invalid: the
-   * pods are isolated and this policy allows nothing (fail closed).
+   * The pods of `namespace` the policy applies to. An invalid spec.podSelector
+   * is replaced by `{}` (every pod of the namespace) and all rules are marked
+   * invalid: the pods are isolated and this policy allows nothing (fail closed).
    */
   readonly podSelector: LabelSelector;
   /** Directions the policy isolates (policyTypes with its defaults applied). */
   readonly types: { readonly ingress: boolean; readonly egress: boolean };
   /** Rules of isolated directions only; [] with types.ingress = deny all ingress. */
-  readonly ingress: readonly Rule[];
-  readonly egress: readonly Rule[];
+  readonly ingress: readonly R[];
+  readonly egress: readonly R[];
+}
+
+export interface NetworkPolicy extends PolicySpec {
+  readonly name: string;
   /** Validation errors; non-empty means the policy is (partly) enforced fail-closed. */
   readonly errors: readonly ValidationError[];
 }

@@ -3,23 +3,10 @@
 // the kernel switches from the old ruleset to the new one atomically and
 // nothing outside our table is touched. This full script is also the
 // recovery path of the incremental updates of nft/update.ts.
-import type { ClusterState } from '../model/types.ts';
-import { compileNode, resolveOptions } from '../compile/compile.ts';
-import { sanitizeComment } from './ids.ts';
-import type {
-  Chain,
-  CompiledRuleset,
-  MapElement,
-  Match,
-  NamedSet,
-  RenderOptions,
-  Rule,
-  RulesetStats,
-  Verdict,
-  VerdictMap,
-} from '../compile/ir.ts';
-
-export type { RulesetStats } from '../compile/ir.ts';
+import { sanitizeComment } from '../ruleset/ids.ts';
+import { resolveOptions } from '../ruleset/options.ts';
+import { addressType } from '../ruleset/ir.ts';
+import type { Chain, CompiledRuleset, MapElement, Match, NamedSet, Rule, Verdict, VerdictMap } from '../ruleset/ir.ts';
 
 // Elements per line: keeps huge sets readable and lines short.
 const PER_LINE = 8;
@@ -111,7 +98,7 @@ function renderSet(out: string[], s: NamedSet): void {
 }
 
 function renderMap(out: string[], m: VerdictMap): void {
-  out.push(`\tmap ${m.name} {`, `\t\ttype ${m.family === 4 ? 'ipv4_addr' : 'ipv6_addr'} : verdict`);
+  out.push(`\tmap ${m.name} {`, `\t\ttype ${addressType(m.family)} : verdict`);
   elementsBlock(out, m.elements.map(mapElementText));
   out.push('\t}', '');
 }
@@ -151,16 +138,6 @@ export function renderRuleset(c: CompiledRuleset): string {
   if (out[out.length - 1] === '') out.pop();
   out.push('}', '');
   return out.join('\n');
-}
-
-/** Compiles and renders one node's ruleset. */
-export function renderNode(
-  state: ClusterState,
-  nodeName: string,
-  opts?: Partial<RenderOptions>,
-): { text: string; stats: RulesetStats } {
-  const c = compileNode(state, nodeName, opts);
-  return { text: renderRuleset(c), stats: c.stats };
 }
 
 /** Deletes our table if present, in one transaction; touches nothing else. */

@@ -14,7 +14,7 @@
 // and the table itself are fixed per node; a change to them (or to an
 // object's declaration, which `add` cannot change in place) falls back to the
 // full script (render.ts), which is always the recovery path.
-import type { Chain, CompiledRuleset } from '../compile/ir.ts';
+import type { Chain, CompiledRuleset } from '../ruleset/ir.ts';
 import { elementList, mapElementText, quoted, renderRuleset, ruleText, setDeclaration } from './render.ts';
 
 export interface UpdateCounts {
@@ -71,7 +71,11 @@ function full(next: CompiledRuleset, reason: string): RulesetUpdate {
 
 function sameRules(a: Chain, b: Chain): boolean {
   return (
-    a.rules.length === b.rules.length && a.rules.every((r, i) => ruleText(r) === ruleText(b.rules[i] as Chain['rules'][number]))
+    a.rules.length === b.rules.length &&
+    a.rules.every((r, i) => {
+      const other = b.rules[i];
+      return other !== undefined && ruleText(r) === ruleText(other);
+    })
   );
 }
 

@@ -39,8 +39,3 @@ export function createLogger(opts: LoggerOptions): Logger {
 export function silentLogger(): Logger {
   return pino({ level: 'silent' });
 }
-
-/** Message of an unknown thrown value, for log lines and HTTP answers. */
-export function errorMessage(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
-}

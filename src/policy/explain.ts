@@ -97,7 +97,13 @@ export interface DirectionJson {
   readonly allowed: boolean;
   readonly isolated: boolean;
   readonly policies: readonly string[];
-  readonly allowedBy: readonly { readonly policy: string; readonly direction: Direction; readonly rule: number }[];
+  readonly allowedBy: readonly {
+    readonly policy: string;
+    readonly direction: Direction;
+    readonly rule: number;
+    readonly kind: string;
+    readonly description: string;
+  }[];
   readonly reason: string;
 }
 
@@ -123,7 +129,13 @@ function directionJson(d: DirectionVerdict): DirectionJson {
     allowed: d.allowed,
     isolated: d.isolated,
     policies: [...d.policies],
-    allowedBy: d.allowedBy.map((r) => ({ policy: r.policy, direction: r.direction, rule: r.rule })),
+    allowedBy: d.allowedBy.map((r) => ({
+      policy: r.policy,
+      direction: r.direction,
+      rule: r.rule,
+      kind: r.kind,
+      description: r.description,
+    })),
     reason: d.reason,
   };
 }

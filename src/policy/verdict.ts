@@ -1,25 +1,34 @@
 // The reference evaluator ("oracle"): decides one connection straight from the
-// NetworkPolicy spec, rule by rule, with no shortcuts. It shares nothing with
-// the compiler or the renderer on purpose: tests compare the two.
+// NetworkPolicy spec, rule by rule, with no shortcuts. It reads the policies
+// of every kind through the same seam as the compiler (src/kinds: which pods a
+// policy targets, which rules it adds, where each comes from) and shares
+// nothing else with the compiler or the renderer on purpose: tests compare the two.
+import type { ContributedPolicy, ContributedRule, PolicyKind } from '../kinds/kind.ts';
+import { POLICY_KINDS } from '../kinds/registry.ts';
 import { cidrContains, formatIP, parseCIDR, parseIP } from '../model/ip.ts';
 import { selectorMatches } from '../model/selector.ts';
 import { isActivePod, objectKey } from '../model/types.ts';
-import type { ClusterState, Direction, Family, NetworkPolicy, Peer, Pod, PortSpec, Protocol, Rule } from '../model/types.ts';
+import type { ClusterState, Direction, Family, Peer, Pod, PortSpec, Protocol } from '../model/types.ts';
 
 export type Endpoint = { readonly kind: 'pod'; readonly pod: Pod } | { readonly kind: 'ip'; readonly ip: string };
 
 export interface RuleRef {
-  /** ns/name */
+  /** The policy as a person names it (ns/name for a NetworkPolicy). */
   readonly policy: string;
   readonly direction: Direction;
+  /** Index of the rule in its object. */
   readonly rule: number;
+  /** Kind of the object the rule comes from. */
+  readonly kind: string;
+  /** The rule as a person names it: `ns/name ingress[0]`, or the cause of an implicit allowance. */
+  readonly description: string;
 }
 
 export interface DirectionVerdict {
   readonly allowed: boolean;
   /** The endpoint is a pod selected by >= 1 policy for this direction. */
   readonly isolated: boolean;
-  /** ns/name of the policies selecting it for this direction, sorted. */
+  /** The policies selecting it for this direction (ns/name for NetworkPolicies), sorted. */
   readonly policies: readonly string[];
   /** Every rule that allows this connection, sorted. */
   readonly allowedBy: readonly RuleRef[];
@@ -49,6 +58,8 @@ interface Side {
 
 interface Conn {
   readonly state: ClusterState;
+  /** Policies of the allow-list tier (NetworkPolicy semantics), kind by kind. */
+  readonly allowList: readonly ContributedPolicy[];
   readonly family: Family;
   readonly protocol: Protocol;
   readonly port: number;
@@ -57,7 +68,7 @@ interface Conn {
 }
 
 export function ruleName(r: RuleRef): string {
-  return `${r.policy} ${r.direction}[${r.rule}]`;
+  return r.description;
 }
 
 /** The address a pod uses for one family. */
@@ -84,11 +95,11 @@ function side(e: Endpoint, family: Family): Side {
     : { label, pod: undefined, ip, inactive: inactiveWhy(e.pod) };
 }
 
-function selects(pol: NetworkPolicy, pod: Pod, dir: Direction): boolean {
+function selects(pol: ContributedPolicy, pod: Pod, dir: Direction): boolean {
   return pol.types[dir] && pol.namespace === pod.namespace && selectorMatches(pol.podSelector, pod.labels);
 }
 
-function peerMatches(c: Conn, pol: NetworkPolicy, peer: Peer, other: Side): boolean {
+function peerMatches(c: Conn, pol: ContributedPolicy, peer: Peer, other: Side): boolean {
   if (other.ip === undefined) return false;
   if (peer.kind === 'ipBlock') {
     const ip = parseIP(other.ip);
@@ -130,11 +141,19 @@ interface RuleCheck {
   readonly port: boolean;
 }
 
-function checkRule(c: Conn, pol: NetworkPolicy, dir: Direction, rule: Rule, i: number): RuleCheck {
+function checkRule(c: Conn, pol: ContributedPolicy, dir: Direction, rule: ContributedRule): RuleCheck {
   const other = dir === 'ingress' ? c.src : c.dst;
   const peer = rule.peers === undefined || rule.peers.some((p) => peerMatches(c, pol, p, other));
   const port = rule.ports === undefined || rule.ports.some((s) => portMatches(c, s));
-  return { ref: { policy: objectKey(pol), direction: dir, rule: i }, invalid: rule.invalid, peer, port };
+  const o = rule.origin;
+  const ref: RuleRef = {
+    policy: pol.origin.label,
+    direction: dir,
+    rule: o.index,
+    kind: o.policy.kind,
+    description: o.description,
+  };
+  return { ref, invalid: rule.invalid, peer, port };
 }
 
 function nodeAddressOf(c: Conn, pod: Pod, ip: string | undefined): string | undefined {
@@ -180,9 +199,9 @@ function judge(c: Conn, dir: Direction): DirectionVerdict {
     return { allowed: true, isolated: false, policies: [], allowedBy: [], reason: `${what}: ${dir} is not restricted.` };
   }
   const pod = self.pod;
-  const selecting = c.state.policies.filter((p) => selects(p, pod, dir));
-  const policies = selecting.map(objectKey).sort();
-  const checks = selecting.flatMap((p) => (dir === 'ingress' ? p.ingress : p.egress).map((r, i) => checkRule(c, p, dir, r, i)));
+  const selecting = c.allowList.filter((p) => selects(p, pod, dir));
+  const policies = selecting.map((p) => p.origin.label).sort();
+  const checks = selecting.flatMap((p) => (dir === 'ingress' ? p.ingress : p.egress).map((r) => checkRule(c, p, dir, r)));
   const allowedBy = checks
     .filter((k) => !k.invalid && k.peer && k.port)
     .map((k) => k.ref)
@@ -232,11 +251,19 @@ export function verdict(
   to: Endpoint,
   protocol: Protocol,
   port: number,
-  opts?: { family?: Family },
+  opts?: { family?: Family; kinds?: readonly PolicyKind[] },
 ): Verdict {
   const ipFamily = [from, to].flatMap((e) => (e.kind === 'ip' ? [parseIP(e.ip)?.family] : [])).find((f) => f !== undefined);
   const family: Family = opts?.family ?? ipFamily ?? 4;
-  const c: Conn = { state, family, protocol, port, src: side(from, family), dst: side(to, family) };
+  const allowList: ContributedPolicy[] = [];
+  for (const kind of opts?.kinds ?? POLICY_KINDS) {
+    switch (kind.tier) {
+      case 'allow-list':
+        allowList.push(...kind.policies(state));
+        break;
+    }
+  }
+  const c: Conn = { state, allowList, family, protocol, port, src: side(from, family), dst: side(to, family) };
   const egress = judge(c, 'egress');
   const ingress = judge(c, 'ingress');
   return { allowed: egress.allowed && ingress.allowed, family, protocol, port, egress, ingress };

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { Reconciler, type ReconcilerOptions } from '../../src/agent/reconciler.ts';
 import type { Outcome } from '../../src/agent/outcome.ts';
 import { nodeRenderer } from '../../src/agent/agent.ts';
-import { renderNode } from '../../src/nft/render.ts';
+import { renderNode } from '../support/render-node.ts';
 import type { ClusterState } from '../../src/model/types.ts';
 import { pod, policy, rule, podPeer, sel, state, node } from '../support/state-builder.ts';
 import {

@@ -1,9 +1,9 @@
 // Lookups into a CompiledRuleset by Kubernetes identity, so compile tests read
 // like the policy they check, plus the text of a chain's rules.
 import assert from 'node:assert/strict';
-import type { Chain, CompiledRuleset, Match, NamedSet, VerdictMap } from '../../src/compile/ir.ts';
+import type { Chain, CompiledRuleset, Match, NamedSet, VerdictMap } from '../../src/ruleset/ir.ts';
 import type { Direction, Family } from '../../src/model/types.ts';
-import { dispatchMapName, podChainName, podId, policyChainName, policyId } from '../../src/nft/ids.ts';
+import { dispatchMapName, podChainName, podId, policyChainName, policyId } from '../../src/ruleset/ids.ts';
 import { ruleText } from '../../src/nft/render.ts';
 
 export function chain(c: CompiledRuleset, name: string): Chain | undefined {

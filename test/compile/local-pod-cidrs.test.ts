@@ -6,8 +6,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { compileNode } from '../../src/compile/compile.ts';
-import type { CompiledRuleset, RenderOptions } from '../../src/compile/ir.ts';
-import { podChainName, podId } from '../../src/nft/ids.ts';
+import type { CompiledRuleset } from '../../src/ruleset/ir.ts';
+import type { RenderOptions } from '../../src/ruleset/options.ts';
+import { podChainName, podId } from '../../src/ruleset/ids.ts';
 import { renderRuleset } from '../../src/nft/render.ts';
 import type { ClusterState, Node } from '../../src/model/types.ts';
 import { pod, policy, sel, state } from '../support/state-builder.ts';

@@ -3,9 +3,11 @@
 // dispatch through verdict maps per direction and family.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { compileNode, localPods, relevantPolicies } from '../../src/compile/compile.ts';
+import { compileNode } from '../../src/compile/compile.ts';
+import { localPods } from '../../src/compile/local-endpoints.ts';
+import { relevantPolicies } from '../../src/compile/policy-chains.ts';
 import { renderRuleset } from '../../src/nft/render.ts';
-import { podChainName, podId, policyChainName, policyId } from '../../src/nft/ids.ts';
+import { podChainName, podId, policyChainName, policyId } from '../../src/ruleset/ids.ts';
 import type { ClusterState } from '../../src/model/types.ts';
 import { cport, ipBlock, node, pod, podPeer, policy, port, rule, sel, state } from '../support/state-builder.ts';
 import { renderLog } from '../nft/nft-support.ts';
@@ -63,7 +65,7 @@ test('relevant policies: only those selecting a local pod, in namespace/name ord
   });
   const rel = relevantPolicies(s, localPods(s, 'node-1'));
   assert.deepEqual(
-    rel.map((r) => r.policy.name),
+    rel.map((r) => r.policy.origin.name),
     ['a-all', 'z-web'],
   );
   const c = compile('relevant', s);

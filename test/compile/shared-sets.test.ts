@@ -4,7 +4,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { compileNode } from '../../src/compile/compile.ts';
-import type { CompiledRuleset, NamedSet } from '../../src/compile/ir.ts';
+import type { CompiledRuleset, NamedSet } from '../../src/ruleset/ir.ts';
 import { SharedSets } from '../../src/compile/shared-sets.ts';
 import { renderRuleset } from '../../src/nft/render.ts';
 import type { Peer, Pod } from '../../src/model/types.ts';

@@ -1,6 +1,6 @@
-// The Dockerfile cannot be built here (no container engine), so it is linted
-// and its structure checked: dockerfile-utils (the validator behind the VS
-// Code Docker language service, from the npm registry) reports syntax and
+// The Dockerfile, linted and its structure checked (test/image/image.test.ts
+// builds and runs it): dockerfile-utils (the validator behind the VS Code
+// Docker language service, from the npm registry) reports syntax and
 // semantic problems with every rule at error severity and must find nothing,
 // and its formatter must have nothing to change. Then, on the parsed
 // instructions (dockerfile-ast), the project's image rules.

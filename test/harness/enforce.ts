@@ -5,8 +5,8 @@ import { buildState } from '../../src/model/normalize.ts';
 import { formatValidationError } from '../../src/model/types.ts';
 import type { ClusterState } from '../../src/model/types.ts';
 import { runNft } from '../../src/nft/exec.ts';
-import { renderNode } from '../../src/nft/render.ts';
-import type { RulesetStats } from '../../src/nft/render.ts';
+import { renderNode } from '../support/render-node.ts';
+import type { RulesetStats } from '../../src/ruleset/ir.ts';
 import type { Cluster } from './cluster.ts';
 
 export interface EnforceOptions {

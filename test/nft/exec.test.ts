@@ -6,7 +6,8 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { execa } from 'execa';
 import { listTable, runNft } from '../../src/nft/exec.ts';
-import { renderCleanup, renderNode } from '../../src/nft/render.ts';
+import { renderCleanup } from '../../src/nft/render.ts';
+import { renderNode } from '../support/render-node.ts';
 import { cport, ipBlock, pod, podPeer, policy, port, rule, sel, state } from '../support/state-builder.ts';
 import { haveNft } from './nft-support.ts';
 

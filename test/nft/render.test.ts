@@ -4,8 +4,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { compileNode } from '../../src/compile/compile.ts';
-import { renderCleanup, renderNode, renderRuleset } from '../../src/nft/render.ts';
-import { sanitizeComment } from '../../src/nft/ids.ts';
+import { renderCleanup, renderRuleset } from '../../src/nft/render.ts';
+import { renderNode } from '../support/render-node.ts';
+import { sanitizeComment } from '../../src/ruleset/ids.ts';
 import type { ClusterState } from '../../src/model/types.ts';
 import { ipBlock, pod, podPeer, policy, port, rule, sel, state } from '../support/state-builder.ts';
 import { podChain, policyChain, rules } from '../compile/ir-query.ts';

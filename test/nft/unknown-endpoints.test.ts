@@ -6,7 +6,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { compileNode } from '../../src/compile/compile.ts';
-import type { RenderOptions } from '../../src/compile/ir.ts';
+import type { RenderOptions } from '../../src/ruleset/options.ts';
 import { runNft } from '../../src/nft/exec.ts';
 import { renderRuleset } from '../../src/nft/render.ts';
 import { renderUpdate } from '../../src/nft/update.ts';

@@ -196,14 +196,24 @@ describe('explainJson', () => {
         allowed: true,
         isolated: true,
         policies: ['app/client-out'],
-        allowedBy: [{ policy: 'app/client-out', direction: 'egress', rule: 0 }],
+        allowedBy: [
+          {
+            policy: 'app/client-out',
+            direction: 'egress',
+            rule: 0,
+            kind: 'NetworkPolicy',
+            description: 'app/client-out egress[0]',
+          },
+        ],
         reason: j.egress.reason,
       },
       ingress: {
         allowed: true,
         isolated: true,
         policies: ['app/deny', 'app/web-80'],
-        allowedBy: [{ policy: 'app/web-80', direction: 'ingress', rule: 1 }],
+        allowedBy: [
+          { policy: 'app/web-80', direction: 'ingress', rule: 1, kind: 'NetworkPolicy', description: 'app/web-80 ingress[1]' },
+        ],
         reason: j.ingress.reason,
       },
     });

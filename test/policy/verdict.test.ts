@@ -209,9 +209,9 @@ test('allowedBy lists every allowing rule, sorted by policy then rule', () => {
   const v = judge(s, c('app/client', 'app/web', 80)).ingress;
   assert.deepEqual(v.policies, ['app/p-a', 'app/p-b']);
   assert.deepEqual(v.allowedBy, [
-    { policy: 'app/p-a', direction: 'ingress', rule: 0 },
-    { policy: 'app/p-b', direction: 'ingress', rule: 1 },
-    { policy: 'app/p-b', direction: 'ingress', rule: 2 },
+    { policy: 'app/p-a', direction: 'ingress', rule: 0, kind: 'NetworkPolicy', description: 'app/p-a ingress[0]' },
+    { policy: 'app/p-b', direction: 'ingress', rule: 1, kind: 'NetworkPolicy', description: 'app/p-b ingress[1]' },
+    { policy: 'app/p-b', direction: 'ingress', rule: 2, kind: 'NetworkPolicy', description: 'app/p-b ingress[2]' },
   ]);
   assert.match(v.reason, /app\/p-a ingress\[0\], app\/p-b ingress\[1\] and app\/p-b ingress\[2\]/);
 });
@@ -748,7 +748,9 @@ describe('invalid rules allow nothing; the other rules still do', () => {
     assert.equal(errors.length, 1, 'one validation error');
     const v = (port: number) => judge(state, c('app/client', 'app/web', port));
     assert.equal(v(80).allowed, true);
-    assert.deepEqual(v(80).ingress.allowedBy, [{ policy: 'app/p', direction: 'ingress', rule: 1 }]);
+    assert.deepEqual(v(80).ingress.allowedBy, [
+      { policy: 'app/p', direction: 'ingress', rule: 1, kind: 'NetworkPolicy', description: 'app/p ingress[1]' },
+    ]);
     assert.equal(v(8500).allowed, false);
     assert.equal(v(9000).allowed, false);
     assert.match(v(8500).ingress.reason, /1 invalid rule allows nothing/);

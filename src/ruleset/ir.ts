@@ -1,21 +1,8 @@
-// The compiled ruleset of one node as plain data: what the renderer prints and
-// what compile tests assert on. Everything is already sorted; rendering is a
-// straight walk.
+// The compiled ruleset of one node as plain data: what the compiler produces,
+// what the renderer prints and what compile tests assert on. It sits beneath
+// both (see docs/architecture.md): neither imports the other. Everything is
+// already sorted; rendering is a straight walk.
 import type { Direction, Family } from '../model/types.ts';
-
-export interface RenderOptions {
-  /** nft table name (inet family). */
-  readonly table: string;
-  /** Verdict for traffic no policy allows. */
-  readonly denyAction: 'drop' | 'reject';
-  /**
-   * Only when the node has podCIDRs: an address in them that is not a known
-   * active local pod is dropped in the forward chains ('drop', the default:
-   * fail closed for pods created a moment ago) or passes unfiltered ('allow',
-   * as without podCIDRs).
-   */
-  readonly unknownLocalEndpoints: 'drop' | 'allow';
-}
 
 export interface RulesetStats {
   readonly chains: number;
@@ -81,6 +68,16 @@ export type SetType =
   | 'inet_proto . inet_service'
   | 'ipv4_addr . inet_proto . inet_service'
   | 'ipv6_addr . inet_proto . inet_service';
+
+/** The element type of a family's address sets and verdict maps. */
+export function addressType(f: Family): 'ipv4_addr' | 'ipv6_addr' {
+  return f === 4 ? 'ipv4_addr' : 'ipv6_addr';
+}
+
+/** The element type of a family's named-port sets (destination address . protocol . port). */
+export function namedPortType(f: Family): `${'ipv4_addr' | 'ipv6_addr'} . inet_proto . inet_service` {
+  return `${addressType(f)} . inet_proto . inet_service`;
+}
 
 export interface NamedSet {
   readonly name: string;

@@ -8,11 +8,11 @@
 import type { Registry } from 'prom-client';
 import type { ClusterState } from '../model/types.ts';
 import type { WatchStatus } from '../kube/source.ts';
-import type { KernelCheck, ReconcilerStatus } from '../agent/reconciler.ts';
-import { localPodViews } from '../agent/local-view.ts';
+import type { KernelCheck, ReconcilerStatus } from './reconciler.ts';
+import { localPodViews } from './local-view.ts';
 import { verdict } from '../policy/verdict.ts';
 import { explainJson, explainText, parseEndpoint, parsePortProto } from '../policy/explain.ts';
-import { routes, type Handler, type Reply } from './http-server.ts';
+import { routes, type Handler, type Reply } from '../observability/http-server.ts';
 
 /** What the endpoints read; the agent provides it. */
 export interface AgentView {

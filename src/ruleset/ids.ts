@@ -29,8 +29,14 @@ export function podId(namespace: string, name: string): string {
   return shortHash(`pod\0${namespace}/${name}`);
 }
 
+/** Id of a policy by its key (unique among every kind's policies; a NetworkPolicy's is `ns/name`). */
+export function policyKeyId(key: string): string {
+  return shortHash(`policy\0${key}`);
+}
+
+/** Id of a NetworkPolicy. */
 export function policyId(namespace: string, name: string): string {
-  return shortHash(`policy\0${namespace}/${name}`);
+  return policyKeyId(`${namespace}/${name}`);
 }
 
 /**

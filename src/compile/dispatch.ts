@@ -1,0 +1,160 @@
+// The fixed part of the table and the way into the per-pod chains: the base
+// chains on the forward and input hooks, the verdict maps that dispatch a
+// local pod's address to its KUBE-POD-FW-* chain, and those pod chains
+// (jumps to the policy chains isolating the pod, then the deny rule).
+import { DIRECTIONS, FAMILIES, objectKey } from '../model/types.ts';
+import type { Direction, Pod } from '../model/types.ts';
+import { dispatchMapName, podChainName, podId, sanitizeComment } from '../ruleset/ids.ts';
+import type { Chain, MapElement, Rule, VerdictMap } from '../ruleset/ir.ts';
+import type { RenderOptions } from '../ruleset/options.ts';
+import type { ClusterIndex } from './cluster-index.ts';
+import type { PodCidrSet } from './local-endpoints.ts';
+import type { PodJumps } from './policy-chains.ts';
+
+// Base chain names: lower case, so they stand apart from the generated KUBE-* chains.
+export const BASE_CHAINS = {
+  forwardEgress: 'forward-egress',
+  forwardIngress: 'forward-ingress',
+  inputEgress: 'input-egress',
+} as const;
+
+// IPv6 neighbour discovery must work even for fully isolated pods.
+const ND_TYPES = ['nd-neighbor-solicit', 'nd-neighbor-advert', 'nd-router-solicit', 'nd-router-advert'];
+
+function denyRules(pod: Pod, d: Direction, action: RenderOptions['denyAction']): Rule[] {
+  const comment = sanitizeComment(`deny ${d} ${d === 'ingress' ? 'to' : 'from'} ${objectKey(pod)}`);
+  if (action === 'drop') return [{ matches: [], counter: true, verdict: { kind: 'drop' }, comment }];
+  // TCP gets a reset (fast failure for clients); everything else ICMP(v6) port unreachable.
+  return [
+    { matches: [{ kind: 'l4proto', proto: 'tcp' }], counter: true, verdict: { kind: 'reject', with: 'tcp reset' }, comment },
+    { matches: [], counter: true, verdict: { kind: 'reject', with: 'icmpx port-unreachable' }, comment },
+  ];
+}
+
+/**
+ * `unknown`: the local pod CIDR sets, per family. After the dispatch, an
+ * address in them that no map element claimed is a local endpoint the agent
+ * does not know yet (a pod created a moment ago): dropped, fail closed.
+ */
+function baseChain(
+  name: string,
+  hook: 'forward' | 'input',
+  priority: number,
+  d: Direction,
+  comment: string,
+  unknown: readonly PodCidrSet[],
+): Chain {
+  const field = d === 'ingress' ? 'daddr' : 'saddr';
+  const rules: Rule[] = [
+    // Replies of connections that were allowed when they started.
+    {
+      matches: [{ kind: 'ctState', states: ['established', 'related'] }],
+      counter: false,
+      verdict: { kind: 'accept' },
+      comment: undefined,
+    },
+    { matches: [{ kind: 'icmpv6Types', types: ND_TYPES }], counter: false, verdict: { kind: 'accept' }, comment: undefined },
+    ...FAMILIES.map((f): Rule => ({
+      matches: [],
+      counter: false,
+      verdict: { kind: 'vmap', family: f, field, map: dispatchMapName(d, f) },
+      comment: undefined,
+    })),
+    ...unknown.map((c): Rule => ({
+      matches: [{ kind: 'addrSet', family: c.family, field, set: c.set.name }],
+      counter: true,
+      verdict: { kind: 'drop' },
+      comment: 'unknown local endpoint',
+    })),
+  ];
+  return { name, role: 'base', base: { hook, priority }, comment, rules };
+}
+
+export function baseChains(podCidrs: readonly PodCidrSet[]): Chain[] {
+  return [
+    baseChain(
+      BASE_CHAINS.forwardEgress,
+      'forward',
+      0,
+      'egress',
+      'egress of local pods: routed, bridged and DNATed traffic',
+      podCidrs,
+    ),
+    // After egress (priority filter + 1): a packet between two local pods passes both checks.
+    baseChain(
+      BASE_CHAINS.forwardIngress,
+      'forward',
+      1,
+      'ingress',
+      'ingress of local pods: routed, bridged and DNATed traffic',
+      podCidrs,
+    ),
+    // Not on input: the node's own gateway address may lie in its pod CIDR.
+    baseChain(BASE_CHAINS.inputEgress, 'input', 0, 'egress', 'egress of local pods to this node itself', []),
+  ];
+}
+
+export interface Dispatch {
+  readonly podChains: readonly Chain[];
+  readonly maps: readonly VerdictMap[];
+}
+
+/**
+ * Pod chains of the isolated local pods and the verdict maps leading to them.
+ * With pod CIDRs known (`listAll`), every local pod gets map elements, `accept`
+ * in a direction nothing isolates it in.
+ */
+export function dispatch(
+  local: readonly Pod[],
+  jumps: ReadonlyMap<Pod, PodJumps>,
+  listAll: boolean,
+  o: RenderOptions,
+  idx: ClusterIndex,
+): Dispatch {
+  const podChains: Chain[] = [];
+  const mapElems = new Map<string, { ip: bigint; el: MapElement }[]>();
+  const seenKeys = new Set<string>();
+  for (const pod of local) {
+    const j = jumps.get(pod);
+    if (j === undefined && !listAll) continue;
+    const id = podId(pod.namespace, pod.name);
+    for (const d of DIRECTIONS) {
+      const isolating = j?.[d] ?? [];
+      let chain: string | undefined;
+      if (isolating.length > 0) {
+        chain = podChainName(id, d);
+        podChains.push({
+          name: chain,
+          role: 'pod',
+          base: undefined,
+          comment: sanitizeComment(`${d} of pod ${objectKey(pod)}`),
+          rules: [...isolating, ...denyRules(pod, d, o.denyAction)],
+        });
+      } else if (!listAll) {
+        continue; // not isolated, and unknown addresses pass anyway: no element needed
+      }
+      // chain undefined: `accept` (known, not isolated), which ends only this base chain.
+      for (const text of pod.ips) {
+        const ip = idx.ip(text);
+        if (ip === undefined) continue;
+        const map = dispatchMapName(d, ip.family);
+        // Two local pods can never share an address; if the input says so, first (sorted) wins.
+        if (seenKeys.has(`${map} ${text}`)) continue;
+        seenKeys.add(`${map} ${text}`);
+        let l = mapElems.get(map);
+        if (l === undefined) mapElems.set(map, (l = []));
+        l.push({ ip: ip.value, el: { key: text, chain } });
+      }
+    }
+  }
+
+  const maps: VerdictMap[] = [];
+  for (const d of ['egress', 'ingress'] as const) {
+    for (const f of FAMILIES) {
+      const name = dispatchMapName(d, f);
+      const elems = (mapElems.get(name) ?? []).sort((a, b) => (a.ip < b.ip ? -1 : a.ip > b.ip ? 1 : 0)).map((e) => e.el);
+      maps.push({ name, family: f, direction: d, elements: elems });
+    }
+  }
+  return { podChains, maps };
+}

@@ -1,0 +1,109 @@
+// The policies that matter on this node and their KUBE-NWPLCY-* chains. The
+// policies come from every registered kind (src/kinds) in their order; which
+// of them target a local pod is decided here, what each rule compiles to in
+// policy-rules.ts.
+import type { ContributedPolicy, PolicyKind } from '../kinds/kind.ts';
+import { POLICY_KINDS } from '../kinds/registry.ts';
+import { selectorMatches } from '../model/selector.ts';
+import { byObjectKey, uniqueByKey } from '../model/state.ts';
+import { DIRECTIONS } from '../model/types.ts';
+import type { ClusterState, Direction, Family, Pod } from '../model/types.ts';
+import { policyChainName, policyKeyId, sanitizeComment } from '../ruleset/ids.ts';
+import type { Chain, Rule } from '../ruleset/ir.ts';
+import type { ClusterIndex } from './cluster-index.ts';
+import type { PeerResolver } from './peers.ts';
+import { compilePolicyChain } from './policy-rules.ts';
+import type { SharedSets } from './shared-sets.ts';
+
+export interface RelevantPolicy {
+  readonly policy: ContributedPolicy;
+  /** Hash of its key: names its chains. */
+  readonly id: string;
+  /** Local pods it targets, sorted. */
+  readonly targets: readonly Pod[];
+}
+
+const byOrigin = (a: ContributedPolicy, b: ContributedPolicy): number => byObjectKey(a.origin, b.origin);
+
+/** Sorted by namespace/name, each once; kinds usually list them so already (ClusterState is sorted). */
+function sortedUnique(list: readonly ContributedPolicy[]): readonly ContributedPolicy[] {
+  for (let i = 1; i < list.length; i++) {
+    const a = list[i - 1];
+    const b = list[i];
+    if (a !== undefined && b !== undefined && byOrigin(a, b) >= 0) return uniqueByKey([...list].sort(byOrigin), (p) => p.origin);
+  }
+  return list;
+}
+
+/**
+ * Policies that isolate at least one local pod in some direction: kind by
+ * kind in registry order, within a kind sorted by namespace/name.
+ */
+export function relevantPolicies(
+  state: ClusterState,
+  local: readonly Pod[],
+  kinds: readonly PolicyKind[] = POLICY_KINDS,
+): RelevantPolicy[] {
+  const byNs = new Map<string, Pod[]>();
+  for (const p of local) {
+    let l = byNs.get(p.namespace);
+    if (l === undefined) byNs.set(p.namespace, (l = []));
+    l.push(p);
+  }
+  const out: RelevantPolicy[] = [];
+  for (const kind of kinds) {
+    switch (kind.tier) {
+      case 'allow-list':
+        // A chain per policy; the pod chain jumps to each and denies after the last.
+        for (const policy of sortedUnique(kind.policies(state))) {
+          if (!policy.types.ingress && !policy.types.egress) continue;
+          const pods = byNs.get(policy.namespace);
+          if (pods === undefined) continue;
+          const targets = pods.filter((p) => selectorMatches(policy.podSelector, p.labels));
+          if (targets.length > 0) out.push({ policy, id: policyKeyId(policy.key), targets });
+        }
+        break;
+    }
+  }
+  return out;
+}
+
+/** Jumps of one local pod to the chains of the policies isolating it, per direction, in policy order. */
+export type PodJumps = Record<Direction, Rule[]>;
+
+export interface PolicyChains {
+  readonly chains: readonly Chain[];
+  /** Only pods some policy isolates. */
+  readonly jumps: ReadonlyMap<Pod, PodJumps>;
+}
+
+export interface PolicyChainContext {
+  readonly idx: ClusterIndex;
+  readonly peers: PeerResolver;
+  readonly sets: SharedSets;
+  readonly families: ReadonlySet<Family>;
+}
+
+export function policyChains(ctx: PolicyChainContext, relevant: readonly RelevantPolicy[]): PolicyChains {
+  const chains: Chain[] = [];
+  const jumps = new Map<Pod, PodJumps>();
+  for (const r of relevant) {
+    for (const d of DIRECTIONS) {
+      if (!r.policy.types[d]) continue;
+      const out = compilePolicyChain({ ...ctx, policy: r.policy, policyId: r.id, direction: d, targets: r.targets });
+      chains.push(out.chain);
+      const jump: Rule = {
+        matches: [],
+        counter: false,
+        verdict: { kind: 'jump', chain: policyChainName(r.id, d) },
+        comment: sanitizeComment(r.policy.origin.label),
+      };
+      for (const pod of r.targets) {
+        let j = jumps.get(pod);
+        if (j === undefined) jumps.set(pod, (j = { ingress: [], egress: [] }));
+        j[d].push(jump);
+      }
+    }
+  }
+  return { chains, jumps };
+}

@@ -1,0 +1,43 @@
+// NetworkPolicy as a policy kind: the first user of the seam (kind.ts). One
+// contributed policy per object, its rules one to one.
+import type { Direction, NetworkPolicy, Rule } from '../model/types.ts';
+import type { ContributedPolicy, ContributedRule, PolicyKind, PolicyOrigin } from './kind.ts';
+
+export const NETWORK_POLICY = 'NetworkPolicy';
+
+// Normalized objects are immutable and kept while unchanged: translate each once.
+const memo = new WeakMap<NetworkPolicy, ContributedPolicy>();
+
+function rules(origin: PolicyOrigin, direction: Direction, list: readonly Rule[]): ContributedRule[] {
+  return list.map((r, index) => ({
+    origin: { policy: origin, direction, index, description: `${origin.label} ${direction}[${index}]` },
+    peers: r.peers,
+    ports: r.ports,
+    invalid: r.invalid,
+  }));
+}
+
+export function contributeNetworkPolicy(p: NetworkPolicy): ContributedPolicy {
+  let c = memo.get(p);
+  if (c === undefined) {
+    const label = `${p.namespace}/${p.name}`;
+    const origin: PolicyOrigin = { kind: NETWORK_POLICY, namespace: p.namespace, name: p.name, label };
+    c = {
+      origin,
+      key: label,
+      namespace: p.namespace,
+      podSelector: p.podSelector,
+      types: p.types,
+      ingress: rules(origin, 'ingress', p.ingress),
+      egress: rules(origin, 'egress', p.egress),
+    };
+    memo.set(p, c);
+  }
+  return c;
+}
+
+export const networkPolicyKind: PolicyKind = {
+  kind: NETWORK_POLICY,
+  tier: 'allow-list',
+  policies: (state) => state.policies.map(contributeNetworkPolicy),
+};

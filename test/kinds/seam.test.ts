@@ -1,0 +1,153 @@
+// The seam for policy kinds (src/kinds): a kind registered next to
+// NetworkPolicy reaches the compiler, the reference evaluator and explain
+// through its contributed policies alone, in registry order, and every
+// allowance names its origin.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { compileNode } from '../../src/compile/compile.ts';
+import type { ContributedPolicy, PolicyKind, PolicyOrigin } from '../../src/kinds/kind.ts';
+import { networkPolicyKind } from '../../src/kinds/network-policy.ts';
+import { contributedPolicies, POLICY_KINDS } from '../../src/kinds/registry.ts';
+import { objectKey } from '../../src/model/types.ts';
+import type { ClusterState } from '../../src/model/types.ts';
+import { renderRuleset } from '../../src/nft/render.ts';
+import { runNft } from '../../src/nft/exec.ts';
+import { explainText } from '../../src/policy/explain.ts';
+import { verdict, type Endpoint } from '../../src/policy/verdict.ts';
+import { policyChainName, policyKeyId } from '../../src/ruleset/ids.ts';
+import { haveNft } from '../nft/nft-support.ts';
+import { chain, podChain, rules } from '../compile/ir-query.ts';
+import { ALL, ns, pod, podPeer, policy, port, rule, sel, state } from '../support/state-builder.ts';
+
+// A toy kind: namespaces labelled isolate=yes isolate every pod for ingress;
+// allowed: the same namespace (rule 0), and TCP 9100 from anywhere (rule 1,
+// invalid when the namespace says so: fail closed).
+const ISOLATION = 'Isolation';
+const isolationKind: PolicyKind = {
+  kind: ISOLATION,
+  tier: 'allow-list',
+  policies: (s: ClusterState) =>
+    s.namespaces
+      .filter((n) => n.labels.isolate === 'yes')
+      .map((n): ContributedPolicy => {
+        const origin: PolicyOrigin = { kind: ISOLATION, namespace: n.name, name: n.name, label: `isolation of ns ${n.name}` };
+        const at = (index: number, what: string) => ({
+          policy: origin,
+          direction: 'ingress' as const,
+          index,
+          description: `isolation of ns ${n.name}: ${what}`,
+        });
+        return {
+          origin,
+          key: `${ISOLATION}/${n.name}`,
+          namespace: n.name,
+          podSelector: ALL,
+          types: { ingress: true, egress: false },
+          ingress: [
+            { origin: at(0, 'same namespace'), peers: [podPeer(ALL)], ports: undefined, invalid: false },
+            { origin: at(1, 'metrics'), peers: undefined, ports: [port('TCP', 9100)], invalid: n.labels.broken === 'yes' },
+          ],
+          egress: [],
+        };
+      }),
+};
+const KINDS = [networkPolicyKind, isolationKind];
+
+const cluster = (nsLabels: Record<string, string>): ClusterState =>
+  state({
+    namespaces: [ns('shop', { isolate: 'yes', ...nsLabels }), ns('other')],
+    pods: [
+      pod('shop', 'web', { labels: { app: 'web' }, ips: ['10.0.0.1'] }),
+      pod('shop', 'cart', { labels: { app: 'cart' }, ips: ['10.0.0.2'], node: 'node-2' }),
+      pod('other', 'client', { labels: { app: 'client' }, ips: ['10.0.1.1'], node: 'node-2' }),
+    ],
+    policies: [
+      policy('shop', 'web-from-client', {
+        podSelector: sel({ app: 'web' }),
+        ingress: [rule([podPeer(sel({ app: 'client' }), ALL)])],
+      }),
+    ],
+  });
+
+const ep = (s: ClusterState, key: string): Endpoint => {
+  const p = s.pods.find((x) => objectKey(x) === key);
+  assert.ok(p, key);
+  return { kind: 'pod', pod: p };
+};
+
+test('NetworkPolicy is the first registered kind, and contributes each policy once with its origin', () => {
+  assert.equal(POLICY_KINDS[0], networkPolicyKind);
+  const s = cluster({});
+  const [c] = contributedPolicies(s);
+  assert.deepEqual(c?.origin, {
+    kind: 'NetworkPolicy',
+    namespace: 'shop',
+    name: 'web-from-client',
+    label: 'shop/web-from-client',
+  });
+  assert.equal(c?.ingress[0]?.origin.description, 'shop/web-from-client ingress[0]');
+  assert.equal(contributedPolicies(s)[0], c, 'memoized per object');
+});
+
+test('a registered kind is compiled: its chain, jumped to after the NetworkPolicies, named by its origin', () => {
+  const s = cluster({});
+  const c = compileNode(s, 'node-1', {}, KINDS);
+  const iso = chain(c, policyChainName(policyKeyId('Isolation/shop'), 'ingress'));
+  assert.ok(iso, 'the kind has its policy chain');
+  assert.equal(iso.comment, 'ingress policy isolation of ns shop');
+  assert.equal(iso.rules.length, 2);
+  assert.deepEqual(
+    rules(iso).map((r) => r.replace(/@\S+/g, '@SET')),
+    ['ip saddr @SET accept comment "ingress[0]"', 'meta l4proto . th dport @SET accept comment "ingress[1]"'],
+  );
+  const web = podChain(c, 'shop', 'web', 'ingress');
+  assert.ok(web);
+  assert.deepEqual(
+    web.rules.map((r) => r.comment),
+    ['shop/web-from-client', 'isolation of ns shop', 'deny ingress to shop/web'],
+  );
+  assert.equal(c.stats.policies, 2);
+  // Without the kind, only the NetworkPolicy is compiled.
+  assert.equal(compileNode(s, 'node-1').stats.policies, 1);
+});
+
+test('an invalid contributed rule allows nothing, and the chain says so', () => {
+  const c = compileNode(cluster({ broken: 'yes' }), 'node-1', {}, KINDS);
+  const iso = chain(c, policyChainName(policyKeyId('Isolation/shop'), 'ingress'));
+  assert.ok(iso);
+  assert.equal(iso.comment, 'ingress policy (invalid ingress[1] allow nothing) isolation of ns shop');
+  assert.equal(iso.rules.length, 1);
+});
+
+test('the evaluator judges a registered kind with NetworkPolicy semantics, naming the cause', () => {
+  const s = cluster({});
+  const v = (from: string, to: string, p = 80) => verdict(s, ep(s, from), ep(s, to), 'TCP', p, { kinds: KINDS });
+  const same = v('shop/cart', 'shop/web');
+  assert.equal(same.allowed, true);
+  assert.deepEqual(same.ingress.policies, ['isolation of ns shop', 'shop/web-from-client']);
+  assert.deepEqual(same.ingress.allowedBy, [
+    {
+      policy: 'isolation of ns shop',
+      direction: 'ingress',
+      rule: 0,
+      kind: 'Isolation',
+      description: 'isolation of ns shop: same namespace',
+    },
+  ]);
+  assert.match(same.ingress.reason, /allowed by isolation of ns shop: same namespace\./);
+  assert.match(explainText(same, ep(s, 'shop/cart'), ep(s, 'shop/web')), /isolation of ns shop: same namespace/);
+  // The union: the NetworkPolicy still opens its path; the kind's metrics rule too.
+  assert.equal(v('other/client', 'shop/web').allowed, true);
+  assert.equal(v('other/client', 'shop/cart', 9100).allowed, true);
+  const denied = v('other/client', 'shop/cart');
+  assert.equal(denied.allowed, false);
+  assert.match(denied.ingress.reason, /isolated for ingress by isolation of ns shop/);
+  // Without the kind, shop/cart is not isolated at all.
+  assert.equal(verdict(s, ep(s, 'other/client'), ep(s, 'shop/cart'), 'TCP', 80).allowed, true);
+});
+
+test('the ruleset with a registered kind is valid nft', async (t) => {
+  if (!(await haveNft(t))) return;
+  const text = renderRuleset(compileNode(cluster({}), 'node-1', { table: 'seam_test' }, KINDS));
+  assert.deepEqual(await runNft(text, { check: true }), { ok: true });
+});

@@ -22,7 +22,7 @@ export const LAYERS: Readonly<Record<string, readonly string[]>> = {
   policy: ['model', 'kinds'],
   compile: ['model', 'ruleset', 'kinds'],
   nft: ['model', 'ruleset'],
-  kube: ['model', 'observability'],
+  kube: ['model', 'observability', 'kinds'],
   agent: ['model', 'observability', 'ruleset', 'kinds', 'policy', 'compile', 'nft', 'kube'],
   cli: ['model', 'observability', 'ruleset', 'kinds', 'policy', 'compile', 'nft', 'kube', 'agent'],
 };

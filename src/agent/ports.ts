@@ -50,6 +50,8 @@ export interface StateSource {
 export interface ObjectRef {
   readonly namespace: string;
   readonly name: string;
+  /** Absent: a NetworkPolicy (networking.k8s.io/v1). */
+  readonly kind?: { readonly apiVersion: string; readonly kind: string };
 }
 
 export interface EventSink {

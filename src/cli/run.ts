@@ -35,7 +35,14 @@ function usage(cmd: string, message: string): number {
 
 function makeSource(c: AgentConfig, log: Logger): { source: ClusterSource; events: EventSink } | { error: string } {
   if (c.fromDir !== undefined) {
-    return { source: new FileClusterSource({ dir: c.fromDir, log: log.child({ source: 'files' }) }), events: logEventSink(log) };
+    return {
+      source: new FileClusterSource({
+        dir: c.fromDir,
+        log: log.child({ source: 'files' }),
+        ...(c.tenancy === undefined ? {} : { tenancy: c.tenancy }),
+      }),
+      events: logEventSink(log),
+    };
   }
   const kc = new KubeConfig();
   try {
@@ -54,6 +61,8 @@ function makeSource(c: AgentConfig, log: Logger): { source: ClusterSource; event
       nodeName: c.node,
       timing: { idleTimeoutMs: c.watchIdleProbeMs },
       log: log.child({ source: 'kube' }),
+      ...(c.tenancy === undefined ? {} : { tenancy: c.tenancy }),
+      crdProbeMs: c.crdRecheckMs,
     }),
     events: kubeEventSink(kc.makeApiClient(CoreV1Api), c.node),
   };

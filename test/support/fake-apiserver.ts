@@ -17,6 +17,7 @@
 //   DELETE /_fake/objects/{resource}/{ns}/{name}   (cluster-scoped: /{resource}/{name})
 //   POST   /_fake/fail?count=N&status=500[&only=list|watch]
 //   POST   /_fake/reset-connections | end-streams | silence | compact | bookmark
+//   POST   /_fake/crds?installed=true|false[&groups=G,G]   (un)install custom resource groups
 //   POST   /_fake/refuse?ms=N            close the listener for N ms, then reopen on the same port
 //   GET    /_fake/stats | /_fake/events | /_fake/watchers
 import { createServer } from 'node:http';
@@ -27,8 +28,19 @@ import { parseArgs } from 'node:util';
 import { parseAllDocuments } from 'yaml';
 import { KubeConfig } from '@kubernetes/client-node';
 
-export type Resource = 'pods' | 'namespaces' | 'networkpolicies' | 'nodes';
-export const RESOURCES: readonly Resource[] = ['pods', 'namespaces', 'networkpolicies', 'nodes'];
+export type Resource =
+  'pods' | 'namespaces' | 'networkpolicies' | 'nodes' | 'services' | 'workspaces' | 'namespacenetworkpolicies';
+export const RESOURCES: readonly Resource[] = [
+  'pods',
+  'namespaces',
+  'networkpolicies',
+  'nodes',
+  'services',
+  'workspaces',
+  'namespacenetworkpolicies',
+];
+/** API groups of custom resources: served only while "installed" (see installCRDs/removeCRDs). */
+export const CRD_GROUPS = ['tenant.kubesphere.io', 'network.kubesphere.io'] as const;
 
 interface ResourceInfo {
   readonly kind: string;
@@ -41,6 +53,13 @@ const INFO: Record<Resource, ResourceInfo> = {
   namespaces: { kind: 'Namespace', apiVersion: 'v1', namespaced: false },
   networkpolicies: { kind: 'NetworkPolicy', apiVersion: 'networking.k8s.io/v1', namespaced: true },
   nodes: { kind: 'Node', apiVersion: 'v1', namespaced: false },
+  services: { kind: 'Service', apiVersion: 'v1', namespaced: true },
+  workspaces: { kind: 'Workspace', apiVersion: 'tenant.kubesphere.io/v1alpha1', namespaced: false },
+  namespacenetworkpolicies: {
+    kind: 'NamespaceNetworkPolicy',
+    apiVersion: 'network.kubesphere.io/v1alpha1',
+    namespaced: true,
+  },
 };
 
 const KIND_TO_RESOURCE: Record<string, Resource> = {
@@ -48,6 +67,10 @@ const KIND_TO_RESOURCE: Record<string, Resource> = {
   Namespace: 'namespaces',
   NetworkPolicy: 'networkpolicies',
   Node: 'nodes',
+  Service: 'services',
+  Workspace: 'workspaces',
+  WorkspaceTemplate: 'workspaces',
+  NamespaceNetworkPolicy: 'namespacenetworkpolicies',
 };
 
 export interface ObjectMeta {
@@ -274,6 +297,8 @@ export interface FakeApiServerOptions {
   readonly host?: string;
   /** When set, every API request must carry `Authorization: Bearer <token>`. */
   readonly token?: string;
+  /** Installed CRD groups at start (default: all of CRD_GROUPS). */
+  readonly crds?: readonly string[];
   /** Period of BOOKMARK events for watches that asked for them; 0 = only on demand. Default 10 s (real: ~60 s). */
   readonly bookmarkIntervalMs?: number;
   /**
@@ -344,12 +369,13 @@ interface Fault {
 
 interface Route {
   readonly resource: Resource | 'events';
-  readonly api: 'v1' | 'events.k8s.io/v1' | 'networking.k8s.io/v1';
+  /** 'v1' or group/version. */
+  readonly api: string;
   readonly namespace: string | undefined;
   readonly name: string | undefined;
 }
 
-function parseRoute(pathname: string): Route | undefined {
+function parseRoute(pathname: string, crds: ReadonlySet<string>): Route | undefined {
   const seg = pathname
     .split('/')
     .filter((s) => s !== '')
@@ -359,11 +385,10 @@ function parseRoute(pathname: string): Route | undefined {
   if (seg[0] === 'api' && seg[1] === 'v1') {
     api = 'v1';
     rest = seg.slice(2);
-  } else if (seg[0] === 'apis' && seg[1] === 'networking.k8s.io' && seg[2] === 'v1') {
-    api = 'networking.k8s.io/v1';
-    rest = seg.slice(3);
-  } else if (seg[0] === 'apis' && seg[1] === 'events.k8s.io' && seg[2] === 'v1') {
-    api = 'events.k8s.io/v1';
+  } else if (seg[0] === 'apis' && seg[1] !== undefined && seg[2] !== undefined) {
+    // Custom resources exist only while their CRD is installed.
+    if ((CRD_GROUPS as readonly string[]).includes(seg[1]) && !crds.has(seg[1])) return undefined;
+    api = `${seg[1]}/${seg[2]}`;
     rest = seg.slice(3);
   } else return undefined;
   let namespace: string | undefined;
@@ -377,14 +402,14 @@ function parseRoute(pathname: string): Route | undefined {
   if (rest.length > 2 || plural === undefined) return undefined;
   const resource = plural === 'events' ? 'events' : (plural as Resource);
   if (resource !== 'events' && !RESOURCES.includes(resource)) return undefined;
-  const expectedApi = resource === 'networkpolicies' ? 'networking.k8s.io/v1' : resource === 'events' ? api : 'v1';
+  const expectedApi = resource === 'events' ? (api === 'v1' || api === 'events.k8s.io/v1' ? api : '') : INFO[resource].apiVersion;
   if (api !== expectedApi) return undefined;
   if (resource !== 'events' && namespace !== undefined && !INFO[resource].namespaced) return undefined;
   return { resource, api, namespace, name };
 }
 
 export class FakeApiServer {
-  readonly #opts: Required<Omit<FakeApiServerOptions, 'token'>> & { token: string | undefined };
+  readonly #opts: Required<Omit<FakeApiServerOptions, 'token' | 'crds'>> & { token: string | undefined };
   #server: Server;
   #port = 0;
   #rv = 100;
@@ -397,7 +422,12 @@ export class FakeApiServer {
     namespaces: new Map(),
     networkpolicies: new Map(),
     nodes: new Map(),
+    services: new Map(),
+    workspaces: new Map(),
+    namespacenetworkpolicies: new Map(),
   };
+  /** Installed CRD groups (all by default). */
+  readonly #crds = new Set<string>(CRD_GROUPS);
   readonly #watchers = new Set<Watcher>();
   readonly #sockets = new Set<Socket>();
   #faults: Fault[] = [];
@@ -423,6 +453,10 @@ export class FakeApiServer {
       maxLogEntries: opts.maxLogEntries ?? 200_000,
     };
     this.#token = opts.token;
+    if (opts.crds !== undefined) {
+      this.#crds.clear();
+      for (const g of opts.crds) this.#crds.add(g);
+    }
     this.#server = this.#makeServer();
   }
 
@@ -655,6 +689,22 @@ export class FakeApiServer {
     return this.update(resource, cur);
   }
 
+  /**
+   * Uninstalls the CRDs of these groups (default: all): their API paths answer
+   * 404, open watches on them end, stored objects stay for a later install.
+   */
+  removeCRDs(groups: readonly string[] = CRD_GROUPS): void {
+    for (const g of groups) this.#crds.delete(g);
+    for (const w of [...this.#watchers]) {
+      const group = INFO[w.resource].apiVersion.split('/')[0] ?? '';
+      if (groups.includes(group)) this.endStreams(w.resource);
+    }
+  }
+
+  installCRDs(groups: readonly string[] = CRD_GROUPS): void {
+    for (const g of groups) this.#crds.add(g);
+  }
+
   /** Loads many objects (any supported kind) without emitting per-object work beyond the log. */
   load(objects: readonly KubeObject[]): void {
     for (const o of objects) {
@@ -725,7 +775,7 @@ export class FakeApiServer {
       fail(401, 'Unauthorized');
       return;
     }
-    const route = parseRoute(url.pathname);
+    const route = parseRoute(url.pathname, this.#crds);
     const fault = this.#takeFault(
       method === 'GET' && route !== undefined && route.name === undefined ? (isWatch ? 'watch' : 'list') : undefined,
       route,
@@ -748,7 +798,7 @@ export class FakeApiServer {
         fail(405, 'only POST to namespaced events is supported');
         return;
       }
-      const api = route.api;
+      const api = route.api === 'v1' ? 'v1' : 'events.k8s.io/v1';
       const ns = route.namespace;
       readBody(req).then(
         (text) => {
@@ -1106,6 +1156,12 @@ export class FakeApiServer {
           case 'bookmark':
             this.bookmark();
             return ok();
+          case 'crds': {
+            const groups = (q.get('groups') ?? CRD_GROUPS.join(',')).split(',').filter((g) => g !== '');
+            if (q.get('installed') === 'false') this.removeCRDs(groups);
+            else this.installCRDs(groups);
+            return ok();
+          }
           case 'refuse': {
             const ms = Number(q.get('ms') ?? '1000');
             res.on('finish', () => {

@@ -110,10 +110,10 @@ export function generateCluster(opts: Partial<GenOptions> = {}): GeneratedCluste
 
   const nodeCount = Math.max(1, Math.ceil(o.pods / o.podsPerNode));
   const nodeNames = Array.from({ length: nodeCount }, (_, i) => `node-${pad(i, 5)}`);
-  const nodes: Node[] = nodeNames.map((name, i) => ({
-    name,
-    addresses: [`172.${16 + ((i + 1) >> 16)}.${((i + 1) >> 8) & 255}.${(i + 1) & 255}`],
-  }));
+  const nodes: Node[] = nodeNames.map((name, i) => {
+    const address = `172.${16 + ((i + 1) >> 16)}.${((i + 1) >> 8) & 255}.${(i + 1) & 255}`;
+    return { name, addresses: [address], internalIPs: [address] };
+  });
 
   // Every node gets podsPerNode slots (the last one what is left), in random order.
   const slots: number[] = [];

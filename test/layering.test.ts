@@ -23,7 +23,7 @@ export const LAYERS: Readonly<Record<string, readonly string[]>> = {
   compile: ['model', 'ruleset', 'kinds'],
   nft: ['model', 'ruleset'],
   status: ['model', 'ruleset'],
-  kube: ['model', 'observability', 'status'],
+  kube: ['model', 'observability', 'kinds', 'status'],
   agent: ['model', 'observability', 'ruleset', 'kinds', 'policy', 'compile', 'nft', 'kube', 'status'],
   cli: ['model', 'observability', 'ruleset', 'kinds', 'policy', 'compile', 'nft', 'kube', 'agent', 'status'],
 };

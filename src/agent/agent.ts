@@ -18,6 +18,7 @@ import type { Dataplane, EventSink, RenderFn } from './ports.ts';
 import { Reconciler } from './reconciler.ts';
 import { AppliedStatus } from './applied-status.ts';
 import type { LeaseApi, StatusApi } from '../kube/status-client.ts';
+import { TableMonitor } from './table-monitor.ts';
 
 /**
  * The node's ruleset: compiled form (for incremental updates) and full script.
@@ -68,6 +69,7 @@ export class Agent {
   readonly #reconciler: Reconciler;
   readonly #servers: Server[] = [];
   readonly #status: AppliedStatus | undefined;
+  readonly #monitor: TableMonitor | undefined;
   #stopping: Promise<void> | undefined;
 
   constructor(parts: AgentParts) {
@@ -89,9 +91,9 @@ export class Agent {
       },
       { nodeName: c.node, debounceMs: c.debounceMs, driftIntervalMs: c.driftIntervalMs, incremental: c.incremental },
     );
+    const m = parts.metrics;
     if (parts.statusApi !== undefined && (c.statusIntervalMs > 0 || c.heartbeatIntervalMs > 0)) {
       const r = this.#reconciler;
-      const m = parts.metrics;
       this.#status = new AppliedStatus(parts.statusApi, parts.log, {
         node: c.node,
         agentNamespace: c.agentNamespace,
@@ -104,6 +106,18 @@ export class Agent {
       });
       r.onOutcome(this.#status.onOutcome);
     }
+    // Repair at once what someone else does to the table (the drift timer is the backstop).
+    const own = parts.dataplane.own;
+    this.#monitor =
+      own === undefined
+        ? undefined
+        : new TableMonitor({
+            target: { table: c.table, nftPath: c.nftPath, netns: c.netns },
+            own,
+            log: parts.log,
+            onForeignChange: (detail, removed) => this.#reconciler.kernelChanged(detail, removed),
+            onRestart: () => m.tableMonitorRestarts.inc(),
+          });
   }
 
   /** Applied status and heartbeat (undefined with --from-dir or both disabled). */
@@ -185,6 +199,7 @@ export class Agent {
       this.#p.metrics.lastChange.set(Date.now() / 1000);
       this.#reconciler.notify(reason);
     });
+    this.#monitor?.start();
     this.#reconciler.start();
     this.#status?.start();
     await this.#p.source.start();
@@ -199,6 +214,7 @@ export class Agent {
   async #stop(): Promise<void> {
     const log = this.#p.log;
     await this.#p.source.stop().catch((e: unknown) => log.warn({ err: e }, 'stopping the watches failed'));
+    await this.#monitor?.stop();
     const finished = await this.#reconciler.stop(STOP_GRACE_MS);
     await this.#status?.stop();
     if (!finished)

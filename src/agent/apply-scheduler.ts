@@ -15,7 +15,7 @@
 //   time: changes arriving meanwhile are coalesced into the retry;
 // - every callback is wrapped: errors are reported, never thrown.
 import PQueue from 'p-queue';
-import { backoffDelay, type BackoffPolicy } from './backoff.ts';
+import { retryDelay, type BackoffPolicy } from './backoff.ts';
 import type { Clock, TimerHandle, Timers } from './ports.ts';
 
 /** The work one run takes: the change reasons and when the first change came. */
@@ -138,7 +138,7 @@ export class ApplyScheduler {
   /** The run in flight failed: its work goes back, to be retried after the backoff. */
   failed(batch: Batch): RetryPlan {
     this.#failures++;
-    const delayMs = backoffDelay(this.#o.backoff, this.#failures);
+    const delayMs = retryDelay(this.#o.backoff, this.#failures, this.#clock.mono() - batch.startedAt);
     this.#retryAt = this.#clock.mono() + delayMs;
     this.#dirty = true;
     if (batch.since !== undefined)

@@ -4,6 +4,7 @@
 import { parseArgs } from 'node:util';
 import { isIP } from 'node:net';
 import { isLogLevel, type LogLevel } from '../observability/logger.ts';
+import { tenancyConfig, type TenancyConfig } from '../model/tenancy-config.ts';
 
 export interface ListenAddr {
   readonly host: string;
@@ -37,6 +38,10 @@ export interface AgentConfig {
   readonly heartbeatIntervalMs: number;
   /** The agent's namespace: its Leases live there. */
   readonly agentNamespace: string;
+  /** Tenancy (docs/tenancy.md); undefined with --no-tenancy. */
+  readonly tenancy: TenancyConfig | undefined;
+  /** While a tenancy CRD is not installed, how often to look again. */
+  readonly crdRecheckMs: number;
   /** A watch stream silent this long gets a liveness probe (0 = never). */
   readonly watchIdleProbeMs: number;
 }
@@ -85,6 +90,20 @@ by a previous run stays in force until then and on exit.
                           namespace (env HEARTBEAT_INTERVAL; default 30s; 0 disables)
   --agent-namespace NS    where the Lease lives (env POD_NAMESPACE; default
                           nft-netpol-system)
+  --no-tenancy            do not enforce tenancy (project and workspace isolation,
+                          NamespaceNetworkPolicy) nor watch its objects (env TENANCY=false)
+  --isolation-dns-service NS/NAME
+                          the cluster DNS Service isolated namespaces may use
+                          (env ISOLATION_DNS_SERVICE; default kube-system/kube-dns;
+                          "" for none)
+  --isolation-node-local-dns IP[,IP]
+                          node-local DNS caches allowed on port 53
+                          (env ISOLATION_NODE_LOCAL_DNS; default 169.254.25.10; "" for none)
+  --isolation-node-addresses internal|all
+                          Node addresses isolated namespaces may reach and be reached
+                          from (env ISOLATION_NODE_ADDRESSES; default internal = InternalIP)
+  --crd-recheck D         while a tenancy CRD is not installed, look again every D
+                          (env CRD_RECHECK; default 30s)
   --watch-idle-probe D    a watch stream silent for D is probed: is its
                           resource just quiet (left alone) or has the stream
                           missed events (restarted)? (env WATCH_IDLE_PROBE;
@@ -166,6 +185,11 @@ export function parseRunConfig(argv: readonly string[], env: Env): ConfigResult 
         'status-interval': { type: 'string' },
         'heartbeat-interval': { type: 'string' },
         'agent-namespace': { type: 'string' },
+        'no-tenancy': { type: 'boolean', default: false },
+        'isolation-dns-service': { type: 'string' },
+        'isolation-node-local-dns': { type: 'string' },
+        'isolation-node-addresses': { type: 'string' },
+        'crd-recheck': { type: 'string' },
         'watch-idle-probe': { type: 'string' },
         help: { type: 'boolean', short: 'h', default: false },
       },
@@ -234,6 +258,19 @@ export function parseRunConfig(argv: readonly string[], env: Env): ConfigResult 
   if (!/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(agentNamespace))
     return fail(`--agent-namespace must be a namespace name, not "${agentNamespace}"`);
 
+  // "" is a meaningful value here (none), so the environment is read as given when set.
+  const pickEmpty = (flag: string | undefined, envName: string): string | undefined => flag ?? env[envName];
+  const tenancy = tenancyConfig({
+    dnsService: pickEmpty(values['isolation-dns-service'], 'ISOLATION_DNS_SERVICE'),
+    nodeLocalDNS: pickEmpty(values['isolation-node-local-dns'], 'ISOLATION_NODE_LOCAL_DNS'),
+    nodeAddresses: pick(values['isolation-node-addresses'], 'ISOLATION_NODE_ADDRESSES'),
+  });
+  if (tenancy instanceof Error) return fail(tenancy.message);
+  const tenancyOff = values['no-tenancy'] || env['TENANCY'] === 'false';
+  const crdRecheckMs = duration(pick(values['crd-recheck'], 'CRD_RECHECK') ?? '30s', 'crd-recheck', 100);
+  if (typeof crdRecheckMs === 'string') return fail(crdRecheckMs);
+  if (crdRecheckMs === 0) return fail('--crd-recheck must be at least 100ms');
+
   return {
     ok: true,
     config: {
@@ -254,6 +291,8 @@ export function parseRunConfig(argv: readonly string[], env: Env): ConfigResult 
       statusIntervalMs,
       heartbeatIntervalMs,
       agentNamespace,
+      tenancy: tenancyOff ? undefined : tenancy,
+      crdRecheckMs,
       watchIdleProbeMs,
     },
   };

@@ -13,6 +13,8 @@ import { localPodViews } from './local-view.ts';
 import { verdict } from '../policy/verdict.ts';
 import { explainJson, explainText, parseEndpoint, parsePortProto } from '../policy/explain.ts';
 import { routes, type Handler, type Reply } from '../observability/http-server.ts';
+import { contributedPolicies } from '../kinds/registry.ts';
+import { NETWORK_POLICY } from '../kinds/network-policy.ts';
 
 /** What the endpoints read; the agent provides it. */
 export interface AgentView {
@@ -56,6 +58,11 @@ function stateReply(v: AgentView): Reply {
   const snap = v.snapshot();
   const pods = snap === undefined ? [] : localPodViews(snap, v.nodeName);
   const watches = v.watches();
+  // Tenancy policies of the namespaces this node hosts pods of: every implicit allowance by its cause.
+  const localNs = new Set(pods.map((p) => p.pod.slice(0, p.pod.indexOf('/'))));
+  const derived = (snap === undefined ? [] : contributedPolicies(snap)).filter(
+    (p) => p.origin.kind !== NETWORK_POLICY && localNs.has(p.namespace),
+  );
   const apply = (a: ReconcilerStatus['lastApply']) =>
     a === undefined
       ? null
@@ -88,6 +95,14 @@ function stateReply(v: AgentView): Reply {
     driftRepairs: s.driftRepairs,
     localPods: pods,
     invalidPolicies: s.invalidPolicies.map((p) => ({ policy: `${p.namespace}/${p.name}`, errors: p.errors })),
+    tenancy: derived.map((p) => ({
+      kind: p.origin.kind,
+      policy: p.origin.label,
+      namespace: p.namespace,
+      rules: (['ingress', 'egress'] as const).flatMap((d) =>
+        p[d].map((r) => ({ direction: d, rule: r.origin.index, cause: r.origin.description, invalid: r.invalid })),
+      ),
+    })),
     watches: watches.map((w) => ({ ...w, lastEventAt: iso(w.lastEventAt) ?? null, lastError: w.lastError ?? null })),
   };
 
@@ -123,6 +138,12 @@ function stateReply(v: AgentView): Reply {
   }
   lines.push('', `invalid policies (${s.invalidPolicies.length}):`);
   for (const p of s.invalidPolicies) for (const e of p.errors) lines.push(`  ${e}`);
+  lines.push('', `tenancy policies of local namespaces (${derived.length}):`);
+  for (const p of derived) {
+    lines.push(`  ${p.origin.label} (${p.origin.kind}, ns ${p.namespace})`);
+    for (const d of ['ingress', 'egress'] as const)
+      for (const r of p[d]) lines.push(`    ${d}: ${r.origin.description}${r.invalid ? ' (allows nothing)' : ''}`);
+  }
   lines.push('', 'watches:');
   for (const w of watches) {
     // By reason when there are any: "3 restarts (closed 2, gone 1)".

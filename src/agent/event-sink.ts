@@ -17,7 +17,12 @@ export function policyEvent(ref: ObjectRef, reason: string, message: string, nod
     apiVersion: 'v1',
     kind: 'Event',
     metadata: { name, namespace: ref.namespace },
-    involvedObject: { apiVersion: 'networking.k8s.io/v1', kind: 'NetworkPolicy', namespace: ref.namespace, name: ref.name },
+    involvedObject: {
+      apiVersion: ref.kind?.apiVersion ?? 'networking.k8s.io/v1',
+      kind: ref.kind?.kind ?? 'NetworkPolicy',
+      namespace: ref.namespace,
+      name: ref.name,
+    },
     reason,
     message,
     type: 'Warning',

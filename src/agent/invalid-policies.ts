@@ -4,12 +4,21 @@
 import { selectorMatches } from '../model/selector.ts';
 import { formatValidationError, isActivePod, objectKey } from '../model/types.ts';
 import type { ClusterState, NetworkPolicy } from '../model/types.ts';
+import { NSNP_API_VERSION } from '../model/normalize-tenancy.ts';
+import { namespacePolicyErrors } from '../kinds/tenancy.ts';
 
 export interface InvalidPolicy {
   readonly namespace: string;
   readonly name: string;
   /** Formatted validation errors, in the model's order. */
   readonly errors: readonly string[];
+  /** The object's kind when it is not a NetworkPolicy (a NamespaceNetworkPolicy). */
+  readonly object?: { readonly apiVersion: string; readonly kind: string };
+}
+
+/** Identity of an invalid object across kinds: ns/name for a NetworkPolicy, Kind:ns/name otherwise. */
+export function invalidKey(p: InvalidPolicy): string {
+  return p.object === undefined ? `${p.namespace}/${p.name}` : `${p.object.kind}:${p.namespace}/${p.name}`;
 }
 
 /** key (ns/name) -> fingerprint of its errors. */
@@ -28,14 +37,29 @@ function describe(p: NetworkPolicy): InvalidPolicy {
   return { namespace: p.namespace, name: p.name, errors: p.errors.map(formatValidationError) };
 }
 
+/** NamespaceNetworkPolicies with validation errors (their own, or a Service peer that cannot be resolved). */
+function invalidNamespacePolicies(state: ClusterState): InvalidPolicy[] {
+  const byKey = new Map<string, InvalidPolicy>();
+  for (const e of namespacePolicyErrors(state)) {
+    const key = `${e.namespace ?? ''}/${e.name}`;
+    const prev = byKey.get(key);
+    byKey.set(key, {
+      namespace: e.namespace ?? '',
+      name: e.name,
+      errors: [...(prev?.errors ?? []), formatValidationError(e)],
+      object: { apiVersion: NSNP_API_VERSION, kind: 'NamespaceNetworkPolicy' },
+    });
+  }
+  return [...byKey.values()];
+}
+
 export function diffInvalid(prev: InvalidIndex, state: ClusterState): InvalidDiff {
   const next = new Map<string, string>();
   const changed: InvalidPolicy[] = [];
   const all: InvalidPolicy[] = [];
-  for (const p of state.policies) {
-    if (p.errors.length === 0) continue;
-    const inv = describe(p);
-    const key = objectKey(p);
+  const invalid = [...state.policies.filter((p) => p.errors.length > 0).map(describe), ...invalidNamespacePolicies(state)];
+  for (const inv of invalid) {
+    const key = invalidKey(inv);
     const fp = fingerprint(inv);
     next.set(key, fp);
     all.push(inv);
@@ -50,7 +74,7 @@ export function diffInvalid(prev: InvalidIndex, state: ClusterState): InvalidDif
 const MAX_MESSAGE = 1024;
 
 export function eventMessage(p: InvalidPolicy): string {
-  const text = `NetworkPolicy is invalid and enforced fail-closed (its invalid parts allow nothing): ${p.errors.join('; ')}`;
+  const text = `${p.object?.kind ?? 'NetworkPolicy'} is invalid and enforced fail-closed (its invalid parts allow nothing): ${p.errors.join('; ')}`;
   return text.length <= MAX_MESSAGE ? text : `${text.slice(0, MAX_MESSAGE - 3)}...`;
 }
 
@@ -63,6 +87,9 @@ export function eventMessage(p: InvalidPolicy): string {
  * first node that gets a pod it selects.
  */
 export function reportsEventFor(state: ClusterState, nodeName: string, key: string): boolean {
+  // A NamespaceNetworkPolicy (key Kind:ns/name) applies to every pod of its namespace.
+  const nsnp = /^NamespaceNetworkPolicy:([^/]+)\//.exec(key);
+  if (nsnp !== null) return state.pods.some((pod) => pod.nodeName === nodeName && pod.namespace === nsnp[1] && isActivePod(pod));
   const pol = state.policies.find((p) => objectKey(p) === key);
   if (pol === undefined) return false;
   return state.pods.some(

@@ -68,6 +68,11 @@ export class KernelState {
     );
   }
 
+  /** Something changed the table: the next unchanged render lists it instead of trusting the last match. */
+  distrust(): void {
+    this.#verifiedAt = undefined;
+  }
+
   /** A transaction went in: the kernel now holds `rendered` (its listing is captured by readBack()). */
   recordApplied(rendered: Rendered, mode: 'full' | 'incremental'): void {
     this.#applied = { rendered, canonical: undefined };

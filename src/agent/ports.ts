@@ -3,6 +3,7 @@
 // live in the shell; unit tests inject fakes.
 import type { CompiledRuleset, RulesetStats } from '../ruleset/ir.ts';
 import type { ClusterState } from '../model/types.ts';
+import type { OwnTransactions } from './table-monitor.ts';
 
 export type RenderStats = RulesetStats;
 
@@ -28,6 +29,8 @@ export interface Dataplane {
    * Rejects when nft fails, or when `signal` aborts it.
    */
   list(signal?: AbortSignal): Promise<string | undefined>;
+  /** The real dataplane tells its own transactions apart (table-monitor.ts). */
+  readonly own?: OwnTransactions;
 }
 
 export interface WatchInfo {
@@ -47,6 +50,8 @@ export interface StateSource {
 export interface ObjectRef {
   readonly namespace: string;
   readonly name: string;
+  /** Absent: a NetworkPolicy (networking.k8s.io/v1). */
+  readonly kind?: { readonly apiVersion: string; readonly kind: string };
 }
 
 export interface EventSink {

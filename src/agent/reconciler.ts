@@ -141,6 +141,8 @@ export class Reconciler {
   #watchTimer: TimerHandle | undefined;
   /** A drift the check found, for the forced run it starts (counted as a repair there). */
   #repairFound: Repair | undefined;
+  /** The monitor saw someone delete the table: the next run applies the full script, as a repair, without listing first. */
+  #tableGone: string | undefined;
   /** The snapshot of the last successful apply, for released pod IPs. */
   #releasedFrom: ClusterState | undefined;
 
@@ -205,6 +207,21 @@ export class Reconciler {
   /** Reads the table back now and repairs it if it drifted (also run on a timer). */
   checkDriftNow(): Promise<void> {
     return this.#sched.requestCheck();
+  }
+
+  /**
+   * The kernel reported a change of the table that was not ours (nft
+   * monitor): check it now and repair it if it drifted. A kernel match seen
+   * before is no longer trusted.
+   */
+  kernelChanged(detail: string, removed = false): void {
+    if (this.#sched.stopped) return;
+    this.#kernel.distrust();
+    if (removed) this.#tableGone = detail;
+    // A read-back in flight would only capture what someone else left: give it up.
+    this.#kernel.cancelReadBack();
+    this.#d.log.info({ event: 'table-monitor', detail }, 'the table was changed from outside; checking it');
+    void this.#sched.requestCheck();
   }
 
   /** Subscribes to the outcome of every run and kernel check; returns the unsubscribe. */
@@ -298,6 +315,9 @@ export class Reconciler {
     this.#watches.poll();
     let repair = this.#repairFound;
     this.#repairFound = undefined;
+    const gone = this.#tableGone;
+    this.#tableGone = undefined;
+    if (gone !== undefined) repair ??= { foundBy: 'table-monitor', detail: `table missing (${gone})` };
     const t0 = batch.startedAt;
     // Where an apply's time goes, for the log line: snapshot, compile, update
     // diff, rendering the full script (when one is sent), nft.
@@ -332,7 +352,7 @@ export class Reconciler {
     const unchanged =
       prev !== undefined &&
       (update === undefined ? prev.text === rendered.text : update.kind === 'incremental' && isEmptyUpdate(update));
-    if (!batch.force && prev !== undefined && unchanged) {
+    if (!batch.force && gone === undefined && prev !== undefined && unchanged) {
       const check: KernelCheck = this.#kernel.verifiedWithin(this.#o.kernelCheckFreshMs)
         ? { kind: 'match' }
         : await this.#kernel.check();
@@ -361,7 +381,7 @@ export class Reconciler {
     // is atomic: a rejected increment changed nothing).
     let mode: 'full' | 'incremental' = 'full';
     let counts: UpdateCounts | undefined;
-    if (this.#o.incremental && !batch.force && !unchanged && update?.kind === 'incremental') {
+    if (this.#o.incremental && !batch.force && gone === undefined && !unchanged && update?.kind === 'incremental') {
       this.#d.metrics.restoreCall();
       const r = await this.#applyScript(update.text, phases);
       if (r.ok) {
@@ -508,7 +528,10 @@ export class Reconciler {
     // Before the first apply there is nothing to compare; while a change is
     // pending, its apply checks (or replaces) the table anyway.
     if (this.#sched.stopped || this.#kernel.applied === undefined || this.#sched.pending) return;
-    const check = await this.#kernel.check();
+    // Known to be deleted: no listing needed, the run below repairs it.
+    const gone = this.#tableGone;
+    const check: KernelCheck =
+      gone === undefined ? await this.#kernel.check() : { kind: 'drifted', detail: `table missing (${gone})` };
     this.#emit({
       kind: 'check',
       result: check.kind,
@@ -528,7 +551,7 @@ export class Reconciler {
         if (this.#kernel.incrementsSinceFull > 0) await run('refresh');
         return;
       case 'drifted':
-        this.#repairFound = { foundBy: 'drift-check', detail: check.detail };
+        if (gone === undefined) this.#repairFound = { foundBy: 'drift-check', detail: check.detail };
         try {
           await run('drift');
         } finally {

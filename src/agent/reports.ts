@@ -7,6 +7,7 @@ import {
   diffInvalid,
   eventMessage,
   fingerprint,
+  invalidKey,
   reportsEventFor,
   type InvalidIndex,
   type InvalidPolicy,
@@ -119,12 +120,18 @@ export class InvalidPolicyReports {
     }
     // An Event once per change of the errors, from the nodes enforcing the policy.
     for (const p of diff.all) {
-      const key = `${p.namespace}/${p.name}`;
+      const key = invalidKey(p);
       const fp = fingerprint(p);
       if (this.#evented.get(key) === fp || !reportsEventFor(state, this.#node, key)) continue;
       this.#evented.set(key, fp);
       this.#events
-        .warnPolicy({ namespace: p.namespace, name: p.name }, 'InvalidNetworkPolicy', eventMessage(p))
+        .warnPolicy(
+          p.object === undefined
+            ? { namespace: p.namespace, name: p.name }
+            : { namespace: p.namespace, name: p.name, kind: { apiVersion: p.object.apiVersion, kind: p.object.kind } },
+          p.object === undefined ? 'InvalidNetworkPolicy' : `Invalid${p.object.kind}`,
+          eventMessage(p),
+        )
         .catch((e: unknown) => {
           this.#log.warn({ event: 'k8s-event', policy: key, err: e }, 'could not create the InvalidNetworkPolicy Event');
         });

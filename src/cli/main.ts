@@ -9,6 +9,9 @@ import { compileNode } from '../compile/compile.ts';
 import { renderRuleset } from '../nft/render.ts';
 import { verdict } from '../policy/verdict.ts';
 import { explainJson, explainText, parseEndpoint, parsePortProto } from '../policy/explain.ts';
+import { tenancyConfig, TENANCY_FLAGS_HELP } from '../model/tenancy-config.ts';
+import { tenancyPolicies } from '../kinds/tenancy.ts';
+import type { TenancyNote } from '../kinds/tenancy.ts';
 
 export const EXIT_OK = 0;
 export const EXIT_INVALID = 1;
@@ -45,6 +48,7 @@ something is not in force everywhere.`;
 const INPUT_HELP = `  -f, --filename PATH   manifest file or directory (YAML/JSON, multi-document,
                         kind: List; '-' reads stdin); repeatable, required
   -o, --output FORMAT   text (default) or json
+${TENANCY_FLAGS_HELP}
   -h, --help            show this help`;
 
 const HELP: Record<string, string> = {
@@ -87,6 +91,9 @@ const INPUT_OPTIONS = {
   filename: { type: 'string', short: 'f', multiple: true },
   output: { type: 'string', short: 'o', default: 'text' },
   help: { type: 'boolean', short: 'h', default: false },
+  'isolation-dns-service': { type: 'string' },
+  'isolation-node-local-dns': { type: 'string' },
+  'isolation-node-addresses': { type: 'string' },
 } as const satisfies ParseArgsConfig['options'];
 
 function parse<O extends NonNullable<ParseArgsConfig['options']>>(args: string[], options: O) {
@@ -106,13 +113,37 @@ interface Loaded {
   state: ClusterState;
   loadErrors: LoadError[];
   validationErrors: ValidationError[];
+  /** Tenancy facts that are not errors (validate prints them). */
+  notes: readonly TenancyNote[];
 }
 
-async function loadInputs(files: string[] | undefined): Promise<Loaded> {
+interface InputFlags {
+  readonly filename?: string[] | undefined;
+  readonly 'isolation-dns-service'?: string | undefined;
+  readonly 'isolation-node-local-dns'?: string | undefined;
+  readonly 'isolation-node-addresses'?: string | undefined;
+}
+
+async function loadInputs(v: InputFlags): Promise<Loaded> {
+  const files = v.filename;
   if (files === undefined || files.length === 0) throw new UsageError('at least one -f/--filename is required');
+  const config = tenancyConfig({
+    dnsService: v['isolation-dns-service'],
+    nodeLocalDNS: v['isolation-node-local-dns'],
+    nodeAddresses: v['isolation-node-addresses'],
+  });
+  if (config instanceof Error) throw new UsageError(config.message);
   const { objects, errors } = await loadManifests(files);
   const built = buildState(objects);
-  return { state: built.state, loadErrors: errors, validationErrors: built.errors };
+  // Offline commands always judge tenancy (the agent can turn it off).
+  const state: ClusterState = { ...built.state, tenancy: config };
+  const t = tenancyPolicies(state);
+  return {
+    state,
+    loadErrors: errors,
+    validationErrors: [...built.errors, ...[...t.errors.values()].flat()],
+    notes: t.notes,
+  };
 }
 
 function reportProblems(io: Io, l: Loaded): boolean {
@@ -141,7 +172,7 @@ async function renderCmd(args: string[], io: Io): Promise<number> {
   }
   if (!/^[A-Za-z][A-Za-z0-9_-]{0,63}$/.test(v.table))
     throw new UsageError(`--table must be a plain identifier (letters, digits, - and _), not "${v.table}"`);
-  const loaded = await loadInputs(v.filename);
+  const loaded = await loadInputs(v);
   const bad = reportProblems(io, loaded);
   if (loaded.loadErrors.length > 0) return EXIT_INVALID;
   if (!loaded.state.nodes.some((n) => n.name === v.node) && !loaded.state.pods.some((p) => p.nodeName === v.node)) {
@@ -179,7 +210,7 @@ async function explainCmd(args: string[], io: Io): Promise<number> {
   const family = v.family === '4' ? 4 : 6;
   const pp = parsePortProto(v.port);
   if (!pp.ok) throw new UsageError(`--port: ${pp.error}`);
-  const loaded = await loadInputs(v.filename);
+  const loaded = await loadInputs(v);
   if (loaded.loadErrors.length > 0) {
     reportProblems(io, loaded);
     return EXIT_INVALID;
@@ -203,7 +234,7 @@ async function validateCmd(args: string[], io: Io): Promise<number> {
   const { values: v } = parse(args, INPUT_OPTIONS);
   if (v.help) return help(io, 'validate');
   const format = outputFormat(v.output);
-  const loaded = await loadInputs(v.filename);
+  const loaded = await loadInputs(v);
   const problems = [
     ...loaded.loadErrors.map((e) => ({ object: e.source, path: '', message: e.message, text: `${e.source}: ${e.message}` })),
     ...loaded.validationErrors.map((e) => ({
@@ -223,6 +254,8 @@ async function validateCmd(args: string[], io: Io): Promise<number> {
   } else {
     for (const p of problems) io.out(p.text);
   }
+  // Notes are facts, not errors: they never change the exit code (and stay off stdout for -o json).
+  for (const n of loaded.notes) io.err(`note: ${n.message}`);
   return problems.length > 0 ? EXIT_INVALID : EXIT_OK;
 }
 

@@ -39,7 +39,14 @@ function makeSource(
   log: Logger,
 ): { source: ClusterSource; events: EventSink; statusApi?: StatusApi & LeaseApi } | { error: string } {
   if (c.fromDir !== undefined) {
-    return { source: new FileClusterSource({ dir: c.fromDir, log: log.child({ source: 'files' }) }), events: logEventSink(log) };
+    return {
+      source: new FileClusterSource({
+        dir: c.fromDir,
+        log: log.child({ source: 'files' }),
+        ...(c.tenancy === undefined ? {} : { tenancy: c.tenancy }),
+      }),
+      events: logEventSink(log),
+    };
   }
   const kc = new KubeConfig();
   try {
@@ -58,6 +65,8 @@ function makeSource(
       nodeName: c.node,
       timing: { idleTimeoutMs: c.watchIdleProbeMs },
       log: log.child({ source: 'kube' }),
+      ...(c.tenancy === undefined ? {} : { tenancy: c.tenancy }),
+      crdProbeMs: c.crdRecheckMs,
     }),
     events: kubeEventSink(kc.makeApiClient(CoreV1Api), c.node),
     statusApi: kubeStatusApi(kc),

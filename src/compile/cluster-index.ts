@@ -49,6 +49,8 @@ export class ClusterIndex {
   readonly #nsSelectorMemo = new Map<string, readonly string[]>();
   readonly #ipMemo = new Map<string, IP | null>();
   readonly #byLabel = new Map<string, Map<string, Pod[]>>();
+  /** Namespaces by value of one label key, built per key on first use (namespaces never change under an index). */
+  readonly #nsByLabel = new Map<string, Map<string, Namespace[]>>();
   #namedPorts: Map<string, NamedPortHolder[]> | undefined;
 
   readonly #scanLimit: number;
@@ -134,10 +136,38 @@ export class ClusterIndex {
     const key = formatSelector(sel);
     let names = this.#nsSelectorMemo.get(key);
     if (names === undefined) {
-      names = [...this.#nsByName.values()].filter((ns) => selectorMatches(sel, ns.labels)).map((ns) => ns.name);
+      // With matchLabels, only the namespaces carrying the rarest of them are
+      // candidates: many selectors of one key (a workspace label each) then
+      // cost one pass over the namespaces, not one each.
+      let candidates: Iterable<Namespace> = this.#nsByName.values();
+      let fewest = this.#nsByName.size;
+      for (const [k, v] of Object.entries(sel.matchLabels)) {
+        const list = this.#nsPostings(k).get(v) ?? [];
+        if (list.length < fewest) {
+          candidates = list;
+          fewest = list.length;
+        }
+      }
+      names = [...candidates].filter((ns) => selectorMatches(sel, ns.labels)).map((ns) => ns.name);
       this.#nsSelectorMemo.set(key, names);
     }
     return names;
+  }
+
+  #nsPostings(key: string): Map<string, Namespace[]> {
+    let m = this.#nsByLabel.get(key);
+    if (m === undefined) {
+      m = new Map();
+      for (const ns of this.#nsByName.values()) {
+        const v = Object.hasOwn(ns.labels, key) ? ns.labels[key] : undefined;
+        if (v === undefined) continue;
+        let list = m.get(v);
+        if (list === undefined) m.set(v, (list = []));
+        list.push(ns);
+      }
+      this.#nsByLabel.set(key, m);
+    }
+    return m;
   }
 
   /** Active pods in `namespaces` whose labels match `podSel` (undefined = all). */

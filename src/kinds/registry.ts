@@ -5,8 +5,15 @@
 import type { ClusterState } from '../model/types.ts';
 import type { ContributedPolicy, PolicyKind } from './kind.ts';
 import { networkPolicyKind } from './network-policy.ts';
+import { namespaceNetworkPolicyKind, projectIsolationKind, workspaceIsolationKind } from './tenancy.ts';
 
-export const POLICY_KINDS: readonly PolicyKind[] = [networkPolicyKind];
+export const POLICY_KINDS: readonly PolicyKind[] = [
+  networkPolicyKind,
+  // Tenancy (docs/tenancy.md): only in force when state.tenancy is set.
+  namespaceNetworkPolicyKind,
+  projectIsolationKind,
+  workspaceIsolationKind,
+];
 
 /** Every contributed policy of `kinds` in the state, kind by kind in their order. */
 export function contributedPolicies(state: ClusterState, kinds: readonly PolicyKind[] = POLICY_KINDS): ContributedPolicy[] {

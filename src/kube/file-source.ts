@@ -14,9 +14,10 @@ import { readdir, stat } from 'node:fs/promises';
 import { extname, join } from 'node:path';
 import { loadManifests } from '../model/load.ts';
 import { buildState, makeState } from '../model/normalize.ts';
-import type { ClusterState, NetworkPolicy } from '../model/types.ts';
+import type { ClusterState, NetworkPolicy, TenancyConfig } from '../model/types.ts';
 import { errorMessage } from '../observability/errors.ts';
 import { SILENT_LOGGER } from './source.ts';
+import { tenancyPolicies } from '../kinds/tenancy.ts';
 import type { ClusterSource, SourceLogger, WatchStatus } from './source.ts';
 
 export interface FileSourceOptions {
@@ -28,6 +29,8 @@ export interface FileSourceOptions {
   /** Use fs.watch besides polling (default true). */
   readonly fsWatch?: boolean;
   readonly log?: SourceLogger;
+  /** Tenancy on, with this configuration (docs/tenancy.md); absent: off. */
+  readonly tenancy?: TenancyConfig;
 }
 
 const EXTENSIONS = new Set(['.yaml', '.yml', '.json']);
@@ -67,6 +70,7 @@ export class FileClusterSource implements ClusterSource {
   readonly #pollMs: number;
   readonly #fsWatch: boolean;
   readonly #log: SourceLogger;
+  readonly #tenancy: TenancyConfig | undefined;
   #state: 'new' | 'running' | 'stopped' = 'new';
   #current: ClusterState = EMPTY;
   #currentText = '';
@@ -90,6 +94,7 @@ export class FileClusterSource implements ClusterSource {
     this.#pollMs = opts.pollMs ?? 2_000;
     this.#fsWatch = opts.fsWatch ?? true;
     this.#log = opts.log ?? SILENT_LOGGER;
+    this.#tenancy = opts.tenancy;
   }
 
   /** Reads the directory once (so synced() is known when this resolves), then watches it. */
@@ -216,7 +221,9 @@ export class FileClusterSource implements ClusterSource {
         );
         return;
       }
-      const built = buildState(objects);
+      const raw = buildState(objects);
+      const state = this.#tenancy === undefined ? raw.state : { ...raw.state, tenancy: this.#tenancy };
+      const built = { state, errors: [...raw.errors, ...[...tenancyPolicies(state).errors.values()].flat()] };
       for (const e of built.errors)
         this.#log.debug({ error: `${e.kind} ${e.namespace ?? ''}/${e.name} ${e.path}: ${e.message}` }, 'validation error');
       this.#lastError = undefined;

@@ -17,17 +17,48 @@
 // every watch of the new plan has listed; watches kept by both plans are never
 // touched, so still-needed pods are never dropped.
 //
+// Tenancy (opts.tenancy set, docs/tenancy.md) adds: Workspaces and
+// NamespaceNetworkPolicies (custom resources that may be absent: see
+// optional-watch.ts), every Node (the nodes' addresses are an isolation
+// allowance), and one watch per Service that a service peer or the DNS
+// allowance names (only those; past maxServiceWatches one cluster-wide watch).
+// The snapshot carries the policies tenancy derives, and the peer plan
+// follows their peers too.
+//
 // synced() latches true once the four fixed watches and the peer watches of
 // the first plan have all listed. After that a newly needed peer watch that
 // has not listed yet leaves its pods out of the snapshot: traffic from or to
 // them is denied until it has (fail closed), while every other change keeps
 // flowing to the kernel, including ones that revoke access.
-import { CoreV1Api, NetworkingV1Api } from '@kubernetes/client-node';
+import { CoreV1Api, CustomObjectsApi, NetworkingV1Api } from '@kubernetes/client-node';
 import type { KubeConfig, KubernetesListObject } from '@kubernetes/client-node';
 import { byObjectKey } from '../model/state.ts';
-import { makeState, normalizeNamespace, normalizeNode, normalizePod, normalizePolicy } from '../model/normalize.ts';
+import {
+  makeState,
+  normalizeNamespace,
+  normalizeNamespacePolicy,
+  normalizeNode,
+  normalizePod,
+  normalizePolicy,
+  normalizeService,
+  normalizeWorkspace,
+} from '../model/normalize.ts';
 import type { Normalized } from '../model/normalize.ts';
-import type { ClusterState, Namespace, NetworkPolicy, Node, Pod } from '../model/types.ts';
+import type {
+  ClusterState,
+  Namespace,
+  NamespaceNetworkPolicy,
+  NetworkPolicy,
+  Node,
+  Pod,
+  Service,
+  Workspace,
+} from '../model/types.ts';
+import type { TenancyConfig } from '../model/types.ts';
+import { contributedPolicies } from '../kinds/registry.ts';
+import { namespaceNetworkPolicyKind, projectIsolationKind, workspaceIsolationKind } from '../kinds/tenancy.ts';
+import { OptionalWatch } from './optional-watch.ts';
+import type { WatchLike } from './optional-watch.ts';
 import { ALL_PODS, DEFAULT_MAX_PEER_WATCHES, planPeerWatches, samePlan } from './peer-demand.ts';
 import type { PeerPlan, PodWatchSpec } from './peer-demand.ts';
 import { ResourceWatch } from './resource-watch.ts';
@@ -53,6 +84,27 @@ export interface KubeSourceOptions {
   /** Objects per list page (default 500): bounds the memory peak of (re)lists. */
   readonly listPageSize?: number;
   readonly log?: SourceLogger;
+  /** Tenancy on (docs/tenancy.md): watch Workspaces, NamespaceNetworkPolicies, named Services and every Node. */
+  readonly tenancy?: TenancyConfig;
+  /** While a tenancy CRD is not installed, how often to look again (default 30 s). */
+  readonly crdProbeMs?: number;
+  /** Bound on per-Service watches before one cluster-wide Service watch (default 32). */
+  readonly maxServiceWatches?: number;
+}
+
+const WORKSPACES = { group: 'tenant.kubesphere.io', version: 'v1alpha1', plural: 'workspaces' } as const;
+const NSNPS = { group: 'network.kubesphere.io', version: 'v1alpha1', plural: 'namespacenetworkpolicies' } as const;
+/** The key of the single cluster-wide Service watch (past maxServiceWatches). */
+const ALL_SERVICES = '*';
+
+/** The Services tenancy needs (ns/name, sorted): those service peers name, and the cluster DNS. */
+export function neededServices(nsnps: readonly NamespaceNetworkPolicy[], config: TenancyConfig): string[] {
+  const out = new Set<string>();
+  if (config.dnsService !== undefined) out.add(`${config.dnsService.namespace}/${config.dnsService.name}`);
+  for (const p of nsnps)
+    for (const r of [...p.ingress, ...p.egress])
+      for (const peer of r.peers ?? []) if (peer.kind === 'service') out.add(`${peer.namespace}/${peer.name}`);
+  return [...out].sort();
 }
 
 interface PeerWatch {
@@ -90,6 +142,12 @@ export class KubeClusterSource implements ClusterSource {
   readonly #log: SourceLogger;
   readonly #core: CoreV1Api;
   readonly #net: NetworkingV1Api;
+  readonly #custom: CustomObjectsApi;
+  #workspaces: OptionalWatch<Workspace> | undefined;
+  #nsnps: OptionalWatch<NamespaceNetworkPolicy> | undefined;
+  /** ns/name (or ALL_SERVICES) -> its watch. */
+  readonly #services = new Map<string, ResourceWatch<Service>>();
+  #neededServices: ReadonlySet<string> = new Set();
   #state: 'new' | 'running' | 'stopped' = 'new';
   #localPods: ResourceWatch<Pod> | undefined;
   #namespaces: ResourceWatch<Namespace> | undefined;
@@ -109,6 +167,7 @@ export class KubeClusterSource implements ClusterSource {
     this.#log = opts.log ?? SILENT_LOGGER;
     this.#core = opts.kubeConfig.makeApiClient(CoreV1Api);
     this.#net = opts.kubeConfig.makeApiClient(NetworkingV1Api);
+    this.#custom = opts.kubeConfig.makeApiClient(CustomObjectsApi);
   }
 
   async start(): Promise<void> {
@@ -145,22 +204,105 @@ export class KubeClusterSource implements ClusterSource {
       { replan: true, invalid: true, probeList: () => this.#net.listNetworkPolicyForAllNamespaces({ limit: 1 }) },
     );
     const nameSel = `metadata.name=${node}`;
-    this.#nodes = this.#watch<Node>(
-      'nodes',
-      `nodes ${nameSel}`,
-      '/api/v1/nodes',
-      normalizeNode,
-      (page) => this.#core.listNode({ fieldSelector: nameSel, ...paging(page) }),
-      { fieldSelector: nameSel, probeList: () => this.#core.listNode({ limit: 1 }) },
-    );
+    // With tenancy, every node: their addresses are an isolation allowance.
+    this.#nodes =
+      this.#opts.tenancy === undefined
+        ? this.#watch<Node>(
+            'nodes',
+            `nodes ${nameSel}`,
+            '/api/v1/nodes',
+            normalizeNode,
+            (page) => this.#core.listNode({ fieldSelector: nameSel, ...paging(page) }),
+            { fieldSelector: nameSel, probeList: () => this.#core.listNode({ limit: 1 }) },
+          )
+        : this.#watch<Node>('nodes', 'nodes', '/api/v1/nodes', normalizeNode, (page) => this.#core.listNode(paging(page)), {
+            probeList: () => this.#core.listNode({ limit: 1 }),
+          });
+    if (this.#opts.tenancy !== undefined) {
+      this.#workspaces = this.#optional('workspaces', WORKSPACES, normalizeWorkspace);
+      this.#nsnps = this.#optional('namespacenetworkpolicies', NSNPS, normalizeNamespacePolicy);
+    }
     for (const w of this.#fixed()) w.start();
+    this.#planServices();
+  }
+
+  /** A watch of a custom resource that may not be installed (optional-watch.ts). */
+  #optional<T>(
+    kind: string,
+    r: { readonly group: string; readonly version: string; readonly plural: string },
+    normalize: (raw: unknown) => Normalized<T>,
+  ): OptionalWatch<T> {
+    const list = async (page: ListPage): Promise<KubernetesListObject<object>> => {
+      const out: unknown = await this.#custom.listClusterCustomObject({ ...r, ...paging(page) });
+      return out as KubernetesListObject<object>;
+    };
+    return new OptionalWatch<T>({
+      name: r.plural,
+      probe: () => list({ limit: 1, continue: undefined }),
+      make: () =>
+        this.#watch<T>(kind, r.plural, `/apis/${r.group}/${r.version}/${r.plural}`, normalize, list, {
+          replan: true,
+          invalid: false,
+        }),
+      ...(this.#opts.crdProbeMs === undefined ? {} : { probeMs: this.#opts.crdProbeMs }),
+      onSynced: () => this.#watchSynced(r.plural),
+      onAppeared: () => this.#emit(`${r.plural} appeared`),
+      log: this.#log,
+    });
+  }
+
+  /** Starts the Service watches tenancy needs now, and stops those it no longer needs. */
+  #planServices(): void {
+    const t = this.#opts.tenancy;
+    if (t === undefined || this.#state !== 'running') return;
+    const needed = neededServices([...(this.#nsnps?.values() ?? [])], t);
+    this.#neededServices = new Set(needed);
+    const max = this.#opts.maxServiceWatches ?? 32;
+    const keys = needed.length > max ? [ALL_SERVICES] : needed;
+    const wanted = new Set(keys);
+    for (const key of keys) {
+      if (this.#services.has(key)) continue;
+      let w: ResourceWatch<Service>;
+      if (key === ALL_SERVICES) {
+        w = this.#watch<Service>(
+          'services',
+          'services (all namespaces)',
+          '/api/v1/services',
+          normalizeService,
+          (page) => this.#core.listServiceForAllNamespaces(paging(page)),
+          { replan: true },
+        );
+      } else {
+        const [namespace = '', name = ''] = key.split('/');
+        const sel = `metadata.name=${name}`;
+        w = this.#watch<Service>(
+          'services',
+          `services -n ${namespace} ${sel}`,
+          `/api/v1/namespaces/${encodeURIComponent(namespace)}/services`,
+          normalizeService,
+          (page) => this.#core.listNamespacedService({ namespace, fieldSelector: sel, ...paging(page) }),
+          { fieldSelector: sel, replan: true },
+        );
+      }
+      this.#services.set(key, w);
+      w.start();
+    }
+    for (const [key, w] of this.#services) {
+      if (wanted.has(key)) continue;
+      this.#services.delete(key);
+      this.#retired.received += w.received;
+      void w.stop();
+      this.#emit(`service watch ${w.name} dropped`);
+    }
   }
 
   async stop(): Promise<void> {
     if (this.#state === 'stopped') return;
     this.#state = 'stopped';
     clearTimeout(this.#planTimer);
-    await Promise.all([...this.#fixed(), ...[...this.#peers.values()].map((p) => p.watch)].map((w) => w.stop()));
+    await Promise.all(
+      [...this.#fixed(), ...[...this.#peers.values()].map((p) => p.watch), ...this.#services.values()].map((w) => w.stop()),
+    );
   }
 
   synced(): boolean {
@@ -187,13 +329,46 @@ export class KubeClusterSource implements ClusterSource {
       all[n++] = p;
     }
     all.length = n;
-    this.#cache = makeState({
+    const t = this.#opts.tenancy;
+    const state = makeState({
       namespaces: [...(this.#namespaces?.values() ?? [])],
       pods: all,
       policies: [...(this.#policies?.values() ?? [])],
       nodes: [...(this.#nodes?.values() ?? [])],
+      ...this.#tenancyParts(),
+      ...(t === undefined ? {} : { tenancy: { ...t, pendingServices: [...this.#pendingServices()] } }),
     });
-    return this.#cache;
+    this.#cache = state;
+    return state;
+  }
+
+  /** Needed Services whose watch has not listed yet (or not started: the NSNP naming them just arrived). */
+  #pendingServices(): ReadonlySet<string> {
+    const t = this.#opts.tenancy;
+    if (t === undefined) return new Set();
+    const all = this.#services.get(ALL_SERVICES);
+    const out = new Set<string>();
+    for (const key of neededServices([...(this.#nsnps?.values() ?? [])], t)) {
+      const w = all ?? this.#services.get(key);
+      if (w === undefined || !w.synced()) out.add(key);
+    }
+    return out;
+  }
+
+  /** The tenancy inputs of the snapshot (only the Services tenancy needs). */
+  #tenancyParts(): { workspaces: Workspace[]; namespacePolicies: NamespaceNetworkPolicy[]; services: Service[] } {
+    const services = new Map<string, Service>();
+    for (const w of this.#services.values()) {
+      for (const svc of w.values()) {
+        const key = `${svc.namespace}/${svc.name}`;
+        if (this.#neededServices.has(key)) services.set(key, svc);
+      }
+    }
+    return {
+      workspaces: [...(this.#workspaces?.values() ?? [])],
+      namespacePolicies: [...(this.#nsnps?.values() ?? [])],
+      services: [...services.values()],
+    };
   }
 
   onChange(listener: (reason: string) => void): void {
@@ -206,7 +381,8 @@ export class KubeClusterSource implements ClusterSource {
 
   status(): readonly WatchStatus[] {
     const peers = [...this.#peers.values()].sort((a, b) => (a.spec.key < b.spec.key ? -1 : a.spec.key > b.spec.key ? 1 : 0));
-    return [...this.#fixed(), ...peers.map((p) => p.watch)].map((w) => w.status());
+    const services = [...this.#services.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, w]) => w);
+    return [...this.#fixed(), ...peers.map((p) => p.watch), ...services].map((w) => w.status());
   }
 
   /** The current remote-pod plan (undefined before the first one). */
@@ -216,7 +392,7 @@ export class KubeClusterSource implements ClusterSource {
 
   /** For benchmarks and debugging. */
   counters(): SourceCounters {
-    const all = [...this.#fixed(), ...[...this.#peers.values()].map((p) => p.watch)];
+    const all = [...this.#fixed(), ...[...this.#peers.values()].map((p) => p.watch), ...this.#services.values()];
     return {
       received: this.#retired.received + all.reduce((n, w) => n + w.received, 0),
       objects: all.reduce((n, w) => n + w.size, 0),
@@ -227,10 +403,10 @@ export class KubeClusterSource implements ClusterSource {
 
   // ------------------------------------------------------------ internals
 
-  #fixed(): ResourceWatch<unknown>[] {
-    const out: ResourceWatch<unknown>[] = [];
-    for (const w of [this.#localPods, this.#namespaces, this.#policies, this.#nodes])
-      if (w !== undefined) out.push(w as ResourceWatch<unknown>);
+  #fixed(): WatchLike<unknown>[] {
+    const out: WatchLike<unknown>[] = [];
+    for (const w of [this.#localPods, this.#namespaces, this.#policies, this.#nodes, this.#workspaces, this.#nsnps])
+      if (w !== undefined) out.push(w as WatchLike<unknown>);
     return out;
   }
 
@@ -330,12 +506,13 @@ export class KubeClusterSource implements ClusterSource {
 
   #replan(): void {
     if (this.#state !== 'running') return;
+    this.#planServices();
     const plan: PeerPlan =
       this.#opts.remotePods === 'all'
         ? { mode: 'all', watches: [ALL_PODS], reason: 'configured: remotePods=all' }
         : planPeerWatches(
             {
-              policies: [...(this.#policies?.values() ?? [])],
+              policies: [...(this.#policies?.values() ?? []), ...this.#derivedPolicies()],
               localPods: [...(this.#localPods?.values() ?? [])],
               namespaces: [...(this.#namespaces?.values() ?? [])],
             },
@@ -405,6 +582,46 @@ export class KubeClusterSource implements ClusterSource {
     this.#emit(`peer plan ${plan.mode}: ${plan.watches.length} watches (+${added}, -${retiring})`);
   }
 
+  /**
+   * Every Service the listed NamespaceNetworkPolicies name has a listed watch
+   * (so the first ruleset never reports a Service missing that only was not
+   * read yet). Starts the watches still missing.
+   */
+  #servicesSynced(): boolean {
+    const t = this.#opts.tenancy;
+    if (t === undefined) return true;
+    const needed = neededServices([...(this.#nsnps?.values() ?? [])], t);
+    const keys = needed.length > (this.#opts.maxServiceWatches ?? 32) ? [ALL_SERVICES] : needed;
+    if (keys.some((k) => !this.#services.has(k))) this.#planServices();
+    return keys.every((k) => this.#services.get(k)?.synced() === true);
+  }
+
+  /**
+   * The policies the tenancy kinds contribute from the current caches, in
+   * NetworkPolicy's form: their pod peers are demands of the peer plan too.
+   */
+  #derivedPolicies(): readonly NetworkPolicy[] {
+    const t = this.#opts.tenancy;
+    if (t === undefined) return [];
+    const state = makeState({
+      namespaces: [...(this.#namespaces?.values() ?? [])],
+      pods: [],
+      policies: [],
+      nodes: [...(this.#nodes?.values() ?? [])],
+      ...this.#tenancyParts(),
+      tenancy: t,
+    });
+    return contributedPolicies(state, [namespaceNetworkPolicyKind, projectIsolationKind, workspaceIsolationKind]).map((c) => ({
+      namespace: c.namespace,
+      name: c.key,
+      podSelector: c.podSelector,
+      types: c.types,
+      ingress: c.ingress,
+      egress: c.egress,
+      errors: [],
+    }));
+  }
+
   /** Drops watches that left the plan, once every watch of the plan has listed. */
   #retire(): void {
     const current = [...this.#peers.values()].filter((p) => !p.retiring);
@@ -422,6 +639,7 @@ export class KubeClusterSource implements ClusterSource {
     if (this.#synced || this.#state !== 'running' || this.#plan === undefined) return;
     if (!this.#fixed().every((w) => w.synced())) return;
     if ([...this.#peers.values()].some((p) => !p.retiring && !p.watch.synced())) return;
+    if (!this.#servicesSynced()) return;
     this.#synced = true;
     this.#log.info({ watches: this.#fixed().length + this.#peers.size }, 'cluster state synced');
     this.#emit('synced');

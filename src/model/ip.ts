@@ -191,3 +191,17 @@ export function formatIntervalElement(iv: Interval): string {
   }
   return `${lo}-${formatIP({ family: iv.family, value: iv.hi })}`;
 }
+
+/** The fewest CIDRs that cover exactly one interval (aligned blocks, lowest first). */
+export function intervalCIDRs(iv: Interval): CIDR[] {
+  const bits = familyBits(iv.family);
+  const out: CIDR[] = [];
+  let lo = iv.lo;
+  while (lo <= iv.hi) {
+    let k = 0;
+    while (k < bits && (lo & ((1n << BigInt(k + 1)) - 1n)) === 0n && lo + (1n << BigInt(k + 1)) - 1n <= iv.hi) k++;
+    out.push({ family: iv.family, base: lo, prefix: bits - k });
+    lo += 1n << BigInt(k);
+  }
+  return out;
+}

@@ -1,16 +1,22 @@
 // Namespace (v1) -> normalized Namespace.
-import { field, normalizeLabels, readHead, sortedLabels } from './normalize-common.ts';
+import { field, isRecord, normalizeLabels, readHead, sortedLabels } from './normalize-common.ts';
 import type { Normalized } from './normalize-common.ts';
 import type { Namespace } from './types.ts';
 
 export const NAMESPACE_NAME_LABEL = 'kubernetes.io/metadata.name';
+/** KubeSphere's project isolation switch (see docs/tenancy.md). */
+export const NETWORK_ISOLATE_ANNOTATION = 'kubesphere.io/network-isolate';
 
 export function normalizeNamespace(obj: unknown): Normalized<Namespace> {
   const h = readHead(obj, 'Namespace', false, 'v1');
   if (!h.ok) return h;
   const { name, metadata, sink } = h.head;
   const { labels } = normalizeLabels(field(metadata, 'labels'), 'metadata.labels', sink.report);
-  return { ok: true, value: namespaceWithLabels(name, labels), errors: sink.errors };
+  const annotations = field(metadata, 'annotations');
+  const isolate = isRecord(annotations) ? field(annotations, NETWORK_ISOLATE_ANNOTATION) : undefined;
+  const ns = namespaceWithLabels(name, labels);
+  // Only the exact value KubeSphere writes switches isolation on; anything else is off, as in KubeSphere.
+  return { ok: true, value: isolate === 'enabled' ? { ...ns, networkIsolate: true } : ns, errors: sink.errors };
 }
 
 /** The API server always sets kubernetes.io/metadata.name to the name (overriding any given value). */

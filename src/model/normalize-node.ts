@@ -46,15 +46,23 @@ export function normalizeNode(obj: unknown): Normalized<Node> {
   const status = subObject(h.head.obj, 'status', 'status', report);
   const list = listField(status, ['addresses'], 'status.addresses', report) ?? [];
   const ips = new Map<string, IP>();
+  const internal = new Map<string, IP>();
   list.forEach((a, i) => {
     if (!isRecord(a) || !ADDRESS_TYPES.has(String(field(a, 'type')))) return;
     const raw = field(a, 'address');
     const ip = typeof raw === 'string' ? parseIP(raw) : undefined;
     if (ip === undefined) report(`status.addresses[${i}].address`, `must be a valid IP address, not ${show(raw)}`);
-    else ips.set(formatIP(ip), ip);
+    else {
+      ips.set(formatIP(ip), ip);
+      if (field(a, 'type') === 'InternalIP') internal.set(formatIP(ip), ip);
+    }
   });
-  const addresses = [...ips.values()].sort((a, b) => a.family - b.family || compare(a.value, b.value)).map(formatIP);
+  const sorted = (m: Map<string, IP>): string[] =>
+    [...m.values()].sort((a, b) => a.family - b.family || compare(a.value, b.value)).map(formatIP);
+  const addresses = sorted(ips);
+  const internalIPs = sorted(internal);
   const cidrs = podCIDRs(subObject(h.head.obj, 'spec', 'spec', report), report);
   // Only present when known: absent and empty mean the same (no protection for unknown local addresses).
-  return { ok: true, value: cidrs.length === 0 ? { name, addresses } : { name, addresses, podCIDRs: cidrs }, errors };
+  const node: Node = cidrs.length === 0 ? { name, addresses } : { name, addresses, podCIDRs: cidrs };
+  return { ok: true, value: internalIPs.length === 0 ? node : { ...node, internalIPs }, errors };
 }

@@ -85,14 +85,18 @@ function objectVersion(meta: Raw): ObjectVersion | undefined {
   return v.uid === undefined && v.generation === undefined && v.resourceVersion === undefined ? undefined : v;
 }
 
-interface Types {
+export interface Types {
   readonly types: { ingress: boolean; egress: boolean };
   /** The direction is validly listed (or defaulted): its rules are kept. */
   readonly ingressListed: boolean;
   readonly egressListed: boolean;
 }
 
-function policyTypes(typesRaw: readonly unknown[] | undefined, egressRaw: readonly unknown[] | undefined, report: Report): Types {
+export function policyTypes(
+  typesRaw: readonly unknown[] | undefined,
+  egressRaw: readonly unknown[] | undefined,
+  report: Report,
+): Types {
   if (typesRaw === undefined || typesRaw.length === 0) {
     // SetDefaults_NetworkPolicy: Ingress always, Egress iff len(spec.egress) != 0.
     // So `egress: []` without policyTypes does NOT isolate egress, exactly like the cluster.
@@ -160,7 +164,7 @@ function normalizeRule(raw: unknown, path: string, peerNames: readonly string[],
   return { peers: peers.length === 0 ? undefined : peers, ports: ports.length === 0 ? undefined : ports, invalid: false };
 }
 
-function normalizePort(raw: unknown, path: string, report: Report): PortSpec | undefined {
+export function normalizePort(raw: unknown, path: string, report: Report): PortSpec | undefined {
   if (!isRecord(raw)) {
     report(path, `must be an object, not ${show(raw)}`);
     return undefined;
@@ -234,7 +238,7 @@ function compareCIDR(a: CIDR, b: CIDR): number {
   return a.family - b.family || (a.base < b.base ? -1 : a.base > b.base ? 1 : 0) || a.prefix - b.prefix;
 }
 
-function normalizeIPBlock(raw: unknown, path: string, report: Report): Peer | undefined {
+export function normalizeIPBlock(raw: unknown, path: string, report: Report): Peer | undefined {
   if (!isRecord(raw)) {
     report(path, `must be an object, not ${show(raw)}`);
     return undefined;

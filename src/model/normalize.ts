@@ -8,14 +8,26 @@ import { normalizeNamespace } from './normalize-namespace.ts';
 import { normalizeNode } from './normalize-node.ts';
 import { normalizePod } from './normalize-pod.ts';
 import { normalizePolicy } from './normalize-policy.ts';
+import { normalizeNamespacePolicy, normalizeService, normalizeWorkspace } from './normalize-tenancy.ts';
 import { makeState } from './state.ts';
-import type { ClusterState, Namespace, NetworkPolicy, Node, Pod, ValidationError } from './types.ts';
+import type {
+  ClusterState,
+  Namespace,
+  NamespaceNetworkPolicy,
+  NetworkPolicy,
+  Node,
+  Pod,
+  Service,
+  ValidationError,
+  Workspace,
+} from './types.ts';
 
 export type { Normalized } from './normalize-common.ts';
 export { normalizeNamespace } from './normalize-namespace.ts';
 export { normalizeNode } from './normalize-node.ts';
 export { normalizePod } from './normalize-pod.ts';
 export { normalizePolicy, NETWORK_POLICY_API_VERSION } from './normalize-policy.ts';
+export { normalizeNamespacePolicy, normalizeService, normalizeWorkspace } from './normalize-tenancy.ts';
 export { makeState } from './state.ts';
 
 /** Kinds the engine uses, by kind name. Everything else is ignored. */
@@ -24,6 +36,11 @@ const KINDS: Readonly<Record<string, { readonly namespaced: boolean }>> = {
   Pod: { namespaced: true },
   NetworkPolicy: { namespaced: true },
   Node: { namespaced: false },
+  // Tenancy (docs/tenancy.md).
+  Workspace: { namespaced: false },
+  WorkspaceTemplate: { namespaced: false },
+  NamespaceNetworkPolicy: { namespaced: true },
+  Service: { namespaced: true },
 };
 
 function identity(obj: unknown, namespaced: boolean): { namespace: string | undefined; name: string } {
@@ -48,6 +65,9 @@ export function buildState(objects: readonly unknown[]): { state: ClusterState; 
   const pods = new Map<string, Pod>();
   const policies = new Map<string, NetworkPolicy>();
   const nodes = new Map<string, Node>();
+  const workspaces = new Map<string, Workspace>();
+  const namespacePolicies = new Map<string, NamespaceNetworkPolicy>();
+  const services = new Map<string, Service>();
 
   const add = <T extends { readonly name: string; readonly namespace?: string }>(
     kind: string,
@@ -109,6 +129,19 @@ export function buildState(objects: readonly unknown[]): { state: ClusterState; 
       case 'Node':
         add(kind, nodes, normalizeNode(obj));
         break;
+      case 'Workspace':
+      case 'WorkspaceTemplate':
+        add('Workspace', workspaces, normalizeWorkspace(obj));
+        break;
+      case 'NamespaceNetworkPolicy':
+        add(kind, namespacePolicies, normalizeNamespacePolicy(obj));
+        break;
+      case 'Service': {
+        // Services are not ours to validate: an unusable one just selects nothing (a peer naming it says so).
+        const r = normalizeService(obj);
+        if (r.ok) services.set(`${r.value.namespace}/${r.value.name}`, r.value);
+        break;
+      }
       default:
         break;
     }
@@ -118,6 +151,9 @@ export function buildState(objects: readonly unknown[]): { state: ClusterState; 
     pods: [...pods.values()],
     policies: [...policies.values()],
     nodes: [...nodes.values()],
+    workspaces: [...workspaces.values()],
+    namespacePolicies: [...namespacePolicies.values()],
+    services: [...services.values()],
   });
   return { state, errors };
 }

@@ -1,6 +1,16 @@
 // Assembling a ClusterState from normalized objects: sorted, with implicit namespaces.
 import { namespaceWithLabels } from './normalize-namespace.ts';
-import type { ClusterState, Namespace, NetworkPolicy, Node, Pod } from './types.ts';
+import type {
+  ClusterState,
+  Namespace,
+  NamespaceNetworkPolicy,
+  NetworkPolicy,
+  Node,
+  Pod,
+  Service,
+  TenancySettings,
+  Workspace,
+} from './types.ts';
 
 function byString(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
@@ -34,16 +44,33 @@ export function makeState(parts: {
   readonly pods: readonly Pod[];
   readonly policies: readonly NetworkPolicy[];
   readonly nodes: readonly Node[];
+  readonly workspaces?: readonly Workspace[];
+  readonly namespacePolicies?: readonly NamespaceNetworkPolicy[];
+  readonly services?: readonly Service[];
+  readonly tenancy?: TenancySettings;
 }): ClusterState {
   const namespaces = new Map<string, Namespace>();
   for (const ns of parts.namespaces) namespaces.set(ns.name, ns);
-  for (const o of [...parts.pods, ...parts.policies]) {
+  for (const o of [...parts.pods, ...parts.policies, ...(parts.namespacePolicies ?? [])]) {
     if (!namespaces.has(o.namespace)) namespaces.set(o.namespace, namespaceWithLabels(o.namespace, {}));
   }
-  return {
+  const state: ClusterState = {
     namespaces: [...namespaces.values()].sort((a, b) => byString(a.name, b.name)),
     pods: [...parts.pods].sort(byObjectKey),
     policies: [...parts.policies].sort(byObjectKey),
     nodes: [...parts.nodes].sort((a, b) => byString(a.name, b.name)),
+  };
+  // Tenancy inputs only when given: states without them stay exactly as before.
+  const { workspaces, namespacePolicies, services, tenancy } = parts;
+  return {
+    ...state,
+    ...(tenancy === undefined ? {} : { tenancy }),
+    ...(workspaces === undefined || workspaces.length === 0
+      ? {}
+      : { workspaces: [...workspaces].sort((a, b) => byString(a.name, b.name)) }),
+    ...(namespacePolicies === undefined || namespacePolicies.length === 0
+      ? {}
+      : { namespacePolicies: [...namespacePolicies].sort(byObjectKey) }),
+    ...(services === undefined || services.length === 0 ? {} : { services: [...services].sort(byObjectKey) }),
   };
 }

@@ -31,6 +31,8 @@ export interface Namespace {
   readonly name: string;
   /** Always carries `kubernetes.io/metadata.name`, as the API server sets it. */
   readonly labels: Labels;
+  /** Only present (true) with the annotation `kubesphere.io/network-isolate: enabled` (see docs/tenancy.md). */
+  readonly networkIsolate?: true;
 }
 
 export interface ContainerPort {
@@ -63,6 +65,8 @@ export interface Node {
    * cannot be recognised.
    */
   readonly podCIDRs?: readonly string[];
+  /** Canonical InternalIP addresses of status.addresses, sorted; only present when there are any. */
+  readonly internalIPs?: readonly string[];
 }
 
 export interface PortSpec {
@@ -129,6 +133,67 @@ export interface ObjectVersion {
   readonly resourceVersion: string | undefined;
 }
 
+/** What isolation allows besides its own scope (docs/tenancy.md); flags of render, explain, validate and run. */
+export interface TenancyConfig {
+  /** The cluster DNS Service (namespace/name): isolated pods may reach the pods its selector selects on port 53. */
+  readonly dnsService: { readonly namespace: string; readonly name: string } | undefined;
+  /** Node-local DNS cache addresses (canonical), allowed on port 53. */
+  readonly nodeLocalDNS: readonly string[];
+  /** Which Node status.addresses count as the nodes' addresses: InternalIP only, or InternalIP and ExternalIP. */
+  readonly nodeAddresses: 'internal' | 'all';
+}
+
+/** Tenancy in force: its configuration, and what a source is still reading. */
+export interface TenancySettings extends TenancyConfig {
+  /** Services (ns/name) a watch is still listing: peers naming them allow nothing, without an error. */
+  readonly pendingServices?: readonly string[];
+}
+
+/** tenant.kubesphere.io Workspace (v1alpha1) or WorkspaceTemplate (v1alpha2), cluster-scoped. */
+export interface Workspace {
+  readonly name: string;
+  readonly networkIsolation: boolean;
+}
+
+export interface ServicePort {
+  readonly name: string | undefined;
+  readonly protocol: Protocol;
+  readonly port: number;
+  /** spec.ports[].targetPort, defaulted to port: a number, or a container port name resolved per pod. */
+  readonly targetPort: number | string;
+}
+
+/** The part of a v1 Service that service peers use. */
+export interface Service {
+  readonly namespace: string;
+  readonly name: string;
+  /** undefined: no selector (or an empty one): the Service selects no pods (endpoints are managed by hand). */
+  readonly selector: Labels | undefined;
+  readonly ports: readonly ServicePort[];
+}
+
+export type NamespacePolicyPeer =
+  | { readonly kind: 'namespace'; readonly name: string }
+  | { readonly kind: 'ipBlock'; readonly cidr: string; readonly except: readonly string[] }
+  | { readonly kind: 'service'; readonly namespace: string; readonly name: string };
+
+export interface NamespacePolicyRule {
+  /** undefined = from/to missing or empty: every source/destination. */
+  readonly peers: readonly NamespacePolicyPeer[] | undefined;
+  readonly ports: readonly PortSpec[] | undefined;
+  readonly invalid: boolean;
+}
+
+/** network.kubesphere.io/v1alpha1 NamespaceNetworkPolicy: a NetworkPolicy for every pod of its namespace. */
+export interface NamespaceNetworkPolicy {
+  readonly namespace: string;
+  readonly name: string;
+  readonly types: { readonly ingress: boolean; readonly egress: boolean };
+  readonly ingress: readonly NamespacePolicyRule[];
+  readonly egress: readonly NamespacePolicyRule[];
+  readonly errors: readonly ValidationError[];
+}
+
 export interface ValidationError {
   readonly kind: string;
   /** undefined for cluster-scoped objects. */
@@ -148,6 +213,14 @@ export interface ClusterState {
   readonly policies: readonly NetworkPolicy[];
   /** Sorted by name. */
   readonly nodes: readonly Node[];
+  /** Tenancy on (docs/tenancy.md); absent: off (no isolation, no NamespaceNetworkPolicy). */
+  readonly tenancy?: TenancySettings;
+  /** Tenancy inputs (absent = none). Sorted by name. */
+  readonly workspaces?: readonly Workspace[];
+  /** Sorted by namespace, then name. */
+  readonly namespacePolicies?: readonly NamespaceNetworkPolicy[];
+  /** Only the Services that service peers and the DNS allowance name. Sorted by namespace, then name. */
+  readonly services?: readonly Service[];
 }
 
 /** `default/web spec.ingress[0].ports[1].endPort: must be >= port (8080)` */

@@ -140,6 +140,13 @@ const DEFINITIONS = [
     felix: undefined,
   },
   {
+    name: 'nftnp_table_monitor_restarts_total',
+    type: 'counter',
+    help: 'Number of times the nft monitor process that follows changes of the agent table ended and was restarted.',
+    labelNames: [],
+    felix: undefined,
+  },
+  {
     name: 'nftnp_watch_restarts_total',
     type: 'counter',
     help: 'Number of times a Kubernetes watch was restarted, by resource and reason: error (a request or stream failed), stalled (the open stream had missed events), gone (410: relisted), closed (the server ended the stream; resumed). Only error and stalled are trouble.',
@@ -220,6 +227,7 @@ export interface Metrics {
   readonly nftSets: Gauge;
   readonly nftSetElements: Gauge;
   readonly driftRepairs: Counter;
+  readonly tableMonitorRestarts: Counter;
   readonly watchRestarts: Counter<'resource' | 'reason'>;
   readonly invalidPolicies: Gauge;
   readonly eventToApplied: Histogram;
@@ -289,6 +297,7 @@ export function createMetrics(registry: Registry = new Registry(), options: Metr
     nftSets: gauge('nftnp_nft_sets'),
     nftSetElements: gauge('nftnp_nft_set_elements'),
     driftRepairs: counter('nftnp_drift_repairs_total'),
+    tableMonitorRestarts: counter('nftnp_table_monitor_restarts_total'),
     watchRestarts: new Counter<'resource' | 'reason'>({
       name: watchRestartsDef.name,
       help: watchRestartsDef.help,

@@ -8,6 +8,7 @@ import { POLICY_KINDS } from '../kinds/registry.ts';
 import { cidrContains, formatIP, parseCIDR, parseIP } from '../model/ip.ts';
 import { selectorMatches } from '../model/selector.ts';
 import { isActivePod, objectKey } from '../model/types.ts';
+import { isolationDenial } from '../kinds/tenancy-describe.ts';
 import type { ClusterState, Direction, Family, Peer, Pod, PortSpec, Protocol } from '../model/types.ts';
 
 export type Endpoint = { readonly kind: 'pod'; readonly pod: Pod } | { readonly kind: 'ip'; readonly ip: string };
@@ -230,12 +231,17 @@ function judge(c: Conn, dir: Direction): DirectionVerdict {
       reason: `${self.label} is isolated for ${dir} by ${list(policies)}; allowed by ${list(allowedBy.map(ruleName))}.`,
     };
   }
+  const tenancy = selecting.flatMap((p) => {
+    const why = isolationDenial(c.state, p, dir === 'ingress' ? c.src : c.dst);
+    return why === undefined ? [] : [why];
+  });
+  const lead = tenancy.length > 0 ? `denied: ${tenancy.join('; ')}; ` : '';
   return {
     allowed: false,
     isolated,
     policies,
     allowedBy,
-    reason: `${self.label} is isolated for ${dir} by ${list(policies)}; ${denyDetail(c, dir, checks, policies.length)}.`,
+    reason: `${lead}${self.label} is isolated for ${dir} by ${list(policies)}; ${denyDetail(c, dir, checks, policies.length)}.`,
   };
 }
 

@@ -1,7 +1,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { parseCleanupConfig, parseDuration, parseListenAddr, parseRunConfig } from '../../src/agent/config.ts';
-import { backoffDelay } from '../../src/agent/backoff.ts';
+import { backoffDelay, retryDelay } from '../../src/agent/backoff.ts';
+import { DEFAULT_TENANCY } from '../../src/model/tenancy-config.ts';
 
 test('durations', () => {
   assert.equal(parseDuration('500ms'), 500);
@@ -43,6 +44,8 @@ test('run: defaults, env, flags over env', () => {
     statusIntervalMs: 5000,
     heartbeatIntervalMs: 30_000,
     agentNamespace: 'nft-netpol-system',
+    tenancy: DEFAULT_TENANCY,
+    crdRecheckMs: 30_000,
     watchIdleProbeMs: 150_000,
   });
   const e = parseRunConfig([], {
@@ -120,4 +123,47 @@ test('run: status and heartbeat intervals, agent namespace', () => {
   assert.ok(!bad.ok && !bad.help && /--heartbeat-interval must be 0 or at least 1000ms/.test(bad.error));
   const ns = parseRunConfig(['--node', 'n1', '--agent-namespace', 'Bad_NS'], {});
   assert.ok(!ns.ok && !ns.help && /--agent-namespace/.test(ns.error));
+});
+
+test('retry delay: the backoff, or a multiple of what the failed attempt cost (at most 30 s)', () => {
+  const p = { initialMs: 100, maxMs: 3200, costFactor: 4 };
+  assert.equal(retryDelay(p, 1, 10), 100);
+  assert.equal(retryDelay(p, 6, 10), 3200);
+  assert.equal(retryDelay(p, 9, 10), 3200);
+  assert.equal(retryDelay(p, 1, 2000), 8000, 'a 2 s transaction is retried after 8 s');
+  assert.equal(retryDelay(p, 1, 60_000), 30_000);
+  assert.equal(retryDelay({ initialMs: 100, maxMs: 3200 }, 1, 2000), 100, 'no cost floor unless asked');
+});
+
+test('tenancy flags: defaults, values, none, off, bad values', () => {
+  const run = (argv: string[], env: Record<string, string> = {}) => parseRunConfig(['--node', 'n', ...argv], env);
+  const on = run([]);
+  assert.ok(on.ok);
+  assert.deepEqual(on.config.tenancy, DEFAULT_TENANCY);
+  const set = run(['--isolation-dns-service', 'dns/coredns', '--isolation-node-addresses', 'all'], {
+    ISOLATION_NODE_LOCAL_DNS: '169.254.20.10, fd00::a',
+  });
+  assert.ok(set.ok);
+  assert.deepEqual(set.config.tenancy, {
+    dnsService: { namespace: 'dns', name: 'coredns' },
+    nodeLocalDNS: ['169.254.20.10', 'fd00::a'],
+    nodeAddresses: 'all',
+  });
+  const none = run(['--isolation-dns-service', '', '--isolation-node-local-dns', '']);
+  assert.ok(none.ok);
+  assert.deepEqual(none.config.tenancy, { dnsService: undefined, nodeLocalDNS: [], nodeAddresses: 'internal' });
+  const off = run(['--no-tenancy']);
+  assert.ok(off.ok);
+  assert.equal(off.config.tenancy, undefined);
+  const offEnv = run([], { TENANCY: 'false' });
+  assert.ok(offEnv.ok);
+  assert.equal(offEnv.config.tenancy, undefined);
+  for (const [argv, msg] of [
+    [['--isolation-dns-service', 'kube-dns'], /--isolation-dns-service: "kube-dns" is not NAMESPACE\/NAME/],
+    [['--isolation-node-local-dns', '169.254.25'], /--isolation-node-local-dns: "169.254.25" is not an IP address/],
+    [['--isolation-node-addresses', 'external'], /--isolation-node-addresses must be internal or all/],
+  ] as const) {
+    const r = run([...argv]);
+    assert.ok(!r.ok && !r.help && msg.test(r.error), JSON.stringify(r));
+  }
 });

@@ -607,3 +607,26 @@ test('a table deleted while no read-back was captured is still a repair when the
   assert.equal(await metricValue(t.metrics, 'nftnp_drift_repairs_total'), 1);
   await t.r.stop(1000);
 });
+
+test('a table the monitor saw deleted is restored at once, without listing it first, and counted', async () => {
+  const t = setup({ incremental: true }, withRemotePeers(1));
+  t.r.start();
+  await waitFor('first apply', () => t.dataplane.applies.length === 1);
+  await waitFor('read back', () => t.dataplane.lists === 1);
+  const good = t.dataplane.kernel;
+  t.dataplane.kernel = undefined;
+  t.r.kernelChanged('table deleted by process 4242 (nft), generation 9', true);
+  await waitFor('restored', () => t.dataplane.kernel === good);
+  assert.equal(t.dataplane.applies.length, 2);
+  await waitFor('read back again', () => t.dataplane.lists === 2);
+  assert.equal(t.dataplane.lists, 2, 'no listing before the repair, one read-back after it');
+  assert.equal(await metricValue(t.metrics, 'nftnp_drift_repairs_total'), 1);
+  assert.equal(t.lines.find((l) => l['event'] === 'drift-repaired')?.['foundBy'], 'table-monitor');
+  // A change of the table that is not a deletion is checked (listed) first: here it matches, nothing is applied.
+  t.r.kernelChanged('table changed by process 4243 (nft), generation 10');
+  await waitFor('checked', () => t.dataplane.lists === 3);
+  await waitFor('idle', () => !t.r.status().applying && !t.r.status().pending);
+  assert.equal(t.dataplane.applies.length, 2);
+  assert.equal(await metricValue(t.metrics, 'nftnp_drift_repairs_total'), 1);
+  await t.r.stop(1000);
+});

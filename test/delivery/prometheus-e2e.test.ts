@@ -458,7 +458,8 @@ test(
       const errors = await p.query(`nftnp_watch_restarts_total{${SEL},reason="error"}`);
       assert.deepEqual(
         errors.map((x) => x.metric['resource']).sort(),
-        ['namespaces', 'networkpolicies', 'nodes', 'pods'],
+        // Tenancy (on by default) adds its watches: Services, Workspaces, NamespaceNetworkPolicies.
+        ['namespacenetworkpolicies', 'namespaces', 'networkpolicies', 'nodes', 'pods', 'services', 'workspaces'],
         'restart counters exported from the start',
       );
       assert.ok(

@@ -5,11 +5,15 @@
 // each node's ruleset is rendered and applied in a fixed simulated cluster,
 // and every probe must end as verdict() says. A failure is shrunk by
 // fast-check (re-probing each candidate) and printed as a self-contained
-// regression file (manifests as YAML plus the probe).
+// regression file (manifests as YAML plus the probe). Tenancy is part of it:
+// namespaces in two workspaces, workspace and project isolation switched on
+// at random, Services with numeric and named target ports, and
+// NamespaceNetworkPolicies with namespace, ipBlock and service peers (some
+// naming a Service that does not exist).
 import fc from 'fast-check';
 import { buildState } from '../../src/model/normalize.ts';
 import { cidrWithin, parseCIDR } from '../../src/model/ip.ts';
-import type { ClusterState, Family, Protocol } from '../../src/model/types.ts';
+import type { ClusterState, Family, Protocol, TenancyConfig } from '../../src/model/types.ts';
 import { verdict } from '../../src/policy/verdict.ts';
 import type { Endpoint } from '../../src/policy/verdict.ts';
 import { networkPolicy } from '../cases/raw.ts';
@@ -67,6 +71,21 @@ interface GenPod {
   readonly ports: readonly { readonly name: string; readonly port: number; readonly protocol: Protocol }[];
 }
 
+/** Tenancy in the fuzzer: no DNS allowance (probes use the port pool), the nodes' InternalIPs. */
+export const FUZZ_TENANCY: TenancyConfig = { dnsService: undefined, nodeLocalDNS: [], nodeAddresses: 'internal' };
+const WORKSPACES = ['ws1', 'ws2'];
+const SERVICES = ['svc-a', 'svc-b'];
+
+export interface GenTenancy {
+  /** Per namespace: its workspace label, or null. */
+  readonly workspaceOf: readonly (string | null)[];
+  readonly isolatedWorkspaces: readonly boolean[];
+  /** Per namespace: kubesphere.io/network-isolate: enabled. */
+  readonly isolatedProjects: readonly boolean[];
+  readonly services: readonly RawObject[];
+  readonly namespacePolicies: readonly RawObject[];
+}
+
 export interface Scenario {
   readonly nsLabels: readonly Record<string, string>[];
   /** Per slot: the pod there, or null (an address no pod object has). */
@@ -74,6 +93,7 @@ export interface Scenario {
   readonly policies: readonly RawObject[];
   readonly probes: readonly Probe[];
   readonly denyAction: 'drop' | 'reject';
+  readonly tenancy: GenTenancy;
 }
 
 /** Drops undefined fields, so the manifests say only what was generated. */
@@ -224,6 +244,93 @@ function policyArb(a: Addresses, i: number) {
     );
 }
 
+function serviceArb(name: string) {
+  return fc
+    .record({
+      namespace: fc.constantFrom(...NAMESPACES),
+      selector: fc.option(
+        fc.dictionary(fc.constantFrom(...POD_KEYS), fc.constantFrom(...POD_VALUES), { minKeys: 1, maxKeys: 2 }),
+        {
+          nil: undefined,
+          freq: 5,
+        },
+      ),
+      ports: fc.uniqueArray(
+        fc.record({
+          port: fc.constantFrom<number>(...PORT_POOL),
+          protocol: fc.constantFrom<Protocol>('TCP', 'TCP', 'UDP'),
+          targetPort: fc.oneof(fc.constantFrom<number>(...PORT_POOL), fc.constantFrom(...PORT_NAMES)),
+        }),
+        { minLength: 1, maxLength: 2, selector: (p) => `${p.protocol}/${p.port}` },
+      ),
+    })
+    .map((s) =>
+      clean({
+        apiVersion: 'v1',
+        kind: 'Service',
+        metadata: { name, namespace: s.namespace },
+        spec: { selector: s.selector, ports: s.ports.map((p, i) => ({ name: `p${i}`, ...p })) },
+      }),
+    );
+}
+
+function nsnpPeerArb(a: Addresses) {
+  return fc.oneof(
+    fc.record({ namespace: fc.record({ name: fc.constantFrom(...NAMESPACES) }) }),
+    ipBlockArb(a),
+    fc.record({
+      service: fc.record({ name: fc.constantFrom(...SERVICES, 'svc-missing'), namespace: fc.constantFrom(...NAMESPACES) }),
+    }),
+  );
+}
+
+function nsnpArb(a: Addresses, i: number) {
+  const rules = (peerField: 'from' | 'to') =>
+    fc.option(
+      fc.array(
+        fc
+          .record({
+            peers: fc.option(fc.array(nsnpPeerArb(a), { maxLength: 2 }), { nil: undefined }),
+            ports: fc.option(fc.array(portArb, { maxLength: 2 }), { nil: undefined }),
+          })
+          .map((r) => clean({ [peerField]: r.peers, ports: r.ports })),
+        { maxLength: 2 },
+      ),
+      { nil: undefined },
+    );
+  return fc
+    .record({
+      namespace: fc.constantFrom(...NAMESPACES),
+      policyTypes: fc.option(fc.constantFrom<('Ingress' | 'Egress')[]>(['Ingress'], ['Egress'], ['Ingress', 'Egress']), {
+        nil: undefined,
+      }),
+      ingress: rules('from'),
+      egress: rules('to'),
+    })
+    .map((p) =>
+      clean({
+        apiVersion: 'network.kubesphere.io/v1alpha1',
+        kind: 'NamespaceNetworkPolicy',
+        metadata: { name: `nsnp${i}`, namespace: p.namespace },
+        spec: { policyTypes: p.policyTypes, ingress: p.ingress, egress: p.egress },
+      }),
+    );
+}
+
+function tenancyArb(a: Addresses): fc.Arbitrary<GenTenancy> {
+  // One in four; constantFrom shrinks towards its first value: off, no workspace.
+  const sometimes = () => fc.constantFrom(false, false, false, true);
+  return fc.record({
+    workspaceOf: fc.tuple(...NAMESPACES.map(() => fc.constantFrom<string | null>(null, ...WORKSPACES))),
+    isolatedWorkspaces: fc.tuple(...WORKSPACES.map(sometimes)),
+    isolatedProjects: fc.tuple(...NAMESPACES.map(sometimes)),
+    services: fc.tuple(...SERVICES.map(serviceArb)),
+    namespacePolicies: fc
+      .tuple(fc.constantFrom(0, 0, 1, 2), fc.tuple(nsnpArb(a, 0), nsnpArb(a, 1)))
+      .map(([n, ps]) => ps.slice(0, n)),
+  });
+}
+
 const podArb: fc.Arbitrary<GenPod> = fc.record({
   namespace: fc.constantFrom(...NAMESPACES),
   labels: fc.dictionary(fc.constantFrom(...POD_KEYS), fc.constantFrom(...POD_VALUES), { maxKeys: 2 }),
@@ -283,6 +390,7 @@ export function scenarioArb(c: Cluster, opts: { maxProbes?: number } = {}): fc.A
     // size 'max': long probe lists by default (one ruleset, many probes), still shrinkable to one.
     probes: fc.array(probeArb, { minLength: 1, maxLength: opts.maxProbes ?? 40, size: 'max' }),
     denyAction: fc.constantFrom<'drop' | 'reject'>('reject', 'reject', 'reject', 'drop'),
+    tenancy: tenancyArb(a),
   });
 }
 
@@ -291,10 +399,24 @@ export function scenarioArb(c: Cluster, opts: { maxProbes?: number } = {}): fc.A
 const podName = (i: number) => `p${i}`;
 
 export function scenarioObjects(c: Cluster, s: Scenario): RawObject[] {
-  const namespaces = NAMESPACES.map((name, i) => ({
-    apiVersion: 'v1',
-    kind: 'Namespace',
-    metadata: { name, labels: { ...s.nsLabels[i], [NAMESPACE_NAME_LABEL]: name } },
+  const t = s.tenancy;
+  const namespaces = NAMESPACES.map((name, i) => {
+    const ws = t.workspaceOf[i] ?? null;
+    return {
+      apiVersion: 'v1',
+      kind: 'Namespace',
+      metadata: {
+        name,
+        labels: { ...s.nsLabels[i], [NAMESPACE_NAME_LABEL]: name, ...(ws === null ? {} : { 'kubesphere.io/workspace': ws }) },
+        ...(t.isolatedProjects[i] === true ? { annotations: { 'kubesphere.io/network-isolate': 'enabled' } } : {}),
+      },
+    };
+  });
+  const workspaces = WORKSPACES.map((name, i) => ({
+    apiVersion: 'tenant.kubesphere.io/v1alpha1',
+    kind: 'Workspace',
+    metadata: { name },
+    spec: { networkIsolation: t.isolatedWorkspaces[i] === true },
   }));
   const pods = s.pods.flatMap((g, i) => {
     if (g === null) return [];
@@ -324,7 +446,12 @@ export function scenarioObjects(c: Cluster, s: Scenario): RawObject[] {
       },
     ];
   });
-  return [...namespaces, ...pods, ...c.nodeObjects(), ...s.policies];
+  return [...namespaces, ...pods, ...c.nodeObjects(), ...s.policies, ...workspaces, ...t.services, ...t.namespacePolicies];
+}
+
+/** A scenario's (or regression's) objects as the state the agent sees, tenancy on (FUZZ_TENANCY). */
+export function fuzzState(objects: readonly unknown[]): ClusterState {
+  return { ...buildState(objects).state, tenancy: FUZZ_TENANCY };
 }
 
 function slotPod(state: ClusterState, s: Scenario, key: string) {
@@ -364,7 +491,7 @@ export interface RunResult {
 
 /** Applies a scenario and probes it; mismatches are probes whose result differs from the oracle's. */
 export async function runScenario(c: Cluster, s: Scenario, mutate?: EnforceOptions['mutate']): Promise<RunResult> {
-  const { state } = buildState(scenarioObjects(c, s));
+  const state = fuzzState(scenarioObjects(c, s));
   await applyState(c, state, { denyAction: s.denyAction, ...(mutate === undefined ? {} : { mutate }) });
   const expected = new Map(s.probes.map((p) => [p, scenarioVerdict(c, state, s, p)]));
   const outcomes = await runProbes(c, s.probes, { expect: (r) => expected.get(r.probe)?.allowed });

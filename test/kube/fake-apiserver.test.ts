@@ -6,7 +6,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { CoreV1Api, EventsV1Api, ListWatch, NetworkingV1Api, Watch } from '@kubernetes/client-node';
+import { CoreV1Api, CustomObjectsApi, EventsV1Api, ListWatch, NetworkingV1Api, Watch } from '@kubernetes/client-node';
 import type { V1Pod } from '@kubernetes/client-node';
 import { normalizePolicy } from '../../src/model/normalize.ts';
 import {
@@ -517,10 +517,49 @@ test('standalone process: --state file, URL on stdout, control API', async () =>
     await fetch(`${url}/_fake/fail?count=1&status=500`, { method: 'POST' });
     await assert.rejects(core.listNamespace(), (e: { code?: number }) => e.code === 500);
     const stats = (await (await fetch(`${url}/_fake/stats`)).json()) as { objects: Record<string, number> };
-    assert.deepEqual(stats.objects, { pods: 2, namespaces: 1, networkpolicies: 0, nodes: 1, leases: 0, nodepolicystatuses: 0 });
+    assert.deepEqual(stats.objects, {
+      pods: 2,
+      namespaces: 1,
+      networkpolicies: 0,
+      nodes: 1,
+      services: 0,
+      workspaces: 0,
+      namespacenetworkpolicies: 0,
+      leases: 0,
+      nodepolicystatuses: 0,
+    });
   } finally {
     child.kill('SIGTERM');
     await new Promise((r) => child.once('exit', r));
     await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test('custom resources exist only while their CRD is installed; objects survive an uninstall', async () => {
+  const api = await FakeApiServer.start({ crds: [] });
+  try {
+    const custom = api.kubeConfig().makeApiClient(CustomObjectsApi);
+    const list = () =>
+      custom.listClusterCustomObject({ group: 'tenant.kubesphere.io', version: 'v1alpha1', plural: 'workspaces' }) as Promise<{
+        items: { metadata: { name: string } }[];
+      }>;
+    await assert.rejects(list(), (e: { code?: number }) => e.code === 404);
+    api.create('workspaces', { apiVersion: 'tenant.kubesphere.io/v1alpha1', kind: 'Workspace', metadata: { name: 'acme' } });
+    api.installCRDs(['tenant.kubesphere.io']);
+    assert.deepEqual(
+      (await list()).items.map((w) => w.metadata.name),
+      ['acme'],
+    );
+    // The other group is still absent.
+    await assert.rejects(
+      custom.listClusterCustomObject({ group: 'network.kubesphere.io', version: 'v1alpha1', plural: 'namespacenetworkpolicies' }),
+      (e: { code?: number }) => e.code === 404,
+    );
+    api.removeCRDs();
+    await assert.rejects(list(), (e: { code?: number }) => e.code === 404);
+    api.installCRDs();
+    assert.equal((await list()).items.length, 1);
+  } finally {
+    await api.close();
   }
 });

@@ -269,7 +269,11 @@ test('nodes: InternalIP/ExternalIP addresses, canonical, sorted, deduplicated', 
     },
   });
   assert.ok(r.ok);
-  assert.deepEqual(r.value, { name: 'node-1', addresses: ['192.168.56.11', '203.0.113.7', 'fd00::11'] });
+  assert.deepEqual(r.value, {
+    name: 'node-1',
+    addresses: ['192.168.56.11', '203.0.113.7', 'fd00::11'],
+    internalIPs: ['192.168.56.11', 'fd00::11'],
+  });
   assert.deepEqual(r.errors.map(formatValidationError), [
     'node-1 status.addresses[6].address: must be a valid IP address, not "bogus"',
   ]);

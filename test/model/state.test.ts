@@ -52,9 +52,11 @@ test('buildState sorts, adds implicit namespaces and ignores other kinds', () =>
     ['other/deny'],
   );
   assert.deepEqual(state.nodes, [
-    { name: 'n1', addresses: ['192.168.0.1'] },
+    { name: 'n1', addresses: ['192.168.0.1'], internalIPs: ['192.168.0.1'] },
     { name: 'n2', addresses: [] },
   ]);
+  // A Service is kept for service peers, never validated: an unusable one just selects nothing.
+  assert.deepEqual(state.services, [{ namespace: 'shop', name: 'svc', selector: undefined, ports: [] }]);
 });
 
 test('determinism: object order and key order do not matter', () => {

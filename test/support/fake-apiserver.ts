@@ -17,6 +17,7 @@
 //   DELETE /_fake/objects/{resource}/{ns}/{name}   (cluster-scoped: /{resource}/{name})
 //   POST   /_fake/fail?count=N&status=500[&only=list|watch|write]
 //   POST   /_fake/reset-connections | end-streams | silence | compact | bookmark
+//   POST   /_fake/crds?installed=true|false[&groups=G,G]   (un)install custom resource groups
 //   POST   /_fake/refuse?ms=N            close the listener for N ms, then reopen on the same port
 //   GET    /_fake/stats | /_fake/events | /_fake/watchers | /_fake/requests?from=N (request records from N on)
 //
@@ -37,8 +38,29 @@ import { isDeepStrictEqual, parseArgs } from 'node:util';
 import { parseAllDocuments } from 'yaml';
 import { KubeConfig } from '@kubernetes/client-node';
 
-export type Resource = 'pods' | 'namespaces' | 'networkpolicies' | 'nodes' | 'leases' | 'nodepolicystatuses';
-export const RESOURCES: readonly Resource[] = ['pods', 'namespaces', 'networkpolicies', 'nodes', 'leases', 'nodepolicystatuses'];
+export type Resource =
+  | 'pods'
+  | 'namespaces'
+  | 'networkpolicies'
+  | 'nodes'
+  | 'services'
+  | 'workspaces'
+  | 'namespacenetworkpolicies'
+  | 'leases'
+  | 'nodepolicystatuses';
+export const RESOURCES: readonly Resource[] = [
+  'pods',
+  'namespaces',
+  'networkpolicies',
+  'nodes',
+  'services',
+  'workspaces',
+  'namespacenetworkpolicies',
+  'leases',
+  'nodepolicystatuses',
+];
+/** API groups of custom resources: served only while "installed" (see installCRDs/removeCRDs). */
+export const CRD_GROUPS = ['tenant.kubesphere.io', 'network.kubesphere.io'] as const;
 
 interface ResourceInfo {
   readonly kind: string;
@@ -63,6 +85,13 @@ const INFO: Record<Resource, ResourceInfo> = {
     statusSubresource: true,
     generation: true,
   },
+  services: { kind: 'Service', apiVersion: 'v1', namespaced: true },
+  workspaces: { kind: 'Workspace', apiVersion: 'tenant.kubesphere.io/v1alpha1', namespaced: false },
+  namespacenetworkpolicies: {
+    kind: 'NamespaceNetworkPolicy',
+    apiVersion: 'network.kubesphere.io/v1alpha1',
+    namespaced: true,
+  },
 };
 
 const KIND_TO_RESOURCE: Record<string, Resource> = {
@@ -72,6 +101,10 @@ const KIND_TO_RESOURCE: Record<string, Resource> = {
   Node: 'nodes',
   Lease: 'leases',
   NodePolicyStatus: 'nodepolicystatuses',
+  Service: 'services',
+  Workspace: 'workspaces',
+  WorkspaceTemplate: 'workspaces',
+  NamespaceNetworkPolicy: 'namespacenetworkpolicies',
 };
 
 export interface ObjectMeta {
@@ -300,6 +333,8 @@ export interface FakeApiServerOptions {
   readonly host?: string;
   /** When set, every API request must carry `Authorization: Bearer <token>`. */
   readonly token?: string;
+  /** Installed CRD groups at start (default: all of CRD_GROUPS). */
+  readonly crds?: readonly string[];
   /** Period of BOOKMARK events for watches that asked for them; 0 = only on demand. Default 10 s (real: ~60 s). */
   readonly bookmarkIntervalMs?: number;
   /**
@@ -379,7 +414,7 @@ interface Route {
   readonly subresource: 'status' | undefined;
 }
 
-function parseRoute(pathname: string): Route | undefined {
+function parseRoute(pathname: string, crds: ReadonlySet<string>): Route | undefined {
   const seg = pathname
     .split('/')
     .filter((s) => s !== '')
@@ -390,6 +425,8 @@ function parseRoute(pathname: string): Route | undefined {
     api = 'v1';
     rest = seg.slice(2);
   } else if (seg[0] === 'apis' && seg[1] !== undefined && seg[2] !== undefined) {
+    // Custom resources exist only while their CRD is installed.
+    if ((CRD_GROUPS as readonly string[]).includes(seg[1]) && !crds.has(seg[1])) return undefined;
     api = `${seg[1]}/${seg[2]}`;
     rest = seg.slice(3);
   } else return undefined;
@@ -405,7 +442,8 @@ function parseRoute(pathname: string): Route | undefined {
   if (rest.length > 3 || plural === undefined) return undefined;
   const resource = plural === 'events' ? 'events' : (plural as Resource);
   if (resource !== 'events' && !RESOURCES.includes(resource)) return undefined;
-  if (resource === 'events' ? api !== 'v1' && api !== 'events.k8s.io/v1' : api !== INFO[resource].apiVersion) return undefined;
+  const expectedApi = resource === 'events' ? (api === 'v1' || api === 'events.k8s.io/v1' ? api : '') : INFO[resource].apiVersion;
+  if (api !== expectedApi) return undefined;
   if (resource !== 'events' && namespace !== undefined && !INFO[resource].namespaced) return undefined;
   if (sub !== undefined && (sub !== 'status' || resource === 'events' || INFO[resource].statusSubresource !== true))
     return undefined;
@@ -413,7 +451,7 @@ function parseRoute(pathname: string): Route | undefined {
 }
 
 export class FakeApiServer {
-  readonly #opts: Required<Omit<FakeApiServerOptions, 'token'>> & { token: string | undefined };
+  readonly #opts: Required<Omit<FakeApiServerOptions, 'token' | 'crds'>> & { token: string | undefined };
   #server: Server;
   #port = 0;
   #rv = 100;
@@ -428,7 +466,12 @@ export class FakeApiServer {
     nodes: new Map(),
     leases: new Map(),
     nodepolicystatuses: new Map(),
+    services: new Map(),
+    workspaces: new Map(),
+    namespacenetworkpolicies: new Map(),
   };
+  /** Installed CRD groups (all by default). */
+  readonly #crds = new Set<string>(CRD_GROUPS);
   readonly #watchers = new Set<Watcher>();
   readonly #sockets = new Set<Socket>();
   #faults: Fault[] = [];
@@ -454,6 +497,10 @@ export class FakeApiServer {
       maxLogEntries: opts.maxLogEntries ?? 200_000,
     };
     this.#token = opts.token;
+    if (opts.crds !== undefined) {
+      this.#crds.clear();
+      for (const g of opts.crds) this.#crds.add(g);
+    }
     this.#server = this.#makeServer();
   }
 
@@ -750,6 +797,22 @@ export class FakeApiServer {
     return this.update(resource, cur);
   }
 
+  /**
+   * Uninstalls the CRDs of these groups (default: all): their API paths answer
+   * 404, open watches on them end, stored objects stay for a later install.
+   */
+  removeCRDs(groups: readonly string[] = CRD_GROUPS): void {
+    for (const g of groups) this.#crds.delete(g);
+    for (const w of [...this.#watchers]) {
+      const group = INFO[w.resource].apiVersion.split('/')[0] ?? '';
+      if (groups.includes(group)) this.endStreams(w.resource);
+    }
+  }
+
+  installCRDs(groups: readonly string[] = CRD_GROUPS): void {
+    for (const g of groups) this.#crds.add(g);
+  }
+
   /** Loads many objects (any supported kind) without emitting per-object work beyond the log. */
   load(objects: readonly KubeObject[]): void {
     for (const o of objects) {
@@ -831,7 +894,7 @@ export class FakeApiServer {
       fail(401, 'Unauthorized');
       return;
     }
-    const route = parseRoute(url.pathname);
+    const route = parseRoute(url.pathname, this.#crds);
     const fault = this.#takeFault(
       method !== 'GET' ? 'write' : route !== undefined && route.name === undefined ? (isWatch ? 'watch' : 'list') : undefined,
       route,
@@ -1277,6 +1340,12 @@ export class FakeApiServer {
           case 'bookmark':
             this.bookmark();
             return ok();
+          case 'crds': {
+            const groups = (q.get('groups') ?? CRD_GROUPS.join(',')).split(',').filter((g) => g !== '');
+            if (q.get('installed') === 'false') this.removeCRDs(groups);
+            else this.installCRDs(groups);
+            return ok();
+          }
           case 'refuse': {
             const ms = Number(q.get('ms') ?? '1000');
             res.on('finish', () => {

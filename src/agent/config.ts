@@ -34,6 +34,12 @@ export interface AgentConfig {
   readonly unknownLocalEndpoints: 'allow' | 'drop';
   /** --log-denied: log the deny path to an NFLOG group and read it (undefined: off). */
   readonly logDenied: DenyLogConfig | undefined;
+  /** Minimum time between two writes of the node's NodePolicyStatus; 0 disables it. */
+  readonly statusIntervalMs: number;
+  /** Renewal period of the node's Lease (heartbeat); 0 disables it. */
+  readonly heartbeatIntervalMs: number;
+  /** The agent's namespace: its Leases live there. */
+  readonly agentNamespace: string;
   /** Tenancy (docs/tenancy.md); undefined with --no-tenancy. */
   readonly tenancy: TenancyConfig | undefined;
   /** While a tenancy CRD is not installed, how often to look again. */
@@ -98,6 +104,13 @@ by a previous run stays in force until then and on exit.
                           (env LOG_DENIED_BURST; default 200)
   --log-denied-group N    NFLOG group, 1-65535 (env LOG_DENIED_GROUP; default 1742)
   --tcpdump PATH          tcpdump binary (env TCPDUMP; default tcpdump on PATH)
+  --status-interval D     at most one write of this node's NodePolicyStatus per D
+                          (only when its content changed; env STATUS_INTERVAL;
+                          default 5s; 0 disables)
+  --heartbeat-interval D  renewal period of this node's Lease in the agent
+                          namespace (env HEARTBEAT_INTERVAL; default 30s; 0 disables)
+  --agent-namespace NS    where the Lease lives (env POD_NAMESPACE; default
+                          nft-netpol-system)
   --no-tenancy            do not enforce tenancy (project and workspace isolation,
                           NamespaceNetworkPolicy) nor watch its objects (env TENANCY=false)
   --isolation-dns-service NS/NAME
@@ -195,6 +208,9 @@ export function parseRunConfig(argv: readonly string[], env: Env): ConfigResult 
         'log-denied-burst': { type: 'string' },
         'log-denied-group': { type: 'string' },
         tcpdump: { type: 'string' },
+        'status-interval': { type: 'string' },
+        'heartbeat-interval': { type: 'string' },
+        'agent-namespace': { type: 'string' },
         'no-tenancy': { type: 'boolean', default: false },
         'isolation-dns-service': { type: 'string' },
         'isolation-node-local-dns': { type: 'string' },
@@ -256,6 +272,17 @@ export function parseRunConfig(argv: readonly string[], env: Env): ConfigResult 
   if (unknownLocalEndpoints !== 'allow' && unknownLocalEndpoints !== 'drop') {
     return fail(`--unknown-local-endpoints must be allow or drop, not "${unknownLocalEndpoints}"`);
   }
+  const statusIntervalMs = duration(pick(values['status-interval'], 'STATUS_INTERVAL') ?? '5s', 'status-interval', 100);
+  if (typeof statusIntervalMs === 'string') return fail(statusIntervalMs);
+  const heartbeatIntervalMs = duration(
+    pick(values['heartbeat-interval'], 'HEARTBEAT_INTERVAL') ?? '30s',
+    'heartbeat-interval',
+    1000,
+  );
+  if (typeof heartbeatIntervalMs === 'string') return fail(heartbeatIntervalMs);
+  const agentNamespace = pick(values['agent-namespace'], 'POD_NAMESPACE') ?? 'nft-netpol-system';
+  if (!/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(agentNamespace))
+    return fail(`--agent-namespace must be a namespace name, not "${agentNamespace}"`);
 
   const logDenied = parseDenyLog(values, pick, env);
   if (typeof logDenied === 'string') return fail(logDenied);
@@ -290,6 +317,9 @@ export function parseRunConfig(argv: readonly string[], env: Env): ConfigResult 
       incremental: !values['no-incremental'],
       unknownLocalEndpoints,
       logDenied,
+      statusIntervalMs,
+      heartbeatIntervalMs,
+      agentNamespace,
       tenancy: tenancyOff ? undefined : tenancy,
       crdRecheckMs,
       watchIdleProbeMs,

@@ -140,6 +140,13 @@ const DEFINITIONS = [
     felix: undefined,
   },
   {
+    name: 'nftnp_table_monitor_restarts_total',
+    type: 'counter',
+    help: 'Number of times the nft monitor process that follows changes of the agent table ended and was restarted.',
+    labelNames: [],
+    felix: undefined,
+  },
+  {
     name: 'nftnp_watch_restarts_total',
     type: 'counter',
     help: 'Number of times a Kubernetes watch was restarted, by resource and reason: error (a request or stream failed), stalled (the open stream had missed events), gone (410: relisted), closed (the server ended the stream; resumed). Only error and stalled are trouble.',
@@ -204,6 +211,20 @@ const DEFINITIONS = [
     felix: undefined,
   },
   {
+    name: 'nftnp_last_change_timestamp_seconds',
+    type: 'gauge',
+    help: 'Unix time of the last cluster change the agent received that can alter its ruleset, in seconds.',
+    labelNames: [],
+    felix: undefined,
+  },
+  {
+    name: 'nftnp_status_writes_total',
+    type: 'counter',
+    help: "Writes of the node's NodePolicyStatus (only when its content changed) and renewals of its Lease, by object and result.",
+    labelNames: ['object', 'result'],
+    felix: undefined,
+  },
+  {
     name: 'nftnp_build_info',
     type: 'gauge',
     help: 'Always 1; the labels tell the agent version and the node it runs on.',
@@ -241,10 +262,13 @@ export interface Metrics {
   readonly nftSets: Gauge;
   readonly nftSetElements: Gauge;
   readonly driftRepairs: Counter;
+  readonly tableMonitorRestarts: Counter;
   readonly watchRestarts: Counter<'resource' | 'reason'>;
   readonly invalidPolicies: Gauge;
   readonly eventToApplied: Histogram;
   readonly lastSuccessfulApply: Gauge;
+  readonly lastChange: Gauge;
+  readonly statusWrites: Counter<'object' | 'result'>;
   readonly buildInfo: Gauge<'version' | 'node'>;
   readonly deniedPackets: Counter<'direction'>;
   readonly podDeniedPackets: Counter<'namespace' | 'pod' | 'direction'>;
@@ -283,6 +307,7 @@ export function createMetrics(registry: Registry = new Registry(), options: Metr
 
   const watchRestartsDef = def('nftnp_watch_restarts_total');
   const buildInfoDef = def('nftnp_build_info');
+  const statusWritesDef = def('nftnp_status_writes_total');
 
   const resyncState = gauge('nftnp_resync_state');
   const inSync = gauge('nftnp_in_sync');
@@ -317,6 +342,7 @@ export function createMetrics(registry: Registry = new Registry(), options: Metr
     nftSets: gauge('nftnp_nft_sets'),
     nftSetElements: gauge('nftnp_nft_set_elements'),
     driftRepairs: counter('nftnp_drift_repairs_total'),
+    tableMonitorRestarts: counter('nftnp_table_monitor_restarts_total'),
     watchRestarts: new Counter<'resource' | 'reason'>({
       name: watchRestartsDef.name,
       help: watchRestartsDef.help,
@@ -326,6 +352,13 @@ export function createMetrics(registry: Registry = new Registry(), options: Metr
     invalidPolicies: gauge('nftnp_invalid_policies'),
     eventToApplied: histogram('nftnp_event_to_applied_seconds'),
     lastSuccessfulApply: gauge('nftnp_last_successful_apply_timestamp_seconds'),
+    lastChange: gauge('nftnp_last_change_timestamp_seconds'),
+    statusWrites: new Counter<'object' | 'result'>({
+      name: statusWritesDef.name,
+      help: statusWritesDef.help,
+      labelNames: ['object', 'result'],
+      registers: [registry],
+    }),
     buildInfo,
     deniedPackets: labelled('nftnp_denied_packets_total', ['direction']),
     podDeniedPackets: labelled('nftnp_pod_denied_packets_total', ['namespace', 'pod', 'direction']),

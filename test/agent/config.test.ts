@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { parseCleanupConfig, parseDuration, parseListenAddr, parseRunConfig } from '../../src/agent/config.ts';
-import { backoffDelay } from '../../src/agent/backoff.ts';
+import { backoffDelay, retryDelay } from '../../src/agent/backoff.ts';
 import { DEFAULT_TENANCY } from '../../src/model/tenancy-config.ts';
 
 test('durations', () => {
@@ -42,6 +42,9 @@ test('run: defaults, env, flags over env', () => {
     incremental: true,
     unknownLocalEndpoints: 'allow',
     logDenied: undefined,
+    statusIntervalMs: 5000,
+    heartbeatIntervalMs: 30_000,
+    agentNamespace: 'nft-netpol-system',
     tenancy: DEFAULT_TENANCY,
     crdRecheckMs: 30_000,
     watchIdleProbeMs: 150_000,
@@ -137,6 +140,28 @@ test('--log-denied: off by default; flag or LOG_DENIED turns it on; rate, burst 
     assert.ok(!r.ok && !r.help);
     assert.match(r.error, re);
   }
+});
+
+test('run: status and heartbeat intervals, agent namespace', () => {
+  const r = parseRunConfig(['--node', 'n1', '--status-interval', '0', '--heartbeat-interval', '10s'], { POD_NAMESPACE: 'sys' });
+  assert.ok(r.ok);
+  assert.equal(r.config.statusIntervalMs, 0);
+  assert.equal(r.config.heartbeatIntervalMs, 10_000);
+  assert.equal(r.config.agentNamespace, 'sys');
+  const bad = parseRunConfig(['--node', 'n1', '--heartbeat-interval', '10ms'], {});
+  assert.ok(!bad.ok && !bad.help && /--heartbeat-interval must be 0 or at least 1000ms/.test(bad.error));
+  const ns = parseRunConfig(['--node', 'n1', '--agent-namespace', 'Bad_NS'], {});
+  assert.ok(!ns.ok && !ns.help && /--agent-namespace/.test(ns.error));
+});
+
+test('retry delay: the backoff, or a multiple of what the failed attempt cost (at most 30 s)', () => {
+  const p = { initialMs: 100, maxMs: 3200, costFactor: 4 };
+  assert.equal(retryDelay(p, 1, 10), 100);
+  assert.equal(retryDelay(p, 6, 10), 3200);
+  assert.equal(retryDelay(p, 9, 10), 3200);
+  assert.equal(retryDelay(p, 1, 2000), 8000, 'a 2 s transaction is retried after 8 s');
+  assert.equal(retryDelay(p, 1, 60_000), 30_000);
+  assert.equal(retryDelay({ initialMs: 100, maxMs: 3200 }, 1, 2000), 100, 'no cost floor unless asked');
 });
 
 test('tenancy flags: defaults, values, none, off, bad values', () => {

@@ -1,7 +1,8 @@
 # syntax=docker/dockerfile:1
 # nft-netpol-agent image: Node.js LTS on Debian 12 (bookworm) slim, with
 # Debian's nftables (1.0.6, the version the agent is tested with), conntrack
-# (removes conntrack entries of deleted pod IPs) and tini as PID 1.
+# (removes conntrack entries of deleted pod IPs), tcpdump (reads the NFLOG
+# group of --log-denied) and tini as PID 1.
 #
 #   docker build --build-arg VERSION=0.1.0 --build-arg REVISION=$(git rev-parse HEAD) \
 #     -t ghcr.io/nft-netpol-agent/nft-netpol-agent:0.1.0 .
@@ -32,11 +33,13 @@ RUN npm ci --omit=dev --no-audit --no-fund \
 # --- runtime
 FROM ${NODE_IMAGE}
 # nftables: the nft binary the agent drives. conntrack: optional clean-up of
-# stale connections. tini: PID 1, forwards SIGTERM to node and reaps the nft
-# child processes. The package manager tooling of the base image (npm,
+# stale connections. tcpdump: with --log-denied, reads the deny path's NFLOG
+# group and hands the agent a pcap stream (plain Node cannot open
+# nfnetlink_log). tini: PID 1, forwards SIGTERM to node and reaps the nft and
+# tcpdump child processes. The package manager tooling of the base image (npm,
 # corepack, yarn) is not needed at run time and is removed.
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends nftables conntrack tini \
+    && apt-get install -y --no-install-recommends nftables conntrack tcpdump tini \
     && apt-get clean \
     && rm -rf /var/lib/apt/lists/* \
     && rm -rf /usr/local/lib/node_modules/npm /usr/local/lib/node_modules/corepack /opt/yarn-* \
@@ -45,6 +48,10 @@ WORKDIR /app
 COPY --from=prod-deps /app/node_modules ./node_modules
 COPY --from=build /src/dist ./dist
 COPY package.json ./
+# The CLI by its name, for `kubectl exec ... -- nft-netpol-agent denied -f`
+# (and the other commands) without a shell.
+COPY bin ./bin
+RUN ln -s /app/bin/nft-netpol-agent.js /usr/bin/nft-netpol-agent
 # Labels last: a new VERSION or REVISION does not invalidate the layers above.
 ARG NODE_IMAGE
 ARG VERSION=0.1.0

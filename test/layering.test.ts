@@ -22,9 +22,10 @@ export const LAYERS: Readonly<Record<string, readonly string[]>> = {
   policy: ['model', 'kinds'],
   compile: ['model', 'ruleset', 'kinds'],
   nft: ['model', 'ruleset'],
-  kube: ['model', 'observability', 'kinds'],
-  agent: ['model', 'observability', 'ruleset', 'kinds', 'policy', 'compile', 'nft', 'kube'],
-  cli: ['model', 'observability', 'ruleset', 'kinds', 'policy', 'compile', 'nft', 'kube', 'agent'],
+  status: ['model', 'ruleset'],
+  kube: ['model', 'observability', 'kinds', 'status'],
+  agent: ['model', 'observability', 'ruleset', 'kinds', 'policy', 'compile', 'nft', 'kube', 'status'],
+  cli: ['model', 'observability', 'ruleset', 'kinds', 'policy', 'compile', 'nft', 'kube', 'agent', 'status'],
 };
 
 export interface SourceFile {

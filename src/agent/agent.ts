@@ -16,6 +16,10 @@ import { conntrackAvailable, deleteConntrack } from './dataplane.ts';
 import { agentMetrics } from './metrics-adapter.ts';
 import type { Dataplane, EventSink, RenderFn } from './ports.ts';
 import { Reconciler } from './reconciler.ts';
+import { DeniedTraffic } from './denied.ts';
+import { AppliedStatus } from './applied-status.ts';
+import type { LeaseApi, StatusApi } from '../kube/status-client.ts';
+import { TableMonitor } from './table-monitor.ts';
 
 /**
  * The node's ruleset: compiled form (for incremental updates) and full script.
@@ -45,6 +49,11 @@ export interface AgentParts {
   readonly events: EventSink;
   readonly metrics: Metrics;
   readonly log: Logger;
+  /** The API for the node's NodePolicyStatus and Lease (absent with --from-dir: no status, no heartbeat). */
+  readonly statusApi?: StatusApi & LeaseApi;
+  readonly agentVersion?: string;
+  /** The nft version, once the preflight found it. */
+  readonly nftVersion?: () => string | undefined;
 }
 
 export interface Listening {
@@ -60,6 +69,9 @@ export class Agent {
   readonly #p: AgentParts;
   readonly #reconciler: Reconciler;
   readonly #servers: Server[] = [];
+  readonly #denied: DeniedTraffic;
+  readonly #status: AppliedStatus | undefined;
+  readonly #monitor: TableMonitor | undefined;
   #stopping: Promise<void> | undefined;
 
   constructor(parts: AgentParts) {
@@ -72,6 +84,7 @@ export class Agent {
           table: c.table,
           denyAction: c.denyAction,
           unknownLocalEndpoints: c.unknownLocalEndpoints,
+          logDenied: c.logDenied,
         }),
         dataplane: parts.dataplane,
         metrics: agentMetrics(parts.metrics),
@@ -81,6 +94,52 @@ export class Agent {
       },
       { nodeName: c.node, debounceMs: c.debounceMs, driftIntervalMs: c.driftIntervalMs, incremental: c.incremental },
     );
+    this.#denied = new DeniedTraffic({
+      nodeName: c.node,
+      netns: c.netns,
+      logDenied: c.logDenied,
+      dataplane: parts.dataplane,
+      metrics: parts.metrics,
+      log: parts.log,
+      snapshot: () => this.#snapshot(),
+    });
+    const m = parts.metrics;
+    if (parts.statusApi !== undefined && (c.statusIntervalMs > 0 || c.heartbeatIntervalMs > 0)) {
+      const r = this.#reconciler;
+      this.#status = new AppliedStatus(parts.statusApi, parts.log, {
+        node: c.node,
+        agentNamespace: c.agentNamespace,
+        statusIntervalMs: c.statusIntervalMs,
+        heartbeatIntervalMs: c.heartbeatIntervalMs,
+        agentVersion: parts.agentVersion ?? 'unknown',
+        nftVersion: parts.nftVersion ?? (() => undefined),
+        appliedText: () => r.lastAppliedText(),
+        onWrite: (object, ok) => m.statusWrites.inc({ object, result: ok ? 'ok' : 'error' }),
+      });
+      r.onOutcome(this.#status.onOutcome);
+    }
+    // Repair at once what someone else does to the table (the drift timer is the backstop).
+    const own = parts.dataplane.own;
+    this.#monitor =
+      own === undefined
+        ? undefined
+        : new TableMonitor({
+            target: { table: c.table, nftPath: c.nftPath, netns: c.netns },
+            own,
+            log: parts.log,
+            onForeignChange: (detail, removed) => this.#reconciler.kernelChanged(detail, removed),
+            onRestart: () => m.tableMonitorRestarts.inc(),
+          });
+  }
+
+  #snapshot(): ClusterState | undefined {
+    const src = this.#p.source;
+    return src.synced() ? src.snapshot() : this.#reconciler.lastState();
+  }
+
+  /** Applied status and heartbeat (undefined with --from-dir or both disabled). */
+  get appliedStatus(): AppliedStatus | undefined {
+    return this.#status;
   }
 
   get reconciler(): Reconciler {
@@ -96,11 +155,12 @@ export class Agent {
       health: () => r.health(),
       ready: () => r.ready(),
       status: () => r.status(),
-      snapshot: (): ClusterState | undefined => (src.synced() ? src.snapshot() : r.lastState()),
+      snapshot: (): ClusterState | undefined => this.#snapshot(),
       watches: (): readonly WatchStatus[] => src.status(),
       lastAppliedText: () => r.lastAppliedText(),
       lastFailedText: () => r.lastFailedText(),
       kernelMatches: () => r.kernelMatches(),
+      denied: this.#denied,
     };
   }
 
@@ -131,7 +191,7 @@ export class Agent {
         debugPort = l.port;
         this.#p.log.info(
           { event: 'listen', addr: formatListenAddr({ host: c.debugAddr.host, port: l.port }) },
-          'serving /debug/state, /debug/ruleset, /debug/explain',
+          'serving /debug/state, /debug/ruleset, /debug/explain, /debug/denied',
         );
       }
     } catch (e) {
@@ -153,8 +213,14 @@ export class Agent {
           : 'conntrack tool not found: established flows of removed pods are not cut (install the conntrack package)',
       );
     }
-    this.#p.source.onChange((reason) => this.#reconciler.notify(reason));
+    this.#p.source.onChange((reason) => {
+      this.#p.metrics.lastChange.set(Date.now() / 1000);
+      this.#reconciler.notify(reason);
+    });
+    this.#monitor?.start();
     this.#reconciler.start();
+    this.#denied.start();
+    this.#status?.start();
     await this.#p.source.start();
   }
 
@@ -167,7 +233,10 @@ export class Agent {
   async #stop(): Promise<void> {
     const log = this.#p.log;
     await this.#p.source.stop().catch((e: unknown) => log.warn({ err: e }, 'stopping the watches failed'));
+    this.#denied.stop();
+    await this.#monitor?.stop();
     const finished = await this.#reconciler.stop(STOP_GRACE_MS);
+    await this.#status?.stop();
     if (!finished)
       log.warn(
         { event: 'stop' },

@@ -32,12 +32,29 @@ export interface AgentConfig {
   readonly incremental: boolean;
   /** Renderer option (docs/datapath.md "Unknown local endpoints"). */
   readonly unknownLocalEndpoints: 'allow' | 'drop';
+  /** --log-denied: log the deny path to an NFLOG group and read it (undefined: off). */
+  readonly logDenied: DenyLogConfig | undefined;
+  /** Minimum time between two writes of the node's NodePolicyStatus; 0 disables it. */
+  readonly statusIntervalMs: number;
+  /** Renewal period of the node's Lease (heartbeat); 0 disables it. */
+  readonly heartbeatIntervalMs: number;
+  /** The agent's namespace: its Leases live there. */
+  readonly agentNamespace: string;
   /** Tenancy (docs/tenancy.md); undefined with --no-tenancy. */
   readonly tenancy: TenancyConfig | undefined;
   /** While a tenancy CRD is not installed, how often to look again. */
   readonly crdRecheckMs: number;
   /** A watch stream silent this long gets a liveness probe (0 = never). */
   readonly watchIdleProbeMs: number;
+}
+
+export interface DenyLogConfig {
+  readonly group: number;
+  /** In-kernel rate limit shared by every pod chain of the node. */
+  readonly ratePerSecond: number;
+  readonly burst: number;
+  /** tcpdump binary reading the group. */
+  readonly tcpdumpPath: string;
 }
 
 export type ConfigResult =
@@ -77,6 +94,23 @@ by a previous run stays in force until then and on exit.
                           podCIDRs that are no known active local pod (opt-in;
                           only for CNIs that allocate from the node's podCIDRs)
                           (env UNKNOWN_LOCAL_ENDPOINTS)
+  --log-denied            log denied connection attempts with the policy reason
+                          (env LOG_DENIED=true; off by default): an nftables
+                          'log group' in every pod chain's deny path, read with
+                          tcpdump; see /debug/denied and 'nft-netpol-agent denied'
+  --log-denied-rate N     in-kernel limit of logged packets per second for the
+                          whole node (env LOG_DENIED_RATE; default 100)
+  --log-denied-burst N    packets above the rate allowed in a burst
+                          (env LOG_DENIED_BURST; default 200)
+  --log-denied-group N    NFLOG group, 1-65535 (env LOG_DENIED_GROUP; default 1742)
+  --tcpdump PATH          tcpdump binary (env TCPDUMP; default tcpdump on PATH)
+  --status-interval D     at most one write of this node's NodePolicyStatus per D
+                          (only when its content changed; env STATUS_INTERVAL;
+                          default 5s; 0 disables)
+  --heartbeat-interval D  renewal period of this node's Lease in the agent
+                          namespace (env HEARTBEAT_INTERVAL; default 30s; 0 disables)
+  --agent-namespace NS    where the Lease lives (env POD_NAMESPACE; default
+                          nft-netpol-system)
   --no-tenancy            do not enforce tenancy (project and workspace isolation,
                           NamespaceNetworkPolicy) nor watch its objects (env TENANCY=false)
   --isolation-dns-service NS/NAME
@@ -169,6 +203,14 @@ export function parseRunConfig(argv: readonly string[], env: Env): ConfigResult 
         'no-conntrack': { type: 'boolean', default: false },
         'no-incremental': { type: 'boolean', default: false },
         'unknown-local-endpoints': { type: 'string' },
+        'log-denied': { type: 'boolean', default: false },
+        'log-denied-rate': { type: 'string' },
+        'log-denied-burst': { type: 'string' },
+        'log-denied-group': { type: 'string' },
+        tcpdump: { type: 'string' },
+        'status-interval': { type: 'string' },
+        'heartbeat-interval': { type: 'string' },
+        'agent-namespace': { type: 'string' },
         'no-tenancy': { type: 'boolean', default: false },
         'isolation-dns-service': { type: 'string' },
         'isolation-node-local-dns': { type: 'string' },
@@ -230,7 +272,20 @@ export function parseRunConfig(argv: readonly string[], env: Env): ConfigResult 
   if (unknownLocalEndpoints !== 'allow' && unknownLocalEndpoints !== 'drop') {
     return fail(`--unknown-local-endpoints must be allow or drop, not "${unknownLocalEndpoints}"`);
   }
+  const statusIntervalMs = duration(pick(values['status-interval'], 'STATUS_INTERVAL') ?? '5s', 'status-interval', 100);
+  if (typeof statusIntervalMs === 'string') return fail(statusIntervalMs);
+  const heartbeatIntervalMs = duration(
+    pick(values['heartbeat-interval'], 'HEARTBEAT_INTERVAL') ?? '30s',
+    'heartbeat-interval',
+    1000,
+  );
+  if (typeof heartbeatIntervalMs === 'string') return fail(heartbeatIntervalMs);
+  const agentNamespace = pick(values['agent-namespace'], 'POD_NAMESPACE') ?? 'nft-netpol-system';
+  if (!/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(agentNamespace))
+    return fail(`--agent-namespace must be a namespace name, not "${agentNamespace}"`);
 
+  const logDenied = parseDenyLog(values, pick, env);
+  if (typeof logDenied === 'string') return fail(logDenied);
   // "" is a meaningful value here (none), so the environment is read as given when set.
   const pickEmpty = (flag: string | undefined, envName: string): string | undefined => flag ?? env[envName];
   const tenancy = tenancyConfig({
@@ -261,11 +316,48 @@ export function parseRunConfig(argv: readonly string[], env: Env): ConfigResult 
       conntrack: !values['no-conntrack'],
       incremental: !values['no-incremental'],
       unknownLocalEndpoints,
+      logDenied,
+      statusIntervalMs,
+      heartbeatIntervalMs,
+      agentNamespace,
       tenancy: tenancyOff ? undefined : tenancy,
       crdRecheckMs,
       watchIdleProbeMs,
     },
   };
+}
+
+function parseDenyLog(
+  values: {
+    readonly 'log-denied'?: boolean | undefined;
+    readonly 'log-denied-rate'?: string | undefined;
+    readonly 'log-denied-burst'?: string | undefined;
+    readonly 'log-denied-group'?: string | undefined;
+    readonly tcpdump?: string | undefined;
+  },
+  pick: (flag: string | undefined, envName: string) => string | undefined,
+  env: Env,
+): DenyLogConfig | undefined | string {
+  const envOn = env['LOG_DENIED'];
+  if (envOn !== undefined && envOn !== '' && !['true', 'false', '1', '0'].includes(envOn))
+    return `LOG_DENIED must be true or false, not "${envOn}"`;
+  const on = values['log-denied'] === true || envOn === 'true' || envOn === '1';
+  const int = (text: string, name: string, min: number, max: number): number | string => {
+    const v = /^\d+$/.test(text.trim()) ? Number(text) : NaN;
+    return Number.isInteger(v) && v >= min && v <= max
+      ? v
+      : `--${name} must be a whole number from ${min} to ${max}, not "${text}"`;
+  };
+  // "100", "100/s" or "100/second": packets per second.
+  const rateText = (pick(values['log-denied-rate'], 'LOG_DENIED_RATE') ?? '100').replace(/\/s(econd)?$/, '');
+  const ratePerSecond = int(rateText, 'log-denied-rate', 1, 100_000);
+  if (typeof ratePerSecond === 'string') return ratePerSecond;
+  const burst = int(pick(values['log-denied-burst'], 'LOG_DENIED_BURST') ?? '200', 'log-denied-burst', 0, 1_000_000);
+  if (typeof burst === 'string') return burst;
+  const group = int(pick(values['log-denied-group'], 'LOG_DENIED_GROUP') ?? '1742', 'log-denied-group', 1, 65535);
+  if (typeof group === 'string') return group;
+  const tcpdumpPath = pick(values.tcpdump, 'TCPDUMP') ?? 'tcpdump';
+  return on ? { group, ratePerSecond, burst, tcpdumpPath } : undefined;
 }
 
 export interface CleanupConfig {

@@ -6,6 +6,7 @@ import { execa } from 'execa';
 import { parseIP, formatIP } from '../model/ip.ts';
 import { listTable, runNft } from '../nft/exec.ts';
 import type { Dataplane } from './ports.ts';
+import type { OwnTransactions } from './table-monitor.ts';
 
 export interface DataplaneTarget {
   readonly table: string;
@@ -28,11 +29,61 @@ async function listCancellable(t: DataplaneTarget, signal: AbortSignal): Promise
   throw new Error(`nft list table inet ${t.table}: ${r.stderr.trim() || r.message}`);
 }
 
+// Terse (-t): sets and maps without their elements, so the cost follows the
+// local pods and policies, not the number of pods in the cluster.
+async function listTerseJson(t: DataplaneTarget): Promise<string | undefined> {
+  const [file, args] = inNetns(t.netns, t.nftPath, ['-t', '-j', 'list', 'table', 'inet', t.table]);
+  const r = await execa(file, args, { reject: false, timeout: 30_000, stripFinalNewline: true });
+  if (!r.failed) return r.stdout;
+  if (/No such file or directory/.test(r.stderr)) return undefined;
+  throw new Error(`nft -t -j list table inet ${t.table}: ${r.stderr.trim() || r.message}`);
+}
+
+// How long after one of our transactions a change seen by the monitor is
+// presumed ours when its pid cannot be matched (see table-monitor.ts).
+const OWN_GRACE_MS = 500;
+const OWN_PIDS_KEPT = 64;
+
+/** The pids of our recent nft transactions, and whether one is in flight. */
+class OwnNft implements OwnTransactions {
+  #pids: number[] = [];
+  #inFlight = 0;
+  #lastEnd = -Infinity;
+  begin(): void {
+    this.#inFlight++;
+  }
+  spawned(pid: number | undefined): void {
+    if (pid === undefined) return;
+    this.#pids.push(pid);
+    if (this.#pids.length > OWN_PIDS_KEPT) this.#pids.shift();
+  }
+  end(): void {
+    this.#inFlight--;
+    this.#lastEnd = performance.now();
+  }
+  isOwn(pid: number): boolean {
+    return this.#pids.includes(pid);
+  }
+  busy(): boolean {
+    return this.#inFlight > 0 || performance.now() - this.#lastEnd < OWN_GRACE_MS;
+  }
+}
+
 export function nftDataplane(t: DataplaneTarget): Dataplane {
   const where = { nftPath: t.nftPath, ...(t.netns === undefined ? {} : { netns: t.netns }) };
+  const own = new OwnNft();
   return {
-    apply: (script) => runNft(script, where),
+    apply: async (script) => {
+      own.begin();
+      try {
+        return await runNft(script, { ...where, onSpawn: (pid) => own.spawned(pid) });
+      } finally {
+        own.end();
+      }
+    },
     list: (signal) => (signal === undefined ? listTable(t.table, where) : listCancellable(t, signal)),
+    listCounters: () => listTerseJson(t),
+    own,
   };
 }
 

@@ -3,7 +3,7 @@
 //   Prometheus and the kubelet;
 // - debug (default 127.0.0.1:9743, loopback on purpose: it shows pod names,
 //   labels and the ruleset): /healthz, /readyz, /debug/state,
-//   /debug/ruleset, /debug/explain.
+//   /debug/ruleset, /debug/explain, /debug/denied.
 // Handlers only read the agent's state; nothing here changes the dataplane.
 import type { Registry } from 'prom-client';
 import type { ClusterState } from '../model/types.ts';
@@ -13,6 +13,7 @@ import { localPodViews } from './local-view.ts';
 import { verdict } from '../policy/verdict.ts';
 import { explainJson, explainText, parseEndpoint, parsePortProto } from '../policy/explain.ts';
 import { routes, type Handler, type Reply } from '../observability/http-server.ts';
+import { deniedReply, type DeniedView } from './denied-endpoint.ts';
 import { contributedPolicies } from '../kinds/registry.ts';
 import { NETWORK_POLICY } from '../kinds/network-policy.ts';
 
@@ -30,6 +31,8 @@ export interface AgentView {
   /** The script of the last failed transaction, while failing. */
   lastFailedText(): string | undefined;
   kernelMatches(): Promise<KernelCheck>;
+  /** Denied traffic (agent/denied.ts); absent in tests that do not need it. */
+  readonly denied?: DeniedView & { refreshCounters(): Promise<void> };
 }
 
 function healthz(v: AgentView): Reply {
@@ -238,13 +241,17 @@ export function debugHandler(v: AgentView, onError: ErrorLog): ReturnType<typeof
     '/debug/state': () => stateReply(v),
     '/debug/ruleset': () => rulesetReply(v),
     '/debug/explain': (url) => explainReply(v, url),
+    '/debug/denied': (url) => deniedReply(v.denied, url),
   };
   return routes(table, onError);
 }
 
 export function metricsHandler(v: AgentView, registry: Registry, onError: ErrorLog): ReturnType<typeof routes> {
   const table: Record<string, Handler> = {
-    '/metrics': async () => ({ status: 200, body: await registry.metrics(), contentType: registry.contentType }),
+    '/metrics': async () => {
+      await v.denied?.refreshCounters(); // the deny counters are read from the kernel per scrape
+      return { status: 200, body: await registry.metrics(), contentType: registry.contentType };
+    },
     '/healthz': () => healthz(v),
     '/readyz': () => readyz(v),
   };

@@ -3,6 +3,7 @@
 // live in the shell; unit tests inject fakes.
 import type { CompiledRuleset, RulesetStats } from '../ruleset/ir.ts';
 import type { ClusterState } from '../model/types.ts';
+import type { OwnTransactions } from './table-monitor.ts';
 
 export type RenderStats = RulesetStats;
 
@@ -28,6 +29,14 @@ export interface Dataplane {
    * Rejects when nft fails, or when `signal` aborts it.
    */
   list(signal?: AbortSignal): Promise<string | undefined>;
+  /**
+   * `nft -t -j list table`: chains and rules with their counters, no set
+   * elements (the deny counters, agent/deny-counters.ts); undefined when the
+   * table does not exist. Optional: fakes may leave it out.
+   */
+  listCounters?(): Promise<string | undefined>;
+  /** The real dataplane tells its own transactions apart (table-monitor.ts). */
+  readonly own?: OwnTransactions;
 }
 
 export interface WatchInfo {
@@ -97,3 +106,23 @@ export interface Clock {
 }
 
 export const SYSTEM_CLOCK: Clock = { mono: () => performance.now(), wall: () => Date.now() };
+
+/** One-shot timers, injectable with the clock (the scheduler's tests drive both by hand). */
+export interface Timers {
+  set(fn: () => void, ms: number): TimerHandle;
+  clear(handle: TimerHandle): void;
+}
+
+export interface TimerHandle {
+  readonly id: unknown;
+}
+
+export const SYSTEM_TIMERS: Timers = {
+  set: (fn, ms) => {
+    const t = setTimeout(fn, ms);
+    // Timers never keep the process alive: the watches and listeners do.
+    t.unref();
+    return { id: t };
+  },
+  clear: (h) => clearTimeout(h.id as NodeJS.Timeout),
+};

@@ -1,41 +1,37 @@
 // The reconcile loop: turns "something changed" notifications into at most
 // one nft transaction in flight, each bringing the kernel to the full ruleset
-// of the latest snapshot (the whole table, or only the set elements that
-// changed: nft/update.ts). Everything impure is injected (ports.ts); the decisions
-// (what to apply, when to retry, what counts as drift) live here and in the
-// pure helpers next to it.
-//
-// Invariants:
-// - nothing is written before the source has synced (a previous run's table
-//   stays in force until then);
-// - one job runs at a time (p-queue, concurrency 1) and at most one apply job
-//   waits behind it: a waiting job snapshots when it starts, so the latest
-//   state wins and bursts coalesce; applies start at least `debounceMs`
-//   apart, but a change reaching an idle loop is applied at once;
-// - a failed transaction changes nothing in the kernel (nft is atomic); it is
-//   retried with capped exponential backoff, and new changes wait for it too;
-// - every callback is wrapped: errors are logged and counted, never thrown.
-import PQueue from 'p-queue';
+// of the latest snapshot (the whole table, or only what changed:
+// nft/update.ts). Split by responsibility:
+// - apply-scheduler.ts: when to run (sync gate, debounce, one in flight plus
+//   one waiting, backoff, periodic check);
+// - kernel-state.ts: what the kernel holds (applied ruleset, canonical
+//   listing, increments since the last full apply, read-back);
+// - outcome.ts + reports.ts: one outcome record per run, which drives the
+//   metrics, log lines and Events, and which other modules subscribe to.
+// This file is the job itself: snapshot, compile, decide (skip, increment,
+// full, repair), apply, read back, and turn that into an outcome.
+// Everything impure is injected (ports.ts).
 import type { Logger } from 'pino';
 import type { ClusterState } from '../model/types.ts';
 import { errorMessage } from '../observability/errors.ts';
-import { backoffDelay, DEFAULT_BACKOFF, type BackoffPolicy } from './backoff.ts';
-import { checkDrift, compiledObjects, normalizeListing, sameObjects, tableObjects } from './drift.ts';
-import { isEmptyUpdate, renderUpdate } from '../nft/update.ts';
-import type { UpdateCounts } from '../nft/update.ts';
-import type { RulesetUpdate } from '../nft/update.ts';
-import {
-  diffInvalid,
-  invalidKey,
-  eventMessage,
-  fingerprint,
-  reportsEventFor,
-  type InvalidIndex,
-  type InvalidPolicy,
-} from './invalid-policies.ts';
+import { isEmptyUpdate, renderUpdate, type RulesetUpdate, type UpdateCounts } from '../nft/update.ts';
+import { ApplyScheduler, type Batch } from './apply-scheduler.ts';
+import { DEFAULT_BACKOFF, type BackoffPolicy } from './backoff.ts';
+import type { InvalidPolicy } from './invalid-policies.ts';
+import { KernelState, NO_READBACK, type KernelCheck } from './kernel-state.ts';
 import { releasedPodIPs } from './local-view.ts';
 import {
+  Enforced,
+  type ApplyOutcome,
+  type ApplyPhases,
+  type CheckOutcome,
+  type Outcome,
+  type OutcomeListener,
+  type Repair,
+} from './outcome.ts';
+import {
   SYSTEM_CLOCK,
+  SYSTEM_TIMERS,
   type AgentMetrics,
   type Clock,
   type Dataplane,
@@ -45,7 +41,12 @@ import {
   type RenderFn,
   type RenderStats,
   type StateSource,
+  type TimerHandle,
+  type Timers,
 } from './ports.ts';
+import { InvalidPolicyReports, reportApply, reportCheck, WatchRestartCounter } from './reports.ts';
+
+export type { KernelCheck } from './kernel-state.ts';
 
 export interface ReconcilerOptions {
   readonly nodeName: string;
@@ -81,6 +82,7 @@ export interface ReconcilerDeps {
   readonly log: Logger;
   readonly events: EventSink;
   readonly clock?: Clock;
+  readonly timers?: Timers;
   /** Called after a successful apply with pod IPs that lost their owner (conntrack cleanup). */
   readonly onReleasedIPs?: (ips: readonly string[]) => Promise<void>;
 }
@@ -125,65 +127,24 @@ export interface ReconcilerStatus {
   readonly invalidPolicies: readonly InvalidPolicy[];
 }
 
-export type KernelCheck =
-  | { readonly kind: 'match' }
-  | { readonly kind: 'drifted'; readonly detail: string }
-  | { readonly kind: 'unknown'; readonly detail: string };
-
-interface Applied {
-  /** What was applied; its text is rendered lazily (only a full apply or the debug endpoint needs it). */
-  readonly rendered: Rendered;
-  /** Normalized kernel listing right after the apply; undefined if it could not be read. */
-  readonly canonical: string | undefined;
-}
-
-const MAX_REASONS = 16;
-const NO_READBACK = 'no listing was captured after the last apply';
-
 export class Reconciler {
   readonly #d: ReconcilerDeps;
   readonly #o: Required<ReconcilerOptions>;
   readonly #clock: Clock;
-  readonly #queue = new PQueue({ concurrency: 1 });
+  readonly #timers: Timers;
+  readonly #sched: ApplyScheduler;
+  readonly #kernel: KernelState;
+  readonly #invalid: InvalidPolicyReports;
+  readonly #watches: WatchRestartCounter;
+  readonly #listeners = new Set<OutcomeListener>();
 
-  #started = false;
-  #stopped = false;
-  #synced = false;
-
-  #dirty = false;
-  /** Monotonic time of the first change not yet applied (latency metric). */
-  #pendingSince: number | undefined;
-  #pendingReasons = new Set<string>();
-  #applyQueued = false;
-  #driftQueued = false;
-
-  #debounceTimer: NodeJS.Timeout | undefined;
-  #syncTimer: NodeJS.Timeout | undefined;
-  #driftTimer: NodeJS.Timeout | undefined;
-  #watchTimer: NodeJS.Timeout | undefined;
-
-  #failures = 0;
-  #retryAt: number | undefined;
-  #inFlightSince: number | undefined;
-  /** Incremental applies since the last full one. */
-  #incrementsSinceFull = 0;
-  /** Aborts the read-back after an apply when a newer change is queued. */
-  #captureAbort: AbortController | undefined;
-  /** Monotonic time the kernel was last seen to match the last apply. */
-  #kernelVerifiedAt: number | undefined;
-  /** Monotonic start of the last reconcile that did work (throttle). */
-  #lastStart: number | undefined;
-  #applied: Applied | undefined;
-  /** The script of the last failed transaction, until one succeeds (debug endpoint). */
-  #failedText: string | undefined;
+  #watchTimer: TimerHandle | undefined;
+  /** A drift the check found, for the forced run it starts (counted as a repair there). */
+  #repairFound: Repair | undefined;
+  /** The monitor saw someone delete the table: the next run applies the full script, as a repair, without listing first. */
+  #tableGone: string | undefined;
   /** The snapshot of the last successful apply, for released pod IPs. */
   #releasedFrom: ClusterState | undefined;
-
-  #invalid: InvalidIndex = new Map();
-  /** key -> errors fingerprint an Event was created for. */
-  #evented = new Map<string, string>();
-  #invalidAll: readonly InvalidPolicy[] = [];
-  #watchRestarts = new Map<string, number>();
 
   #lastApply: ApplyRecord | undefined;
   #lastSuccess: ApplyRecord | undefined;
@@ -194,6 +155,7 @@ export class Reconciler {
   constructor(deps: ReconcilerDeps, opts: ReconcilerOptions) {
     this.#d = deps;
     this.#clock = deps.clock ?? SYSTEM_CLOCK;
+    this.#timers = deps.timers ?? SYSTEM_TIMERS;
     this.#o = {
       backoff: DEFAULT_BACKOFF,
       syncPollMs: 100,
@@ -203,38 +165,69 @@ export class Reconciler {
       incremental: false,
       ...opts,
     };
+    const log = deps.log;
+    this.#kernel = new KernelState(deps.dataplane, this.#clock, log);
+    this.#invalid = new InvalidPolicyReports(opts.nodeName, deps.metrics, log, deps.events);
+    this.#watches = new WatchRestartCounter(deps.source, deps.metrics, log);
+    this.#sched = new ApplyScheduler(
+      {
+        synced: () => deps.source.synced(),
+        onFirstSync: () => log.info({ event: 'synced' }, 'cluster state synced; applying'),
+        onWaitingForSync: () => deps.metrics.resyncState(1),
+        // A newer state waits: the read-back of the previous apply is moot.
+        onApplyQueued: () => this.#kernel.cancelReadBack(),
+        apply: (batch) => this.#apply(batch),
+        check: (run) => this.#check(run),
+        onError: (what, err) => log.error({ err, where: what }, 'agent callback failed; continuing'),
+      },
+      {
+        debounceMs: this.#o.debounceMs,
+        checkIntervalMs: this.#o.driftIntervalMs,
+        syncPollMs: this.#o.syncPollMs,
+        backoff: this.#o.backoff,
+      },
+      this.#clock,
+      this.#timers,
+    );
   }
 
   /** Begins waiting for the source to sync; applies follow on their own. */
   start(): void {
-    if (this.#started || this.#stopped) return;
-    this.#started = true;
+    if (this.#sched.stopped || this.#watchTimer !== undefined) return;
     this.#d.metrics.resyncState(1);
-    this.#dirty = true;
-    this.#pendingReasons.add('start');
-    if (this.#o.driftIntervalMs > 0) {
-      this.#driftTimer = setInterval(() => this.#guard('drift timer', () => this.#enqueueDrift()), this.#o.driftIntervalMs);
-      this.#driftTimer.unref();
-    }
-    this.#watchTimer = setInterval(() => this.#guard('watch status', () => this.#pollWatchStatus()), this.#o.watchPollMs);
-    this.#watchTimer.unref();
-    this.#schedule();
+    this.#armWatchPoll();
+    this.#sched.start();
   }
 
   /** Something in the cluster changed: apply the latest state soon. */
   notify(reason: string): void {
-    this.#guard('notify', () => {
-      if (this.#stopped) return;
-      this.#dirty = true;
-      this.#pendingSince ??= this.#clock.mono();
-      if (this.#pendingReasons.size < MAX_REASONS) this.#pendingReasons.add(reason);
-      this.#schedule();
-    });
+    this.#sched.notify(reason);
   }
 
   /** Reads the table back now and repairs it if it drifted (also run on a timer). */
   checkDriftNow(): Promise<void> {
-    return this.#enqueueDrift();
+    return this.#sched.requestCheck();
+  }
+
+  /**
+   * The kernel reported a change of the table that was not ours (nft
+   * monitor): check it now and repair it if it drifted. A kernel match seen
+   * before is no longer trusted.
+   */
+  kernelChanged(detail: string, removed = false): void {
+    if (this.#sched.stopped) return;
+    this.#kernel.distrust();
+    if (removed) this.#tableGone = detail;
+    // A read-back in flight would only capture what someone else left: give it up.
+    this.#kernel.cancelReadBack();
+    this.#d.log.info({ event: 'table-monitor', detail }, 'the table was changed from outside; checking it');
+    void this.#sched.requestCheck();
+  }
+
+  /** Subscribes to the outcome of every run and kernel check; returns the unsubscribe. */
+  onOutcome(listener: OutcomeListener): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
   }
 
   /**
@@ -243,28 +236,17 @@ export class Reconciler {
    * or the new ruleset: nft transactions are atomic).
    */
   async stop(graceMs: number): Promise<boolean> {
-    this.#stopped = true;
-    for (const t of [this.#debounceTimer, this.#syncTimer]) if (t !== undefined) clearTimeout(t);
-    for (const t of [this.#driftTimer, this.#watchTimer]) if (t !== undefined) clearInterval(t);
-    this.#debounceTimer = this.#syncTimer = this.#driftTimer = this.#watchTimer = undefined;
-    this.#queue.clear();
+    if (this.#watchTimer !== undefined) this.#timers.clear(this.#watchTimer);
+    this.#watchTimer = undefined;
+    const stopping = this.#sched.stop(graceMs);
     // A read-back in flight is bookkeeping only: no need to wait for it.
-    this.#captureAbort?.abort();
-    if (this.#queue.pending === 0) return true;
-    let timer: NodeJS.Timeout | undefined;
-    const finished = await Promise.race([
-      this.#queue.onIdle().then(() => true),
-      new Promise<boolean>((resolve) => {
-        timer = setTimeout(() => resolve(false), graceMs);
-      }),
-    ]);
-    clearTimeout(timer);
-    return finished;
+    this.#kernel.cancelReadBack();
+    return stopping;
   }
 
   /** Live: the loop is not stuck in one apply. */
   health(): { readonly ok: boolean; readonly detail: string } {
-    const since = this.#inFlightSince;
+    const since = this.#sched.inFlightSince;
     if (since !== undefined && this.#clock.mono() - since > this.#o.wedgeMs) {
       return { ok: false, detail: `an apply has been in flight for ${Math.round(this.#clock.mono() - since)} ms` };
     }
@@ -277,12 +259,12 @@ export class Reconciler {
   }
 
   lastAppliedText(): string | undefined {
-    return this.#applied?.rendered.text;
+    return this.#kernel.applied?.text;
   }
 
   /** The script nft rejected last, while no later apply has succeeded. */
   lastFailedText(): string | undefined {
-    return this.#failedText;
+    return this.#kernel.lastFailedText();
   }
 
   /** The snapshot the last reconcile used (undefined before the first). */
@@ -291,496 +273,331 @@ export class Reconciler {
   }
 
   /** Lists the table and compares it with the last apply (debug endpoint). */
-  async kernelMatches(): Promise<KernelCheck> {
-    const applied = this.#applied;
-    if (applied === undefined) return { kind: 'unknown', detail: 'nothing applied yet' };
-    return this.#checkKernel(applied);
+  kernelMatches(): Promise<KernelCheck> {
+    return this.#kernel.check();
   }
 
   status(): ReconcilerStatus {
-    const now = this.#clock.mono();
-    const phase: Phase =
-      !this.#synced && this.#lastSuccess === undefined ? 'waiting-for-sync' : this.#inSync() ? 'in-sync' : 'out-of-sync';
+    const s = this.#sched;
+    const inFlight = s.inFlightSince;
+    const inSync = this.#lastApply?.result !== 'failed' && this.#lastSuccess !== undefined && !s.pending;
+    const phase: Phase = !s.synced && this.#lastSuccess === undefined ? 'waiting-for-sync' : inSync ? 'in-sync' : 'out-of-sync';
+    const retry = s.retryInMs();
     return {
       phase,
       ready: this.ready(),
-      synced: this.#synced,
-      applying: this.#inFlightSince !== undefined,
-      applyingForMs: this.#inFlightSince === undefined ? undefined : Math.round(now - this.#inFlightSince),
-      pending: this.#dirty,
-      consecutiveFailures: this.#failures,
-      nextRetryInMs: this.#retryAt === undefined ? undefined : Math.max(0, Math.round(this.#retryAt - now)),
+      synced: s.synced,
+      applying: inFlight !== undefined,
+      applyingForMs: inFlight === undefined ? undefined : Math.round(this.#clock.mono() - inFlight),
+      pending: s.pending,
+      consecutiveFailures: s.consecutiveFailures,
+      nextRetryInMs: retry === undefined ? undefined : Math.round(retry),
       lastApply: this.#lastApply,
       lastSuccess: this.#lastSuccess,
       lastDriftCheck: this.#lastDrift,
       driftRepairs: this.#driftRepairs,
-      invalidPolicies: this.#invalidAll,
+      invalidPolicies: this.#invalid.all,
     };
   }
 
-  // ---- scheduling ----
-
-  #inSync(): boolean {
-    return this.#lastApply?.result !== 'failed' && this.#lastSuccess !== undefined && !this.#dirty;
-  }
-
-  #schedule(): void {
-    if (!this.#started || this.#stopped || !this.#dirty) return;
-    if (!this.#d.source.synced()) {
-      this.#waitForSync();
-      return;
-    }
-    // A timer already set, or a job not yet started, will read the latest state.
-    if (this.#debounceTimer !== undefined || this.#applyQueued) return;
-    // Leading-edge throttle: an idle loop applies a change at once (after the
-    // current I/O callbacks, so one watch chunk is one apply); otherwise
-    // applies start at least debounceMs apart and what arrives meanwhile
-    // coalesces. A pending retry's backoff holds everything back.
-    const now = this.#clock.mono();
-    const wait = Math.max(0, (this.#lastStart ?? -Infinity) + this.#o.debounceMs - now, (this.#retryAt ?? 0) - now);
-    this.#debounceTimer = setTimeout(() => {
-      this.#debounceTimer = undefined;
-      this.#guard('debounce timer', () => this.#enqueueApply());
-    }, wait);
-    this.#debounceTimer.unref();
-  }
-
-  #waitForSync(): void {
-    if (this.#syncTimer !== undefined) return;
-    if (!this.#synced) this.#d.metrics.resyncState(1);
-    const poll = (): void => {
-      this.#syncTimer = undefined;
-      if (this.#stopped) return;
-      if (!this.#d.source.synced()) {
-        this.#syncTimer = setTimeout(() => this.#guard('sync poll', poll), this.#o.syncPollMs);
-        this.#syncTimer.unref();
-        return;
-      }
-      this.#markSynced();
-      this.#schedule();
-    };
-    poll();
-  }
-
-  #markSynced(): void {
-    if (this.#synced) return;
-    this.#synced = true;
-    // The initial sync is not an "event": keep it out of the latency histogram.
-    this.#pendingSince = undefined;
-    this.#d.log.info({ event: 'synced' }, 'cluster state synced; applying');
-  }
-
-  #enqueueApply(): void {
-    if (this.#stopped || this.#applyQueued) return;
-    this.#applyQueued = true;
-    // A newer state waits: the read-back of the previous apply is moot.
-    this.#captureAbort?.abort();
-    this.#queue
-      .add(async () => {
-        this.#applyQueued = false;
-        await this.#reconcile(false);
-      })
-      .catch((e: unknown) => this.#d.log.error({ err: e }, 'reconcile job failed unexpectedly'));
-  }
-
-  #enqueueDrift(): Promise<void> {
-    if (this.#stopped || this.#driftQueued) return Promise.resolve();
-    this.#driftQueued = true;
-    return this.#queue
-      .add(async () => {
-        this.#driftQueued = false;
-        await this.#driftCheck();
-      })
-      .catch((e: unknown) => this.#d.log.error({ err: e }, 'drift check failed unexpectedly'));
-  }
-
-  #guard(what: string, fn: () => void): void {
-    try {
-      fn();
-    } catch (e) {
-      this.#d.log.error({ err: e, where: what }, 'agent callback failed; continuing');
-    }
+  #armWatchPoll(): void {
+    this.#watchTimer = this.#timers.set(() => {
+      if (this.#sched.stopped) return;
+      this.#armWatchPoll();
+      this.#watches.poll();
+    }, this.#o.watchPollMs);
   }
 
   // ---- the job ----
 
-  async #reconcile(force: boolean, trigger?: string): Promise<void> {
-    if (this.#stopped) return;
-    if (!this.#d.source.synced()) {
-      this.#waitForSync();
+  async #apply(batch: Batch): Promise<void> {
+    this.#d.metrics.resyncState(2);
+    this.#watches.poll();
+    let repair = this.#repairFound;
+    this.#repairFound = undefined;
+    const gone = this.#tableGone;
+    this.#tableGone = undefined;
+    if (gone !== undefined) repair ??= { foundBy: 'table-monitor', detail: `table missing (${gone})` };
+    const t0 = batch.startedAt;
+    // Where an apply's time goes, for the log line: snapshot, compile, update
+    // diff, rendering the full script (when one is sent), nft.
+    const phases: ApplyPhases = { snapshot: 0, compile: 0, update: 0, render: 0, nft: 0 };
+    let state: ClusterState;
+    let rendered: Rendered;
+    try {
+      state = this.#d.source.snapshot();
+      phases.snapshot = this.#clock.mono() - t0;
+      rendered = this.#d.render(state);
+      phases.compile = this.#clock.mono() - t0 - phases.snapshot;
+    } catch (e) {
+      this.#failed(batch, {
+        error: `render failed: ${errorMessage(e)}`,
+        exitCode: undefined,
+        state: undefined,
+        stats: undefined,
+      });
       return;
     }
-    this.#markSynced();
-    if (!this.#dirty && !force) return;
-    this.#lastStart = this.#clock.mono();
-    const since = this.#pendingSince;
-    const reasons = trigger === undefined ? [...this.#pendingReasons] : [trigger, ...this.#pendingReasons];
-    this.#dirty = false;
-    this.#pendingSince = undefined;
-    this.#pendingReasons.clear();
-    this.#d.metrics.resyncState(2);
-    this.#pollWatchStatus();
+    this.#lastState = state;
 
-    const t0 = this.#clock.mono();
-    this.#inFlightSince = t0;
-    try {
-      let state: ClusterState;
-      let rendered;
-      // Where an apply's time goes, for the log line: snapshot, compile, update
-      // diff, rendering the full script (when one is sent), nft.
-      const phases = { snapshot: 0, compile: 0, update: 0, render: 0, nft: 0 };
-      try {
-        state = this.#d.source.snapshot();
-        phases.snapshot = this.#clock.mono() - t0;
-        rendered = this.#d.render(state);
-        phases.compile = this.#clock.mono() - t0 - phases.snapshot;
-      } catch (e) {
-        this.#failed(since, reasons, t0, undefined, `render failed: ${errorMessage(e)}`, undefined);
+    const prev = this.#kernel.applied;
+    // The update from what the kernel holds, when both sides are compiled:
+    // it also says whether anything changed, without rendering the full text.
+    const tu = this.#clock.mono();
+    const update: RulesetUpdate | undefined =
+      prev?.compiled !== undefined && rendered.compiled !== undefined
+        ? renderUpdate(prev.compiled, rendered.compiled)
+        : undefined;
+    phases.update = this.#clock.mono() - tu;
+    const unchanged =
+      prev !== undefined &&
+      (update === undefined ? prev.text === rendered.text : update.kind === 'incremental' && isEmptyUpdate(update));
+    if (!batch.force && gone === undefined && prev !== undefined && unchanged) {
+      const check: KernelCheck = this.#kernel.verifiedWithin(this.#o.kernelCheckFreshMs)
+        ? { kind: 'match' }
+        : await this.#kernel.check();
+      if (check.kind === 'match') {
+        this.#kernel.recordUnchanged();
+        this.#succeeded(batch, {
+          result: 'unchanged',
+          mode: undefined,
+          state,
+          rendered,
+          repair,
+          update: undefined,
+          phases: undefined,
+        });
         return;
       }
-      this.#lastState = state;
-      this.#reportInvalid(state);
-      this.#d.metrics.rulesetStats(rendered.stats);
-      this.#d.metrics.clusterPolicies(state.policies.length);
+      // Same ruleset but the kernel differs (or cannot be read): re-apply.
+      if (check.kind === 'drifted') {
+        repair = { foundBy: 'unchanged-check', detail: check.detail };
+        this.#d.log.warn({ event: 'drift', detail: check.detail }, 'table differs from the last apply; re-applying');
+      }
+    }
 
-      let repair = trigger === 'drift';
-      const prev = this.#applied;
-      // The update from what the kernel holds, when both sides are compiled:
-      // it also says whether anything changed, without rendering the full text.
-      const tu = this.#clock.mono();
-      const update: RulesetUpdate | undefined =
-        prev?.rendered.compiled !== undefined && rendered.compiled !== undefined
-          ? renderUpdate(prev.rendered.compiled, rendered.compiled)
-          : undefined;
-      phases.update = this.#clock.mono() - tu;
-      const unchanged =
-        prev !== undefined &&
-        (update === undefined ? prev.rendered.text === rendered.text : update.kind === 'incremental' && isEmptyUpdate(update));
-      if (!force && prev !== undefined && unchanged) {
-        const fresh =
-          prev.canonical !== undefined &&
-          this.#kernelVerifiedAt !== undefined &&
-          this.#clock.mono() - this.#kernelVerifiedAt < this.#o.kernelCheckFreshMs;
-        const check: KernelCheck = fresh ? { kind: 'match' } : await this.#checkKernel(prev);
-        if (check.kind === 'match') {
-          this.#succeeded(since, reasons, t0, rendered.stats, 'unchanged', false);
-          this.#releaseIPs(state);
-          return;
-        }
-        // Same ruleset but the kernel differs (or cannot be read): re-apply.
+    // Incremental changes (elements, pod and policy chains, sets): a small
+    // transaction; any rejection falls back to the full script below (nft
+    // is atomic: a rejected increment changed nothing).
+    let mode: 'full' | 'incremental' = 'full';
+    let counts: UpdateCounts | undefined;
+    if (this.#o.incremental && !batch.force && gone === undefined && !unchanged && update?.kind === 'incremental') {
+      this.#d.metrics.restoreCall();
+      const r = await this.#applyScript(update.text, phases);
+      if (r.ok) {
+        mode = 'incremental';
+        counts = update;
+      } else {
+        this.#d.log.warn(
+          { event: 'apply', mode: 'incremental', error: r.error.trim() },
+          'incremental update rejected; applying the full ruleset',
+        );
+        // Rejected because someone else changed the table (deleted it,
+        // flushed a chain)? Then the full apply below is a repair.
+        const check = await this.#kernel.check();
         if (check.kind === 'drifted') {
-          repair = true;
-          this.#d.log.warn({ event: 'drift', detail: check.detail }, 'table differs from the last apply; re-applying');
+          repair ??= { foundBy: 'rejected-increment', detail: check.detail };
+          this.#d.log.warn({ event: 'drift', detail: check.detail }, 'table was changed from outside; re-applying');
         }
       }
-
-      // Incremental changes (elements, pod and policy chains, sets): a small
-      // transaction; any rejection falls back to the full script below (nft
-      // is atomic: a rejected increment changed nothing).
-      let mode: 'full' | 'incremental' = 'full';
-      let counts: UpdateCounts | undefined;
-      if (this.#o.incremental && !force && !unchanged && update?.kind === 'incremental') {
-        this.#d.metrics.restoreCall();
-        const r = await this.#applyScript(update.text, phases);
-        if (r.ok) {
-          mode = 'incremental';
-          counts = update;
-        } else
-          this.#d.log.warn(
-            { event: 'apply', mode: 'incremental', error: r.error.trim() },
-            'incremental update rejected; applying the full ruleset',
-          );
-      }
-      let res: NftResult = { ok: true };
-      if (mode === 'full') {
-        this.#d.metrics.restoreCall();
-        const tr = this.#clock.mono();
-        const text = update?.kind === 'full' ? update.text : rendered.text;
-        phases.render = this.#clock.mono() - tr;
-        res = await this.#applyScript(text, phases);
-      }
-      // Render and transaction; the read-back below is bookkeeping, not applying.
-      this.#d.metrics.applySeconds((this.#clock.mono() - t0) / 1000);
-      if (!res.ok) {
-        this.#failedText = rendered.text;
-        this.#d.metrics.restoreError();
-        this.#failed(since, reasons, t0, rendered.stats, `nft failed: ${res.error.trim()}`, res.exitCode);
-        return;
-      }
-      // Enforced now: record it (latency, log line) before the read-back below.
-      this.#applied = { rendered, canonical: undefined };
-      this.#incrementsSinceFull = mode === 'incremental' ? this.#incrementsSinceFull + 1 : 0;
-      this.#succeeded(since, reasons, t0, rendered.stats, 'applied', repair, mode, counts, phases);
-      this.#releaseIPs(state);
-      // The canonical listing for drift checks, captured right after the apply
-      // (given up if a newer change is queued: its apply captures instead).
-      const ac = new AbortController();
-      this.#captureAbort = ac;
-      const listing = await this.#listQuietly(ac.signal);
-      this.#captureAbort = undefined;
-      if (
-        listing !== undefined &&
-        !sameObjects(rendered.compiled !== undefined ? compiledObjects(rendered.compiled) : tableObjects(rendered.text), listing)
-      ) {
+    }
+    let res: NftResult = { ok: true };
+    if (mode === 'full') {
+      this.#d.metrics.restoreCall();
+      const tr = this.#clock.mono();
+      const text = update?.kind === 'full' ? update.text : rendered.text;
+      phases.render = this.#clock.mono() - tr;
+      res = await this.#applyScript(text, phases);
+    }
+    // Render and transaction; the read-back below is bookkeeping, not applying.
+    this.#d.metrics.applySeconds((this.#clock.mono() - t0) / 1000);
+    if (!res.ok) {
+      this.#kernel.recordRejected(rendered);
+      this.#d.metrics.restoreError();
+      this.#failed(batch, { error: `nft failed: ${res.error.trim()}`, exitCode: res.exitCode, state, stats: rendered.stats });
+      return;
+    }
+    // Enforced now: report it (latency, log line) before the read-back below.
+    this.#kernel.recordApplied(rendered, mode);
+    this.#succeeded(batch, { result: 'applied', mode, state, rendered, repair, update: counts, phases });
+    // The canonical listing for drift checks, captured right after the apply
+    // (given up if a newer change is queued: its apply captures instead).
+    const rb = await this.#kernel.readBack();
+    switch (rb.kind) {
+      case 'captured':
+        break;
+      case 'changed':
         // Changed between our commit and the read-back: not canonical; the
         // next drift check (no read-back) applies again.
         this.#d.log.warn({ event: 'list' }, 'the table was changed right after the apply; it will be re-applied');
-      } else if (listing !== undefined) {
-        this.#applied = { rendered, canonical: normalizeListing(listing) };
-        this.#kernelVerifiedAt = this.#clock.mono();
-      } else if (ac.signal.aborted) {
+        break;
+      case 'missing':
+        // Deleted between our commit and the read-back: check (and repair) now.
+        this.#d.log.warn({ event: 'list' }, 'the table was deleted right after the apply; checking it again');
+        void this.#sched.requestCheck();
+        break;
+      case 'cancelled':
         this.#d.log.debug({ event: 'list' }, 'read-back skipped: a newer change is waiting');
-      } else {
+        break;
+      case 'failed':
         this.#d.log.warn({ event: 'list' }, 'could not read the table back after applying; the next drift check re-applies');
-      }
-    } finally {
-      this.#inFlightSince = undefined;
+        break;
     }
   }
 
   #succeeded(
-    since: number | undefined,
-    reasons: readonly string[],
-    t0: number,
-    stats: RenderStats,
-    result: 'applied' | 'unchanged',
-    repair: boolean,
-    mode?: 'full' | 'incremental',
-    counts?: UpdateCounts,
-    phases?: Readonly<Record<string, number>>,
+    batch: Batch,
+    r: {
+      readonly result: 'applied' | 'unchanged';
+      readonly mode: 'full' | 'incremental' | undefined;
+      readonly state: ClusterState;
+      readonly rendered: Rendered;
+      readonly repair: Repair | undefined;
+      readonly update: UpdateCounts | undefined;
+      readonly phases: ApplyPhases | undefined;
+    },
   ): void {
+    const recovered = this.#sched.succeeded();
     const now = this.#clock.mono();
-    const durationMs = now - t0;
-    const rec: ApplyRecord = {
-      result,
-      mode,
-      reasons,
+    this.#emit({
+      kind: 'apply',
+      result: r.result,
+      mode: r.mode,
+      reasons: batch.reasons,
       atUnixMs: this.#clock.wall(),
-      durationMs,
-      stats,
+      durationMs: now - batch.startedAt,
+      latencyMs: batch.since === undefined ? undefined : now - batch.since,
+      stats: r.rendered.stats,
+      update: r.update,
+      phases: r.phases,
+      repair: r.repair,
+      recovered,
       error: undefined,
       exitCode: undefined,
-    };
-    const recovered = this.#failures > 0;
-    this.#failures = 0;
-    this.#failedText = undefined;
-    this.#retryAt = undefined;
-    this.#lastApply = rec;
-    this.#lastSuccess = rec;
-    if (since !== undefined) this.#d.metrics.eventToAppliedSeconds((now - since) / 1000);
-    this.#d.metrics.lastSuccess(rec.atUnixMs / 1000);
-    this.#d.metrics.resyncState(this.#dirty ? 2 : 3);
-    if (repair) {
-      this.#driftRepairs++;
-      this.#d.metrics.driftRepair();
-      this.#d.log.warn({ event: 'drift-repaired' }, 'drifted table restored');
-    }
-    const update =
-      counts === undefined
-        ? {}
-        : {
-            update: {
-              elementsAdded: counts.added,
-              elementsRemoved: counts.removed,
-              chainsAdded: counts.chainsAdded,
-              chainsChanged: counts.chainsChanged,
-              chainsDeleted: counts.chainsDeleted,
-              setsAdded: counts.setsAdded,
-              setsDeleted: counts.setsDeleted,
-            },
-          };
-    const phasesMs =
-      phases === undefined
-        ? {}
-        : { phasesMs: Object.fromEntries(Object.entries(phases).map(([k, v]) => [k, Math.round(v * 10) / 10])) };
-    const line = {
-      event: 'apply',
-      result,
-      ...(mode === undefined ? {} : { mode }),
-      ...update,
-      reasons,
-      durationMs: Math.round(durationMs * 10) / 10,
-      ...phasesMs,
-      ...stats,
-      recovered,
-    };
-    if (result === 'applied') this.#d.log.info(line, 'ruleset applied');
-    else this.#d.log.debug(line, 'ruleset unchanged and in place');
+      retry: undefined,
+      state: r.state,
+      enforced: new Enforced(this.#o.nodeName, r.state),
+    });
+    this.#releaseIPs(r.state);
   }
 
   #failed(
-    since: number | undefined,
-    reasons: readonly string[],
-    t0: number,
-    stats: RenderStats | undefined,
-    error: string,
-    exitCode: number | undefined,
+    batch: Batch,
+    r: {
+      readonly error: string;
+      readonly exitCode: number | undefined;
+      readonly state: ClusterState | undefined;
+      readonly stats: RenderStats | undefined;
+    },
   ): void {
-    this.#failures++;
-    const delay = backoffDelay(this.#o.backoff, this.#failures);
-    this.#retryAt = this.#clock.mono() + delay;
-    const durationMs = this.#clock.mono() - t0;
-    this.#lastApply = {
+    // Put the work back: the retry (after the backoff) applies the latest state.
+    const retry = this.#sched.failed(batch);
+    this.#emit({
+      kind: 'apply',
       result: 'failed',
       mode: 'full',
-      reasons,
+      reasons: batch.reasons,
       atUnixMs: this.#clock.wall(),
-      durationMs,
-      stats,
-      error,
-      exitCode,
-    };
-    this.#d.metrics.dataplaneFailure();
-    this.#d.metrics.resyncState(2);
-    this.#d.log.error(
-      {
-        event: 'apply',
-        result: 'failed',
-        reasons,
-        error,
-        exitCode,
-        attempt: this.#failures,
-        retryInMs: delay,
-        durationMs: Math.round(durationMs),
-      },
-      'apply failed; the previous ruleset stays in force',
-    );
-    // Put the work back: the retry (after the backoff) applies the latest state.
-    this.#dirty = true;
-    if (since !== undefined) this.#pendingSince = this.#pendingSince === undefined ? since : Math.min(since, this.#pendingSince);
-    for (const r of reasons) if (this.#pendingReasons.size < MAX_REASONS) this.#pendingReasons.add(r);
-    this.#pendingReasons.add('retry');
-    this.#schedule();
+      durationMs: this.#clock.mono() - batch.startedAt,
+      latencyMs: undefined,
+      stats: r.stats,
+      update: undefined,
+      phases: undefined,
+      repair: undefined,
+      recovered: false,
+      error: r.error,
+      exitCode: r.exitCode,
+      retry,
+      state: r.state,
+      enforced: undefined,
+    });
   }
 
-  async #applyScript(script: string, phases?: { nft: number }): Promise<NftResult> {
+  async #applyScript(script: string, phases: ApplyPhases): Promise<NftResult> {
     const t = this.#clock.mono();
     try {
       return await this.#d.dataplane.apply(script);
     } catch (e) {
       return { ok: false, error: errorMessage(e), exitCode: undefined };
     } finally {
-      if (phases !== undefined) phases.nft += this.#clock.mono() - t;
+      phases.nft += this.#clock.mono() - t;
     }
   }
 
-  async #driftCheck(): Promise<void> {
-    const applied = this.#applied;
+  async #check(run: (trigger: string) => Promise<void>): Promise<void> {
     // Before the first apply there is nothing to compare; while a change is
     // pending, its apply checks (or replaces) the table anyway.
-    if (this.#stopped || applied === undefined || this.#dirty) return;
-    const check = await this.#checkKernel(applied);
-    this.#lastDrift = {
-      atUnixMs: this.#clock.wall(),
+    if (this.#sched.stopped || this.#kernel.applied === undefined || this.#sched.pending) return;
+    // Known to be deleted: no listing needed, the run below repairs it.
+    const gone = this.#tableGone;
+    const check: KernelCheck =
+      gone === undefined ? await this.#kernel.check() : { kind: 'drifted', detail: `table missing (${gone})` };
+    this.#emit({
+      kind: 'check',
       result: check.kind,
       detail: check.kind === 'match' ? undefined : check.detail,
-    };
-    if (check.kind === 'unknown' && check.detail === NO_READBACK) {
-      // The read-back after the last apply was given up or failed: nothing
-      // to compare with, so apply again (not counted as a repair).
-      this.#d.log.info({ event: 'drift-check' }, 'no read-back of the last apply to compare with; re-applying');
-      await this.#reconcile(true, 'read-back');
-      return;
-    }
-    if (check.kind === 'unknown') {
-      this.#d.log.error({ event: 'drift-check', detail: check.detail }, 'could not read the table back');
-      return;
-    }
-    if (check.kind === 'match') {
-      this.#d.log.debug({ event: 'drift-check' }, 'table matches the last apply');
-      // A read-back after an increment only shows what the kernel held then:
-      // an edit made before that increment would pass as ours. One full
-      // apply per interval after increments bounds how long it can last.
-      if (this.#incrementsSinceFull > 0) await this.#reconcile(true, 'refresh');
-      return;
-    }
-    this.#d.log.warn({ event: 'drift', detail: check.detail }, 'table was changed from outside; re-applying');
-    await this.#reconcile(true, 'drift');
-  }
-
-  async #checkKernel(applied: Applied): Promise<KernelCheck> {
-    if (applied.canonical === undefined) return { kind: 'unknown', detail: NO_READBACK };
-    let listing;
-    try {
-      listing = await this.#d.dataplane.list();
-    } catch (e) {
-      return { kind: 'unknown', detail: `listing the table failed: ${errorMessage(e)}` };
-    }
-    const c = checkDrift(applied.canonical, listing);
-    if (!c.drifted) {
-      this.#kernelVerifiedAt = this.#clock.mono();
-      return { kind: 'match' };
-    }
-    return { kind: 'drifted', detail: c.firstDifference === undefined ? c.why : `${c.why}: ${c.firstDifference}` };
-  }
-
-  async #listQuietly(signal: AbortSignal): Promise<string | undefined> {
-    try {
-      return await this.#d.dataplane.list(signal);
-    } catch (e) {
-      if (!signal.aborted) this.#d.log.warn({ err: e }, 'listing the table failed');
-      return undefined;
+      atUnixMs: this.#clock.wall(),
+    });
+    switch (check.kind) {
+      case 'unknown':
+        // The read-back after the last apply was given up or failed: nothing
+        // to compare with, so apply again (not counted as a repair).
+        if (check.detail === NO_READBACK) await run('read-back');
+        return;
+      case 'match':
+        // A read-back after an increment only shows what the kernel held then:
+        // an edit made before that increment would pass as ours. One full
+        // apply per interval after increments bounds how long it can last.
+        if (this.#kernel.incrementsSinceFull > 0) await run('refresh');
+        return;
+      case 'drifted':
+        if (gone === undefined) this.#repairFound = { foundBy: 'drift-check', detail: check.detail };
+        try {
+          await run('drift');
+        } finally {
+          this.#repairFound = undefined;
+        }
+        return;
     }
   }
 
-  // ---- side reports ----
+  // ---- records, side reports, listeners ----
 
-  #reportInvalid(state: ClusterState): void {
-    const diff = diffInvalid(this.#invalid, state);
-    this.#invalid = diff.next;
-    this.#invalidAll = diff.all;
-    this.#d.metrics.invalidPolicies(diff.all.length);
-    for (const p of diff.changed) {
-      this.#d.log.warn(
-        { event: 'invalid-policy', policy: `${p.namespace}/${p.name}`, errors: p.errors },
-        'invalid NetworkPolicy: its invalid parts allow nothing (fail closed)',
-      );
-    }
-    for (const key of diff.resolved) {
-      this.#evented.delete(key);
-      this.#d.log.info({ event: 'invalid-policy-resolved', policy: key }, 'NetworkPolicy is no longer invalid (or was deleted)');
-    }
-    // An Event once per change of the errors, from the nodes enforcing the policy.
-    for (const p of diff.all) {
-      const key = invalidKey(p);
-      const fp = fingerprint(p);
-      if (this.#evented.get(key) === fp || !reportsEventFor(state, this.#o.nodeName, key)) continue;
-      this.#evented.set(key, fp);
-      this.#d.events
-        .warnPolicy(
-          p.object === undefined
-            ? { namespace: p.namespace, name: p.name }
-            : { namespace: p.namespace, name: p.name, kind: { apiVersion: p.object.apiVersion, kind: p.object.kind } },
-          p.object === undefined ? 'InvalidNetworkPolicy' : `Invalid${p.object.kind}`,
-          eventMessage(p),
-        )
-        .catch((e: unknown) => {
-          this.#d.log.warn({ event: 'k8s-event', policy: key, err: e }, 'could not create the InvalidNetworkPolicy Event');
-        });
-    }
-  }
-
-  #pollWatchStatus(): void {
-    let list;
-    try {
-      list = this.#d.source.status();
-    } catch (e) {
-      this.#d.log.warn({ err: e }, 'reading watch status failed');
-      return;
-    }
-    for (const w of list) {
-      for (const [reason, n] of Object.entries(w.restartsByReason ?? { error: w.restarts })) {
-        const key = `${w.resource}\0${reason}`;
-        // A watch that was replaced starts counting from 0 again.
-        const prev = Math.min(this.#watchRestarts.get(key) ?? 0, n);
-        // Watch names carry selectors ("pods spec.nodeName=n1"); the metric label
-        // is the resource alone, to keep its cardinality fixed.
-        // The first sight of a series exports it at 0: alerts on increase() need it.
-        if (n > prev || !this.#watchRestarts.has(key))
-          this.#d.metrics.watchRestarts(w.resource.split(' ')[0] ?? w.resource, n - prev, reason);
-        this.#watchRestarts.set(key, n);
+  #emit(o: Outcome): void {
+    if (o.kind === 'apply') this.#recordApply(o);
+    else this.#recordCheck(o);
+    for (const l of this.#listeners) {
+      try {
+        l(o);
+      } catch (e) {
+        this.#d.log.error({ err: e }, 'outcome listener failed; continuing');
       }
     }
+  }
+
+  #recordApply(o: ApplyOutcome): void {
+    const rec: ApplyRecord = {
+      result: o.result,
+      mode: o.mode,
+      reasons: o.reasons,
+      atUnixMs: o.atUnixMs,
+      durationMs: o.durationMs,
+      stats: o.stats,
+      error: o.error,
+      exitCode: o.exitCode,
+    };
+    this.#lastApply = rec;
+    if (o.result !== 'failed') this.#lastSuccess = rec;
+    if (o.repair !== undefined) this.#driftRepairs++;
+    if (o.state !== undefined) this.#invalid.report(o.state);
+    reportApply(o, this.#sched.pending, this.#d.metrics, this.#d.log);
+  }
+
+  #recordCheck(o: CheckOutcome): void {
+    this.#lastDrift = { atUnixMs: o.atUnixMs, result: o.result, detail: o.detail };
+    if (o.result === 'unknown' && o.detail === NO_READBACK)
+      this.#d.log.info({ event: 'drift-check' }, 'no read-back of the last apply to compare with; re-applying');
+    else reportCheck(o, this.#d.log);
   }
 
   #releaseIPs(state: ClusterState): void {

@@ -39,9 +39,12 @@ Commands:
   validate  list every invalid field of the given policies
   run       run the node agent (watch the cluster, program nftables)
   cleanup   remove the agent's nftables table from this node
+  denied    show the connections the agent on this node denied, and why
+  status    is a policy in force on every node that must enforce it? (exit 3 if not)
 
 Run 'nft-netpol-agent <command> --help' for the options of a command.
-Exit codes: 0 ok, 1 invalid input or policy errors, 2 usage.`;
+Exit codes: 0 ok, 1 invalid input or policy errors, 2 usage; status: 3 when
+something is not in force everywhere.`;
 
 const INPUT_HELP = `  -f, --filename PATH   manifest file or directory (YAML/JSON, multi-document,
                         kind: List; '-' reads stdin); repeatable, required
@@ -272,6 +275,18 @@ export async function main(argv: string[], io: Io = stdio): Promise<number> {
         return await explainCmd(rest, io);
       case 'validate':
         return await validateCmd(rest, io);
+      case 'denied': {
+        const { deniedCommand } = await import('./denied.ts');
+        const stopped = new Promise<void>((resolve) => {
+          process.once('SIGINT', () => resolve());
+          process.once('SIGTERM', () => resolve());
+        });
+        return await deniedCommand(rest, { ...io, stopped });
+      }
+      case 'status': {
+        const { statusCommand } = await import('./status.ts');
+        return await statusCommand(rest, io);
+      }
       case 'run':
       case 'cleanup': {
         const agent = await import('./run.ts');

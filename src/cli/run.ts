@@ -8,6 +8,7 @@ import { Agent } from '../agent/agent.ts';
 import { CLEANUP_HELP, parseCleanupConfig, parseRunConfig, RUN_HELP, type AgentConfig } from '../agent/config.ts';
 import { nftDataplane } from '../agent/dataplane.ts';
 import { kubeEventSink, logEventSink } from '../agent/event-sink.ts';
+import { kubeStatusApi, type LeaseApi, type StatusApi } from '../kube/status-client.ts';
 import type { EventSink } from '../agent/ports.ts';
 import { FileClusterSource } from '../kube/file-source.ts';
 import { KubeClusterSource } from '../kube/kube-source.ts';
@@ -33,7 +34,10 @@ function usage(cmd: string, message: string): number {
   return 2;
 }
 
-function makeSource(c: AgentConfig, log: Logger): { source: ClusterSource; events: EventSink } | { error: string } {
+function makeSource(
+  c: AgentConfig,
+  log: Logger,
+): { source: ClusterSource; events: EventSink; statusApi?: StatusApi & LeaseApi } | { error: string } {
   if (c.fromDir !== undefined) {
     return {
       source: new FileClusterSource({
@@ -65,6 +69,7 @@ function makeSource(c: AgentConfig, log: Logger): { source: ClusterSource; event
       crdProbeMs: c.crdRecheckMs,
     }),
     events: kubeEventSink(kc.makeApiClient(CoreV1Api), c.node),
+    statusApi: kubeStatusApi(kc),
   };
 }
 
@@ -117,7 +122,18 @@ export async function runCommand(argv: string[]): Promise<number> {
     process.stderr.write(`error: ${made.error}\n`);
     return 1;
   }
-  const agent = new Agent({ config: c, source: made.source, events: made.events, dataplane: nftDataplane(c), metrics, log });
+  let nftVersion: string | undefined;
+  const agent = new Agent({
+    config: c,
+    source: made.source,
+    events: made.events,
+    dataplane: nftDataplane(c),
+    metrics,
+    log,
+    ...(made.statusApi === undefined ? {} : { statusApi: made.statusApi }),
+    agentVersion: ver,
+    nftVersion: () => nftVersion,
+  });
   try {
     await agent.listen();
   } catch (e) {
@@ -160,6 +176,7 @@ export async function runCommand(argv: string[]): Promise<number> {
     if (!probe.ok && c.netns === undefined)
       log.error({ event: 'preflight' }, `${probe.reason}; applies will fail and be retried`);
     else if (probe.ok) log.info({ event: 'preflight', nft: probe.version }, 'nft is usable');
+    if (probe.ok) nftVersion = probe.version;
     checkBridgeNetfilter(c, log);
 
     await agent.start();

@@ -4,6 +4,7 @@
 // of them and the peer addresses those policies name (policy-chains.ts), and
 // the base chains and maps that dispatch to them (dispatch.ts). Output order
 // never depends on input order.
+import { denyPathLimits } from './deny-path.ts';
 import type { PolicyKind } from '../kinds/kind.ts';
 import { POLICY_KINDS } from '../kinds/registry.ts';
 import type { ClusterState } from '../model/types.ts';
@@ -112,6 +113,7 @@ function compileRulesWith(
     node: nodeName,
     sets,
     maps,
+    limits: denyPathLimits(o),
     chains,
     stats: computeStats(sets, maps, chains, local.pods.length, relevant.length),
   };

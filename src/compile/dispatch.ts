@@ -2,6 +2,7 @@
 // chains on the forward and input hooks, the verdict maps that dispatch a
 // local pod's address to its KUBE-POD-FW-* chain, and those pod chains
 // (jumps to the policy chains isolating the pod, then the deny rule).
+import { denyPathRules } from './deny-path.ts';
 import { DIRECTIONS, FAMILIES, objectKey } from '../model/types.ts';
 import type { Direction, Pod } from '../model/types.ts';
 import { dispatchMapName, podChainName, podId, sanitizeComment } from '../ruleset/ids.ts';
@@ -20,16 +21,6 @@ export const BASE_CHAINS = {
 
 // IPv6 neighbour discovery must work even for fully isolated pods.
 const ND_TYPES = ['nd-neighbor-solicit', 'nd-neighbor-advert', 'nd-router-solicit', 'nd-router-advert'];
-
-function denyRules(pod: Pod, d: Direction, action: RenderOptions['denyAction']): Rule[] {
-  const comment = sanitizeComment(`deny ${d} ${d === 'ingress' ? 'to' : 'from'} ${objectKey(pod)}`);
-  if (action === 'drop') return [{ matches: [], counter: true, verdict: { kind: 'drop' }, comment }];
-  // TCP gets a reset (fast failure for clients); everything else ICMP(v6) port unreachable.
-  return [
-    { matches: [{ kind: 'l4proto', proto: 'tcp' }], counter: true, verdict: { kind: 'reject', with: 'tcp reset' }, comment },
-    { matches: [], counter: true, verdict: { kind: 'reject', with: 'icmpx port-unreachable' }, comment },
-  ];
-}
 
 /**
  * `unknown`: the local pod CIDR sets, per family. After the dispatch, an
@@ -128,7 +119,7 @@ export function dispatch(
           role: 'pod',
           base: undefined,
           comment: sanitizeComment(`${d} of pod ${objectKey(pod)}`),
-          rules: [...isolating, ...denyRules(pod, d, o.denyAction)],
+          rules: [...isolating, ...denyPathRules(pod, d, o)],
         });
       } else if (!listAll) {
         continue; // not isolated, and unknown addresses pass anyway: no element needed

@@ -122,6 +122,15 @@ export interface NetworkPolicy extends PolicySpec {
   readonly name: string;
   /** Validation errors; non-empty means the policy is (partly) enforced fail-closed. */
   readonly errors: readonly ValidationError[];
+  /** The API object's version, when it came from an API server (applied status reports it). */
+  readonly version?: ObjectVersion;
+}
+
+/** metadata.uid, generation and resourceVersion as the API server gave them. */
+export interface ObjectVersion {
+  readonly uid: string | undefined;
+  readonly generation: number | undefined;
+  readonly resourceVersion: string | undefined;
 }
 
 /** What isolation allows besides its own scope (docs/tenancy.md); flags of render, explain, validate and run. */

@@ -19,9 +19,16 @@ function command(args: readonly string[], t: NftTarget | undefined): [string, st
   return [nft, [...args]];
 }
 
-async function run(args: readonly string[], t: NftTarget | undefined, input?: string) {
+async function run(
+  args: readonly string[],
+  t: NftTarget | undefined,
+  input?: string,
+  onSpawn?: (pid: number | undefined) => void,
+) {
   const [file, argv] = command(args, t);
-  return execa(file, argv, { input: input ?? '', reject: false, timeout: TIMEOUT_MS, stripFinalNewline: true });
+  const sub = execa(file, argv, { input: input ?? '', reject: false, timeout: TIMEOUT_MS, stripFinalNewline: true });
+  onSpawn?.(sub.pid);
+  return sub;
 }
 
 function failure(r: { stderr: string; message?: string; timedOut: boolean }): string {
@@ -32,9 +39,18 @@ function failure(r: { stderr: string; message?: string; timedOut: boolean }): st
 }
 
 /** Applies (or with check: only validates) an `nft -f` script, fed on stdin. */
-export async function runNft(script: string, opts?: { check?: boolean; netns?: string; nftPath?: string }): Promise<NftResult> {
+export async function runNft(
+  script: string,
+  opts?: {
+    check?: boolean;
+    netns?: string;
+    nftPath?: string;
+    /** Told the pid of the nft process (`ip netns exec` execs nft in place: same pid). */
+    onSpawn?: (pid: number | undefined) => void;
+  },
+): Promise<NftResult> {
   const args = opts?.check === true ? ['--check', '-f', '-'] : ['-f', '-'];
-  const r = await run(args, opts, script);
+  const r = await run(args, opts, script, opts?.onSpawn);
   if (!r.failed) return { ok: true };
   return { ok: false, error: failure(r), exitCode: r.exitCode };
 }

@@ -6,7 +6,17 @@
 import { sanitizeComment } from '../ruleset/ids.ts';
 import { resolveOptions } from '../ruleset/options.ts';
 import { addressType } from '../ruleset/ir.ts';
-import type { Chain, CompiledRuleset, MapElement, Match, NamedSet, Rule, Verdict, VerdictMap } from '../ruleset/ir.ts';
+import type {
+  Chain,
+  CompiledRuleset,
+  MapElement,
+  Match,
+  NamedLimit,
+  NamedSet,
+  Rule,
+  Verdict,
+  VerdictMap,
+} from '../ruleset/ir.ts';
 
 // Elements per line: keeps huge sets readable and lines short.
 const PER_LINE = 8;
@@ -31,6 +41,8 @@ function matchText(m: Match): string {
       return `${fam(m.family)} daddr . meta l4proto . th dport @${m.set}`;
     case 'localPortSet':
       return `${fam(m.family)} ${m.field} . meta l4proto . th dport @${m.set}`;
+    case 'limit':
+      return `limit name ${quoted(m.name)}`;
   }
 }
 
@@ -45,6 +57,8 @@ function verdictText(v: Verdict): string {
       return `jump ${v.chain}`;
     case 'vmap':
       return `${fam(v.family)} ${v.field} vmap @${v.map}`;
+    case 'log':
+      return `log prefix ${quoted(v.prefix)} group ${v.group} snaplen ${v.snaplen}`;
   }
 }
 
@@ -119,6 +133,15 @@ function renderMap(out: string[], m: VerdictMap): void {
   out.push('\t}', '');
 }
 
+/** `limit NAME { rate R/second burst B packets }` (listed the same way by nft). */
+export function limitDeclaration(l: NamedLimit): string {
+  return `rate ${l.ratePerSecond}/second burst ${l.burst} packets`;
+}
+
+function renderLimit(out: string[], l: NamedLimit): void {
+  out.push(`\tlimit ${l.name} {`, `\t\t${limitDeclaration(l)}`, '\t}', '');
+}
+
 function renderChain(out: string[], c: Chain): void {
   out.push(`\tchain ${c.name} {`);
   if (c.base !== undefined) {
@@ -143,9 +166,10 @@ export function renderRuleset(c: CompiledRuleset): string {
     `\tcomment ${quoted(c.comment)}`,
     '',
   ];
-  // Referenced objects come before their users: sets, peer (or policy)
-  // chains, peer maps (jump to peer chains), pod chains (vmap on peer maps),
-  // dispatch maps (goto pod chains), base chains.
+  // Referenced objects come before their users: limits, sets, peer (or
+  // policy) chains, peer maps (jump to peer chains), pod chains (vmap on peer
+  // maps), dispatch maps (goto pod chains), base chains.
+  for (const l of c.limits) renderLimit(out, l);
   for (const s of c.sets) renderSet(out, s);
   const byRole = (role: Chain['role']): Chain[] => c.chains.filter((ch) => ch.role === role);
   for (const ch of byRole('policy')) renderChain(out, ch);

@@ -15,7 +15,16 @@
 // object's declaration, which `add` cannot change in place) falls back to the
 // full script (render.ts), which is always the recovery path.
 import type { Chain, CompiledRuleset, MapElement } from '../ruleset/ir.ts';
-import { elementList, mapDeclaration, mapElementText, quoted, renderRuleset, ruleText, setDeclaration } from './render.ts';
+import {
+  elementList,
+  limitDeclaration,
+  mapDeclaration,
+  mapElementText,
+  quoted,
+  renderRuleset,
+  ruleText,
+  setDeclaration,
+} from './render.ts';
 
 export interface UpdateCounts {
   /** Elements added / removed, including those of added / deleted sets (a map key whose verdict changed is one of each). */
@@ -83,13 +92,14 @@ function byName<T extends { readonly name: string }>(xs: readonly T[]): Map<stri
   return new Map(xs.map((x) => [x.name, x]));
 }
 
-/** Base chains, maps (declarations only) and the table comment: what an update never changes. */
+/** Base chains, maps (declarations only), named limits and the table comment: what an update never changes. */
 function fixedPart(c: CompiledRuleset): string {
   const base = c.chains
     .filter((ch) => ch.role === 'base')
     .map((ch) => `${ch.name} ${JSON.stringify(ch.base)} ${ch.comment ?? ''}\n${ch.rules.map(ruleText).join('\n')}`);
   const maps = c.maps.map((m) => `${m.name} ${m.kind} ${m.direction} ${mapDeclaration(m)}`);
-  return [c.comment, ...base, ...maps].join('\n');
+  const limits = c.limits.map((l) => `limit ${l.name} ${limitDeclaration(l)}`);
+  return [c.comment, ...base, ...maps, ...limits].join('\n');
 }
 
 /**

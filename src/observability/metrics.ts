@@ -140,6 +140,13 @@ const DEFINITIONS = [
     felix: undefined,
   },
   {
+    name: 'nftnp_table_monitor_restarts_total',
+    type: 'counter',
+    help: 'Number of times the nft monitor process that follows changes of the agent table ended and was restarted.',
+    labelNames: [],
+    felix: undefined,
+  },
+  {
     name: 'nftnp_watch_restarts_total',
     type: 'counter',
     help: 'Number of times a Kubernetes watch was restarted, by resource and reason: error (a request or stream failed), stalled (the open stream had missed events), gone (410: relisted), closed (the server ended the stream; resumed). Only error and stalled are trouble.',
@@ -166,6 +173,55 @@ const DEFINITIONS = [
     type: 'gauge',
     help: 'Unix time of the last successful nft transaction, in seconds.',
     labelNames: [],
+    felix: undefined,
+  },
+  {
+    name: 'nftnp_denied_packets_total',
+    type: 'counter',
+    help: 'Packets the deny path dropped or rejected on this node, by direction (pod chains and unknown local endpoints).',
+    labelNames: ['direction'],
+    felix: undefined,
+  },
+  {
+    name: 'nftnp_pod_denied_packets_total',
+    type: 'counter',
+    help: 'Packets denied to (ingress) or from (egress) one local pod; series go with the pod.',
+    labelNames: ['namespace', 'pod', 'direction'],
+    felix: undefined,
+  },
+  {
+    name: 'nftnp_denied_log_packets_total',
+    type: 'counter',
+    help: 'Deny-path log packets (--log-denied) received from the kernel NFLOG group.',
+    labelNames: [],
+    felix: undefined,
+  },
+  {
+    name: 'nftnp_denied_log_dropped_total',
+    type: 'counter',
+    help: 'Deny-path log packets or lines dropped by the agent: reason queue (backlog full), malformed or lines (log budget).',
+    labelNames: ['reason'],
+    felix: undefined,
+  },
+  {
+    name: 'nftnp_denied_log_reader_restarts_total',
+    type: 'counter',
+    help: 'Times the NFLOG reader (tcpdump) exited unexpectedly and was restarted.',
+    labelNames: [],
+    felix: undefined,
+  },
+  {
+    name: 'nftnp_last_change_timestamp_seconds',
+    type: 'gauge',
+    help: 'Unix time of the last cluster change the agent received that can alter its ruleset, in seconds.',
+    labelNames: [],
+    felix: undefined,
+  },
+  {
+    name: 'nftnp_status_writes_total',
+    type: 'counter',
+    help: "Writes of the node's NodePolicyStatus (only when its content changed) and renewals of its Lease, by object and result.",
+    labelNames: ['object', 'result'],
     felix: undefined,
   },
   {
@@ -206,11 +262,19 @@ export interface Metrics {
   readonly nftSets: Gauge;
   readonly nftSetElements: Gauge;
   readonly driftRepairs: Counter;
+  readonly tableMonitorRestarts: Counter;
   readonly watchRestarts: Counter<'resource' | 'reason'>;
   readonly invalidPolicies: Gauge;
   readonly eventToApplied: Histogram;
   readonly lastSuccessfulApply: Gauge;
+  readonly lastChange: Gauge;
+  readonly statusWrites: Counter<'object' | 'result'>;
   readonly buildInfo: Gauge<'version' | 'node'>;
+  readonly deniedPackets: Counter<'direction'>;
+  readonly podDeniedPackets: Counter<'namespace' | 'pod' | 'direction'>;
+  readonly deniedLogPackets: Counter;
+  readonly deniedLogDropped: Counter<'reason'>;
+  readonly deniedLogReaderRestarts: Counter;
   /** Sets nftnp_resync_state and keeps nftnp_in_sync consistent with it. */
   setResyncState(state: ResyncStateValue): void;
   /** Sets nftnp_build_info{version,node} to 1 (replacing any earlier labels). */
@@ -243,6 +307,7 @@ export function createMetrics(registry: Registry = new Registry(), options: Metr
 
   const watchRestartsDef = def('nftnp_watch_restarts_total');
   const buildInfoDef = def('nftnp_build_info');
+  const statusWritesDef = def('nftnp_status_writes_total');
 
   const resyncState = gauge('nftnp_resync_state');
   const inSync = gauge('nftnp_in_sync');
@@ -255,6 +320,11 @@ export function createMetrics(registry: Registry = new Registry(), options: Metr
     labelNames: ['version', 'node'],
     registers: [registry],
   });
+
+  const labelled = <L extends string>(name: MetricName, labelNames: readonly L[]): Counter<L> => {
+    const d = def(name);
+    return new Counter<L>({ name: d.name, help: d.help, labelNames: [...labelNames], registers: [registry] });
+  };
 
   const metrics: Metrics = {
     registry,
@@ -272,6 +342,7 @@ export function createMetrics(registry: Registry = new Registry(), options: Metr
     nftSets: gauge('nftnp_nft_sets'),
     nftSetElements: gauge('nftnp_nft_set_elements'),
     driftRepairs: counter('nftnp_drift_repairs_total'),
+    tableMonitorRestarts: counter('nftnp_table_monitor_restarts_total'),
     watchRestarts: new Counter<'resource' | 'reason'>({
       name: watchRestartsDef.name,
       help: watchRestartsDef.help,
@@ -281,7 +352,19 @@ export function createMetrics(registry: Registry = new Registry(), options: Metr
     invalidPolicies: gauge('nftnp_invalid_policies'),
     eventToApplied: histogram('nftnp_event_to_applied_seconds'),
     lastSuccessfulApply: gauge('nftnp_last_successful_apply_timestamp_seconds'),
+    lastChange: gauge('nftnp_last_change_timestamp_seconds'),
+    statusWrites: new Counter<'object' | 'result'>({
+      name: statusWritesDef.name,
+      help: statusWritesDef.help,
+      labelNames: ['object', 'result'],
+      registers: [registry],
+    }),
     buildInfo,
+    deniedPackets: labelled('nftnp_denied_packets_total', ['direction']),
+    podDeniedPackets: labelled('nftnp_pod_denied_packets_total', ['namespace', 'pod', 'direction']),
+    deniedLogPackets: counter('nftnp_denied_log_packets_total'),
+    deniedLogDropped: labelled('nftnp_denied_log_dropped_total', ['reason']),
+    deniedLogReaderRestarts: counter('nftnp_denied_log_reader_restarts_total'),
     setResyncState(state: ResyncStateValue): void {
       resyncState.set(state);
       inSync.set(state === ResyncState.InSync ? 1 : 0);

@@ -106,3 +106,28 @@ export function sanitizeComment(text: string): string {
   const safe = text.replace(/[^A-Za-z0-9 ._/:=,+@()[\]-]/g, '_');
   return safe.length <= MAX_COMMENT ? safe : `${safe.slice(0, MAX_COMMENT - 3)}...`;
 }
+
+/**
+ * The `log prefix` of a pod chain's deny path: `nnp:<pod id>:IN|EG`. It names
+ * the chain by its hash, never by the raw Kubernetes name; the agent maps it
+ * back to the pod through the live state (agent/denied-log.ts).
+ */
+export function denyLogPrefix(podId: string, d: Direction): string {
+  return `nnp:${podId}:${dirSuffix(d)}`;
+}
+
+export function parseDenyLogPrefix(prefix: string): { readonly podId: string; readonly direction: Direction } | undefined {
+  const m = /^nnp:([0-9a-f]{12}):(IN|EG)$/.exec(prefix.trim());
+  if (m === null) return undefined;
+  return { podId: m[1] as string, direction: m[2] === 'IN' ? 'ingress' : 'egress' };
+}
+
+/** The shared in-kernel rate limit of every deny-path log rule (one per node). */
+export const DENY_LOG_LIMIT = 'denied-log';
+
+/** The pod id and direction of a pod chain's name (podChainName's inverse). */
+export function parsePodChainName(name: string): { readonly podId: string; readonly direction: Direction } | undefined {
+  const m = /^KUBE-POD-FW-([0-9a-f]{12})-(IN|EG)$/.exec(name);
+  if (m === null) return undefined;
+  return { podId: m[1] as string, direction: m[2] === 'IN' ? 'ingress' : 'egress' };
+}

@@ -30,7 +30,9 @@ export type Match =
   /** `ip daddr . meta l4proto . th dport @set` */
   | { readonly kind: 'namedPortSet'; readonly family: Family; readonly set: string }
   /** `ip saddr . meta l4proto . th dport @set` (egress) / `ip daddr ...` (ingress): the local pod, protocol and port. */
-  | { readonly kind: 'localPortSet'; readonly family: Family; readonly field: AddrField; readonly set: string };
+  | { readonly kind: 'localPortSet'; readonly family: Family; readonly field: AddrField; readonly set: string }
+  /** `limit name "x"`: true while the named limit (a table object) has budget left. */
+  | { readonly kind: 'limit'; readonly name: string };
 
 export type Verdict =
   | { readonly kind: 'accept' }
@@ -38,7 +40,9 @@ export type Verdict =
   | { readonly kind: 'reject'; readonly with: 'tcp reset' | 'icmpx port-unreachable' }
   | { readonly kind: 'jump'; readonly chain: string }
   /** `ip saddr vmap @map`: the verdict comes from the map. */
-  | { readonly kind: 'vmap'; readonly family: Family; readonly field: AddrField; readonly map: string };
+  | { readonly kind: 'vmap'; readonly family: Family; readonly field: AddrField; readonly map: string }
+  /** Not a verdict: copies the packet's headers to an NFLOG group and goes on with the next rule. */
+  | { readonly kind: 'log'; readonly group: number; readonly prefix: string; readonly snaplen: number };
 
 export interface Rule {
   readonly matches: readonly Match[];
@@ -121,6 +125,13 @@ export interface VerdictMap {
   readonly elements: readonly MapElement[];
 }
 
+/** A named `limit` object of the table (`rate N/second burst M packets`). */
+export interface NamedLimit {
+  readonly name: string;
+  readonly ratePerSecond: number;
+  readonly burst: number;
+}
+
 export interface CompiledRuleset {
   readonly table: string;
   readonly comment: string;
@@ -132,6 +143,8 @@ export interface CompiledRuleset {
   readonly sets: readonly NamedSet[];
   /** Peer maps, then dispatch maps. */
   readonly maps: readonly VerdictMap[];
+  /** Named limits (the deny path's log limit when --log-denied is on). */
+  readonly limits: readonly NamedLimit[];
   /** Policy or peer-identity chains, then pod chains, then base chains. */
   readonly chains: readonly Chain[];
   readonly stats: RulesetStats;

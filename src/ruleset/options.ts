@@ -14,9 +14,23 @@ export interface RenderOptions {
    * as without podCIDRs).
    */
   readonly unknownLocalEndpoints: 'drop' | 'allow';
+  /** --log-denied: the deny path also logs to an NFLOG group (compile/deny-path.ts); undefined = off. */
+  readonly logDenied: DenyLogOptions | undefined;
 }
 
-export const DEFAULT_OPTIONS: RenderOptions = { table: DEFAULT_TABLE, denyAction: 'drop', unknownLocalEndpoints: 'allow' };
+export interface DenyLogOptions {
+  readonly group: number;
+  /** One in-kernel limit for the whole node, shared by every pod chain. */
+  readonly ratePerSecond: number;
+  readonly burst: number;
+}
+
+export const DEFAULT_OPTIONS: RenderOptions = {
+  table: DEFAULT_TABLE,
+  denyAction: 'drop',
+  unknownLocalEndpoints: 'allow',
+  logDenied: undefined,
+};
 
 const TABLE_NAME = /^[A-Za-z_][A-Za-z0-9_-]{0,62}$/;
 
@@ -25,6 +39,7 @@ export function resolveOptions(opts?: Partial<RenderOptions>): RenderOptions {
     table: opts?.table ?? DEFAULT_OPTIONS.table,
     denyAction: opts?.denyAction ?? DEFAULT_OPTIONS.denyAction,
     unknownLocalEndpoints: opts?.unknownLocalEndpoints ?? DEFAULT_OPTIONS.unknownLocalEndpoints,
+    logDenied: opts?.logDenied ?? DEFAULT_OPTIONS.logDenied,
   };
   if (!TABLE_NAME.test(o.table)) throw new Error(`invalid nft table name "${o.table}": use letters, digits, '_' and '-'`);
   if (o.denyAction !== 'drop' && o.denyAction !== 'reject')
@@ -32,5 +47,8 @@ export function resolveOptions(opts?: Partial<RenderOptions>): RenderOptions {
   if (o.unknownLocalEndpoints !== 'drop' && o.unknownLocalEndpoints !== 'allow') {
     throw new Error(`invalid unknownLocalEndpoints "${String(o.unknownLocalEndpoints)}": drop or allow`);
   }
+  const l = o.logDenied;
+  if (l !== undefined && !(Number.isInteger(l.group) && l.group >= 0 && l.group <= 65535 && l.ratePerSecond >= 1 && l.burst >= 0))
+    throw new Error('invalid logDenied: group 0-65535, rate at least 1/second, burst at least 0');
   return o;
 }

@@ -145,6 +145,18 @@ export class AgentProcess {
     if (this.alive()) this.child.kill(signal);
   }
 
+  /**
+   * SIGTERM and wait for the exit (the agent stops its children, e.g. the
+   * --log-denied reader, which SIGKILL would orphan); SIGKILL after timeoutMs.
+   */
+  async terminate(timeoutMs = 15_000): Promise<void> {
+    this.kill('SIGTERM');
+    const t = setTimeout(() => this.kill('SIGKILL'), timeoutMs);
+    await this.exited;
+    clearTimeout(t);
+    untrackPid(this.pid);
+  }
+
   /** SIGKILL if still running; waits for the exit. */
   async stop(): Promise<void> {
     this.kill('SIGKILL');

@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { parseCleanupConfig, parseDuration, parseListenAddr, parseRunConfig } from '../../src/agent/config.ts';
-import { backoffDelay } from '../../src/agent/backoff.ts';
+import { backoffDelay, retryDelay } from '../../src/agent/backoff.ts';
 import { DEFAULT_TENANCY } from '../../src/model/tenancy-config.ts';
 
 test('durations', () => {
@@ -41,6 +41,10 @@ test('run: defaults, env, flags over env', () => {
     conntrack: true,
     incremental: true,
     unknownLocalEndpoints: 'allow',
+    logDenied: undefined,
+    statusIntervalMs: 5000,
+    heartbeatIntervalMs: 30_000,
+    agentNamespace: 'nft-netpol-system',
     tenancy: DEFAULT_TENANCY,
     crdRecheckMs: 30_000,
     watchIdleProbeMs: 150_000,
@@ -108,6 +112,56 @@ test('backoff doubles from the initial delay up to the cap', () => {
   );
   assert.equal(backoffDelay(p, 10_000), 30_000);
   assert.equal(backoffDelay(p, 0), 0);
+});
+
+test('--log-denied: off by default; flag or LOG_DENIED turns it on; rate, burst and group validated', () => {
+  const on = parseRunConfig(['--node', 'n', '--log-denied'], {});
+  assert.ok(on.ok);
+  assert.deepEqual(on.config.logDenied, { group: 1742, ratePerSecond: 100, burst: 200, tcpdumpPath: 'tcpdump' });
+  const env = parseRunConfig(['--node', 'n'], {
+    LOG_DENIED: 'true',
+    LOG_DENIED_RATE: '20/s',
+    LOG_DENIED_BURST: '5',
+    LOG_DENIED_GROUP: '7',
+    TCPDUMP: '/usr/sbin/tcpdump',
+  });
+  assert.ok(env.ok);
+  assert.deepEqual(env.config.logDenied, { group: 7, ratePerSecond: 20, burst: 5, tcpdumpPath: '/usr/sbin/tcpdump' });
+  const off = parseRunConfig(['--node', 'n', '--log-denied-rate', '10'], { LOG_DENIED: 'false' });
+  assert.ok(off.ok);
+  assert.equal(off.config.logDenied, undefined);
+  for (const [args, env2, re] of [
+    [['--log-denied-rate', '0'], {}, /--log-denied-rate must be a whole number from 1/],
+    [['--log-denied-burst', 'x'], {}, /--log-denied-burst/],
+    [['--log-denied-group', '70000'], {}, /--log-denied-group must be a whole number from 1 to 65535/],
+    [[], { LOG_DENIED: 'yes' }, /LOG_DENIED must be true or false/],
+  ] as const) {
+    const r = parseRunConfig(['--node', 'n', '--log-denied', ...args], env2);
+    assert.ok(!r.ok && !r.help);
+    assert.match(r.error, re);
+  }
+});
+
+test('run: status and heartbeat intervals, agent namespace', () => {
+  const r = parseRunConfig(['--node', 'n1', '--status-interval', '0', '--heartbeat-interval', '10s'], { POD_NAMESPACE: 'sys' });
+  assert.ok(r.ok);
+  assert.equal(r.config.statusIntervalMs, 0);
+  assert.equal(r.config.heartbeatIntervalMs, 10_000);
+  assert.equal(r.config.agentNamespace, 'sys');
+  const bad = parseRunConfig(['--node', 'n1', '--heartbeat-interval', '10ms'], {});
+  assert.ok(!bad.ok && !bad.help && /--heartbeat-interval must be 0 or at least 1000ms/.test(bad.error));
+  const ns = parseRunConfig(['--node', 'n1', '--agent-namespace', 'Bad_NS'], {});
+  assert.ok(!ns.ok && !ns.help && /--agent-namespace/.test(ns.error));
+});
+
+test('retry delay: the backoff, or a multiple of what the failed attempt cost (at most 30 s)', () => {
+  const p = { initialMs: 100, maxMs: 3200, costFactor: 4 };
+  assert.equal(retryDelay(p, 1, 10), 100);
+  assert.equal(retryDelay(p, 6, 10), 3200);
+  assert.equal(retryDelay(p, 9, 10), 3200);
+  assert.equal(retryDelay(p, 1, 2000), 8000, 'a 2 s transaction is retried after 8 s');
+  assert.equal(retryDelay(p, 1, 60_000), 30_000);
+  assert.equal(retryDelay({ initialMs: 100, maxMs: 3200 }, 1, 2000), 100, 'no cost floor unless asked');
 });
 
 test('tenancy flags: defaults, values, none, off, bad values', () => {

@@ -3,6 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Reconciler, type ReconcilerOptions } from '../../src/agent/reconciler.ts';
+import type { Outcome } from '../../src/agent/outcome.ts';
 import { nodeRenderer } from '../../src/agent/agent.ts';
 import { renderNode } from '../support/render-node.ts';
 import type { ClusterState } from '../../src/model/types.ts';
@@ -41,7 +42,12 @@ function setup(opts: Partial<ReconcilerOptions> = {}, initial: ClusterState = cl
   const r = new Reconciler(
     {
       source,
-      render: nodeRenderer(NODE, { table: 'nft-netpol', denyAction: 'drop', unknownLocalEndpoints: 'allow' }),
+      render: nodeRenderer(NODE, {
+        table: 'nft-netpol',
+        denyAction: 'drop',
+        unknownLocalEndpoints: 'allow',
+        logDenied: undefined,
+      }),
       dataplane,
       metrics: port,
       log,
@@ -533,4 +539,105 @@ test('stop waits for the apply in flight to finish', async () => {
   assert.equal(t.dataplane.applies.length, 1);
   t.r.notify('after stop');
   assert.equal(t.r.status().pending, false);
+});
+
+test('outcome listeners get one record per run: what the kernel now holds, or why not', async () => {
+  const t = setup({ incremental: true }, withRemotePeers(1));
+  const seen: Outcome[] = [];
+  const off = t.r.onOutcome((o) => seen.push(o));
+  t.r.onOutcome(() => {
+    throw new Error('a broken listener');
+  });
+  t.r.start();
+  await waitFor('first apply', () => seen.some((o) => o.kind === 'apply' && o.result === 'applied'));
+  const first = seen.find((o) => o.kind === 'apply');
+  assert.ok(first?.kind === 'apply');
+  assert.equal(first.mode, 'full');
+  assert.equal(first.enforced?.state, t.source.current, 'the snapshot the kernel now holds');
+  assert.deepEqual(
+    first.enforced?.localPods.map((p) => p.name),
+    ['p0', 'p1'],
+  );
+  assert.deepEqual(
+    first.enforced?.state.policies.map((p) => p.name),
+    ['web'],
+  );
+  t.dataplane.failNext = 1;
+  t.dataplane.failIncrements = true;
+  t.source.current = withRemotePeers(2);
+  t.r.notify('remote pod added');
+  await waitFor('failed', () => seen.some((o) => o.kind === 'apply' && o.result === 'failed'));
+  const failed = seen.find((o) => o.kind === 'apply' && o.result === 'failed');
+  assert.ok(failed?.kind === 'apply');
+  assert.equal(failed.enforced, undefined);
+  assert.equal(failed.retry?.attempt, 1);
+  assert.equal(failed.state, t.source.current);
+  await waitFor('retried', () => t.r.status().consecutiveFailures === 0);
+  await t.r.checkDriftNow();
+  assert.ok(seen.some((o) => o.kind === 'check' && o.result === 'match'));
+  off();
+  const n = seen.length;
+  t.r.notify('after unsubscribe');
+  await waitFor('reconciled', () => !t.r.status().pending && !t.r.status().applying);
+  assert.equal(seen.length, n);
+  assert.ok(t.lines.some((l) => l['msg'] === 'outcome listener failed; continuing'));
+  await t.r.stop(1000);
+});
+
+test('a table someone deleted is counted as a drift repair when a rejected increment finds it', async () => {
+  const t = setup({ incremental: true }, withRemotePeers(1));
+  t.r.start();
+  await waitFor('first apply', () => t.dataplane.applies.length === 1);
+  await waitFor('read back', () => t.dataplane.lists === 1);
+  const deleted = t.r.status().driftRepairs;
+  assert.equal(deleted, 0);
+  // Someone deletes the table; the next change's increment is rejected.
+  t.dataplane.kernel = undefined;
+  t.dataplane.failIncrements = true;
+  t.source.current = withRemotePeers(2);
+  t.r.notify('remote pod added');
+  await waitFor('restored', () => t.dataplane.kernel === renderNode(withRemotePeers(2), NODE).text);
+  await waitFor('counted', async () => (await metricValue(t.metrics, 'nftnp_drift_repairs_total')) === 1);
+  assert.equal(t.r.status().driftRepairs, 1);
+  const line = t.lines.find((l) => l['event'] === 'drift-repaired');
+  assert.equal(line?.['foundBy'], 'rejected-increment');
+  assert.match(String(line?.['detail']), /table missing/);
+  await t.r.stop(1000);
+});
+
+test('a table deleted while no read-back was captured is still a repair when the check restores it', async () => {
+  const t = setup();
+  t.dataplane.listFails = true;
+  t.r.start();
+  await waitFor('first apply', () => t.dataplane.applies.length === 1);
+  await waitFor('idle', () => !t.r.status().applying);
+  t.dataplane.listFails = false;
+  t.dataplane.kernel = undefined;
+  await t.r.checkDriftNow();
+  assert.equal(t.dataplane.applies.length, 2);
+  assert.equal(await metricValue(t.metrics, 'nftnp_drift_repairs_total'), 1);
+  await t.r.stop(1000);
+});
+
+test('a table the monitor saw deleted is restored at once, without listing it first, and counted', async () => {
+  const t = setup({ incremental: true }, withRemotePeers(1));
+  t.r.start();
+  await waitFor('first apply', () => t.dataplane.applies.length === 1);
+  await waitFor('read back', () => t.dataplane.lists === 1);
+  const good = t.dataplane.kernel;
+  t.dataplane.kernel = undefined;
+  t.r.kernelChanged('table deleted by process 4242 (nft), generation 9', true);
+  await waitFor('restored', () => t.dataplane.kernel === good);
+  assert.equal(t.dataplane.applies.length, 2);
+  await waitFor('read back again', () => t.dataplane.lists === 2);
+  assert.equal(t.dataplane.lists, 2, 'no listing before the repair, one read-back after it');
+  assert.equal(await metricValue(t.metrics, 'nftnp_drift_repairs_total'), 1);
+  assert.equal(t.lines.find((l) => l['event'] === 'drift-repaired')?.['foundBy'], 'table-monitor');
+  // A change of the table that is not a deletion is checked (listed) first: here it matches, nothing is applied.
+  t.r.kernelChanged('table changed by process 4243 (nft), generation 10');
+  await waitFor('checked', () => t.dataplane.lists === 3);
+  await waitFor('idle', () => !t.r.status().applying && !t.r.status().pending);
+  assert.equal(t.dataplane.applies.length, 2);
+  assert.equal(await metricValue(t.metrics, 'nftnp_drift_repairs_total'), 1);
+  await t.r.stop(1000);
 });

@@ -167,6 +167,7 @@ describe('promtool', () => {
       ['max by (job)', 'max by (job, node)'],
       ['> 600', '> 540'],
       ['severity: info', 'severity: warning'],
+      ['apply_timestamp_seconds{job="nft-netpol-agent"}) > 120', 'apply_timestamp_seconds{job="nft-netpol-agent"}) > 60'],
     ];
     const original = readText(RULES_FILE);
     for (const [from, to] of mutants) {

@@ -105,12 +105,13 @@ describe('image rules', () => {
       '--from=prod-deps /app/node_modules ./node_modules',
       '--from=build /src/dist ./dist',
       'package.json ./',
+      'bin ./bin',
     ]);
   });
 
-  test("runtime: Debian's nftables, conntrack and tini, no recommends, apt lists cleaned", () => {
+  test("runtime: Debian's nftables, conntrack, tcpdump (--log-denied) and tini, no recommends, apt lists cleaned", () => {
     const run = runsOf(2).join('\n');
-    assert.match(run, /apt-get install -y --no-install-recommends nftables conntrack tini/);
+    assert.match(run, /apt-get install -y --no-install-recommends nftables conntrack tcpdump tini/);
     assert.match(run, /rm -rf \/var\/lib\/apt\/lists\/\*/);
   });
 

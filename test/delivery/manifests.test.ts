@@ -85,7 +85,14 @@ function loadKustomization(dir: string): K8sObject[] {
     }
     out.push({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: str(at(g, 'name'), 'generator name') }, data });
   }
-  const clusterScoped = new Set(['Namespace', 'ClusterRole', 'ClusterRoleBinding']);
+  const clusterScoped = new Set([
+    'Namespace',
+    'ClusterRole',
+    'ClusterRoleBinding',
+    'CustomResourceDefinition',
+    'ValidatingAdmissionPolicy',
+    'ValidatingAdmissionPolicyBinding',
+  ]);
   return out.map((o) =>
     ns !== undefined && !clusterScoped.has(o.kind) ? { ...o, metadata: { ...o.metadata, namespace: ns } } : o,
   );
@@ -176,14 +183,19 @@ const find = (objs: readonly K8sObject[], kind: string, name?: string): K8sObjec
 
 const base = loadKustomization(DAEMONSET_DIR);
 const monitoring = loadKustomization(MONITORING_DIR);
+const STATUS_ADMISSION_DIR = join(DAEMONSET_DIR, 'status-admission');
+const statusAdmission = loadKustomization(STATUS_ADMISSION_DIR);
 
 describe('kustomize renders', () => {
   test('base: every resource listed exists and parses (own loader)', () => {
     assert.deepEqual(base.map((o) => o.kind).sort(), [
       'ClusterRole',
       'ClusterRoleBinding',
+      'CustomResourceDefinition',
       'DaemonSet',
       'Namespace',
+      'Role',
+      'RoleBinding',
       'Service',
       'ServiceAccount',
     ]);
@@ -196,6 +208,7 @@ describe('kustomize renders', () => {
   for (const [name, dir, loaded] of [
     ['base', DAEMONSET_DIR, base],
     ['monitoring', MONITORING_DIR, monitoring],
+    ['status-admission', STATUS_ADMISSION_DIR, statusAdmission],
   ] as const) {
     test(`kubectl kustomize ${relative(ROOT, dir)}/ renders the same objects as the loader`, (t) => {
       const rendered = kustomize(t, dir);
@@ -211,7 +224,7 @@ describe('kustomize renders', () => {
 });
 
 describe('schema validation', () => {
-  const all = [...base, ...monitoring];
+  const all = [...base, ...monitoring, ...statusAdmission];
 
   for (const o of all) {
     test(`${id(o)} is valid against the ${o.apiVersion} ${o.kind} schema`, async () => {
@@ -246,7 +259,7 @@ describe('project rules', () => {
 
   test('everything namespaced is in nft-netpol-system, which allows privileged pods', () => {
     for (const o of [...base, ...monitoring]) {
-      if (['Namespace', 'ClusterRole', 'ClusterRoleBinding'].includes(o.kind)) continue;
+      if (['Namespace', 'ClusterRole', 'ClusterRoleBinding', 'CustomResourceDefinition'].includes(o.kind)) continue;
       assert.equal(o.metadata.namespace, 'nft-netpol-system', id(o));
     }
     const ns = find(base, 'Namespace');
@@ -284,6 +297,11 @@ describe('project rules', () => {
       '/events:patch',
       'events.k8s.io/events:create',
       'events.k8s.io/events:patch',
+      'nft-netpol.io/nodepolicystatuses:create',
+      'nft-netpol.io/nodepolicystatuses:update',
+      'nft-netpol.io/nodepolicystatuses:patch',
+      'nft-netpol.io/nodepolicystatuses/status:update',
+      'nft-netpol.io/nodepolicystatuses/status:patch',
     ];
     assert.deepEqual([...grants].sort(), want.sort());
     const binding = find(base, 'ClusterRoleBinding', 'nft-netpol-agent');

@@ -26,6 +26,7 @@ export const ALERTS = [
   'NftNetpolOutOfSync',
   'NftNetpolDriftRepairedRepeatedly',
   'NftNetpolWatchRestartsClimbing',
+  'NftNetpolApplyLagging',
   'NftNetpolAgentDown',
   'NftNetpolInvalidPolicies',
 ] as const;

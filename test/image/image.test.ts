@@ -143,7 +143,7 @@ describe('container image', () => {
 
       const rootfs = await rootfsOf(image);
       // tini and node are programs, not scripts: nothing between PID 1 and the agent reads a #! line.
-      for (const bin of ['usr/bin/tini', 'usr/local/bin/node', 'usr/sbin/nft', 'usr/sbin/conntrack']) {
+      for (const bin of ['usr/bin/tini', 'usr/local/bin/node', 'usr/sbin/nft', 'usr/sbin/conntrack', 'usr/bin/tcpdump']) {
         const head = (await readFile(join(rootfs, bin))).subarray(0, 4);
         assert.deepEqual([...head], [0x7f, 0x45, 0x4c, 0x46], `${bin} is an ELF binary`);
       }
@@ -165,6 +165,20 @@ describe('container image', () => {
         [],
       );
       assert.ok(existsSync(join(rootfs, 'app/dist/cli/main.js')));
+      // The CLI by its name (`kubectl exec ... -- nft-netpol-agent denied -f`), and tcpdump's own user for --log-denied.
+      const cli = await podman([
+        'run',
+        '--rm',
+        '--network',
+        'none',
+        '--entrypoint',
+        'nft-netpol-agent',
+        image,
+        'denied',
+        '--help',
+      ]);
+      assert.match(cli.stdout, /^Usage: nft-netpol-agent denied/);
+      assert.match(await readFile(join(rootfs, 'etc/passwd'), 'utf8'), /^tcpdump:/m);
       // The build lent npm its CA trust through a mount over /root: nothing of it stays.
       assert.deepEqual((await readdir(join(rootfs, 'root'))).sort(), ['.bashrc', '.profile']);
       assert.equal(existsSync(join(rootfs, 'run/build-ca.crt')), false);

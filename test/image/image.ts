@@ -114,7 +114,7 @@ interface DaemonSetPod {
 export interface DaemonSetRun {
   /** podman run flags for the pod and container settings (network excluded). */
   readonly flags: readonly string[];
-  /** The container's env with NODE_NAME resolved (fieldRef spec.nodeName). */
+  /** The container's env with NODE_NAME and POD_NAMESPACE resolved (fieldRefs spec.nodeName, metadata.namespace). */
   readonly env: Readonly<Record<string, string>>;
   readonly args: readonly string[];
   readonly graceSeconds: number;
@@ -164,7 +164,9 @@ export async function daemonSetRun(nodeName: string): Promise<DaemonSetRun> {
   for (const e of c.env ?? []) {
     if (typeof e.value === 'string') env[e.name] = e.value;
     else if (e.valueFrom?.fieldRef?.fieldPath === 'spec.nodeName') env[e.name] = nodeName;
-    else throw new Error(`daemonset.yaml: env ${e.name} is neither a literal nor spec.nodeName; map it here`);
+    // The kustomization puts the DaemonSet into nft-netpol-system.
+    else if (e.valueFrom?.fieldRef?.fieldPath === 'metadata.namespace') env[e.name] = 'nft-netpol-system';
+    else throw new Error(`daemonset.yaml: env ${e.name} is neither a literal, spec.nodeName nor metadata.namespace; map it here`);
   }
   return {
     flags,

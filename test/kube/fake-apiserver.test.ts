@@ -525,6 +525,8 @@ test('standalone process: --state file, URL on stdout, control API', async () =>
       services: 0,
       workspaces: 0,
       namespacenetworkpolicies: 0,
+      leases: 0,
+      nodepolicystatuses: 0,
     });
   } finally {
     child.kill('SIGTERM');

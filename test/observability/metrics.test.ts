@@ -28,10 +28,18 @@ const EXPECTED: Record<string, { type: MetricType; labels?: string[] }> = {
   nftnp_nft_sets: { type: 'gauge' },
   nftnp_nft_set_elements: { type: 'gauge' },
   nftnp_drift_repairs_total: { type: 'counter' },
+  nftnp_table_monitor_restarts_total: { type: 'counter' },
   nftnp_watch_restarts_total: { type: 'counter', labels: ['resource', 'reason'] },
   nftnp_invalid_policies: { type: 'gauge' },
   nftnp_event_to_applied_seconds: { type: 'histogram' },
   nftnp_last_successful_apply_timestamp_seconds: { type: 'gauge' },
+  nftnp_denied_packets_total: { type: 'counter', labels: ['direction'] },
+  nftnp_pod_denied_packets_total: { type: 'counter', labels: ['namespace', 'pod', 'direction'] },
+  nftnp_denied_log_packets_total: { type: 'counter' },
+  nftnp_denied_log_dropped_total: { type: 'counter', labels: ['reason'] },
+  nftnp_denied_log_reader_restarts_total: { type: 'counter' },
+  nftnp_last_change_timestamp_seconds: { type: 'gauge' },
+  nftnp_status_writes_total: { type: 'counter', labels: ['object', 'result'] },
   nftnp_build_info: { type: 'gauge', labels: ['version', 'node'] },
 };
 

@@ -15,21 +15,39 @@
 // lives under /_fake/ (no auth, never subject to injected faults):
 //   POST   /_fake/objects               JSON or YAML (object, list, multi-doc): create or replace
 //   DELETE /_fake/objects/{resource}/{ns}/{name}   (cluster-scoped: /{resource}/{name})
-//   POST   /_fake/fail?count=N&status=500[&only=list|watch]
+//   POST   /_fake/fail?count=N&status=500[&only=list|watch|write]
 //   POST   /_fake/reset-connections | end-streams | silence | compact | bookmark
 //   POST   /_fake/crds?installed=true|false[&groups=G,G]   (un)install custom resource groups
 //   POST   /_fake/refuse?ms=N            close the listener for N ms, then reopen on the same port
-//   GET    /_fake/stats | /_fake/events | /_fake/watchers
+//   GET    /_fake/stats | /_fake/events | /_fake/watchers | /_fake/requests?from=N (request records from N on)
+//
+// Beyond the four watched kinds it serves Leases (coordination.k8s.io/v1) and
+// the agent's NodePolicyStatus custom resource (cluster-scoped, with a status
+// subresource), with the write semantics the applied-status writer relies on:
+// POST (409 AlreadyExists), PUT and JSON merge PATCH with resourceVersion
+// preconditions (409 Conflict), metadata.generation bumped on spec changes,
+// status ignored on the main resource and everything but status ignored on
+// /status, and owner references as data: deleting an owner deletes its
+// dependents, and a dependent whose owners are all gone is collected, like the
+// garbage collector's background propagation.
 import { createServer } from 'node:http';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { readFileSync } from 'node:fs';
-import { parseArgs } from 'node:util';
+import { isDeepStrictEqual, parseArgs } from 'node:util';
 import { parseAllDocuments } from 'yaml';
 import { KubeConfig } from '@kubernetes/client-node';
 
 export type Resource =
-  'pods' | 'namespaces' | 'networkpolicies' | 'nodes' | 'services' | 'workspaces' | 'namespacenetworkpolicies';
+  | 'pods'
+  | 'namespaces'
+  | 'networkpolicies'
+  | 'nodes'
+  | 'services'
+  | 'workspaces'
+  | 'namespacenetworkpolicies'
+  | 'leases'
+  | 'nodepolicystatuses';
 export const RESOURCES: readonly Resource[] = [
   'pods',
   'namespaces',
@@ -38,6 +56,8 @@ export const RESOURCES: readonly Resource[] = [
   'services',
   'workspaces',
   'namespacenetworkpolicies',
+  'leases',
+  'nodepolicystatuses',
 ];
 /** API groups of custom resources: served only while "installed" (see installCRDs/removeCRDs). */
 export const CRD_GROUPS = ['tenant.kubesphere.io', 'network.kubesphere.io'] as const;
@@ -46,13 +66,25 @@ interface ResourceInfo {
   readonly kind: string;
   readonly apiVersion: string;
   readonly namespaced: boolean;
+  /** Served with a /status subresource (the main resource then ignores status, /status all but status). */
+  readonly statusSubresource?: boolean;
+  /** metadata.generation is set on create and bumped when spec changes. */
+  readonly generation?: boolean;
 }
 
 const INFO: Record<Resource, ResourceInfo> = {
   pods: { kind: 'Pod', apiVersion: 'v1', namespaced: true },
   namespaces: { kind: 'Namespace', apiVersion: 'v1', namespaced: false },
-  networkpolicies: { kind: 'NetworkPolicy', apiVersion: 'networking.k8s.io/v1', namespaced: true },
+  networkpolicies: { kind: 'NetworkPolicy', apiVersion: 'networking.k8s.io/v1', namespaced: true, generation: true },
   nodes: { kind: 'Node', apiVersion: 'v1', namespaced: false },
+  leases: { kind: 'Lease', apiVersion: 'coordination.k8s.io/v1', namespaced: true },
+  nodepolicystatuses: {
+    kind: 'NodePolicyStatus',
+    apiVersion: 'nft-netpol.io/v1alpha1',
+    namespaced: false,
+    statusSubresource: true,
+    generation: true,
+  },
   services: { kind: 'Service', apiVersion: 'v1', namespaced: true },
   workspaces: { kind: 'Workspace', apiVersion: 'tenant.kubesphere.io/v1alpha1', namespaced: false },
   namespacenetworkpolicies: {
@@ -67,6 +99,8 @@ const KIND_TO_RESOURCE: Record<string, Resource> = {
   Namespace: 'namespaces',
   NetworkPolicy: 'networkpolicies',
   Node: 'nodes',
+  Lease: 'leases',
+  NodePolicyStatus: 'nodepolicystatuses',
   Service: 'services',
   Workspace: 'workspaces',
   WorkspaceTemplate: 'workspaces',
@@ -283,6 +317,8 @@ const REASONS: Record<number, string> = {
   404: 'NotFound',
   405: 'MethodNotAllowed',
   409: 'AlreadyExists',
+  415: 'UnsupportedMediaType',
+  422: 'Invalid',
   410: 'Expired',
   429: 'TooManyRequests',
   500: 'InternalError',
@@ -321,6 +357,8 @@ export interface RequestRecord {
   readonly query: Readonly<Record<string, string>>;
   readonly watch: boolean;
   readonly status: number;
+  /** Request body size of writes (POST, PUT, PATCH of the kinds served here). */
+  readonly bytes?: number;
 }
 
 export interface RecordedEvent {
@@ -363,16 +401,17 @@ interface Watcher {
 interface Fault {
   remaining: number;
   readonly status: number;
-  readonly only: 'list' | 'watch' | undefined;
+  readonly only: 'list' | 'watch' | 'write' | undefined;
   readonly resource: Resource | undefined;
 }
 
 interface Route {
   readonly resource: Resource | 'events';
-  /** 'v1' or group/version. */
+  /** "v1" or "group/version". */
   readonly api: string;
   readonly namespace: string | undefined;
   readonly name: string | undefined;
+  readonly subresource: 'status' | undefined;
 }
 
 function parseRoute(pathname: string, crds: ReadonlySet<string>): Route | undefined {
@@ -399,13 +438,16 @@ function parseRoute(pathname: string, crds: ReadonlySet<string>): Route | undefi
   }
   const plural = rest[0];
   const name = rest[1];
-  if (rest.length > 2 || plural === undefined) return undefined;
+  const sub = rest[2];
+  if (rest.length > 3 || plural === undefined) return undefined;
   const resource = plural === 'events' ? 'events' : (plural as Resource);
   if (resource !== 'events' && !RESOURCES.includes(resource)) return undefined;
   const expectedApi = resource === 'events' ? (api === 'v1' || api === 'events.k8s.io/v1' ? api : '') : INFO[resource].apiVersion;
   if (api !== expectedApi) return undefined;
   if (resource !== 'events' && namespace !== undefined && !INFO[resource].namespaced) return undefined;
-  return { resource, api, namespace, name };
+  if (sub !== undefined && (sub !== 'status' || resource === 'events' || INFO[resource].statusSubresource !== true))
+    return undefined;
+  return { resource, api, namespace, name, subresource: sub };
 }
 
 export class FakeApiServer {
@@ -422,6 +464,8 @@ export class FakeApiServer {
     namespaces: new Map(),
     networkpolicies: new Map(),
     nodes: new Map(),
+    leases: new Map(),
+    nodepolicystatuses: new Map(),
     services: new Map(),
     workspaces: new Map(),
     namespacenetworkpolicies: new Map(),
@@ -567,7 +611,7 @@ export class FakeApiServer {
   }
 
   /** The next `count` API requests (optionally only lists or only watches, of one resource) fail with `status`. */
-  failNext(count: number, statusCode = 500, opts: { only?: 'list' | 'watch'; resource?: Resource } = {}): void {
+  failNext(count: number, statusCode = 500, opts: { only?: 'list' | 'watch' | 'write'; resource?: Resource } = {}): void {
     this.#faults.push({ remaining: count, status: statusCode, only: opts.only, resource: opts.resource });
   }
 
@@ -644,7 +688,10 @@ export class FakeApiServer {
     if (this.#store[resource].has(key)) throw new Error(`${resource} ${key} already exists`);
     o.metadata.uid = `uid-${this.#uid++}`;
     o.metadata.creationTimestamp = new Date().toISOString();
-    return this.#commit(resource, 'ADDED', o, undefined);
+    if (INFO[resource].generation === true) o.metadata.generation = 1;
+    const out = this.#commit(resource, 'ADDED', o, undefined);
+    if (Array.isArray(o.metadata.ownerReferences)) this.#scheduleGc(`${resource}:${keyOf(o)}`);
+    return out;
   }
 
   update(resource: Resource, obj: KubeObject): KubeObject {
@@ -653,7 +700,14 @@ export class FakeApiServer {
     if (old === undefined) throw new Error(`${resource} ${keyOf(o)} not found`);
     o.metadata.uid = old.metadata.uid;
     o.metadata.creationTimestamp = old.metadata.creationTimestamp;
-    return this.#commit(resource, 'MODIFIED', o, old);
+    if (INFO[resource].generation === true) {
+      const g = typeof old.metadata.generation === 'number' ? old.metadata.generation : 1;
+      o.metadata.generation = isDeepStrictEqual(o.spec, old.spec) ? g : g + 1;
+    }
+    const out = this.#commit(resource, 'MODIFIED', o, old);
+    if (Array.isArray(o.metadata.ownerReferences) && !isDeepStrictEqual(o.metadata.ownerReferences, old.metadata.ownerReferences))
+      this.#scheduleGc(`${resource}:${keyOf(o)}`);
+    return out;
   }
 
   /** Create or replace. */
@@ -668,7 +722,61 @@ export class FakeApiServer {
     if (old === undefined) return false;
     const gone = clone(old);
     this.#commit(resource, 'DELETED', gone, old);
+    this.#collectGarbage(this.#dependentsOf(old.metadata.uid));
     return true;
+  }
+
+  // ------------------------------------------------------------ garbage collection
+
+  /** Dependents waiting for the collector to look at them (see #scheduleGc). */
+  readonly #gcQueue = new Set<string>();
+  /** "resource:ns/name" -> resource of every object with owner references (the collector's work list). */
+  readonly #dependents = new Map<string, Resource>();
+
+  #scheduleGc(id: string): void {
+    if (this.#gcQueue.size === 0)
+      // Asynchronous like the real collector: a create with a dangling owner succeeds, then the object goes.
+      setImmediate(() => {
+        const ids = [...this.#gcQueue];
+        this.#gcQueue.clear();
+        if (!this.#closed) this.#collectGarbage(ids);
+      });
+    this.#gcQueue.add(id);
+  }
+
+  /** Ids ("resource:ns/name") of the objects naming `uid` as an owner. */
+  #dependentsOf(uid: string | undefined): string[] {
+    if (uid === undefined) return [];
+    const out: string[] = [];
+    for (const [id, r] of this.#dependents) {
+      const refs = this.#store[r].get(id.slice(r.length + 1))?.metadata.ownerReferences;
+      if (Array.isArray(refs) && refs.some((ref) => (ref as { uid?: unknown } | null)?.uid === uid)) out.push(id);
+    }
+    return out;
+  }
+
+  /** Does the owner an ownerReference names exist (same uid)? Namespaced owners live in the dependent's namespace. */
+  #ownerExists(ref: unknown, dependentNs: string | undefined): boolean {
+    if (typeof ref !== 'object' || ref === null) return false;
+    const r = ref as Record<string, unknown>;
+    const resource = typeof r.kind === 'string' ? KIND_TO_RESOURCE[r.kind] : undefined;
+    if (resource === undefined || typeof r.name !== 'string') return false;
+    const owner = this.#store[resource].get(`${INFO[resource].namespaced ? (dependentNs ?? '') : ''}/${r.name}`);
+    return owner !== undefined && owner.metadata.uid === r.uid;
+  }
+
+  /** Deletes the given dependents whose owner references are all gone, then their own dependents (background propagation). */
+  #collectGarbage(ids: readonly string[]): void {
+    const work = [...ids];
+    for (let id = work.pop(); id !== undefined; id = work.pop()) {
+      const r = this.#dependents.get(id);
+      const o = r === undefined ? undefined : this.#store[r].get(id.slice(r.length + 1));
+      const refs = o?.metadata.ownerReferences;
+      if (r === undefined || o === undefined || !Array.isArray(refs)) continue;
+      if (refs.some((ref) => this.#ownerExists(ref, o.metadata.namespace))) continue;
+      this.#commit(r, 'DELETED', clone(o), o);
+      work.push(...this.#dependentsOf(o.metadata.uid));
+    }
   }
 
   /** Merge `labels` into the object's labels (a null value removes the label). */
@@ -733,6 +841,10 @@ export class FakeApiServer {
     const store = this.#store[resource];
     if (type === 'DELETED') store.delete(keyOf(obj));
     else store.set(keyOf(obj), obj);
+    const id = `${resource}:${keyOf(obj)}`;
+    const refs = obj.metadata.ownerReferences;
+    if (type !== 'DELETED' && Array.isArray(refs) && refs.length > 0) this.#dependents.set(id, resource);
+    else this.#dependents.delete(id);
     const entry: LogEntry = { rv, resource, type, object: obj, old };
     this.#log.push(entry);
     if (this.#log.length > this.#opts.maxLogEntries) {
@@ -763,8 +875,15 @@ export class FakeApiServer {
     for (const [k, v] of url.searchParams) query[k] = v;
     const isWatch = query.watch === 'true' || query.watch === '1';
     const method = req.method ?? 'GET';
-    const record = (code: number): void => {
-      this.requests.push({ method, path: url.pathname, query, watch: isWatch, status: code });
+    const record = (code: number, bytes?: number): void => {
+      this.requests.push({
+        method,
+        path: url.pathname,
+        query,
+        watch: isWatch,
+        status: code,
+        ...(bytes === undefined ? {} : { bytes }),
+      });
     };
     const fail = (code: number, message: string): void => {
       record(code);
@@ -777,7 +896,7 @@ export class FakeApiServer {
     }
     const route = parseRoute(url.pathname, this.#crds);
     const fault = this.#takeFault(
-      method === 'GET' && route !== undefined && route.name === undefined ? (isWatch ? 'watch' : 'list') : undefined,
+      method !== 'GET' ? 'write' : route !== undefined && route.name === undefined ? (isWatch ? 'watch' : 'list') : undefined,
       route,
     );
     if (fault !== undefined) {
@@ -798,7 +917,7 @@ export class FakeApiServer {
         fail(405, 'only POST to namespaced events is supported');
         return;
       }
-      const api = route.api === 'v1' ? 'v1' : 'events.k8s.io/v1';
+      const api: RecordedEvent['api'] = route.api === 'v1' ? 'v1' : 'events.k8s.io/v1';
       const ns = route.namespace;
       readBody(req).then(
         (text) => {
@@ -892,17 +1011,56 @@ export class FakeApiServer {
       record(200);
       return this.#send(res, 200, o);
     }
-    if ((method === 'POST' && route.name === undefined) || (method === 'PUT' && route.name !== undefined)) {
+    if (
+      (method === 'POST' && route.name === undefined && route.subresource === undefined) ||
+      ((method === 'PUT' || method === 'PATCH') && route.name !== undefined)
+    ) {
+      const name = route.name;
+      const contentType = (req.headers['content-type'] ?? '').split(';')[0]?.trim();
+      if (method === 'PATCH' && contentType !== 'application/merge-patch+json')
+        return fail(
+          415,
+          `the body of the request was in an unknown format: ${contentType ?? ''} (only application/merge-patch+json)`,
+        );
       readBody(req).then(
         (text) => {
           try {
-            const obj = JSON.parse(text) as KubeObject;
-            if (route.namespace !== undefined) obj.metadata = { ...obj.metadata, namespace: route.namespace };
-            const out = method === 'POST' ? this.create(resource, obj) : this.update(resource, obj);
-            record(method === 'POST' ? 201 : 200);
-            this.#send(res, method === 'POST' ? 201 : 200, out);
+            const body = JSON.parse(text) as KubeObject;
+            if (typeof body !== 'object' || body === null) return fail(400, 'the body must be a JSON object');
+            if (method === 'POST') {
+              const obj = this.#forCreate(resource, body);
+              if (route.namespace !== undefined) obj.metadata = { ...obj.metadata, namespace: route.namespace };
+              const key = `${INFO[resource].namespaced ? (obj.metadata.namespace ?? 'default') : ''}/${String(obj.metadata?.name)}`;
+              if (this.#store[resource].has(key)) return fail(409, `${resource} "${String(obj.metadata?.name)}" already exists`);
+              const out = this.create(resource, obj);
+              record(201, Buffer.byteLength(text));
+              return this.#send(res, 201, out);
+            }
+            const cur = this.#store[resource].get(`${INFO[resource].namespaced ? (route.namespace ?? '') : ''}/${name}`);
+            if (cur === undefined) return fail(404, `${resource} "${String(name)}" not found`);
+            // A resourceVersion in the body (PUT) or the patch is a precondition.
+            const want = (body.metadata as ObjectMeta | undefined)?.resourceVersion;
+            if (want !== undefined && want !== cur.metadata.resourceVersion) {
+              record(409);
+              return this.#send(res, 409, {
+                ...status(
+                  409,
+                  'Conflict',
+                  `Operation cannot be fulfilled on ${resource} "${String(name)}": the object has been modified; please apply your changes to the latest version and try again`,
+                ),
+              });
+            }
+            const next = method === 'PUT' ? clone(body) : (mergePatch(clone(cur), body) as KubeObject);
+            if (typeof next !== 'object' || next === null || typeof next.metadata !== 'object' || next.metadata === null)
+              return fail(400, 'the result has no metadata');
+            if (next.metadata.name !== name) return fail(400, `metadata.name must be ${String(name)}`);
+            if (route.namespace !== undefined) next.metadata.namespace = route.namespace;
+            next.metadata.resourceVersion = cur.metadata.resourceVersion;
+            const out = this.update(resource, this.#forUpdate(resource, route.subresource, cur, next));
+            record(200, Buffer.byteLength(text));
+            this.#send(res, 200, out);
           } catch (err) {
-            fail(/exists/.test(String(err)) ? 409 : /not found/.test(String(err)) ? 404 : 400, String(err));
+            fail(/not found/.test(String(err)) ? 404 : 400, String(err));
           }
         },
         () => res.destroy(),
@@ -910,6 +1068,28 @@ export class FakeApiServer {
       return;
     }
     fail(405, `${method} not supported`);
+  }
+
+  /** A created object of a kind with a status subresource starts without status, as on a real server. */
+  #forCreate(resource: Resource, body: KubeObject): KubeObject {
+    const o = clone(body);
+    if (INFO[resource].statusSubresource === true) delete o.status;
+    return o;
+  }
+
+  /** What an update of the main resource or of /status may change. */
+  #forUpdate(resource: Resource, sub: 'status' | undefined, cur: KubeObject, next: KubeObject): KubeObject {
+    if (INFO[resource].statusSubresource !== true) return next;
+    if (sub === 'status') {
+      const o = clone(cur);
+      if (next.status === undefined) delete o.status;
+      else o.status = next.status;
+      return o;
+    }
+    const o = clone(next);
+    if (cur.status === undefined) delete o.status;
+    else o.status = clone(cur.status);
+    return o;
   }
 
   /** Big lists are written in chunks (one JSON.stringify of 100k pods would exceed V8's string limit). */
@@ -934,7 +1114,7 @@ export class FakeApiServer {
     pump();
   }
 
-  #takeFault(kind: 'list' | 'watch' | undefined, route: Route | undefined): number | undefined {
+  #takeFault(kind: 'list' | 'watch' | 'write' | undefined, route: Route | undefined): number | undefined {
     for (const f of this.#faults) {
       if (f.remaining <= 0) continue;
       if (f.only !== undefined && f.only !== kind) continue;
@@ -1109,6 +1289,10 @@ export class FakeApiServer {
       }
       if (method === 'GET' && op === 'events') return ok(this.events);
       if (method === 'GET' && op === 'watchers') return ok(this.watchers());
+      if (method === 'GET' && op === 'requests') {
+        const from = Number(q.get('from') ?? '0');
+        return ok({ total: this.requests.length, items: this.requests.slice(Number.isFinite(from) ? from : 0) });
+      }
       if (method === 'POST' && op === 'objects') {
         readBody(req).then((text) => {
           try {
@@ -1135,7 +1319,7 @@ export class FakeApiServer {
             const only = q.get('only');
             const resource = q.get('resource');
             this.failNext(Number(q.get('count') ?? '1'), Number(q.get('status') ?? '500'), {
-              ...(only === 'list' || only === 'watch' ? { only } : {}),
+              ...(only === 'list' || only === 'watch' || only === 'write' ? { only } : {}),
               ...(resource !== null && RESOURCES.includes(resource as Resource) ? { resource: resource as Resource } : {}),
             });
             return ok();
@@ -1178,6 +1362,18 @@ export class FakeApiServer {
       bad(err);
     }
   }
+}
+
+/** RFC 7386 JSON merge patch: objects merge, null deletes, everything else (lists too) replaces. */
+export function mergePatch(target: unknown, patch: unknown): unknown {
+  if (typeof patch !== 'object' || patch === null || Array.isArray(patch)) return patch;
+  const out: Record<string, unknown> =
+    typeof target === 'object' && target !== null && !Array.isArray(target) ? { ...(target as Record<string, unknown>) } : {};
+  for (const [k, v] of Object.entries(patch as Record<string, unknown>)) {
+    if (v === null) delete out[k];
+    else out[k] = mergePatch(out[k], v);
+  }
+  return out;
 }
 
 function readBody(req: IncomingMessage): Promise<string> {

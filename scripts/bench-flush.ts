@@ -1,0 +1,95 @@
+// How long a node is open after someone else flushes the ruleset or deletes
+// the agent's table: the agent (a real process, drift timer at one hour, so
+// only its `nft monitor` can notice) restores the table from the kernel's
+// notification. The window is measured with an `nft monitor` of this script:
+// from the generation that removed the table to the generation that added it
+// back (kernel timestamps as this process receives them).
+//
+//   node scripts/bench-flush.ts [--pods 1000] [--samples 20]
+//
+// Per sample, alternately `nft flush ruleset` and `nft delete table inet
+// nft-netpol` in the agent's scratch network namespace, then wait until the
+// table is back and the agent has read it back. Needs root.
+import { createInterface } from 'node:readline';
+import { loadavg } from 'node:os';
+import { parseArgs } from 'node:util';
+import { execa } from 'execa';
+import { FakeApiServer, type KubeObject } from '../test/support/fake-apiserver.ts';
+import { createNetns, deleteNetns, uniquePrefix } from '../test/harness/netns.ts';
+import { AgentProcess, eventually, nftIn, scratch } from '../test/agent/agent-process.ts';
+import { clusterObjects, generateCluster } from './gen-cluster.ts';
+
+const { values: args } = parseArgs({
+  options: { pods: { type: 'string', default: '1000' }, samples: { type: 'string', default: '20' } },
+});
+const PODS = Number(args.pods);
+const SAMPLES = Number(args.samples);
+
+const gen = generateCluster({
+  pods: PODS,
+  policies: Math.max(1, Math.round(PODS / 10)),
+  namespaces: Math.max(1, Math.round(PODS / 20)),
+});
+const node = gen.nodes[0] ?? 'node-00000';
+const api = await FakeApiServer.start();
+api.load(clusterObjects(gen) as unknown as KubeObject[]);
+const s = await scratch(api);
+const netns = `${uniquePrefix()}f`;
+await createNetns([netns]);
+const agent = AgentProcess.start({
+  node,
+  netns,
+  kubeconfig: s.kubeconfig,
+  args: ['--drift-interval', '1h', '--log-level', 'info'],
+});
+const monitor = execa('ip', ['netns', 'exec', netns, 'nft', 'monitor'], { reject: false, buffer: false });
+// Each generation: when it arrived, and whether it left the table present.
+const gens: { at: number; present: boolean | undefined }[] = [];
+let present: boolean | undefined;
+createInterface({ input: monitor.stdout }).on('line', (l) => {
+  const [verb, object, family, name] = l.split(' ', 4);
+  if (object === 'table' && family === 'inet' && name === 'nft-netpol') present = verb === 'add';
+  else if (l.startsWith('# new generation')) {
+    gens.push({ at: performance.now(), present });
+    present = undefined;
+  }
+});
+const windows: number[] = [];
+try {
+  await agent.waitReady(120_000);
+  const repairs = (): Promise<number> => agent.metric('nftnp_drift_repairs_total');
+  for (let i = 0; i < SAMPLES; i++) {
+    const settled = async (): Promise<boolean> => {
+      const rs = JSON.parse((await agent.get('/debug/ruleset')).body) as { kernelMatches: boolean | null };
+      return rs.kernelMatches === true;
+    };
+    await eventually('agent settled', settled, 60_000);
+    const before = await repairs();
+    const from = gens.length;
+    await nftIn(netns, i % 2 === 0 ? ['flush', 'ruleset'] : ['delete', 'table', 'inet', 'nft-netpol']);
+    await eventually('restored', async () => (await repairs()) > before && (await settled()), 60_000);
+    // This script's own monitor may deliver the lines a moment after the agent's.
+    let window: number | undefined;
+    await eventually('both generations seen', () => {
+      const after = gens.slice(from);
+      const removed = after.find((g) => g.present === false);
+      const back = after.find((g) => removed !== undefined && g.at >= removed.at && g.present === true);
+      if (removed !== undefined && back !== undefined) window = back.at - removed.at;
+      return window !== undefined;
+    });
+    windows.push(window ?? NaN);
+  }
+} finally {
+  await agent.stop();
+  monitor.kill();
+  await deleteNetns([netns]);
+  await api.close();
+  await s.cleanup();
+}
+windows.sort((a, b) => a - b);
+const q = (p: number): string => (windows[Math.min(windows.length - 1, Math.floor(p * windows.length))] ?? NaN).toFixed(0);
+process.stdout.write(
+  `flush/delete -> table restored (ms), ${PODS} pods, ${SAMPLES} samples: p50 ${q(0.5)}  p90 ${q(0.9)}  max ${q(1)}; load average ${loadavg()
+    .map((x) => x.toFixed(1))
+    .join(' ')} (2 cores, shared)\n`,
+);

@@ -1,0 +1,172 @@
+// Turns logged deny-path packets into what a person reads: the pods on both
+// sides (from the live state), the reason from the reference evaluator
+// (policy/verdict.ts), one log line per new denial and aggregated repeats.
+// Bounded everywhere: the ring has a fixed capacity, log lines have a
+// per-second budget (the rest is counted), and a repeat costs a map lookup,
+// not an evaluation.
+import type { Logger } from 'pino';
+import { parseDenyLogPrefix, podId } from '../ruleset/ids.ts';
+import { isActivePod, objectKey, type ClusterState, type Direction, type Pod, type Protocol } from '../model/types.ts';
+import { verdict, type Endpoint } from '../policy/verdict.ts';
+import { protoName, type LoggedPacket } from './nflog-pcap.ts';
+import { attemptKey, DeniedRing, entryJson, type DeniedAttempt, type DeniedEntry, type DeniedPeer } from './denied-ring.ts';
+
+export interface DeniedLogOptions {
+  readonly nodeName: string;
+  readonly log: Logger;
+  /** The live cluster state (undefined before the first sync). */
+  readonly snapshot: () => ClusterState | undefined;
+  readonly capacity?: number;
+  /** New-denial log lines per second; beyond that they are only counted (and kept in the ring). */
+  readonly linesPerSecond?: number;
+  readonly onSuppressed?: (n: number) => void;
+  readonly onUnknownPrefix?: () => void;
+  readonly now?: () => number;
+}
+
+interface Index {
+  /** pod id (nft/ids.ts) -> local pod */
+  readonly local: Map<string, Pod>;
+  /** address -> the pod owning it (an active one first) */
+  readonly owners: Map<string, Pod>;
+}
+
+export class DeniedLog {
+  readonly ring: DeniedRing;
+  readonly #o: DeniedLogOptions;
+  #index: { state: ClusterState; index: Index } | undefined;
+  #second = 0;
+  #linesThisSecond = 0;
+  suppressed = 0;
+
+  constructor(o: DeniedLogOptions) {
+    this.#o = o;
+    this.ring = new DeniedRing(o.capacity ?? 1000);
+  }
+
+  /** One packet from the NFLOG group. */
+  onPacket(p: LoggedPacket): void {
+    const tag = parseDenyLogPrefix(p.prefix);
+    if (tag === undefined) {
+      this.#o.onUnknownPrefix?.(); // another program logging to our group
+      return;
+    }
+    const state = this.#o.snapshot();
+    const idx = state === undefined ? undefined : this.#indexOf(state);
+    const localPod = idx?.local.get(tag.podId);
+    const peer = (ip: string): DeniedPeer => {
+      const owner = idx?.owners.get(ip);
+      return { ip, pod: owner === undefined ? undefined : objectKey(owner) };
+    };
+    const attempt: DeniedAttempt = {
+      atMs: p.atMs,
+      direction: tag.direction,
+      pod: localPod === undefined ? `(pod chain ${tag.podId}, no longer a local pod)` : objectKey(localPod),
+      family: p.family,
+      src: peer(p.src),
+      dst: peer(p.dst),
+      protocol: protoName(p.proto),
+      port: p.dport,
+    };
+    const key = attemptKey(attempt);
+    const seen = this.ring.get(key);
+    if (seen !== undefined) {
+      this.ring.repeat(seen, p.atMs);
+      return;
+    }
+    const reason = state === undefined ? 'the cluster state is not synced yet' : reasonFor(state, attempt, idx);
+    const e = this.ring.add(key, attempt, reason);
+    if (this.#budget()) {
+      e.logged = e.count;
+      this.#o.log.info({ event: 'denied', ...entryJson(e) }, `denied ${e.direction}: ${reason}`);
+    }
+  }
+
+  /**
+   * One line per entry with repeats (or suppressed lines) since its last
+   * line: count so far, first and last seen. Called periodically.
+   */
+  flush(): void {
+    for (const e of this.ring.unlogged()) {
+      if (!this.#budget()) break;
+      const repeats = e.count - e.logged;
+      e.logged = e.count;
+      this.#o.log.info(
+        { event: 'denied-repeated', repeats, ...entryJson(e) },
+        `denied ${e.direction} again (${repeats} more, ${e.count} since ${new Date(e.firstSeenMs).toISOString()}): ${e.reason}`,
+      );
+    }
+  }
+
+  #budget(): boolean {
+    const sec = Math.floor((this.#o.now?.() ?? Date.now()) / 1000);
+    if (sec !== this.#second) {
+      this.#second = sec;
+      this.#linesThisSecond = 0;
+    }
+    if (this.#linesThisSecond >= (this.#o.linesPerSecond ?? 50)) {
+      this.suppressed++;
+      this.#o.onSuppressed?.(1);
+      return false;
+    }
+    this.#linesThisSecond++;
+    return true;
+  }
+
+  #indexOf(state: ClusterState): Index {
+    if (this.#index?.state === state) return this.#index.index;
+    const local = new Map<string, Pod>();
+    const owners = new Map<string, Pod>();
+    for (const p of state.pods) {
+      if (p.nodeName === this.#o.nodeName && isActivePod(p)) local.set(podId(p.namespace, p.name), p);
+      for (const ip of p.ips) {
+        const prev = owners.get(ip);
+        if (prev === undefined || (!isActivePod(prev) && isActivePod(p))) owners.set(ip, p);
+      }
+    }
+    const index = { local, owners };
+    this.#index = { state, index };
+    return index;
+  }
+
+  /** Matching entries as JSON (for /debug/denied). */
+  entries(filter: Parameters<DeniedRing['query']>[0]): DeniedEntry[] {
+    return this.ring.query(filter);
+  }
+}
+
+const PORT_PROTOCOLS: Readonly<Record<string, Protocol>> = { TCP: 'TCP', UDP: 'UDP', SCTP: 'SCTP' };
+
+/**
+ * `ingress at payments/api-0: payments/api-0 is isolated for ingress by ...;
+ * no rule allows ...`: the evaluator's reason for the direction whose pod
+ * chain dropped the packet, on the live state.
+ */
+export function reasonFor(state: ClusterState, a: DeniedAttempt, idx: Index | undefined): string {
+  const at = `${a.direction} at ${a.pod}`;
+  const endpoint = (p: DeniedPeer): Endpoint => {
+    const pod = idx?.owners.get(p.ip);
+    return pod === undefined ? { kind: 'ip', ip: p.ip } : { kind: 'pod', pod };
+  };
+  const proto = PORT_PROTOCOLS[a.protocol];
+  // NetworkPolicy ports name TCP, UDP and SCTP only: any other protocol
+  // passes an isolated pod only through a rule without ports. Port 0 matches
+  // no numeric port, so the evaluator answers exactly that question.
+  const v = verdict(state, endpoint(a.src), endpoint(a.dst), proto ?? 'TCP', proto === undefined ? 0 : (a.port ?? 0), {
+    family: a.family,
+  });
+  const d = v[a.direction as Direction];
+  if (proto === undefined) {
+    if (!d.allowed) {
+      const policies = d.policies.length === 0 ? '' : ` by ${d.policies.join(', ')}`;
+      return `${at}: isolated for ${a.direction}${policies}; no rule without ports admits ${a.direction === 'ingress' ? peerText(a.src) : peerText(a.dst)}, the only kind that allows ${a.protocol}`;
+    }
+    return `${at}: dropped by the ruleset in force at the time; the live state now allows ${a.protocol} (${d.reason})`;
+  }
+  if (!d.allowed) return `${at}: ${d.reason}`;
+  return `${at}: dropped by the ruleset in force at the time; the live state now allows it (${d.reason})`;
+}
+
+function peerText(p: DeniedPeer): string {
+  return p.pod ?? p.ip;
+}

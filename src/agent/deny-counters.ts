@@ -1,0 +1,92 @@
+// The deny path's packet counters as Prometheus counters. The kernel counts
+// in each pod chain's deny rule (and in the base chains' drop of unknown
+// local endpoints); the agent reads them with a terse listing of its table
+// (`nft -t -j list table`: chains and rules, no set elements, so the cost
+// follows the local pods and policies, not the cluster size) and adds the
+// increase since the last read. nft counters restart at 0 when their rule is
+// replaced (a full apply, a changed chain): a rule handle not seen before or
+// a value that went down counts from 0.
+import { BASE_CHAINS } from '../compile/dispatch.ts';
+import { parsePodChainName } from '../ruleset/ids.ts';
+import type { Direction } from '../model/types.ts';
+
+/** A denied-packet counter in the kernel: which rule, which pod chain (or base chain) and direction. */
+export interface KernelDenyCounter {
+  /** chain name + rule handle: stable while the rule exists. */
+  readonly rule: string;
+  readonly direction: Direction;
+  /** The pod chain's pod id, undefined for the base chains' unknown-endpoint drops. */
+  readonly podId: string | undefined;
+  readonly packets: number;
+}
+
+interface NftJsonRule {
+  readonly chain?: string;
+  readonly handle?: number;
+  readonly expr?: readonly Record<string, unknown>[];
+}
+
+const BASE_DIRECTION: Readonly<Record<string, Direction>> = {
+  [BASE_CHAINS.forwardEgress]: 'egress',
+  [BASE_CHAINS.forwardIngress]: 'ingress',
+  [BASE_CHAINS.inputEgress]: 'egress',
+};
+
+/** The counters of deny rules in an `nft -j` listing of our table. */
+export function denyCountersFromJson(json: string): KernelDenyCounter[] {
+  const out: KernelDenyCounter[] = [];
+  const doc = JSON.parse(json) as { nftables?: readonly { rule?: NftJsonRule }[] };
+  for (const item of doc.nftables ?? []) {
+    const r = item.rule;
+    if (r?.chain === undefined || r.handle === undefined) continue;
+    const pod = parsePodChainName(r.chain);
+    const baseDir = BASE_DIRECTION[r.chain];
+    if (pod === undefined && baseDir === undefined) continue;
+    let packets: number | undefined;
+    let denies = false;
+    for (const e of r.expr ?? []) {
+      const c = e['counter'] as { packets?: number } | undefined;
+      if (c !== undefined && typeof c.packets === 'number') packets = c.packets;
+      if ('drop' in e || 'reject' in e) denies = true;
+    }
+    // Only counters on rules that deny: a base chain's other rules count nothing of ours.
+    if (packets === undefined || !denies) continue;
+    out.push({
+      rule: `${r.chain}#${r.handle}`,
+      direction: pod?.direction ?? (baseDir as Direction),
+      podId: pod?.podId,
+      packets,
+    });
+  }
+  return out;
+}
+
+/** What changed since the last read: per pod id and direction, and per direction for the node. */
+export interface DenyDelta {
+  readonly node: Readonly<Record<Direction, number>>;
+  /** `podId direction` -> packets, for every pod chain listed (0 included: the series exists from the start). */
+  readonly pods: ReadonlyMap<string, number>;
+}
+
+export class DenyCounterState {
+  #last = new Map<string, number>();
+
+  /** The increase since the previous call; the first call reports every counter in full. */
+  advance(now: readonly KernelDenyCounter[]): DenyDelta {
+    const node: Record<Direction, number> = { ingress: 0, egress: 0 };
+    const pods = new Map<string, number>();
+    const next = new Map<string, number>();
+    for (const c of now) {
+      const before = this.#last.get(c.rule);
+      const delta = before === undefined || c.packets < before ? c.packets : c.packets - before;
+      next.set(c.rule, c.packets);
+      node[c.direction] += delta;
+      if (c.podId !== undefined) {
+        const k = `${c.podId} ${c.direction}`;
+        pods.set(k, (pods.get(k) ?? 0) + delta);
+      }
+    }
+    this.#last = next;
+    return { node, pods };
+  }
+}

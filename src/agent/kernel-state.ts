@@ -1,0 +1,155 @@
+// What the kernel holds, as far as the agent knows: the ruleset it applied
+// last, the kernel's own listing of it captured right after (the canonical
+// listing drift checks compare with), when the kernel was last seen to match,
+// how many increments went in since the last full apply, and the read-back in
+// flight (cancelled when newer work makes it moot).
+import type { Logger } from 'pino';
+import { errorMessage } from '../observability/errors.ts';
+import { checkDrift, compiledObjects, normalizeListing, sameObjects, tableObjects } from './drift.ts';
+import type { Clock, Dataplane, Rendered } from './ports.ts';
+
+export type KernelCheck =
+  | { readonly kind: 'match' }
+  | { readonly kind: 'drifted'; readonly detail: string }
+  | { readonly kind: 'unknown'; readonly detail: string };
+
+export const NO_READBACK = 'no listing was captured after the last apply';
+
+interface Applied {
+  /** What was applied; its text is rendered lazily (only a full apply or the debug endpoint needs it). */
+  readonly rendered: Rendered;
+  /** Normalized kernel listing right after the apply; undefined if it could not be read. */
+  readonly canonical: string | undefined;
+}
+
+export type ReadBack =
+  | { readonly kind: 'captured' }
+  | { readonly kind: 'changed' }
+  | { readonly kind: 'missing' }
+  | { readonly kind: 'cancelled' }
+  | { readonly kind: 'failed' };
+
+export class KernelState {
+  readonly #dataplane: Dataplane;
+  readonly #clock: Clock;
+  readonly #log: Logger;
+
+  #applied: Applied | undefined;
+  /** Monotonic time the kernel was last seen to match the last apply. */
+  #verifiedAt: number | undefined;
+  #incrementsSinceFull = 0;
+  #readBack: AbortController | undefined;
+  /** The script of the last failed transaction, until one succeeds (debug endpoint). */
+  #failedText: string | undefined;
+
+  constructor(dataplane: Dataplane, clock: Clock, log: Logger) {
+    this.#dataplane = dataplane;
+    this.#clock = clock;
+    this.#log = log;
+  }
+
+  /** The ruleset applied last (undefined before the first apply). */
+  get applied(): Rendered | undefined {
+    return this.#applied?.rendered;
+  }
+
+  get incrementsSinceFull(): number {
+    return this.#incrementsSinceFull;
+  }
+
+  lastFailedText(): string | undefined {
+    return this.#failedText;
+  }
+
+  /** The kernel was seen to match the last apply within `freshMs`. */
+  verifiedWithin(freshMs: number): boolean {
+    return (
+      this.#applied?.canonical !== undefined && this.#verifiedAt !== undefined && this.#clock.mono() - this.#verifiedAt < freshMs
+    );
+  }
+
+  /** Something changed the table: the next unchanged render lists it instead of trusting the last match. */
+  distrust(): void {
+    this.#verifiedAt = undefined;
+  }
+
+  /** A transaction went in: the kernel now holds `rendered` (its listing is captured by readBack()). */
+  recordApplied(rendered: Rendered, mode: 'full' | 'incremental'): void {
+    this.#applied = { rendered, canonical: undefined };
+    this.#incrementsSinceFull = mode === 'incremental' ? this.#incrementsSinceFull + 1 : 0;
+    this.#failedText = undefined;
+  }
+
+  /** nft rejected this script; the previous ruleset stays in force. */
+  recordRejected(rendered: Rendered): void {
+    this.#failedText = rendered.text;
+  }
+
+  /** An apply succeeded without a transaction (nothing to change). */
+  recordUnchanged(): void {
+    this.#failedText = undefined;
+  }
+
+  /** Newer work is waiting: the read-back in flight is moot. */
+  cancelReadBack(): void {
+    this.#readBack?.abort();
+  }
+
+  /**
+   * Lists the table right after an apply and keeps it as the canonical
+   * listing, unless its objects are not the ones just applied (someone changed
+   * the table in between) or a newer change cancelled it.
+   */
+  async readBack(): Promise<ReadBack> {
+    const applied = this.#applied;
+    if (applied === undefined) return { kind: 'failed' };
+    const ac = new AbortController();
+    this.#readBack = ac;
+    let listing: string | undefined;
+    try {
+      listing = await this.#dataplane.list(ac.signal);
+    } catch (e) {
+      if (ac.signal.aborted) return { kind: 'cancelled' };
+      this.#log.warn({ err: e }, 'listing the table failed');
+      return { kind: 'failed' };
+    } finally {
+      if (this.#readBack === ac) this.#readBack = undefined;
+    }
+    if (ac.signal.aborted) return { kind: 'cancelled' };
+    if (listing === undefined) return { kind: 'missing' };
+    if (!sameObjects(objectsOf(applied.rendered), listing)) return { kind: 'changed' };
+    if (this.#applied !== applied) return { kind: 'cancelled' };
+    this.#applied = { rendered: applied.rendered, canonical: normalizeListing(listing) };
+    this.#verifiedAt = this.#clock.mono();
+    return { kind: 'captured' };
+  }
+
+  /**
+   * Lists the table and compares it with the last apply. Without a canonical
+   * listing only a missing table can be told; otherwise the answer is unknown.
+   */
+  async check(): Promise<KernelCheck> {
+    const applied = this.#applied;
+    if (applied === undefined) return { kind: 'unknown', detail: 'nothing applied yet' };
+    let listing;
+    try {
+      listing = await this.#dataplane.list();
+    } catch (e) {
+      return { kind: 'unknown', detail: `listing the table failed: ${errorMessage(e)}` };
+    }
+    if (applied.canonical === undefined) {
+      if (listing === undefined) return { kind: 'drifted', detail: 'table missing' };
+      return { kind: 'unknown', detail: NO_READBACK };
+    }
+    const c = checkDrift(applied.canonical, listing);
+    if (!c.drifted) {
+      this.#verifiedAt = this.#clock.mono();
+      return { kind: 'match' };
+    }
+    return { kind: 'drifted', detail: c.firstDifference === undefined ? c.why : `${c.why}: ${c.firstDifference}` };
+  }
+}
+
+function objectsOf(r: Rendered): string[] {
+  return r.compiled !== undefined ? compiledObjects(r.compiled) : tableObjects(r.text);
+}

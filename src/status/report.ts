@@ -1,0 +1,317 @@
+// "Is my policy in force, everywhere it must be?": pure, from what the
+// `status` command read (NodePolicyStatus objects, Leases, policies, pods,
+// Nodes). A policy must be in force on every node hosting an active pod it
+// selects; it is in force there when that node's live agent reports the
+// policy's uid at its current generation (or later).
+import { selectorMatches } from '../model/selector.ts';
+import { formatValidationError, isActivePod } from '../model/types.ts';
+import type { NetworkPolicy, Pod } from '../model/types.ts';
+import type { AppliedPolicy, LeaseObject, NodePolicyStatusObject, PolicyKind } from './types.ts';
+
+export interface ReportInput {
+  readonly now: number;
+  /** Names of the cluster's Nodes. */
+  readonly nodes: readonly string[];
+  readonly statuses: readonly NodePolicyStatusObject[];
+  /** Leases of the agent namespace (named after nodes). */
+  readonly leases: readonly LeaseObject[];
+  /** Normalized policies (with version) of the namespaces asked about. */
+  readonly policies: readonly NetworkPolicy[];
+  /** Normalized pods of those namespaces. */
+  readonly pods: readonly Pod[];
+}
+
+export type AgentState = 'alive' | 'expired' | 'no-lease';
+
+export interface NodeReport {
+  readonly name: string;
+  readonly agent: AgentState;
+  /** renewTime + leaseDurationSeconds. */
+  readonly leaseExpires: string | undefined;
+  readonly hasStatus: boolean;
+  readonly inSync: boolean | undefined;
+  readonly policies: number | undefined;
+  readonly lastApplyTime: string | undefined;
+  readonly lastApplyResult: string | undefined;
+  readonly lastError: string | undefined;
+}
+
+export interface Lagging {
+  readonly node: string;
+  /** The generation the node reports; undefined when it reports none of this policy. */
+  readonly generation: number | undefined;
+  /** Since when it has held that generation. */
+  readonly since: string | undefined;
+  /** The node's last apply error, if its last apply failed. */
+  readonly lastError: string | undefined;
+}
+
+export interface PolicyReport {
+  readonly kind: PolicyKind;
+  readonly namespace: string;
+  readonly name: string;
+  readonly generation: number | undefined;
+  /** Nodes hosting active pods it selects, sorted. */
+  readonly nodes: readonly string[];
+  readonly inForce: readonly string[];
+  readonly lagging: readonly Lagging[];
+  /** Nodes among `nodes` whose agent does not report (Lease expired or missing). */
+  readonly notReporting: readonly string[];
+  readonly invalidFields: readonly string[];
+}
+
+export interface ClusterReport {
+  readonly nodes: readonly NodeReport[];
+  readonly policies: readonly PolicyReport[];
+  readonly summary: {
+    readonly nodes: number;
+    readonly inSync: number;
+    readonly lagging: readonly string[];
+    readonly notReporting: readonly string[];
+    readonly policies: number;
+    readonly policiesInForce: number;
+    readonly policiesLagging: number;
+    readonly invalidPolicies: number;
+  };
+  /** Everything is in force (exit 0); else exit 3. */
+  readonly ok: boolean;
+}
+
+function ms(t: string | Date | undefined): number | undefined {
+  if (t === undefined) return undefined;
+  const v = t instanceof Date ? t.getTime() : Date.parse(t);
+  return Number.isFinite(v) ? v : undefined;
+}
+
+export function leaseState(lease: LeaseObject | undefined, now: number): { state: AgentState; expires: string | undefined } {
+  if (lease === undefined) return { state: 'no-lease', expires: undefined };
+  const renew = ms(lease.spec?.renewTime);
+  const dur = lease.spec?.leaseDurationSeconds;
+  if (renew === undefined || dur === undefined) return { state: 'expired', expires: undefined };
+  const expires = renew + dur * 1000;
+  return { state: expires >= now ? 'alive' : 'expired', expires: new Date(expires).toISOString() };
+}
+
+function entryOf(s: NodePolicyStatusObject | undefined, kind: string, ns: string, name: string): AppliedPolicy | undefined {
+  const list = s?.status?.policies;
+  if (!Array.isArray(list)) return undefined;
+  return list.find((e) => e.kind === kind && e.namespace === ns && e.name === name);
+}
+
+/** The node reports this version (same object, current generation or newer) in force. */
+function reportsCurrent(e: AppliedPolicy | undefined, p: NetworkPolicy): boolean {
+  if (e === undefined) return false;
+  const v = p.version;
+  if (v?.uid !== undefined && e.uid !== undefined && e.uid !== v.uid) return false;
+  if (v?.generation === undefined) return true;
+  return e.generation !== undefined && e.generation >= v.generation;
+}
+
+export function buildReport(input: ReportInput): ClusterReport {
+  const statusByNode = new Map(input.statuses.map((s) => [s.metadata.name, s]));
+  const leaseByNode = new Map(input.leases.map((l) => [l.metadata.name, l]));
+  const podsByNs = new Map<string, Pod[]>();
+  for (const p of input.pods) {
+    if (p.nodeName === undefined || !isActivePod(p)) continue;
+    const l = podsByNs.get(p.namespace);
+    if (l === undefined) podsByNs.set(p.namespace, [p]);
+    else l.push(p);
+  }
+  const agent = (n: string): AgentState => leaseState(leaseByNode.get(n), input.now).state;
+
+  const policies: PolicyReport[] = [];
+  const selectedNodes = new Set<string>();
+  for (const p of input.policies) {
+    const nodes = new Set<string>();
+    for (const pod of podsByNs.get(p.namespace) ?? []) {
+      if (pod.nodeName !== undefined && selectorMatches(p.podSelector, pod.labels)) nodes.add(pod.nodeName);
+    }
+    const sorted = [...nodes].sort();
+    const inForce: string[] = [];
+    const lagging: Lagging[] = [];
+    const notReporting: string[] = [];
+    for (const n of sorted) {
+      selectedNodes.add(n);
+      if (agent(n) !== 'alive') {
+        notReporting.push(n);
+        continue;
+      }
+      const s = statusByNode.get(n);
+      const e = entryOf(s, 'NetworkPolicy', p.namespace, p.name);
+      if (reportsCurrent(e, p)) inForce.push(n);
+      else
+        lagging.push({
+          node: n,
+          generation: e?.generation,
+          since: e?.appliedTime,
+          lastError: s?.status?.lastApplyResult === 'Failed' ? s.status.lastError : undefined,
+        });
+    }
+    policies.push({
+      kind: 'NetworkPolicy',
+      namespace: p.namespace,
+      name: p.name,
+      generation: p.version?.generation,
+      nodes: sorted,
+      inForce,
+      lagging,
+      notReporting,
+      invalidFields: p.errors.map((e) => formatValidationError(e).slice(`${p.namespace}/${p.name} `.length)),
+    });
+  }
+
+  // Nodes: every Node, and any node that has a status object or a Lease.
+  const names = new Set([...input.nodes, ...statusByNode.keys(), ...leaseByNode.keys()]);
+  const nodes: NodeReport[] = [...names].sort().map((name) => {
+    const s = statusByNode.get(name)?.status;
+    const l = leaseState(leaseByNode.get(name), input.now);
+    return {
+      name,
+      agent: l.state,
+      leaseExpires: l.expires,
+      hasStatus: statusByNode.has(name),
+      inSync: s?.inSync,
+      policies: s?.counts?.policies ?? (Array.isArray(s?.policies) ? s.policies.length : undefined),
+      lastApplyTime: s?.lastApplyTime,
+      lastApplyResult: s?.lastApplyResult,
+      lastError: s?.lastError,
+    };
+  });
+  // An agent that never reported is only a problem where policies need it;
+  // a node without a Lease and without selected pods may simply run no agent.
+  const notReporting = nodes
+    .filter((n) => n.agent === 'expired' || (n.agent === 'no-lease' && selectedNodes.has(n.name)))
+    .map((n) => n.name);
+  const lagging = new Set<string>();
+  for (const p of policies) for (const l of p.lagging) lagging.add(l.node);
+  for (const n of nodes) if (n.agent === 'alive' && n.inSync === false) lagging.add(n.name);
+  const laggingList = [...lagging].sort();
+  const inSync = nodes.filter((n) => n.agent === 'alive' && n.inSync === true && !lagging.has(n.name)).length;
+  const policiesInForce = policies.filter((p) => p.lagging.length === 0 && p.notReporting.length === 0).length;
+  return {
+    nodes,
+    policies,
+    summary: {
+      nodes: nodes.length,
+      inSync,
+      lagging: laggingList,
+      notReporting,
+      policies: policies.length,
+      policiesInForce,
+      policiesLagging: policies.length - policiesInForce,
+      invalidPolicies: policies.filter((p) => p.invalidFields.length > 0).length,
+    },
+    ok: laggingList.length === 0 && notReporting.length === 0 && policiesInForce === policies.length,
+  };
+}
+
+// ---------------------------------------------------------------- text
+
+function ago(now: number, t: string | undefined): string {
+  const v = ms(t);
+  if (v === undefined) return '';
+  const s = Math.max(0, Math.round((now - v) / 1000));
+  return s < 120 ? `${s}s ago` : s < 7200 ? `${Math.round(s / 60)}m ago` : `${Math.round(s / 3600)}h ago`;
+}
+
+function table(rows: readonly (readonly string[])[]): string[] {
+  const widths: number[] = [];
+  for (const r of rows) r.forEach((c, i) => (widths[i] = Math.max(widths[i] ?? 0, c.length)));
+  return rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i] ?? 0))).join('  '));
+}
+
+function lagText(now: number, l: Lagging): string {
+  const has =
+    l.generation === undefined
+      ? 'reports no version'
+      : `has generation ${l.generation} since ${l.since ?? '?'} (${ago(now, l.since)})`;
+  return `${l.node} ${has}${l.lastError === undefined ? '' : `; last apply failed: ${l.lastError}`}`;
+}
+
+function nodeReason(now: number, n: NodeReport | undefined, name: string): string {
+  if (n === undefined || n.agent === 'no-lease') return `${name} (no agent lease)`;
+  return `${name} (lease expired ${n.leaseExpires ?? '?'}, ${ago(now, n.leaseExpires)})`;
+}
+
+/** One policy, in detail. */
+export function policyText(r: ClusterReport, p: PolicyReport, now: number): string {
+  const nodes = new Map(r.nodes.map((n) => [n.name, n]));
+  const lines = [`${p.kind} ${p.namespace}/${p.name}${p.generation === undefined ? '' : ` (generation ${p.generation})`}`];
+  if (p.nodes.length === 0) lines.push('  selects no running pod: nothing to enforce');
+  else lines.push(`  in force on ${p.inForce.length} of ${p.nodes.length} nodes that host pods it selects`);
+  for (const l of p.lagging) lines.push(`  lagging: ${lagText(now, l)}`);
+  for (const n of p.notReporting) lines.push(`  agent not reporting: ${nodeReason(now, nodes.get(n), n)}`);
+  for (const f of p.invalidFields) lines.push(`  invalid (enforced fail-closed): ${f}`);
+  return lines.join('\n');
+}
+
+/** The one-screen summary; `wide` adds every policy and node. */
+export function summaryText(r: ClusterReport, now: number, wide: boolean): string {
+  const s = r.summary;
+  const out = [
+    `Nodes: ${s.nodes}: ${s.inSync} in sync, ${s.lagging.length} lagging, ${s.notReporting.length} agents not reporting`,
+    `Policies: ${s.policies}: ${s.policiesInForce} in force everywhere, ${s.policiesLagging} not, ${s.invalidPolicies} invalid (enforced fail-closed)`,
+  ];
+  const nodes = new Map(r.nodes.map((n) => [n.name, n]));
+  const bad = r.policies.filter((p) => p.lagging.length > 0 || p.notReporting.length > 0);
+  if (bad.length > 0) {
+    out.push('', 'NOT IN FORCE EVERYWHERE');
+    for (const p of bad.slice(0, wide ? bad.length : 10)) {
+      out.push(
+        `  ${p.namespace}/${p.name}: ${p.inForce.length}/${p.nodes.length} nodes; lagging: ${p.lagging.map((l) => `${l.node} (gen ${l.generation ?? 'none'})`).join(', ') || '-'}; not reporting: ${p.notReporting.join(', ') || '-'}`,
+      );
+    }
+    if (!wide && bad.length > 10) out.push(`  ... and ${bad.length - 10} more (-o wide)`);
+  }
+  if (s.notReporting.length > 0) {
+    out.push('', 'AGENTS NOT REPORTING');
+    for (const n of s.notReporting) out.push(`  ${nodeReason(now, nodes.get(n), n)}`);
+  }
+  const laggingNodes = r.nodes.filter((n) => s.lagging.includes(n.name));
+  if (laggingNodes.length > 0) {
+    out.push('', 'LAGGING NODES');
+    for (const n of laggingNodes)
+      out.push(
+        `  ${n.name}: in sync ${String(n.inSync ?? 'unknown')}, last apply ${n.lastApplyResult ?? '-'} ${n.lastApplyTime ?? ''}${n.lastError === undefined ? '' : `: ${n.lastError}`}`,
+      );
+  }
+  const invalid = r.policies.filter((p) => p.invalidFields.length > 0);
+  if (invalid.length > 0) {
+    out.push('', 'INVALID POLICIES (enforced fail-closed)');
+    for (const p of invalid.slice(0, wide ? invalid.length : 10))
+      out.push(`  ${p.namespace}/${p.name}: ${p.invalidFields.join('; ')}`);
+    if (!wide && invalid.length > 10) out.push(`  ... and ${invalid.length - 10} more (-o wide)`);
+  }
+  if (wide) {
+    out.push(
+      '',
+      ...table([
+        ['NODE', 'AGENT', 'IN-SYNC', 'POLICIES', 'LAST-APPLY', 'RESULT'],
+        ...r.nodes.map((n) => [
+          n.name,
+          n.agent,
+          n.inSync === undefined ? '-' : String(n.inSync),
+          n.policies === undefined ? '-' : String(n.policies),
+          n.lastApplyTime ?? '-',
+          n.lastApplyResult ?? '-',
+        ]),
+      ]),
+    );
+    out.push(
+      '',
+      ...table([
+        ['POLICY', 'GENERATION', 'IN-FORCE', 'LAGGING', 'NOT-REPORTING', 'INVALID'],
+        ...r.policies.map((p) => [
+          `${p.namespace}/${p.name}`,
+          p.generation === undefined ? '-' : String(p.generation),
+          `${p.inForce.length}/${p.nodes.length}`,
+          p.lagging.map((l) => l.node).join(',') || '-',
+          p.notReporting.join(',') || '-',
+          String(p.invalidFields.length),
+        ]),
+      ]),
+    );
+  }
+  out.push('', r.ok ? 'Everything is in force.' : 'Not everything is in force (exit code 3).');
+  return out.join('\n');
+}

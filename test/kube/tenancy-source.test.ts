@@ -113,11 +113,15 @@ test('every node, and only the Services that service peers and the DNS allowance
     (snap.services ?? []).map((x) => `${x.namespace}/${x.name}`),
     ['cart/api', 'kube-system/kube-dns'],
   );
-  const svcWatches = a.watchers().filter((w) => w.resource === 'services');
-  assert.deepEqual(svcWatches.map((w) => `${w.namespace ?? '*'} ${w.fieldSelector ?? '-'}`).sort(), [
-    'cart metadata.name=api',
-    'kube-system metadata.name=kube-dns',
-  ]);
+  // Synced means listed; a watch request may still be on its way to the server.
+  const serviceWatches = () =>
+    a
+      .watchers()
+      .filter((w) => w.resource === 'services')
+      .map((w) => `${w.namespace ?? '*'} ${w.fieldSelector ?? '-'}`)
+      .sort();
+  await waitFor(() => serviceWatches().length >= 2, 'both service watches open');
+  assert.deepEqual(serviceWatches(), ['cart metadata.name=api', 'kube-system metadata.name=kube-dns']);
   // A service peer added later gets its watch; the selector change of a watched service reaches the snapshot.
   a.apply(
     'namespacenetworkpolicies',

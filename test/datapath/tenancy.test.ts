@@ -235,102 +235,105 @@ for (const style of NETWORK_STYLES) {
   });
 }
 
-test('real agents enforce tenancy changes made while they run', { timeout: 300_000 }, async (t) => {
-  if (!requireDatapath(t)) return;
-  const c = await Cluster.create(spec('routed'));
-  const api = await FakeApiServer.start();
-  const s = await scratch(api);
-  const agents: AgentProcess[] = [];
-  t.after(async () => {
-    for (const a of agents) await a.stop();
-    await c.destroy();
-    await api.close();
-    await s.cleanup();
-  });
-  let o: TenancyOptions = { extra: [SVC_NSNP] };
-  api.load(tenancyObjects(o) as KubeObject[]);
-  for (const n of c.nodes)
-    agents.push(
-      AgentProcess.start({
-        node: n.name,
-        netns: n.netns,
-        kubeconfig: s.kubeconfig,
-        args: ['--deny-action', 'reject', '--drift-interval', '1s'],
-      }),
-    );
-  for (const a of agents) await a.waitReady(30_000);
-
-  const expect = async (step: string, must: readonly Must[]): Promise<void> => {
-    const state = stateOf(tenancyObjects(o));
-    checkMust(c, state, must);
-    const exps = oracleExpectations(c, state, [4, 6]).filter((e) => e.probe.via === 'pod' || e.probe.family === 4);
-    let last: string[] = [];
-    try {
-      await eventually(
-        step,
-        async () => {
-          last = await checkProbes(c, exps);
-          return last.length === 0;
-        },
-        30_000,
+for (const style of NETWORK_STYLES)
+  test(`real agents enforce tenancy changes made while they run, ${style} pod network`, { timeout: 300_000 }, async (t) => {
+    if (!requireDatapath(t)) return;
+    const c = await Cluster.create(spec(style));
+    const api = await FakeApiServer.start();
+    const s = await scratch(api);
+    const agents: AgentProcess[] = [];
+    t.after(async () => {
+      for (const a of agents) await a.stop();
+      await c.destroy();
+      await api.close();
+      await s.cleanup();
+    });
+    let o: TenancyOptions = { extra: [SVC_NSNP] };
+    api.load(tenancyObjects(o) as KubeObject[]);
+    for (const n of c.nodes)
+      agents.push(
+        AgentProcess.start({
+          node: n.name,
+          netns: n.netns,
+          kubeconfig: s.kubeconfig,
+          args: ['--deny-action', 'reject', '--drift-interval', '1s'],
+        }),
       );
-    } catch {
-      assert.fail(`${step}:\n${last.join('\n')}\n--- node-1 ---\n${agents[0]?.tail(15)}\n--- node-2 ---\n${agents[1]?.tail(15)}`);
-    }
-  };
+    for (const a of agents) await a.waitReady(30_000);
 
-  await expect('no isolation; NSNP on shop egress', [
-    ['shop/a', 'cart/a', 8080, true],
-    ['shop/a', 'lab/b', 9090, false],
-    ['lab/a', 'shop/a', 8080, true],
-  ]);
+    const expect = async (step: string, must: readonly Must[]): Promise<void> => {
+      const state = stateOf(tenancyObjects(o));
+      checkMust(c, state, must);
+      const exps = oracleExpectations(c, state, [4, 6]).filter((e) => e.probe.via === 'pod' || e.probe.family === 4);
+      let last: string[] = [];
+      try {
+        await eventually(
+          step,
+          async () => {
+            last = await checkProbes(c, exps);
+            return last.length === 0;
+          },
+          30_000,
+        );
+      } catch {
+        assert.fail(
+          `${step}:\n${last.join('\n')}\n--- node-1 ---\n${agents[0]?.tail(15)}\n--- node-2 ---\n${agents[1]?.tail(15)}`,
+        );
+      }
+    };
 
-  o = { ...o, isolatedWorkspaces: ['acme'] };
-  api.apply('workspaces', workspaceObject('acme', true) as KubeObject);
-  await expect('workspace isolation switched on', [
-    ['lab/a', 'cart/b', 9090, false],
-    ['shop/a', 'cart/b', 9090, true],
-  ]);
+    await expect('no isolation; NSNP on shop egress', [
+      ['shop/a', 'cart/a', 8080, true],
+      ['shop/a', 'lab/b', 9090, false],
+      ['lab/a', 'shop/a', 8080, true],
+    ]);
 
-  o = { ...o, workspaceOf: { cart: 'beta' } };
-  api.apply('namespaces', namespaceObject('cart', 'beta', false) as KubeObject);
-  await expect('cart relabelled into workspace beta', [
-    ['lab/a', 'cart/b', 9090, true],
-    ['cart/a', 'shop/b', 9090, false], // shop is in isolated acme, cart no longer
-  ]);
+    o = { ...o, isolatedWorkspaces: ['acme'] };
+    api.apply('workspaces', workspaceObject('acme', true) as KubeObject);
+    await expect('workspace isolation switched on', [
+      ['lab/a', 'cart/b', 9090, false],
+      ['shop/a', 'cart/b', 9090, true],
+    ]);
 
-  o = { ...o, isolatedProjects: ['lab'] };
-  api.apply('namespaces', namespaceObject('lab', 'beta', true) as KubeObject);
-  await expect('project isolation of lab switched on', [
-    ['cart/a', 'lab/b', 9090, false],
-    ['lab/a', 'lab/b', 9090, true],
-  ]);
+    o = { ...o, workspaceOf: { cart: 'beta' } };
+    api.apply('namespaces', namespaceObject('cart', 'beta', false) as KubeObject);
+    await expect('cart relabelled into workspace beta', [
+      ['lab/a', 'cart/b', 9090, true],
+      ['cart/a', 'shop/b', 9090, false], // shop is in isolated acme, cart no longer
+    ]);
 
-  o = { ...o, isolatedProjects: [] };
-  api.apply('namespaces', namespaceObject('lab', 'beta', false) as KubeObject);
-  await expect('annotation removed', [['cart/a', 'lab/b', 9090, true]]);
+    o = { ...o, isolatedProjects: ['lab'] };
+    api.apply('namespaces', namespaceObject('lab', 'beta', true) as KubeObject);
+    await expect('project isolation of lab switched on', [
+      ['cart/a', 'lab/b', 9090, false],
+      ['lab/a', 'lab/b', 9090, true],
+    ]);
 
-  o = { ...o, isolatedWorkspaces: [] };
-  api.apply('workspaces', workspaceObject('acme', false) as KubeObject);
-  await expect('workspace isolation switched off', [
-    ['lab/a', 'shop/b', 9090, true],
-    ['shop/a', 'cart/a', 8080, true], // the NSNP's service peer
-  ]);
+    o = { ...o, isolatedProjects: [] };
+    api.apply('namespaces', namespaceObject('lab', 'beta', false) as KubeObject);
+    await expect('annotation removed', [['cart/a', 'lab/b', 9090, true]]);
 
-  o = { ...o, apiSelector: { app: 'nobody' } };
-  api.apply(
-    'services',
-    serviceObject('cart', 'api', { app: 'nobody' }, [
-      { name: 'web', port: 80, protocol: 'TCP', targetPort: 'http' },
-    ]) as KubeObject,
-  );
-  await expect('service selector changed to select nothing', [
-    ['shop/a', 'cart/a', 8080, false],
-    ['shop/a', 'cart/b', 9090, false],
-  ]);
-  for (const a of agents) assert.equal(await a.metric('nftnp_nft_restore_errors_total'), 0);
-  assert.ok(NODES.length === 2);
-});
+    o = { ...o, isolatedWorkspaces: [] };
+    api.apply('workspaces', workspaceObject('acme', false) as KubeObject);
+    await expect('workspace isolation switched off', [
+      ['lab/a', 'shop/b', 9090, true],
+      ['shop/a', 'cart/a', 8080, true], // the NSNP's service peer
+    ]);
+
+    o = { ...o, apiSelector: { app: 'nobody' } };
+    api.apply(
+      'services',
+      serviceObject('cart', 'api', { app: 'nobody' }, [
+        { name: 'web', port: 80, protocol: 'TCP', targetPort: 'http' },
+      ]) as KubeObject,
+    );
+    await expect('service selector changed to select nothing', [
+      ['shop/a', 'cart/a', 8080, false],
+      ['shop/a', 'cart/b', 9090, false],
+    ]);
+    for (const a of agents) assert.equal(await a.metric('nftnp_nft_restore_errors_total'), 0);
+    assert.ok(NODES.length === 2);
+  });
 
 test('a real agent starts without the tenancy CRDs and enforces them once installed', { timeout: 180_000 }, async (t) => {
   if (!requireDatapath(t)) return;

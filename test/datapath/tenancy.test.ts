@@ -377,8 +377,16 @@ test('a real agent starts without the tenancy CRDs and enforces them once instal
     },
     60_000,
   ).catch(() => assert.fail(`${last.join('\n')}\n${agents[1]?.tail(20) ?? ''}`));
-  // node-1 runs lab/a and, for its own isolated pods, watches acme's pods: it knows both ends.
-  const explain = await agents[0]!.get('/debug/explain?from=lab/a&to=shop/b&port=9090/TCP&format=text');
-  assert.match(explain.body, /denied: workspace acme is isolated and lab is not in it/);
+  // node-1 runs lab/a and, for its own isolated pods, watches acme's pods: it knows both ends
+  // once its pod watches follow the new plan (the denial above may come from node-2 first).
+  let explained = '';
+  await eventually(
+    'node-1 explains the denial by the workspace',
+    async () => {
+      explained = (await agents[0]!.get('/debug/explain?from=lab/a&to=shop/b&port=9090/TCP&format=text')).body;
+      return /denied: workspace acme is isolated and lab is not in it/.test(explained);
+    },
+    30_000,
+  ).catch(() => assert.fail(`node-1's explain: ${explained}`));
   for (const a of agents) assert.equal(await a.metric('nftnp_nft_restore_errors_total'), 0);
 });

@@ -9,13 +9,15 @@
 // KUBE-PEERS-<cid>-IN|EG, holding one lookup: `local address . protocol .
 // port` in the union of what every rule naming that identity allows (plus
 // one for rules without ports). A pod chain then looks the remote address up
-// once in a map of pod addresses (hash) and once in a map of address ranges
-// (interval: ipBlocks, and "anywhere" for rules without peers), jumping to
-// the identity's chain, before its deny tail:
+// (through its direction's lookup chain) once in a map of pod addresses
+// (hash) and once in a map of address ranges (interval: ipBlocks, and
+// "anywhere" for rules without peers), jumping to the identity's chain,
+// before its deny tail:
 //
-//   KUBE-POD-FW-<pod>-IN:  ip saddr vmap @ingress-peers-v4     10.244.2.7 : jump KUBE-PEERS-<cid>-IN
-//                          ip saddr vmap @ingress-ranges-v4    192.168.0.0/24 : jump KUBE-PEERS-<cid2>-IN
+//   KUBE-POD-FW-<pod>-IN:  jump ingress-peers
 //                          counter drop comment "deny ingress to ns/pod"
+//   ingress-peers:         ip saddr vmap @ingress-peers-v4     10.244.2.7 : jump KUBE-PEERS-<cid>-IN
+//                          ip saddr vmap @ingress-ranges-v4    192.168.0.0/24 : jump KUBE-PEERS-<cid2>-IN
 //   KUBE-PEERS-<cid>-IN:   ip daddr . meta l4proto . th dport @allow4-<cid> accept
 //
 // Each allow element carries a comment naming the policy rules it comes from
@@ -29,7 +31,16 @@ import { DIRECTIONS, FAMILIES } from '../model/types.ts';
 import type { Direction, Family } from '../model/types.ts';
 import { addressType, namedPortType } from '../ruleset/ir.ts';
 import type { Chain, CompiledRuleset, MapElement, Match, NamedSet, Rule, RulesetStats, VerdictMap } from '../ruleset/ir.ts';
-import { allowAllSetName, allowSetName, peerMapName, peersChainName, sanitizeComment, shortHash } from '../ruleset/ids.ts';
+import {
+  allowAllSetName,
+  allowSetName,
+  peerLookupChainName,
+  parsePodChainName,
+  peerMapName,
+  peersChainName,
+  sanitizeComment,
+  shortHash,
+} from '../ruleset/ids.ts';
 import { formatElement, parseV4 } from './v4.ts';
 
 const ANYWHERE = '*';
@@ -439,28 +450,34 @@ function rangeIdentities(terms: readonly Term[], f: Family): { iv: Interval; id:
 }
 
 /**
- * A base chain with the peer lookups of its direction inserted before the
- * dispatch: an identity chain accepts what some policy allows to an isolated
- * local pod; anything else goes on to the dispatch and, for an isolated pod,
- * its pod chain's deny tail. One rule per map and base chain references the
- * peer maps: the kernel validates every jump of a verdict map per rule that
- * uses it on each transaction, so per-pod references would multiply that.
+ * The peer lookups of one direction, one rule per peer map that has elements:
+ * an identity chain accepts what some policy allows to the isolated local pod
+ * the packet belongs to; anything else returns to the pod chain's deny tail.
+ * They sit in one chain per direction, reached only from pod chains (after the
+ * dispatch), so traffic of pods nothing isolates never pays them; each map is
+ * referenced by one rule, so the kernel validates its jumps once per
+ * transaction however many pod chains jump here. An empty map gets no rule
+ * (an empty lookup costs a packet as much as any other): a map becoming empty
+ * or non-empty changes this chain's rules, an incremental update like any
+ * chain change.
  */
-function withPeerLookups(chain: Chain): Chain {
-  const first = chain.rules.findIndex((r) => r.verdict.kind === 'vmap');
-  const dispatch = chain.rules[first]?.verdict;
-  if (dispatch?.kind !== 'vmap') return chain;
-  const d: Direction = dispatch.field === 'daddr' ? 'ingress' : 'egress';
+function lookupChain(d: Direction, maps: readonly VerdictMap[]): Chain {
   const field = d === 'ingress' ? 'saddr' : 'daddr';
-  const lookups = FAMILIES.flatMap((f) =>
-    [false, true].map((ranges): Rule => ({
+  const rules = maps
+    .filter((m) => m.direction === d && m.elements.length > 0)
+    .map((m): Rule => ({
       matches: [],
       counter: false,
-      verdict: { kind: 'vmap', family: f, field, map: peerMapName(d, f, ranges) },
+      verdict: { kind: 'vmap', family: m.family, field, map: m.name },
       comment: undefined,
-    })),
-  );
-  return { ...chain, rules: [...chain.rules.slice(0, first), ...lookups, ...chain.rules.slice(first)] };
+    }));
+  return {
+    name: peerLookupChainName(d),
+    role: 'lookup',
+    base: undefined,
+    comment: `${d} of isolated local pods: ${d === 'ingress' ? 'source' : 'destination'} address to its peer identity`,
+    rules,
+  };
 }
 
 /** The per-policy ruleset of compileRules, flattened into peer identities (see the top of this file). */
@@ -524,16 +541,24 @@ export function flattenRuleset(prev: CompiledRuleset): CompiledRuleset {
   }
 
   const policyChainNames = new Set(prev.chains.filter((c) => c.role === 'policy').map((c) => c.name));
-  // Pod chains: only their deny tail (dispatch.ts) is left; what is allowed was accepted before the dispatch.
-  // Every other chain stays as compiled, base chains with the peer lookups before their dispatch.
+  // Pod chains: the direction's peer lookups, then their deny tail (dispatch.ts). Every other chain stays as compiled.
   const rest = prev.chains
     .filter((c) => c.role !== 'policy')
     .map((c): Chain => {
-      if (c.role === 'base') return withPeerLookups(c);
       if (c.role !== 'pod') return c;
-      return { ...c, rules: c.rules.filter((r) => !(r.verdict.kind === 'jump' && policyChainNames.has(r.verdict.chain))) };
+      const d = parsePodChainName(c.name)?.direction ?? 'ingress';
+      const lookup: Rule = {
+        matches: [],
+        counter: false,
+        verdict: { kind: 'jump', chain: peerLookupChainName(d) },
+        comment: undefined,
+      };
+      return {
+        ...c,
+        rules: [lookup, ...c.rules.filter((r) => !(r.verdict.kind === 'jump' && policyChainNames.has(r.verdict.chain)))],
+      };
     });
-  const chains = [...peerChains, ...rest];
+  const chains = [...peerChains, ...DIRECTIONS.map((d) => lookupChain(d, peerMaps)), ...rest];
   const maps = [...peerMaps, ...prev.maps];
   const names = new Set<string>();
   for (const n of [...chains.map((c) => c.name), ...sets.map((s) => s.name)]) {

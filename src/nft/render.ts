@@ -167,14 +167,16 @@ export function renderRuleset(c: CompiledRuleset): string {
     '',
   ];
   // Referenced objects come before their users: limits, sets, peer (or
-  // policy) chains, peer maps (jump to peer chains), pod chains (vmap on peer
-  // maps), dispatch maps (goto pod chains), base chains.
+  // policy) chains, peer maps (jump to peer chains), lookup chains (vmap on
+  // peer maps), pod chains (jump to a lookup chain), dispatch maps (goto pod
+  // chains), base chains.
   for (const l of c.limits) renderLimit(out, l);
   for (const s of c.sets) renderSet(out, s);
   const byRole = (role: Chain['role']): Chain[] => c.chains.filter((ch) => ch.role === role);
   for (const ch of byRole('policy')) renderChain(out, ch);
   for (const ch of byRole('peers')) renderChain(out, ch);
   for (const m of c.maps) if (m.kind === 'peers') renderMap(out, m);
+  for (const ch of byRole('lookup')) renderChain(out, ch);
   for (const ch of byRole('pod')) renderChain(out, ch);
   for (const m of c.maps) if (m.kind === 'dispatch') renderMap(out, m);
   for (const ch of byRole('base')) renderChain(out, ch);

@@ -84,6 +84,11 @@ export function peerMapName(d: Direction, f: Family, ranges: boolean): string {
   return `${d}-${ranges ? 'ranges' : 'peers'}-v${f}`;
 }
 
+/** A direction's peer map lookups (one chain, jumped to by each pod chain of the direction). */
+export function peerLookupChainName(d: Direction): string {
+  return `${d}-peers`;
+}
+
 /** The node's pod CIDRs: an address in them that no map knows is an unknown local endpoint. */
 export function localPodCidrSetName(f: Family): string {
   return `local-pod-cidrs-v${f}`;

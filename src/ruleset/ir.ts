@@ -59,9 +59,11 @@ export interface BaseHook {
 
 /**
  * policy: one policy direction's rules (the per-policy form of compileRules);
- * peers: what one peer identity may reach (the rendered form, identities.ts).
+ * peers: what one peer identity may reach (the rendered form, identities.ts);
+ * lookup: a direction's peer map lookups, jumped to from every pod chain of
+ * that direction (identities.ts).
  */
-export type ChainRole = 'base' | 'pod' | 'policy' | 'peers';
+export type ChainRole = 'base' | 'pod' | 'policy' | 'peers' | 'lookup';
 
 export interface Chain {
   readonly name: string;

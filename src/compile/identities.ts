@@ -450,21 +450,25 @@ function rangeIdentities(terms: readonly Term[], f: Family): { iv: Interval; id:
 }
 
 /**
- * The peer lookups of one direction, one rule per peer map that has elements:
- * an identity chain accepts what some policy allows to the isolated local pod
- * the packet belongs to; anything else returns to the pod chain's deny tail.
- * They sit in one chain per direction, reached only from pod chains (after the
- * dispatch), so traffic of pods nothing isolates never pays them; each map is
- * referenced by one rule, so the kernel validates its jumps once per
- * transaction however many pod chains jump here. An empty map gets no rule
- * (an empty lookup costs a packet as much as any other): a map becoming empty
- * or non-empty changes this chain's rules, an incremental update like any
- * chain change.
+ * The peer lookups of one direction: an identity chain accepts what some
+ * policy allows to the isolated local pod the packet belongs to; anything
+ * else returns to the pod chain's deny tail. They sit in one chain per
+ * direction, reached only from pod chains (after the dispatch), so traffic of
+ * pods nothing isolates never pays them; each map is referenced by one rule,
+ * so the kernel validates its jumps once per transaction however many pod
+ * chains jump here. Only families an isolated local pod has an address in get
+ * their rules (no packet of another family reaches a pod chain): the rules
+ * change with the local pods, never with remote pods.
  */
 function lookupChain(d: Direction, maps: readonly VerdictMap[]): Chain {
   const field = d === 'ingress' ? 'saddr' : 'daddr';
+  const isolated = new Set(
+    maps
+      .filter((m) => m.kind === 'dispatch' && m.direction === d && m.elements.some((e) => e.chain !== undefined))
+      .map((m) => m.family),
+  );
   const rules = maps
-    .filter((m) => m.direction === d && m.elements.length > 0)
+    .filter((m) => m.kind === 'peers' && m.direction === d && isolated.has(m.family))
     .map((m): Rule => ({
       matches: [],
       counter: false,
@@ -558,7 +562,7 @@ export function flattenRuleset(prev: CompiledRuleset): CompiledRuleset {
         rules: [lookup, ...c.rules.filter((r) => !(r.verdict.kind === 'jump' && policyChainNames.has(r.verdict.chain)))],
       };
     });
-  const chains = [...peerChains, ...DIRECTIONS.map((d) => lookupChain(d, peerMaps)), ...rest];
+  const chains = [...peerChains, ...DIRECTIONS.map((d) => lookupChain(d, [...peerMaps, ...prev.maps])), ...rest];
   const maps = [...peerMaps, ...prev.maps];
   const names = new Set<string>();
   for (const n of [...chains.map((c) => c.name), ...sets.map((s) => s.name)]) {

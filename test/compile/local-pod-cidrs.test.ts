@@ -72,23 +72,27 @@ test('with podCIDRs: unknown local endpoints dropped after the dispatch, in forw
     ],
   );
   const nd = 'icmpv6 type { nd-neighbor-solicit, nd-neighbor-advert, nd-router-solicit, nd-router-advert } accept';
-  // What policies allow is accepted through the peer identities before the dispatch (compile/identities.ts).
+  // What policies allow is accepted through the peer identities, looked up after the dispatch from the pod
+  // chains (compile/identities.ts): the lookup chain of each direction, for the families isolated pods have.
   const peers = [
     'ip daddr vmap @egress-peers-v4',
     'ip daddr vmap @egress-ranges-v4',
     'ip6 daddr vmap @egress-peers-v6',
     'ip6 daddr vmap @egress-ranges-v6',
   ];
+  const isolatedEg = c.maps.some((m) => m.kind === 'dispatch' && m.direction === 'egress' && m.elements.some((e) => e.chain));
+  assert.deepEqual(rules(chain(c, 'egress-peers')!), isolatedEg ? peers : []);
+  for (const ch of c.chains.filter((x) => x.role === 'pod'))
+    assert.equal(rules(ch)[0], `jump ${ch.name.endsWith('-IN') ? 'ingress' : 'egress'}-peers`);
   assert.deepEqual(rules(chain(c, 'forward-egress')!), [
     'ct state established,related accept',
     nd,
-    ...peers,
     'ip saddr vmap @egress-v4',
     'ip6 saddr vmap @egress-v6',
     'ip saddr @local-pod-cidrs-v4 counter drop comment "unknown local endpoint"',
     'ip6 saddr @local-pod-cidrs-v6 counter drop comment "unknown local endpoint"',
   ]);
-  assert.deepEqual(rules(chain(c, 'forward-ingress')!).slice(8), [
+  assert.deepEqual(rules(chain(c, 'forward-ingress')!).slice(4), [
     'ip daddr @local-pod-cidrs-v4 counter drop comment "unknown local endpoint"',
     'ip6 daddr @local-pod-cidrs-v6 counter drop comment "unknown local endpoint"',
   ]);
@@ -96,7 +100,6 @@ test('with podCIDRs: unknown local endpoints dropped after the dispatch, in forw
   assert.deepEqual(rules(chain(c, 'input-egress')!), [
     'ct state established,related accept',
     nd,
-    ...peers,
     'ip saddr vmap @egress-v4',
     'ip6 saddr vmap @egress-v6',
   ]);
@@ -108,7 +111,7 @@ test('one family of podCIDRs: only that family is dropped', () => {
     c.sets.filter((s) => s.name.startsWith('local-')).map((s) => s.name),
     ['local-pod-cidrs-v4'],
   );
-  assert.deepEqual(rules(chain(c, 'forward-ingress')!).slice(8), [
+  assert.deepEqual(rules(chain(c, 'forward-ingress')!).slice(4), [
     'ip daddr @local-pod-cidrs-v4 counter drop comment "unknown local endpoint"',
   ]);
   // The maps still list every local pod in both families: a v6 address is known even without a v6 CIDR.

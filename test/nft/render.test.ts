@@ -50,7 +50,8 @@ test('objects are declared before they are referenced', () => {
   };
   assert.ok(at(/\tset allow4-/) < at(/\tchain KUBE-PEERS-/));
   assert.ok(at(/\tchain KUBE-PEERS-/) < at(/\tmap ingress-peers-v4/));
-  assert.ok(at(/\tmap ingress-ranges-v6/) < at(/\tchain KUBE-POD-FW-/));
+  assert.ok(at(/\tmap ingress-ranges-v6/) < at(/\tchain ingress-peers /));
+  assert.ok(at(/\tchain egress-peers /) < at(/\tchain KUBE-POD-FW-/));
   assert.ok(at(/\tchain KUBE-POD-FW-/) < at(/\tmap ingress-v4/));
   assert.ok(at(/\tmap ingress-v6/) < at(/\tchain forward-egress/));
 });
@@ -151,7 +152,10 @@ test('comments: hostile names are sanitized and capped; identifiers are hashes',
   assert.doesNotMatch(text, /^\s*flush/m);
   // Names in identifiers are hashes, never Kubernetes names.
   for (const ch of c.chains)
-    assert.match(ch.name, /^(KUBE-(POD-FW|PEERS)-[0-9a-f]{12}-(IN|EG)|forward-egress|forward-ingress|input-egress)$/);
+    assert.match(
+      ch.name,
+      /^(KUBE-(POD-FW|PEERS)-[0-9a-f]{12}-(IN|EG)|forward-egress|forward-ingress|input-egress|ingress-peers|egress-peers)$/,
+    );
   for (const st of c.sets) assert.match(st.name, /^(allow4|allow6|allowall4|allowall6)-[0-9a-f]{12}$/);
   for (const st of compileRules(s, node).sets) assert.match(st.name, /^(peer4|peer6|port|named4|named6)-[0-9a-f]{12}$/);
   assert.equal(sanitizeComment('x'.repeat(500)).length, 120);

@@ -255,7 +255,7 @@ out(
 const t1 = Date.now();
 const input = await readStatusInput(
   kc,
-  { namespace: undefined, policy: undefined, output: 'json', agentNamespace: AGENT_NS },
+  { namespace: undefined, policy: undefined, output: 'json', agentNamespace: AGENT_NS, tenancy: true },
   Date.now(),
 );
 const full = buildReport(input);

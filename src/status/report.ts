@@ -172,8 +172,7 @@ function expected(input: ReportInput): Expected[] {
     const iso = isolationOf(state, ns, isolated);
     if (iso === undefined) continue;
     const common = { namespace: ns.name, podSelector: EVERYTHING, reportedErrors: false };
-    if (iso.kind === 'project')
-      out.push({ ...common, kind: 'ProjectIsolation', name: ns.name, version: ns.version, errors: [] });
+    if (iso.kind === 'project') out.push({ ...common, kind: 'ProjectIsolation', name: ns.name, version: ns.version, errors: [] });
     else if (iso.workspace !== undefined) {
       const w = workspaces.get(iso.workspace);
       out.push({ ...common, kind: 'WorkspaceIsolation', name: iso.workspace, version: w?.version, errors: w?.errors ?? [] });
@@ -370,8 +369,7 @@ export function summaryText(r: ClusterReport, now: number, wide: boolean): strin
   const invalid = r.policies.filter((p) => p.invalidFields.length > 0);
   if (invalid.length > 0) {
     out.push('', 'INVALID POLICIES (enforced fail-closed)');
-    for (const p of invalid.slice(0, wide ? invalid.length : 10))
-      out.push(`  ${policyLabel(p)}: ${p.invalidFields.join('; ')}`);
+    for (const p of invalid.slice(0, wide ? invalid.length : 10)) out.push(`  ${policyLabel(p)}: ${p.invalidFields.join('; ')}`);
     if (!wide && invalid.length > 10) out.push(`  ... and ${invalid.length - 10} more (-o wide)`);
   }
   if (wide) {

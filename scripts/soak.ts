@@ -218,7 +218,29 @@ interface AgentSlot {
   restarts: number;
 }
 
+/** Agents killed on purpose (the SIGKILL fault, the end of the run); any other exit is a failure. */
+const expectedExits = new WeakSet<AgentProcess>();
+const unexpectedExits: string[] = [];
+let soakStart = 0;
+
 function startAgent(w: World, node: string, netns: string, env: Record<string, string>, entry: string | undefined): AgentProcess {
+  const a = startAgentProcess(w, node, netns, env, entry);
+  void a.exited.then(({ code, signal }) => {
+    if (expectedExits.has(a)) return;
+    const what = `[${((now() - soakStart) / 1000).toFixed(0)} s] ${node}: agent exited on its own (code ${code}, signal ${signal})`;
+    unexpectedExits.push(what);
+    process.stdout.write(`${what}\n${a.tail(40)}\n`);
+  });
+  return a;
+}
+
+function startAgentProcess(
+  w: World,
+  node: string,
+  netns: string,
+  env: Record<string, string>,
+  entry: string | undefined,
+): AgentProcess {
   return AgentProcess.start({
     node,
     netns,
@@ -298,6 +320,7 @@ const FAULTS: readonly Fault[] = [
       // A burst of changes so that an apply is in flight, then the kill.
       for (let i = 0; i < 5; i++) churnOnce(w);
       await sleep(30);
+      expectedExits.add(s.agent);
       s.agent.kill('SIGKILL');
       await s.agent.exited;
       s.agent = startAgent(w, s.node, s.netns, s.env, entry);
@@ -446,6 +469,7 @@ async function main(): Promise<number> {
     for (const sl of slots) await sl.agent.waitReady(60_000);
 
     const t0 = now();
+    soakStart = t0;
     const endAt = t0 + MINUTES * 60_000;
     const stop = { done: false };
     const stats: ProbeStats = { attempts: 0, neverOpenViolations: [], alwaysOpenFailures: [] };
@@ -568,6 +592,7 @@ async function main(): Promise<number> {
     const outage = results.find((r) => r.name === 'API server outage 30 s');
     const dsMax = Math.max(...(slots[0]?.samples.map((p) => p[1]) ?? [0]));
     const checks: [string, boolean][] = [
+      ['no agent exited on its own', unexpectedExits.length === 0],
       ['no never-open violation outside the moment of a flush', violations.length === 0],
       ['no always-open failure', stats.alwaysOpenFailures.length === 0],
       ['every fault but the outage converged in < 5 s', slow.length === 0 && results.length === faults.length],
@@ -584,7 +609,10 @@ async function main(): Promise<number> {
     process.stdout.write(`${out.join('\n')}\n`);
     return pass ? 0 : 1;
   } finally {
-    for (const sl of slots) await sl.agent.stop();
+    for (const sl of slots) {
+      expectedExits.add(sl.agent);
+      await sl.agent.stop();
+    }
     await c.destroy();
     await api.close();
     await s.cleanup();

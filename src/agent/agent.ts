@@ -119,13 +119,11 @@ export class Agent {
       r.onOutcome(this.#status.onOutcome);
     }
     // Repair at once what someone else does to the table (the drift timer is the backstop).
-    const own = parts.dataplane.own;
     this.#monitor =
-      own === undefined
+      parts.dataplane.marked !== true
         ? undefined
         : new TableMonitor({
             target: { table: c.table, nftPath: c.nftPath, netns: c.netns },
-            own,
             log: parts.log,
             onForeignChange: (detail, removed) => this.#reconciler.kernelChanged(detail, removed),
             onRestart: () => m.tableMonitorRestarts.inc(),

@@ -6,7 +6,7 @@ import { execa } from 'execa';
 import { parseIP, formatIP } from '../model/ip.ts';
 import { listTable, runNft } from '../nft/exec.ts';
 import type { Dataplane } from './ports.ts';
-import type { OwnTransactions } from './table-monitor.ts';
+import { markTransaction } from './table-monitor.ts';
 
 export interface DataplaneTarget {
   readonly table: string;
@@ -39,51 +39,14 @@ async function listTerseJson(t: DataplaneTarget): Promise<string | undefined> {
   throw new Error(`nft -t -j list table inet ${t.table}: ${r.stderr.trim() || r.message}`);
 }
 
-// How long after one of our transactions a change seen by the monitor is
-// presumed ours when its pid cannot be matched (see table-monitor.ts).
-const OWN_GRACE_MS = 500;
-const OWN_PIDS_KEPT = 64;
-
-/** The pids of our recent nft transactions, and whether one is in flight. */
-class OwnNft implements OwnTransactions {
-  #pids: number[] = [];
-  #inFlight = 0;
-  #lastEnd = -Infinity;
-  begin(): void {
-    this.#inFlight++;
-  }
-  spawned(pid: number | undefined): void {
-    if (pid === undefined) return;
-    this.#pids.push(pid);
-    if (this.#pids.length > OWN_PIDS_KEPT) this.#pids.shift();
-  }
-  end(): void {
-    this.#inFlight--;
-    this.#lastEnd = performance.now();
-  }
-  isOwn(pid: number): boolean {
-    return this.#pids.includes(pid);
-  }
-  busy(): boolean {
-    return this.#inFlight > 0 || performance.now() - this.#lastEnd < OWN_GRACE_MS;
-  }
-}
-
 export function nftDataplane(t: DataplaneTarget): Dataplane {
   const where = { nftPath: t.nftPath, ...(t.netns === undefined ? {} : { netns: t.netns }) };
-  const own = new OwnNft();
   return {
-    apply: async (script) => {
-      own.begin();
-      try {
-        return await runNft(script, { ...where, onSpawn: (pid) => own.spawned(pid) });
-      } finally {
-        own.end();
-      }
-    },
+    // Marked so that the table monitor knows our deletions from anyone else's.
+    apply: (script) => runNft(markTransaction(script, t.table), where),
     list: (signal) => (signal === undefined ? listTable(t.table, where) : listCancellable(t, signal)),
     listCounters: () => listTerseJson(t),
-    own,
+    marked: true,
   };
 }
 

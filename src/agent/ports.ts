@@ -3,7 +3,6 @@
 // live in the shell; unit tests inject fakes.
 import type { CompiledRuleset, RulesetStats } from '../ruleset/ir.ts';
 import type { ClusterState } from '../model/types.ts';
-import type { OwnTransactions } from './table-monitor.ts';
 
 export type RenderStats = RulesetStats;
 
@@ -35,8 +34,8 @@ export interface Dataplane {
    * table does not exist. Optional: fakes may leave it out.
    */
   listCounters?(): Promise<string | undefined>;
-  /** The real dataplane tells its own transactions apart (table-monitor.ts). */
-  readonly own?: OwnTransactions;
+  /** The real dataplane marks its transactions, so the table monitor can run (table-monitor.ts). */
+  readonly marked?: boolean;
 }
 
 export interface WatchInfo {

@@ -1,70 +1,86 @@
-// Follows the kernel's change notifications (`nft monitor`, a child process)
-// so that a table someone else flushed, deleted or edited is repaired at once
-// instead of at the next periodic drift check (which stays as the backstop).
-// nft prints each transaction's changes, then `# new generation N by process
-// PID (COMM)`. Our own transactions are recognized by the pid of the nft we
-// ran; where pids cannot be matched (a container in its own PID namespace:
-// the kernel reports host pids), a transaction that ends while one of ours is
-// in flight or just finished is taken as ours unless it leaves our table
-// deleted (the agent never deletes its table). What is taken as foreign asks
-// for a kernel check; the check decides whether it is drift.
+// Follows the kernel's change notifications (`nft monitor destroy`, a child
+// process) so that a table someone else flushed, deleted or emptied is
+// repaired at once instead of at the next periodic drift check (which stays
+// as the backstop, and alone sees foreign additions).
+//
+// Why only deletions: nft 1.0.6 (Debian 12, our image) prints elements of
+// concatenated interval sets with a garbage range end and then segfaults
+// (measured: 100 `addr . proto . port-range` elements with comments crash
+// it every time). Our allow sets are exactly that, so a full `nft monitor`
+// died on our own applies and its restart delay grew to 30 s. `monitor
+// destroy` prints table, chain, set and rule deletions and no elements.
+//
+// It prints no `# new generation ... by process` trailers either, so our own
+// transactions mark themselves: each begins and ends by creating and deleting
+// a chain in a scratch table (`markTransaction`). The kernel emits one
+// transaction's notifications together and in order, so every deletion
+// between our two markers is ours and every other one is someone else's: no
+// pids (which a container's PID namespace hides anyway) and no timing.
 import { createInterface } from 'node:readline';
 import { execa } from 'execa';
 import type { Logger } from 'pino';
 
-/** One transaction as `nft monitor` printed it, as far as our table is concerned. */
-export interface MonitoredTransaction {
-  readonly generation: number | undefined;
-  readonly pid: number | undefined;
-  readonly comm: string | undefined;
-  /** It changed something in our table. */
-  readonly touched: boolean;
-  /** Our table does not exist after it. */
-  readonly removed: boolean;
+/** One line of `nft monitor destroy`, as far as our table is concerned. */
+export type MonitorEvent =
+  | { readonly kind: 'own-begin' }
+  | { readonly kind: 'own-end' }
+  | { readonly kind: 'table-deleted' }
+  /** A chain, set, map or rule of our table was deleted; `object` is the line. */
+  | { readonly kind: 'deleted'; readonly object: string };
+
+/** A deletion in our table. */
+export type Deletion = Extract<MonitorEvent, { readonly kind: 'table-deleted' | 'deleted' }>;
+
+/** The scratch table whose chains mark our transactions (never left in the kernel). */
+export function markerTable(table: string): string {
+  return `${table}-tx`;
 }
 
-const TRAILER = /^# new generation (\d+)(?: by process (\d+) \((.*)\))?/;
+function marker(table: string, which: 'begin' | 'end'): string {
+  const m = markerTable(table);
+  return `add table inet ${m}; add chain inet ${m} ${which}; delete table inet ${m};`;
+}
 
-/** Pure: groups `nft monitor` lines into transactions about `table` (family inet). */
-export class MonitorParser {
-  readonly #table: string;
-  #touched = false;
-  #removed = false;
+/**
+ * The script as our dataplane runs it: bracketed by the markers. The begin
+ * marker shares the first line, so nft's error line numbers stay those of
+ * the rendered script.
+ */
+export function markTransaction(script: string, table: string): string {
+  return `${marker(table, 'begin')} ${script}${script.endsWith('\n') ? '' : '\n'}${marker(table, 'end')}\n`;
+}
 
-  constructor(table: string) {
-    this.#table = table;
-  }
-
-  /** Feeds one line; returns the transaction it ends, if any. */
-  line(l: string): MonitoredTransaction | undefined {
-    if (l.startsWith('#')) {
-      const m = TRAILER.exec(l);
-      if (m === null) return undefined;
-      const tx: MonitoredTransaction = {
-        generation: Number(m[1]),
-        pid: m[2] === undefined ? undefined : Number(m[2]),
-        comm: m[3],
-        touched: this.#touched,
-        removed: this.#removed,
-      };
-      this.#touched = this.#removed = false;
-      return tx;
-    }
-    // "VERB OBJECT inet TABLE ...": add table / delete chain / add element ...
-    const [verb, object, family, name] = l.split(' ', 4);
-    if (family !== 'inet' || name !== this.#table) return undefined;
-    this.#touched = true;
-    if (object === 'table') this.#removed = verb === 'delete';
+/** Pure: one `nft monitor destroy` line, or undefined when it is not about our table. */
+export function parseMonitorLine(l: string, table: string): MonitorEvent | undefined {
+  // "delete OBJECT inet TABLE [NAME ...]": delete table / delete chain / delete rule ...
+  const [verb, object, family, name, rest] = l.split(' ', 5);
+  if (verb !== 'delete' || family !== 'inet') return undefined;
+  if (name === markerTable(table) && object === 'chain') {
+    if (rest === 'begin') return { kind: 'own-begin' };
+    if (rest === 'end') return { kind: 'own-end' };
     return undefined;
   }
+  if (name !== table) return undefined;
+  return object === 'table' ? { kind: 'table-deleted' } : { kind: 'deleted', object: l.slice(0, 200) };
 }
 
-/** The agent's own nft transactions, as the dataplane runs them. */
-export interface OwnTransactions {
-  /** Was this pid one of our nft processes (recently)? */
-  isOwn(pid: number): boolean;
-  /** One of ours is in flight or ended within the last moment. */
-  busy(): boolean;
+/** Pure: follows the markers; returns the deletions that are someone else's. */
+export class ForeignFilter {
+  #inOwn = false;
+  foreign(e: MonitorEvent | undefined): Deletion | undefined {
+    if (e === undefined) return undefined;
+    switch (e.kind) {
+      case 'own-begin':
+        this.#inOwn = true;
+        return undefined;
+      case 'own-end':
+        this.#inOwn = false;
+        return undefined;
+      case 'table-deleted':
+      case 'deleted':
+        return this.#inOwn ? undefined : e;
+    }
+  }
 }
 
 export interface MonitorTarget {
@@ -75,21 +91,11 @@ export interface MonitorTarget {
 
 export interface TableMonitorDeps {
   readonly target: MonitorTarget;
-  readonly own: OwnTransactions;
   readonly log: Logger;
   /** Someone else changed our table (`removed`: it is deleted now), or notifications may have been missed. */
   readonly onForeignChange: (detail: string, removed: boolean) => void;
   /** The monitor process ended unexpectedly and is restarted. */
   readonly onRestart: () => void;
-}
-
-/** Is this transaction someone else's change of our table? */
-export function isForeign(tx: MonitoredTransaction, own: OwnTransactions): boolean {
-  if (!tx.touched) return false;
-  if (tx.pid !== undefined && own.isOwn(tx.pid)) return false;
-  // The agent never leaves its table deleted: whoever did, it was not us.
-  if (tx.removed) return true;
-  return !own.busy();
 }
 
 const RESTART_MIN_MS = 500;
@@ -104,6 +110,8 @@ export class TableMonitor {
   #restartTimer: NodeJS.Timeout | undefined;
   #delay = RESTART_MIN_MS;
   #running: Promise<void> | undefined;
+  /** Foreign deletions seen in the current burst (one transaction prints many lines). */
+  #burst: { first: string; count: number; removed: boolean } | undefined;
 
   constructor(deps: TableMonitorDeps) {
     this.#d = deps;
@@ -123,14 +131,34 @@ export class TableMonitor {
     await this.#running;
   }
 
+  #seen(e: Deletion | undefined): void {
+    if (e === undefined) return;
+    const line = e.kind === 'table-deleted' ? 'table deleted' : e.object;
+    if (this.#burst === undefined) {
+      this.#burst = { first: line, count: 0, removed: false };
+      // The lines of one transaction arrive together: report them once.
+      setImmediate(() => this.#report());
+    }
+    this.#burst.count++;
+    // Rules and chains go before their table: the last word is the table's.
+    if (e.kind === 'table-deleted') this.#burst.removed = true;
+  }
+
+  #report(): void {
+    const b = this.#burst;
+    this.#burst = undefined;
+    if (b === undefined || this.#stopped) return;
+    const what = b.removed ? 'table deleted' : `${b.count} deletion(s) in the table, first: ${b.first}`;
+    this.#d.onForeignChange(`${what}, by another process`, b.removed);
+  }
+
   async #run(): Promise<void> {
     const t = this.#d.target;
-    const args = ['monitor'];
+    const args = ['monitor', 'destroy'];
     const [file, argv] = t.netns === undefined ? [t.nftPath, args] : ['ip', ['netns', 'exec', t.netns, t.nftPath, ...args]];
     const ac = new AbortController();
     this.#abort = ac;
     const started = performance.now();
-    const parser = new MonitorParser(t.table);
     const sub = execa(file, argv, {
       reject: false,
       buffer: { stdout: false, stderr: true },
@@ -138,15 +166,8 @@ export class TableMonitor {
       cancelSignal: ac.signal,
     });
     const lines = createInterface({ input: sub.stdout, crlfDelay: Infinity });
-    lines.on('line', (l) => {
-      const tx = parser.line(l);
-      if (tx === undefined || !isForeign(tx, this.#d.own)) return;
-      const by = tx.pid === undefined ? 'an unknown process' : `process ${tx.pid} (${tx.comm ?? '?'})`;
-      this.#d.onForeignChange(
-        `${tx.removed ? 'table deleted' : 'table changed'} by ${by}, generation ${tx.generation ?? '?'}`,
-        tx.removed,
-      );
-    });
+    const filter = new ForeignFilter();
+    lines.on('line', (l) => this.#seen(filter.foreign(parseMonitorLine(l, t.table))));
     const r = await sub;
     lines.close();
     if (this.#stopped) return;

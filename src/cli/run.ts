@@ -3,6 +3,7 @@
 // Exit codes: 0 stopped by a signal / cleaned up, 1 cannot start (bind
 // failure, bad kubeconfig) or cleanup failed, 2 usage.
 import { readFileSync } from 'node:fs';
+import { getHeapStatistics } from 'node:v8';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { Agent } from '../agent/agent.ts';
 import { CLEANUP_HELP, parseCleanupConfig, parseRunConfig, RUN_HELP, type AgentConfig } from '../agent/config.ts';
@@ -110,9 +111,18 @@ export async function runCommand(argv: string[]): Promise<number> {
       debounceMs: c.debounceMs,
       netns: c.netns,
       fromDir: c.fromDir,
+      heapLimitMiB: Math.round(getHeapStatistics().heap_size_limit / 2 ** 20),
     },
     'nft-netpol-agent starting',
   );
+  // Without them V8 sizes the heap from the machine's memory and, under churn,
+  // keeps hundreds of MiB of garbage (docs/benchmarks.md, "Reliability soak").
+  const v8Flags = `${process.env['NODE_OPTIONS'] ?? ''} ${process.execArgv.join(' ')}`;
+  if (!v8Flags.includes('--max-semi-space-size') || !v8Flags.includes('--max-old-space-size'))
+    log.warn(
+      { event: 'memory', nodeOptions: process.env['NODE_OPTIONS'] ?? null },
+      'no --max-old-space-size/--max-semi-space-size: memory follows V8 defaults; set NODE_OPTIONS as the DaemonSet does',
+    );
 
   const metrics = createMetrics();
   metrics.setBuildInfo(ver, c.node);

@@ -1,62 +1,126 @@
-// The nft monitor parser and the own/foreign decision, on the lines nft 1.0
-// prints (captured from `nft monitor` in a network namespace).
+// The `nft monitor destroy` line parser and the own/foreign decision: on
+// lines nft 1.0.6 prints, and on the real notifications of marked and
+// unmarked transactions in a scratch network namespace.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { isForeign, MonitorParser, type MonitoredTransaction, type OwnTransactions } from '../../src/agent/table-monitor.ts';
+import { createInterface } from 'node:readline';
+import { execa } from 'execa';
+import {
+  ForeignFilter,
+  markTransaction,
+  parseMonitorLine,
+  type Deletion,
+  type MonitorEvent,
+} from '../../src/agent/table-monitor.ts';
+import { runNft } from '../../src/nft/exec.ts';
+import { renderCleanup } from '../../src/nft/render.ts';
+import { requireDatapath } from '../harness/requirements.ts';
+import { createNetns, deleteNetns, uniquePrefix } from '../harness/netns.ts';
+import { eventually } from './agent-process.ts';
 
-const LINES = `add table inet nft-netpol
-add chain inet nft-netpol c { type filter hook input priority filter; policy accept; }
-add set inet nft-netpol s { type ipv4_addr; }
-add element inet nft-netpol s { 1.2.3.4 }
-# new generation 2 by process 16213 (nft)
-add element inet nft-netpol s { 5.6.7.8 }
-# new generation 3 by process 16214 (nft)
-delete rule inet other c handle 3
-delete table inet other
-delete rule inet nft-netpol c handle 3
-delete set inet nft-netpol s
-delete chain inet nft-netpol c
-delete table inet nft-netpol
-# new generation 4 by process 16217 (nft)
-add table inet other
-# new generation 5 by process 16218 (firewalld)
-delete table inet nft-netpol
-add table inet nft-netpol
-add chain inet nft-netpol c
-# new generation 6
-add table inet nft-netpol-probe
-delete table inet nft-netpol-probe
-# new generation 7 by process 9 (nft)`;
-
-function parse(text: string): MonitoredTransaction[] {
-  const p = new MonitorParser('nft-netpol');
-  return text.split('\n').flatMap((l) => p.line(l) ?? []);
-}
-
-test('monitor lines group into transactions: which touched the table, which left it deleted, by whom', () => {
-  const txs = parse(LINES);
+test('monitor lines: deletions in our table, our markers, everything else ignored', () => {
+  const lines = [
+    'delete rule inet nft-netpol forward-ingress handle 321',
+    'delete set inet nft-netpol allow4-6d520959c60d',
+    'delete chain inet nft-netpol KUBE-POD-FW-bd50afd5728b-IN',
+    'delete map inet nft-netpol ingress-peers-v4',
+    'delete table inet nft-netpol',
+    'delete chain inet nft-netpol-tx begin',
+    'delete chain inet nft-netpol-tx end',
+    'delete table inet nft-netpol-tx',
+    'delete chain inet nft-netpol-tx other',
+    'delete table inet nft-netpol-probe',
+    'delete rule inet other c handle 3',
+    'delete table ip nft-netpol',
+    'add table inet nft-netpol',
+    '# new generation 4 by process 16217 (nft)',
+    '',
+  ];
   assert.deepEqual(
-    txs.map((t) => [t.generation, t.pid, t.comm, t.touched, t.removed]),
+    lines.map((l) => parseMonitorLine(l, 'nft-netpol')?.kind),
     [
-      [2, 16213, 'nft', true, false],
-      [3, 16214, 'nft', true, false],
-      [4, 16217, 'nft', true, true],
-      [5, 16218, 'firewalld', false, false],
-      [6, undefined, undefined, true, false],
-      [7, 9, 'nft', false, false],
+      ...['deleted', 'deleted', 'deleted', 'deleted', 'table-deleted', 'own-begin', 'own-end'],
+      ...Array.from({ length: 8 }, () => undefined),
     ],
+  );
+  assert.deepEqual(parseMonitorLine(lines[0] ?? '', 'nft-netpol'), { kind: 'deleted', object: lines[0] });
+});
+
+test('deletions between our markers are ours; before, after and between two of ours are foreign', () => {
+  const f = new ForeignFilter();
+  const ev = (kind: MonitorEvent['kind']): MonitorEvent =>
+    kind === 'deleted' ? { kind, object: 'delete rule inet nft-netpol c handle 3' } : ({ kind } as MonitorEvent);
+  const seq: MonitorEvent['kind'][] = ['deleted', 'own-begin', 'deleted', 'table-deleted', 'own-end', 'table-deleted'];
+  seq.push('own-begin', 'own-end', 'deleted');
+  assert.deepEqual(
+    seq.map((k) => f.foreign(ev(k))?.kind),
+    ['deleted', undefined, undefined, undefined, undefined, 'table-deleted', undefined, undefined, 'deleted'],
   );
 });
 
-test('own transactions are ignored; a deleted table is foreign even while the agent applies', () => {
-  const own = (pids: number[], busy: boolean): OwnTransactions => ({ isOwn: (p) => pids.includes(p), busy: () => busy });
-  const [add, element, deleted, other, replaced] = parse(LINES);
-  assert.ok(add !== undefined && element !== undefined && deleted !== undefined && other !== undefined && replaced !== undefined);
-  assert.equal(isForeign(add, own([16213], false)), false, 'our pid');
-  assert.equal(isForeign(element, own([], false)), true, 'someone else, agent idle');
-  assert.equal(isForeign(element, own([], true)), false, 'unmatched pid while ours is in flight: presumed ours');
-  assert.equal(isForeign(deleted, own([], true)), true, 'the agent never leaves its table deleted');
-  assert.equal(isForeign(deleted, own([16217], true)), false);
-  assert.equal(isForeign(other, own([], false)), false, 'another table');
-  assert.equal(isForeign(replaced, own([], false)), true, 'no pid printed');
+test('real notifications: a marked full load is ours, an unmarked flush and delete are foreign', async (t) => {
+  if (!requireDatapath(t)) return;
+  const ns = `${uniquePrefix()}m`;
+  await createNetns([ns]);
+  const mon = execa('ip', ['netns', 'exec', ns, 'nft', 'monitor', 'destroy'], { reject: false, buffer: false });
+  t.after(async () => {
+    mon.kill();
+    await mon;
+    await deleteNetns([ns]);
+  });
+  const filter = new ForeignFilter();
+  const foreign: Deletion[] = [];
+  const lines: string[] = [];
+  createInterface({ input: mon.stdout }).on('line', (l) => {
+    lines.push(l);
+    const e = filter.foreign(parseMonitorLine(l, 'nft-netpol'));
+    if (e !== undefined) foreign.push(e);
+  });
+  const full = [
+    '# a full load',
+    'table inet nft-netpol {}',
+    'delete table inet nft-netpol',
+    'table inet nft-netpol {',
+    '\tchain c {',
+    '\t\ttype filter hook forward priority filter; policy accept;',
+    '\t\tct state established accept',
+    '\t}',
+    '}',
+    '',
+  ].join('\n');
+  const nft = async (script: string): Promise<void> => {
+    const r = await runNft(script, { netns: ns });
+    assert.ok(r.ok, r.ok ? '' : r.error);
+  };
+  // The monitor is subscribed once it has printed something.
+  await eventually('monitor listening', async () => {
+    await nft(markTransaction(renderCleanup('nft-netpol'), 'nft-netpol'));
+    return lines.length > 0;
+  });
+  await nft(markTransaction(full, 'nft-netpol'));
+  await nft(markTransaction(full, 'nft-netpol'));
+  await nft('flush table inet nft-netpol\n');
+  await nft(markTransaction(full, 'nft-netpol'));
+  await nft('delete table inet nft-netpol\n');
+  await eventually(
+    'all lines seen',
+    () =>
+      lines.filter((l) => l === 'delete chain inet nft-netpol-tx end').length >= 4 &&
+      foreign.some((e) => e.kind === 'table-deleted'),
+  );
+  assert.deepEqual(
+    foreign.map((e) => (e.kind === 'deleted' ? e.object : e.kind)),
+    [
+      // flush table: its rules
+      'delete rule inet nft-netpol c handle 2',
+      // delete table: everything in it, then the table
+      'delete rule inet nft-netpol c handle 2',
+      'delete chain inet nft-netpol c',
+      'table-deleted',
+    ],
+    lines.join('\n'),
+  );
+  // The marker table never stays (and ours was deleted last).
+  const r = await execa('ip', ['netns', 'exec', ns, 'nft', 'list', 'tables']);
+  assert.equal(r.stdout.trim(), '');
 });

@@ -1,9 +1,10 @@
-// `nft-netpol-agent status [-n NS] [POLICY] [-o json|wide]`: reads the
-// NodePolicyStatus objects, the agents' Leases, policies, pods and Nodes with
-// the user's kubeconfig and answers whether policies are in force on every
-// node that must enforce them (src/status/report.ts decides).
+// `nft-netpol-agent status [-n NS] [[TYPE/]NAME | TYPE NAME] [-o json|wide]`:
+// reads the NodePolicyStatus objects, the agents' Leases, policies (with
+// tenancy NamespaceNetworkPolicies, Namespaces and Workspaces too), pods and
+// Nodes with the user's kubeconfig and answers whether policies are in force
+// on every node that must enforce them (src/status/report.ts decides).
 // Exit codes: 0 everything in force, 3 something lags or an agent is not
-// reporting, 1 the API cannot be read, 2 usage.
+// reporting, 1 the API cannot be read or the policy is not found, 2 usage.
 import { parseArgs } from 'node:util';
 import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, KubeConfig, NetworkingV1Api } from '@kubernetes/client-node';
 import { apiCode } from '../kube/status-client.ts';

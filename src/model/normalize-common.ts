@@ -3,7 +3,7 @@
 // selectors. Raw objects come either as plain JSON (files, watch events) or as
 // @kubernetes/client-node model instances; both read the same way here.
 import { labelKeyErrors, labelValueErrors, dns1123LabelErrors, dns1123SubdomainErrors } from './k8s-names.ts';
-import type { LabelSelector, Labels, SelectorOperator, SelectorRequirement, ValidationError } from './types.ts';
+import type { LabelSelector, Labels, ObjectVersion, SelectorOperator, SelectorRequirement, ValidationError } from './types.ts';
 
 export type Normalized<T> = { ok: true; value: T; errors: ValidationError[] } | { ok: false; errors: ValidationError[] };
 
@@ -252,4 +252,17 @@ function normalizeRequirement(e: unknown, ep: string, report: Report): SelectorR
   const operator = OPERATORS.find((o) => o === op);
   if (operator === undefined) return undefined;
   return { key, operator, values: [...new Set(values)].sort() };
+}
+
+/** uid, generation, resourceVersion; undefined when none is set (manifest files). */
+export function objectVersion(meta: Raw): ObjectVersion | undefined {
+  const uid = field(meta, 'uid');
+  const generation = field(meta, 'generation');
+  const resourceVersion = field(meta, 'resourceVersion');
+  const v: ObjectVersion = {
+    uid: typeof uid === 'string' && uid !== '' ? uid : undefined,
+    generation: typeof generation === 'number' && Number.isSafeInteger(generation) ? generation : undefined,
+    resourceVersion: typeof resourceVersion === 'string' && resourceVersion !== '' ? resourceVersion : undefined,
+  };
+  return v.uid === undefined && v.generation === undefined && v.resourceVersion === undefined ? undefined : v;
 }

@@ -6,11 +6,11 @@
 import { cidrWithin, formatCIDR, parseCIDR } from './ip.ts';
 import type { CIDR } from './ip.ts';
 import { isPortNumber, portNameErrors, PORT_RANGE_MESSAGE } from './k8s-names.ts';
-import { field, isRecord, listField, normalizeSelector, readHead, show } from './normalize-common.ts';
+import { field, isRecord, listField, normalizeSelector, objectVersion, readHead, show } from './normalize-common.ts';
 import type { Normalized, Raw, Report } from './normalize-common.ts';
 import { EVERYTHING } from './selector.ts';
 import { PROTOCOLS } from './types.ts';
-import type { LabelSelector, NetworkPolicy, ObjectVersion, Peer, PortSpec, Protocol, Rule } from './types.ts';
+import type { LabelSelector, NetworkPolicy, Peer, PortSpec, Protocol, Rule } from './types.ts';
 
 export const NETWORK_POLICY_API_VERSION = 'networking.k8s.io/v1';
 
@@ -70,19 +70,6 @@ export function normalizePolicy(obj: unknown): Normalized<NetworkPolicy> {
     ingress: keep(t.ingressListed, t.types.ingress, ingress),
     egress: keep(t.egressListed, t.types.egress, egress),
   });
-}
-
-/** uid, generation, resourceVersion; undefined when none is set (manifest files). */
-function objectVersion(meta: Raw): ObjectVersion | undefined {
-  const uid = field(meta, 'uid');
-  const generation = field(meta, 'generation');
-  const resourceVersion = field(meta, 'resourceVersion');
-  const v: ObjectVersion = {
-    uid: typeof uid === 'string' && uid !== '' ? uid : undefined,
-    generation: typeof generation === 'number' && Number.isSafeInteger(generation) ? generation : undefined,
-    resourceVersion: typeof resourceVersion === 'string' && resourceVersion !== '' ? resourceVersion : undefined,
-  };
-  return v.uid === undefined && v.generation === undefined && v.resourceVersion === undefined ? undefined : v;
 }
 
 export interface Types {

@@ -5,7 +5,7 @@
 // Validation follows normalize-policy.ts: field paths as the API server
 // prints them, and a bad rule allows nothing.
 import { dns1123LabelErrors, isPortNumber, PORT_RANGE_MESSAGE, portNameErrors } from './k8s-names.ts';
-import { field, isRecord, listField, normalizeLabels, readHead, show, subObject } from './normalize-common.ts';
+import { field, isRecord, listField, normalizeLabels, objectVersion, readHead, show, subObject } from './normalize-common.ts';
 import type { Normalized, Raw, Report } from './normalize-common.ts';
 import { normalizeIPBlock, normalizePort, policyTypes } from './normalize-policy.ts';
 import { PROTOCOLS } from './types.ts';
@@ -54,7 +54,14 @@ export function normalizeWorkspace(obj: unknown): Normalized<Workspace> {
     }
   }
   if (v !== undefined && typeof v !== 'boolean') sink.report(path, `must be a boolean, not ${show(v)}`);
-  return { ok: true, value: { name, networkIsolation: v === undefined ? false : v !== false }, errors: sink.errors };
+  const version = objectVersion(h.head.metadata);
+  const value: Workspace = {
+    name,
+    networkIsolation: v === undefined ? false : v !== false,
+    ...(version === undefined ? {} : { version }),
+    ...(sink.errors.length === 0 ? {} : { errors: [...sink.errors] }),
+  };
+  return { ok: true, value, errors: sink.errors };
 }
 
 /** v1 Service: selector and ports (targetPort defaulted to port, as the API server does). */
@@ -139,9 +146,11 @@ export function normalizeNamespacePolicy(obj: unknown): Normalized<NamespaceNetw
   const { name, sink } = h.head;
   const namespace = h.head.namespace ?? 'default';
   const { report, errors } = sink;
+  const version = objectVersion(h.head.metadata);
+  const v = version === undefined ? {} : { version };
   const failClosed = (): Normalized<NamespaceNetworkPolicy> => ({
     ok: true,
-    value: { namespace, name, types: { ingress: true, egress: true }, ingress: [], egress: [], errors },
+    value: { namespace, name, types: { ingress: true, egress: true }, ingress: [], egress: [], errors, ...v },
     errors,
   });
   const rawSpec = field(h.head.obj, 'spec');
@@ -169,6 +178,7 @@ export function normalizeNamespacePolicy(obj: unknown): Normalized<NamespaceNetw
       ingress: t.types.ingress && t.ingressListed ? ingress : [],
       egress: t.types.egress && t.egressListed ? egress : [],
       errors,
+      ...v,
     },
     errors,
   };

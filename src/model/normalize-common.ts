@@ -124,6 +124,25 @@ export function readHead(
   return { ok: true, head: { obj, name, namespace, metadata: meta, sink } };
 }
 
+/** `raw` as an object, or undefined with the report that it is not one. */
+export function requireObject(raw: unknown, path: string, report: Report): Raw | undefined {
+  if (isRecord(raw)) return raw;
+  report(path, `must be an object, not ${show(raw)}`);
+  return undefined;
+}
+
+/** A required, non-empty string field, or undefined with the report of what is wrong. */
+export function requiredString(parent: Raw, name: string, path: string, report: Report): string | undefined {
+  const v = field(parent, name);
+  if (v === undefined || v === '') {
+    report(path, 'Required value');
+    return undefined;
+  }
+  if (typeof v === 'string') return v;
+  report(path, `must be a string, not ${show(v)}`);
+  return undefined;
+}
+
 /** A sub-object that may be absent; anything else than an object is reported and read as `{}`. */
 export function subObject(parent: Raw, name: string, path: string, report: Report): Raw {
   const v = field(parent, name);

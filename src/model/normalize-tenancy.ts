@@ -5,9 +5,20 @@
 // Validation follows normalize-policy.ts: field paths as the API server
 // prints them, and a bad rule allows nothing.
 import { dns1123LabelErrors, isPortNumber, PORT_RANGE_MESSAGE, portNameErrors } from './k8s-names.ts';
-import { field, isRecord, listField, normalizeLabels, objectVersion, readHead, show, subObject } from './normalize-common.ts';
-import type { Normalized, Raw, Report } from './normalize-common.ts';
-import { normalizeIPBlock, normalizePort, policyTypes } from './normalize-policy.ts';
+import {
+  field,
+  isRecord,
+  listField,
+  normalizeLabels,
+  objectVersion,
+  readHead,
+  requiredString,
+  requireObject,
+  show,
+  subObject,
+} from './normalize-common.ts';
+import type { Normalized, Report } from './normalize-common.ts';
+import { normalizeIPBlock, normalizePort, policySpec, policyTypes } from './normalize-policy.ts';
 import { PROTOCOLS } from './types.ts';
 import type {
   NamespaceNetworkPolicy,
@@ -153,17 +164,9 @@ export function normalizeNamespacePolicy(obj: unknown): Normalized<NamespaceNetw
     value: { namespace, name, types: { ingress: true, egress: true }, ingress: [], egress: [], errors, ...v },
     errors,
   });
-  const rawSpec = field(h.head.obj, 'spec');
-  if (rawSpec !== undefined && !isRecord(rawSpec)) {
-    report('spec', `must be an object, not ${show(rawSpec)}`);
-    return failClosed();
-  }
-  const spec: Raw = rawSpec ?? {};
-  const before = errors.length;
-  const ingressRaw = listField(spec, ['ingress'], 'spec.ingress', report);
-  const egressRaw = listField(spec, ['egress'], 'spec.egress', report);
-  const typesRaw = listField(spec, ['policyTypes'], 'spec.policyTypes', report);
-  if (errors.length > before) return failClosed();
+  const shape = policySpec(h.head.obj, report);
+  if (shape === undefined) return failClosed();
+  const { ingressRaw, egressRaw, typesRaw } = shape;
   const t = policyTypes(typesRaw, egressRaw, report);
   const rules = (raw: readonly unknown[] | undefined, path: string, peerField: string): NamespacePolicyRule[] =>
     (raw ?? []).map((r, i) => normalizeRule(r, `${path}[${i}]`, peerField, namespace, report));
@@ -259,19 +262,9 @@ function normalizePeer(raw: unknown, path: string, policyNs: string, report: Rep
 
 /** `{name: ...}` with a DNS label as name (namespace and service names are both DNS labels). */
 function requiredName(raw: unknown, path: string, report: Report): string | undefined {
-  if (!isRecord(raw)) {
-    report(path, `must be an object, not ${show(raw)}`);
-    return undefined;
-  }
-  const name = field(raw, 'name');
-  if (name === undefined || name === '') {
-    report(`${path}.name`, 'Required value');
-    return undefined;
-  }
-  if (typeof name !== 'string') {
-    report(`${path}.name`, `must be a string, not ${show(name)}`);
-    return undefined;
-  }
+  const obj = requireObject(raw, path, report);
+  const name = obj === undefined ? undefined : requiredString(obj, 'name', `${path}.name`, report);
+  if (name === undefined) return undefined;
   const errs = dns1123LabelErrors(name);
   for (const m of errs) report(`${path}.name`, m);
   return errs.length > 0 ? undefined : name;

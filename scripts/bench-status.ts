@@ -11,6 +11,9 @@
 //   churn    --churn-rate pod label flips per second for --churn seconds, each
 //            changing its node's selected-pod counts and the set elements of
 //            --peers other nodes: writes per second and per event
+//   tenancy  tenancy on, a NamespaceNetworkPolicy in a namespace with a pod on
+//            every node gets a new generation (and one in a namespace without
+//            pods is created): writes per affected node, time until in force
 // plus the size of one node's status with and without --irrelevant policies
 // that select nothing on it.
 //
@@ -28,8 +31,9 @@ import { Heartbeat } from '../src/agent/heartbeat.ts';
 import { StatusWriter } from '../src/agent/status-writer.ts';
 import { readStatusInput } from '../src/cli/status.ts';
 import { kubeStatusApi } from '../src/kube/status-client.ts';
-import { makeState, normalizePod, normalizePolicy } from '../src/model/normalize.ts';
-import type { ClusterState, NetworkPolicy, Pod } from '../src/model/types.ts';
+import { makeState, normalizeNamespacePolicy, normalizePod, normalizePolicy } from '../src/model/normalize.ts';
+import { DEFAULT_TENANCY } from '../src/model/tenancy-config.ts';
+import type { ClusterState, NamespaceNetworkPolicy, NetworkPolicy, Pod } from '../src/model/types.ts';
 import { buildStatus, type StatusInput } from '../src/status/build.ts';
 import { buildReport } from '../src/status/report.ts';
 import type { LeaseObject, NodePolicyStatusObject } from '../src/status/types.ts';
@@ -255,7 +259,7 @@ out(
 const t1 = Date.now();
 const input = await readStatusInput(
   kc,
-  { namespace: undefined, policy: undefined, output: 'json', agentNamespace: AGENT_NS },
+  { namespace: undefined, policy: undefined, output: 'json', agentNamespace: AGENT_NS, tenancy: true },
   Date.now(),
 );
 const full = buildReport(input);
@@ -328,6 +332,54 @@ if (a0 !== undefined) {
     `${JSON.stringify(lean).length} B vs ${JSON.stringify(fat).length} B`,
   );
 }
+
+// tenancy: the agents enforce NamespaceNetworkPolicies; one in `shared` (a pod on every node) changes
+const nsnp = (ns: string, name: string, port: number): KubeObject => ({
+  apiVersion: 'network.kubesphere.io/v1alpha1',
+  kind: 'NamespaceNetworkPolicy',
+  metadata: { namespace: ns, name },
+  spec: { policyTypes: ['Ingress'], ingress: [{ from: [{ namespace: { name: ns } }], ports: [{ port }] }] },
+});
+let nsnps: NamespaceNetworkPolicy[] = [];
+const tenancyApplied = async (objs: readonly KubeObject[]): Promise<void> => {
+  await post(objs);
+  nsnps = norm(await list('/apis/network.kubesphere.io/v1alpha1/namespacenetworkpolicies'), normalizeNamespacePolicy);
+  state = makeState({ namespaces: [], pods, policies, nodes: [], namespacePolicies: nsnps, tenancy: DEFAULT_TENANCY });
+  for (const a of agents) {
+    a.version++;
+    applied(a);
+  }
+};
+async function nsnpInForce(generation: number): Promise<void> {
+  for (;;) {
+    const r = buildReport({
+      now: Date.now(),
+      nodes: agents.map((a) => a.node),
+      statuses: (await list('/apis/nft-netpol.io/v1alpha1/nodepolicystatuses')) as NodePolicyStatusObject[],
+      leases: (await list(`/apis/coordination.k8s.io/v1/namespaces/${AGENT_NS}/leases`)) as LeaseObject[],
+      policies: [],
+      pods,
+      tenancy: { namespacePolicies: nsnps.filter((p) => p.namespace === 'shared'), namespaces: [], workspaces: [] },
+    });
+    const p = r.policies[0];
+    if (p !== undefined && p.generation === generation && p.inForce.length === N) return;
+    await sleep(250);
+  }
+}
+await tenancyApplied([nsnp('shared', 'every-node', 9100)]);
+await nsnpInForce(1);
+await sleep(STATUS_INTERVAL_MS + 1500);
+mark = await requestCount();
+t0 = Date.now();
+await tenancyApplied([nsnp('shared', 'every-node', 9101), nsnp('idle-0', 'nowhere', 9101)]);
+await nsnpInForce(2);
+const nsnpMs = Date.now() - t0;
+await sleep(STATUS_INTERVAL_MS + 1500);
+const nsnpPatches = statusPatches((await writes(mark)).filter((r) => !r.path.includes('/leases')));
+out(
+  `tenancy change (generation 2 of a NamespaceNetworkPolicy on all ${N} nodes, one more in a namespace without pods): status writes`,
+  `${nsnpPatches.length} (${(nsnpPatches.length / N).toFixed(2)} per affected node), in force everywhere after ${(nsnpMs / 1000).toFixed(2)} s`,
+);
 
 out(
   'failed requests (retried)',

@@ -22,7 +22,7 @@ export const LAYERS: Readonly<Record<string, readonly string[]>> = {
   policy: ['model', 'kinds'],
   compile: ['model', 'ruleset', 'kinds'],
   nft: ['model', 'ruleset'],
-  status: ['model', 'ruleset'],
+  status: ['model', 'ruleset', 'kinds'],
   kube: ['model', 'observability', 'kinds', 'status'],
   agent: ['model', 'observability', 'ruleset', 'kinds', 'policy', 'compile', 'nft', 'kube', 'status'],
   cli: ['model', 'observability', 'ruleset', 'kinds', 'policy', 'compile', 'nft', 'kube', 'agent', 'status'],

@@ -125,7 +125,7 @@ export class Agent {
         : new TableMonitor({
             target: { table: c.table, nftPath: c.nftPath, netns: c.netns },
             log: parts.log,
-            onForeignChange: (detail, removed) => this.#reconciler.kernelChanged(detail, removed),
+            onForeignChange: (detail) => this.#reconciler.kernelChanged(detail),
             onRestart: () => m.tableMonitorRestarts.inc(),
           });
   }

@@ -1,44 +1,45 @@
-// Follows the kernel's change notifications (`nft monitor destroy`, a child
-// process) so that a table someone else flushed, deleted or emptied is
+// Follows the kernel's change notifications (`nft monitor destroy rules`, a
+// child process) so that a table someone else flushed, deleted or emptied is
 // repaired at once instead of at the next periodic drift check (which stays
-// as the backstop, and alone sees foreign additions).
+// as the backstop, and alone sees foreign additions and element deletions).
 //
-// Why only deletions: nft 1.0.6 (Debian 12, our image) prints elements of
-// concatenated interval sets with a garbage range end and then segfaults
-// (measured: 100 `addr . proto . port-range` elements with comments crash
-// it every time). Our allow sets are exactly that, so a full `nft monitor`
-// died on our own applies and its restart delay grew to 30 s. `monitor
-// destroy` prints table, chain, set and rule deletions and no elements.
+// Why rule deletions only: nft 1.0.6 (Debian 12, our image) prints elements
+// of concatenated interval sets with a garbage range end and then crashes
+// (measured: 100 `addr . proto . port-range` elements with comments crash a
+// full `nft monitor` every time, and deleting a few crashes `nft monitor
+// destroy`). Our allow sets are exactly that, so the monitor died on our own
+// applies and its restart delay grew to 30 s. Every way someone opens our
+// table (flush ruleset, delete table, flush table or chain, delete a rule)
+// deletes rules, because every chain of ours holds rules and a referenced set
+// or map cannot be deleted before the rules that use it.
 //
-// It prints no `# new generation ... by process` trailers either, so our own
-// transactions mark themselves: each begins and ends by creating and deleting
-// a chain in a scratch table (`markTransaction`). The kernel emits one
-// transaction's notifications together and in order, so every deletion
-// between our two markers is ours and every other one is someone else's: no
-// pids (which a container's PID namespace hides anyway) and no timing.
-import { createInterface } from 'node:readline';
+// The filtered monitor prints no `# new generation ... by process` trailers,
+// so our own transactions mark themselves: each begins and ends by creating
+// and deleting a rule in a scratch table (`markTransaction`). The kernel
+// emits one transaction's notifications together and in order, so every
+// deletion between our two markers is ours and every other one is someone
+// else's: no pids (which a container's PID namespace hides anyway), no timing.
 import { execa } from 'execa';
 import type { Logger } from 'pino';
 
-/** One line of `nft monitor destroy`, as far as our table is concerned. */
+/** One line of `nft monitor destroy rules`, as far as our table is concerned. */
 export type MonitorEvent =
   | { readonly kind: 'own-begin' }
   | { readonly kind: 'own-end' }
-  | { readonly kind: 'table-deleted' }
-  /** A chain, set, map or rule of our table was deleted; `object` is the line. */
+  /** A rule of our table was deleted; `object` is the line. */
   | { readonly kind: 'deleted'; readonly object: string };
 
 /** A deletion in our table. */
-export type Deletion = Extract<MonitorEvent, { readonly kind: 'table-deleted' | 'deleted' }>;
+export type Deletion = Extract<MonitorEvent, { readonly kind: 'deleted' }>;
 
-/** The scratch table whose chains mark our transactions (never left in the kernel). */
+/** The scratch table whose rules mark our transactions (never left in the kernel). */
 export function markerTable(table: string): string {
   return `${table}-tx`;
 }
 
 function marker(table: string, which: 'begin' | 'end'): string {
   const m = markerTable(table);
-  return `add table inet ${m}; add chain inet ${m} ${which}; delete table inet ${m};`;
+  return `add table inet ${m}; add chain inet ${m} ${which}; add rule inet ${m} ${which} return; delete table inet ${m};`;
 }
 
 /**
@@ -50,18 +51,49 @@ export function markTransaction(script: string, table: string): string {
   return `${marker(table, 'begin')} ${script}${script.endsWith('\n') ? '' : '\n'}${marker(table, 'end')}\n`;
 }
 
-/** Pure: one `nft monitor destroy` line, or undefined when it is not about our table. */
+/** Pure: one `nft monitor destroy rules` line, or undefined when it is not about our table. */
 export function parseMonitorLine(l: string, table: string): MonitorEvent | undefined {
-  // "delete OBJECT inet TABLE [NAME ...]": delete table / delete chain / delete rule ...
-  const [verb, object, family, name, rest] = l.split(' ', 5);
-  if (verb !== 'delete' || family !== 'inet') return undefined;
-  if (name === markerTable(table) && object === 'chain') {
-    if (rest === 'begin') return { kind: 'own-begin' };
-    if (rest === 'end') return { kind: 'own-end' };
+  // "delete rule inet TABLE CHAIN handle N"
+  const [verb, object, family, name, chain] = l.split(' ', 5);
+  if (verb !== 'delete' || object !== 'rule' || family !== 'inet') return undefined;
+  if (name === markerTable(table)) {
+    if (chain === 'begin') return { kind: 'own-begin' };
+    if (chain === 'end') return { kind: 'own-end' };
     return undefined;
   }
-  if (name !== table) return undefined;
-  return object === 'table' ? { kind: 'table-deleted' } : { kind: 'deleted', object: l.slice(0, 200) };
+  return name === table ? { kind: 'deleted', object: l.slice(0, 200) } : undefined;
+}
+
+/** The lines we read are short; a longer one (a misprinting nft) is dropped, not buffered. */
+const MAX_LINE = 4096;
+
+/** Splits a stream into lines without ever holding more than MAX_LINE characters of one. */
+export class LineSplitter {
+  readonly #onLine: (line: string) => void;
+  #partial = '';
+  #skipping = false;
+
+  constructor(onLine: (line: string) => void) {
+    this.#onLine = onLine;
+  }
+
+  push(chunk: string): void {
+    let start = 0;
+    for (let nl = chunk.indexOf('\n'); nl !== -1; nl = chunk.indexOf('\n', start)) {
+      const piece = chunk.slice(start, nl);
+      start = nl + 1;
+      const line = this.#partial + piece;
+      this.#partial = '';
+      if (this.#skipping) this.#skipping = false;
+      else if (line.length <= MAX_LINE) this.#onLine(line);
+    }
+    if (this.#skipping) return;
+    this.#partial += chunk.slice(start);
+    if (this.#partial.length > MAX_LINE) {
+      this.#partial = '';
+      this.#skipping = true;
+    }
+  }
 }
 
 /** Pure: follows the markers; returns the deletions that are someone else's. */
@@ -76,7 +108,6 @@ export class ForeignFilter {
       case 'own-end':
         this.#inOwn = false;
         return undefined;
-      case 'table-deleted':
       case 'deleted':
         return this.#inOwn ? undefined : e;
     }
@@ -92,8 +123,8 @@ export interface MonitorTarget {
 export interface TableMonitorDeps {
   readonly target: MonitorTarget;
   readonly log: Logger;
-  /** Someone else changed our table (`removed`: it is deleted now), or notifications may have been missed. */
-  readonly onForeignChange: (detail: string, removed: boolean) => void;
+  /** Someone else deleted rules of our table (maybe the table), or notifications may have been missed. */
+  readonly onForeignChange: (detail: string) => void;
   /** The monitor process ended unexpectedly and is restarted. */
   readonly onRestart: () => void;
 }
@@ -111,7 +142,7 @@ export class TableMonitor {
   #delay = RESTART_MIN_MS;
   #running: Promise<void> | undefined;
   /** Foreign deletions seen in the current burst (one transaction prints many lines). */
-  #burst: { first: string; count: number; removed: boolean } | undefined;
+  #burst: { first: string; count: number } | undefined;
 
   constructor(deps: TableMonitorDeps) {
     this.#d = deps;
@@ -133,28 +164,25 @@ export class TableMonitor {
 
   #seen(e: Deletion | undefined): void {
     if (e === undefined) return;
-    const line = e.kind === 'table-deleted' ? 'table deleted' : e.object;
     if (this.#burst === undefined) {
-      this.#burst = { first: line, count: 0, removed: false };
+      this.#burst = { first: e.object, count: 0 };
       // The lines of one transaction arrive together: report them once.
       setImmediate(() => this.#report());
     }
     this.#burst.count++;
-    // Rules and chains go before their table: the last word is the table's.
-    if (e.kind === 'table-deleted') this.#burst.removed = true;
   }
 
   #report(): void {
     const b = this.#burst;
     this.#burst = undefined;
     if (b === undefined || this.#stopped) return;
-    const what = b.removed ? 'table deleted' : `${b.count} deletion(s) in the table, first: ${b.first}`;
-    this.#d.onForeignChange(`${what}, by another process`, b.removed);
+    // Whether the table is gone too, the check finds out (listing a missing table is cheap).
+    this.#d.onForeignChange(`${b.count} rule(s) deleted by another process, first: ${b.first}`);
   }
 
   async #run(): Promise<void> {
     const t = this.#d.target;
-    const args = ['monitor', 'destroy'];
+    const args = ['monitor', 'destroy', 'rules'];
     const [file, argv] = t.netns === undefined ? [t.nftPath, args] : ['ip', ['netns', 'exec', t.netns, t.nftPath, ...args]];
     const ac = new AbortController();
     this.#abort = ac;
@@ -165,11 +193,10 @@ export class TableMonitor {
       stdin: 'ignore',
       cancelSignal: ac.signal,
     });
-    const lines = createInterface({ input: sub.stdout, crlfDelay: Infinity });
     const filter = new ForeignFilter();
-    lines.on('line', (l) => this.#seen(filter.foreign(parseMonitorLine(l, t.table))));
+    const lines = new LineSplitter((l) => this.#seen(filter.foreign(parseMonitorLine(l, t.table))));
+    sub.stdout.setEncoding('utf8').on('data', (d: string) => lines.push(d));
     const r = await sub;
-    lines.close();
     if (this.#stopped) return;
     const ranMs = performance.now() - started;
     if (ranMs > HEALTHY_RUN_MS) this.#delay = RESTART_MIN_MS;
@@ -185,7 +212,7 @@ export class TableMonitor {
       this.#restartTimer = undefined;
       if (this.#stopped) return;
       // Changes made while no monitor ran were not seen: check once.
-      this.#d.onForeignChange('nft monitor restarted: changes may have been missed', false);
+      this.#d.onForeignChange('nft monitor restarted: changes may have been missed');
       this.start();
     }, delay);
     this.#restartTimer.unref();

@@ -1,14 +1,22 @@
-// `nft-netpol-agent status [-n NS] [POLICY] [-o json|wide]`: reads the
-// NodePolicyStatus objects, the agents' Leases, policies, pods and Nodes with
-// the user's kubeconfig and answers whether policies are in force on every
-// node that must enforce them (src/status/report.ts decides).
+// `nft-netpol-agent status [-n NS] [[TYPE/]NAME | TYPE NAME] [-o json|wide]`:
+// reads the NodePolicyStatus objects, the agents' Leases, policies (with
+// tenancy NamespaceNetworkPolicies, Namespaces and Workspaces too), pods and
+// Nodes with the user's kubeconfig and answers whether policies are in force
+// on every node that must enforce them (src/status/report.ts decides).
 // Exit codes: 0 everything in force, 3 something lags or an agent is not
-// reporting, 1 the API cannot be read, 2 usage.
+// reporting, 1 the API cannot be read or the policy is not found, 2 usage.
 import { parseArgs } from 'node:util';
 import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, KubeConfig, NetworkingV1Api } from '@kubernetes/client-node';
 import { apiCode } from '../kube/status-client.ts';
-import { normalizePod, normalizePolicy } from '../model/normalize.ts';
-import type { NetworkPolicy, Pod } from '../model/types.ts';
+import {
+  normalizeNamespace,
+  normalizeNamespacePolicy,
+  normalizePod,
+  normalizePolicy,
+  normalizeWorkspace,
+} from '../model/normalize.ts';
+import { NSNP_API_VERSION, WORKSPACE_API_VERSIONS, WORKSPACE_LABEL } from '../model/normalize-tenancy.ts';
+import type { Namespace, NamespaceNetworkPolicy, NetworkPolicy, Pod, Workspace } from '../model/types.ts';
 import { errorMessage } from '../observability/errors.ts';
 import { buildReport, policyText, summaryText, type ReportInput } from '../status/report.ts';
 import {
@@ -23,21 +31,32 @@ import {
 
 export const EXIT_LAGGING = 3;
 
-export const STATUS_HELP = `Usage: nft-netpol-agent status [-n NAMESPACE] [POLICY] [-o json|wide]
+export const STATUS_HELP = `Usage: nft-netpol-agent status [-n NAMESPACE] [[TYPE/]NAME | TYPE NAME] [-o json|wide]
 
-Is a NetworkPolicy in force on every node that hosts pods it selects? Reads the
+Is a policy in force on every node that hosts pods it selects? Reads the
 per-node ${STATUS_KIND} objects (written by each node's agent after it applied a
-ruleset), the agents' Leases (heartbeats), the policies, pods and Nodes.
+ruleset), the agents' Leases (heartbeats), the policies, pods and Nodes, and
+with tenancy the NamespaceNetworkPolicies, Namespaces and Workspaces.
 
-  POLICY                  a NetworkPolicy name (in -n NAMESPACE, default
-                          "default") or NAMESPACE/NAME: that policy in detail
+  NAME, NAMESPACE/NAME    a NetworkPolicy (in -n NAMESPACE, default "default"):
+                          that policy in detail
+  TYPE/NAME, TYPE NAME    as kubectl names objects (TYPE is case-insensitive):
+                            networkpolicy, netpol             a NetworkPolicy in -n
+                            namespacenetworkpolicy, nsnp      a NamespaceNetworkPolicy in -n
+                            namespace, ns                     the isolation of namespace NAME
+                                                              (project or workspace isolation)
+                            workspace                         workspace NAME's isolation of
+                                                              each of its namespaces
+                          (X/Y is TYPE/NAME when X is one of these types,
+                          else NAMESPACE/NAME of a NetworkPolicy)
   -n, --namespace NS      only policies of NS
-  -A, --all-namespaces    all namespaces (the default without POLICY)
+  -A, --all-namespaces    all namespaces (the default without a policy)
   -o, --output FORMAT     text (default), wide (every node and policy) or json
   --agent-namespace NS    where the agents' Leases live (default ${DEFAULT_AGENT_NAMESPACE})
+  --no-tenancy            the agents run with --no-tenancy: check NetworkPolicies only
   -h, --help              show this help
 
-Without POLICY: a cluster summary (nodes in sync, lagging, agents not
+Without a policy: a cluster summary (nodes in sync, lagging, agents not
 reporting, invalid policies). A node lags when its agent is alive but reports
 an older generation of a policy (or none), or its kernel is not in sync; an
 agent is not reporting when its Lease expired. A change shows as lagging for a
@@ -45,7 +64,7 @@ few seconds while the agents apply it and write their status (coalesced, at
 most once per 5 s by default).
 
 Exit codes: 0 everything is in force, 3 something lags or an agent is not
-reporting, 1 the API server could not be read, 2 usage.
+reporting, 1 the API server could not be read or the policy was not found, 2 usage.
 The API server is found through KUBECONFIG or ~/.kube/config.`;
 
 interface Io {
@@ -55,11 +74,40 @@ interface Io {
 
 class StatusUsageError extends Error {}
 
+/** What `status` is asked about: one object, a namespace's isolation, or a workspace's. */
+export type StatusTarget =
+  | { readonly kind: 'NetworkPolicy' | 'NamespaceNetworkPolicy'; readonly namespace: string; readonly name: string }
+  | { readonly kind: 'namespace' | 'workspace'; readonly name: string };
+
 export interface StatusArgs {
   readonly namespace: string | undefined;
-  readonly policy: { readonly namespace: string; readonly name: string } | undefined;
+  readonly policy: StatusTarget | undefined;
   readonly output: 'text' | 'wide' | 'json';
   readonly agentNamespace: string;
+  readonly tenancy: boolean;
+}
+
+// kubectl's names of the types (plural, singular, short, with group), lower case.
+const TYPES: ReadonlyMap<string, StatusTarget['kind']> = new Map([
+  ...['networkpolicy', 'networkpolicies', 'netpol', 'netpols'].flatMap((t) => [
+    [t, 'NetworkPolicy'] as const,
+    [`${t}.networking.k8s.io`, 'NetworkPolicy'] as const,
+  ]),
+  ...['namespacenetworkpolicy', 'namespacenetworkpolicies', 'nsnp', 'nsnps'].flatMap((t) => [
+    [t, 'NamespaceNetworkPolicy'] as const,
+    [`${t}.network.kubesphere.io`, 'NamespaceNetworkPolicy'] as const,
+  ]),
+  ...['namespace', 'namespaces', 'ns', 'projectisolation'].map((t) => [t, 'namespace'] as const),
+  ...['workspace', 'workspaces', 'workspace.tenant.kubesphere.io', 'workspaces.tenant.kubesphere.io', 'workspaceisolation'].map(
+    (t) => [t, 'workspace'] as const,
+  ),
+]);
+
+function target(type: string, name: string, namespace: string | undefined): StatusTarget {
+  const kind = TYPES.get(type.toLowerCase());
+  if (kind === undefined) throw new StatusUsageError(`unknown TYPE "${type}" (see --help)`);
+  if (name === '' || name.includes('/')) throw new StatusUsageError(`NAME must be a name, not "${name}"`);
+  return kind === 'namespace' || kind === 'workspace' ? { kind, name } : { kind, namespace: namespace ?? 'default', name };
 }
 
 export function parseStatusArgs(argv: string[]): StatusArgs | 'help' {
@@ -74,6 +122,7 @@ export function parseStatusArgs(argv: string[]): StatusArgs | 'help' {
         'all-namespaces': { type: 'boolean', short: 'A', default: false },
         output: { type: 'string', short: 'o', default: 'text' },
         'agent-namespace': { type: 'string', default: DEFAULT_AGENT_NAMESPACE },
+        'no-tenancy': { type: 'boolean', default: false },
         help: { type: 'boolean', short: 'h', default: false },
       },
     });
@@ -85,25 +134,28 @@ export function parseStatusArgs(argv: string[]): StatusArgs | 'help' {
   const output = v.output;
   if (output !== 'text' && output !== 'wide' && output !== 'json')
     throw new StatusUsageError(`--output must be text, wide or json, not "${output}"`);
-  if (parsed.positionals.length > 1) throw new StatusUsageError('at most one POLICY');
+  if (parsed.positionals.length > 2) throw new StatusUsageError('at most one policy: [TYPE/]NAME or TYPE NAME');
   if (v['all-namespaces'] && v.namespace !== undefined) throw new StatusUsageError('-n and -A exclude each other');
-  const pos = parsed.positionals[0];
-  let policy: StatusArgs['policy'];
-  if (pos !== undefined) {
-    const parts = pos.split('/');
+  const [first, second] = parsed.positionals;
+  let policy: StatusTarget | undefined;
+  if (second !== undefined) policy = target(first ?? '', second, v.namespace);
+  else if (first !== undefined) {
+    const parts = first.split('/');
     if (parts.length > 2 || parts.some((p) => p === ''))
-      throw new StatusUsageError(`POLICY must be NAME or NAMESPACE/NAME, not "${pos}"`);
-    policy =
-      parts.length === 2
-        ? { namespace: parts[0] ?? '', name: parts[1] ?? '' }
-        : { namespace: v.namespace ?? 'default', name: pos };
+      throw new StatusUsageError(`the policy must be NAME, NAMESPACE/NAME or TYPE/NAME, not "${first}"`);
+    const [a = '', b] = parts;
+    if (b === undefined) policy = { kind: 'NetworkPolicy', namespace: v.namespace ?? 'default', name: a };
+    else if (TYPES.has(a.toLowerCase())) policy = target(a, b, v.namespace);
+    else policy = { kind: 'NetworkPolicy', namespace: a, name: b };
   }
-  return {
-    namespace: policy?.namespace ?? v.namespace,
-    policy,
-    output,
-    agentNamespace: v['agent-namespace'],
-  };
+  const tenancy = !v['no-tenancy'];
+  if (!tenancy && policy !== undefined && policy.kind !== 'NetworkPolicy')
+    throw new StatusUsageError(`--no-tenancy checks NetworkPolicies only, not a ${policy.kind}`);
+  // What to read: the policy's namespace, the namespace whose isolation is asked, or -n.
+  let namespace = v.namespace;
+  if (policy?.kind === 'namespace') namespace = policy.name;
+  else if (policy?.kind === 'NetworkPolicy' || policy?.kind === 'NamespaceNetworkPolicy') namespace = policy.namespace;
+  return { namespace, policy, output, agentNamespace: v['agent-namespace'], tenancy };
 }
 
 function normalized<T>(items: readonly unknown[], f: (o: unknown) => { ok: true; value: T } | { ok: false }): T[] {
@@ -115,6 +167,98 @@ function normalized<T>(items: readonly unknown[], f: (o: unknown) => { ok: true;
   return out;
 }
 
+/** A custom resource's items; none when its CRD is not installed (404). */
+async function customItems(
+  custom: CustomObjectsApi,
+  apiVersion: string,
+  plural: string,
+  namespace: string | undefined,
+): Promise<unknown[]> {
+  const [group = '', version = ''] = apiVersion.split('/');
+  try {
+    const l: { items?: unknown[] } = await (namespace === undefined
+      ? custom.listClusterCustomObject({ group, version, plural })
+      : custom.listNamespacedCustomObject({ group, version, namespace, plural }));
+    return l.items ?? [];
+  } catch (e) {
+    if (apiCode(e) === 404) return [];
+    throw new Error(`cannot list ${plural}.${group}: ${errorMessage(e)} (--no-tenancy skips the tenancy kinds)`, { cause: e });
+  }
+}
+
+/** The tenancy objects the report needs: NamespaceNetworkPolicies and Namespaces of the scope, every Workspace. */
+async function readTenancy(kc: KubeConfig, ns: string | undefined): Promise<NonNullable<ReportInput['tenancy']>> {
+  const custom = kc.makeApiClient(CustomObjectsApi);
+  const core = kc.makeApiClient(CoreV1Api);
+  const [nsnps, workspaces, namespaces] = await Promise.all([
+    customItems(custom, NSNP_API_VERSION, 'namespacenetworkpolicies', ns),
+    customItems(custom, WORKSPACE_API_VERSIONS[0], 'workspaces', undefined),
+    ns === undefined
+      ? core.listNamespace().then((l) => l.items)
+      : core.readNamespace({ name: ns }).then(
+          (n) => [n],
+          (e: unknown) => {
+            if (apiCode(e) === 404) return [];
+            throw e;
+          },
+        ),
+  ]);
+  return {
+    namespacePolicies: normalized<NamespaceNetworkPolicy>(nsnps, normalizeNamespacePolicy),
+    workspaces: normalized<Workspace>(workspaces, normalizeWorkspace),
+    namespaces: normalized<Namespace>(namespaces, normalizeNamespace),
+  };
+}
+
+/** The input narrowed to what a target asks about. */
+function narrow(input: ReportInput, t: StatusTarget): ReportInput {
+  const tenancy = input.tenancy ?? { namespacePolicies: [], namespaces: [], workspaces: [] };
+  switch (t.kind) {
+    case 'NetworkPolicy': {
+      const { tenancy: _, ...rest } = input;
+      return { ...rest, policies: input.policies.filter((p) => p.namespace === t.namespace && p.name === t.name) };
+    }
+    case 'NamespaceNetworkPolicy':
+      return {
+        ...input,
+        policies: [],
+        tenancy: {
+          ...tenancy,
+          namespaces: [],
+          namespacePolicies: tenancy.namespacePolicies.filter((p) => p.namespace === t.namespace && p.name === t.name),
+        },
+      };
+    case 'namespace':
+      return {
+        ...input,
+        policies: [],
+        tenancy: { ...tenancy, namespacePolicies: [], namespaces: tenancy.namespaces.filter((n) => n.name === t.name) },
+      };
+    case 'workspace':
+      return {
+        ...input,
+        policies: [],
+        tenancy: {
+          ...tenancy,
+          namespacePolicies: [],
+          namespaces: tenancy.namespaces.filter((n) => n.labels[WORKSPACE_LABEL] === t.name),
+        },
+      };
+  }
+}
+
+function notFound(t: StatusTarget): string {
+  switch (t.kind) {
+    case 'NetworkPolicy':
+    case 'NamespaceNetworkPolicy':
+      return `${t.kind} ${t.namespace}/${t.name} not found`;
+    case 'namespace':
+      return `namespace ${t.name} not found or not isolated (neither project nor workspace isolation)`;
+    case 'workspace':
+      return `workspace ${t.name} isolates no namespace (not found, spec.networkIsolation not true, or no namespace labelled ${WORKSPACE_LABEL}=${t.name})`;
+  }
+}
+
 /** Reads everything the report needs. */
 export async function readStatusInput(kc: KubeConfig, a: StatusArgs, now: number): Promise<ReportInput> {
   const custom = kc.makeApiClient(CustomObjectsApi);
@@ -122,7 +266,7 @@ export async function readStatusInput(kc: KubeConfig, a: StatusArgs, now: number
   const core = kc.makeApiClient(CoreV1Api);
   const net = kc.makeApiClient(NetworkingV1Api);
   const ns = a.namespace;
-  const [statuses, leases, policies, pods, nodes] = await Promise.all([
+  const [statuses, leases, policies, pods, nodes, tenancy] = await Promise.all([
     custom
       .listClusterCustomObject({ group: STATUS_GROUP, version: STATUS_VERSION, plural: STATUS_PLURAL })
       .then((l: { items?: NodePolicyStatusObject[] }) => l.items ?? [])
@@ -150,16 +294,10 @@ export async function readStatusInput(kc: KubeConfig, a: StatusArgs, now: number
       normalized<Pod>(l.items, normalizePod),
     ),
     core.listNode().then((l) => l.items.map((n) => n.metadata?.name ?? '').filter((n) => n !== '')),
+    a.tenancy ? readTenancy(kc, ns) : undefined,
   ]);
-  const only = a.policy;
-  return {
-    now,
-    nodes,
-    statuses,
-    leases,
-    policies: only === undefined ? policies : policies.filter((p) => p.namespace === only.namespace && p.name === only.name),
-    pods,
-  };
+  const input: ReportInput = { now, nodes, statuses, leases, policies, pods, ...(tenancy === undefined ? {} : { tenancy }) };
+  return a.policy === undefined ? input : narrow(input, a.policy);
 }
 
 export async function statusCommand(argv: string[], io: Io, kubeConfig?: KubeConfig): Promise<number> {
@@ -193,17 +331,15 @@ export async function statusCommand(argv: string[], io: Io, kubeConfig?: KubeCon
     io.err(`error: ${errorMessage(e)}`);
     return 1;
   }
-  if (a.policy !== undefined && input.policies.length === 0) {
-    io.err(`error: NetworkPolicy ${a.policy.namespace}/${a.policy.name} not found`);
+  const r = buildReport(input);
+  if (a.policy !== undefined && r.policies.length === 0) {
+    io.err(`error: ${notFound(a.policy)}`);
     return 1;
   }
-  const r = buildReport(input);
   if (a.output === 'json') io.out(JSON.stringify(a.policy === undefined ? r : { ...r, policy: r.policies[0] }, null, 2));
-  else if (a.policy !== undefined && r.policies[0] !== undefined) io.out(policyText(r, r.policies[0], now));
+  else if (a.policy !== undefined) io.out(r.policies.map((p) => policyText(r, p, now)).join('\n'));
   else io.out(summaryText(r, now, a.output === 'wide'));
-  if (a.policy !== undefined) {
-    const p = r.policies[0];
-    return p !== undefined && p.lagging.length === 0 && p.notReporting.length === 0 ? 0 : EXIT_LAGGING;
-  }
+  if (a.policy !== undefined)
+    return r.policies.every((p) => p.lagging.length === 0 && p.notReporting.length === 0) ? 0 : EXIT_LAGGING;
   return r.ok ? 0 : EXIT_LAGGING;
 }

@@ -3,7 +3,7 @@
 // selectors. Raw objects come either as plain JSON (files, watch events) or as
 // @kubernetes/client-node model instances; both read the same way here.
 import { labelKeyErrors, labelValueErrors, dns1123LabelErrors, dns1123SubdomainErrors } from './k8s-names.ts';
-import type { LabelSelector, Labels, SelectorOperator, SelectorRequirement, ValidationError } from './types.ts';
+import type { LabelSelector, Labels, ObjectVersion, SelectorOperator, SelectorRequirement, ValidationError } from './types.ts';
 
 export type Normalized<T> = { ok: true; value: T; errors: ValidationError[] } | { ok: false; errors: ValidationError[] };
 
@@ -122,6 +122,25 @@ export function readHead(
   // Namespaces are DNS labels; the other kinds used here are DNS subdomains.
   for (const m of kind === 'Namespace' ? dns1123LabelErrors(name) : dns1123SubdomainErrors(name)) sink.report('metadata.name', m);
   return { ok: true, head: { obj, name, namespace, metadata: meta, sink } };
+}
+
+/** `raw` as an object, or undefined with the report that it is not one. */
+export function requireObject(raw: unknown, path: string, report: Report): Raw | undefined {
+  if (isRecord(raw)) return raw;
+  report(path, `must be an object, not ${show(raw)}`);
+  return undefined;
+}
+
+/** A required, non-empty string field, or undefined with the report of what is wrong. */
+export function requiredString(parent: Raw, name: string, path: string, report: Report): string | undefined {
+  const v = field(parent, name);
+  if (v === undefined || v === '') {
+    report(path, 'Required value');
+    return undefined;
+  }
+  if (typeof v === 'string') return v;
+  report(path, `must be a string, not ${show(v)}`);
+  return undefined;
 }
 
 /** A sub-object that may be absent; anything else than an object is reported and read as `{}`. */
@@ -252,4 +271,17 @@ function normalizeRequirement(e: unknown, ep: string, report: Report): SelectorR
   const operator = OPERATORS.find((o) => o === op);
   if (operator === undefined) return undefined;
   return { key, operator, values: [...new Set(values)].sort() };
+}
+
+/** uid, generation, resourceVersion; undefined when none is set (manifest files). */
+export function objectVersion(meta: Raw): ObjectVersion | undefined {
+  const uid = field(meta, 'uid');
+  const generation = field(meta, 'generation');
+  const resourceVersion = field(meta, 'resourceVersion');
+  const v: ObjectVersion = {
+    uid: typeof uid === 'string' && uid !== '' ? uid : undefined,
+    generation: typeof generation === 'number' && Number.isSafeInteger(generation) ? generation : undefined,
+    resourceVersion: typeof resourceVersion === 'string' && resourceVersion !== '' ? resourceVersion : undefined,
+  };
+  return v.uid === undefined && v.generation === undefined && v.resourceVersion === undefined ? undefined : v;
 }

@@ -1,5 +1,5 @@
 // Namespace (v1) -> normalized Namespace.
-import { field, isRecord, normalizeLabels, readHead, sortedLabels } from './normalize-common.ts';
+import { field, isRecord, normalizeLabels, objectVersion, readHead, sortedLabels } from './normalize-common.ts';
 import type { Normalized } from './normalize-common.ts';
 import type { Namespace } from './types.ts';
 
@@ -16,7 +16,11 @@ export function normalizeNamespace(obj: unknown): Normalized<Namespace> {
   const isolate = isRecord(annotations) ? field(annotations, NETWORK_ISOLATE_ANNOTATION) : undefined;
   const ns = namespaceWithLabels(name, labels);
   // Only the exact value KubeSphere writes switches isolation on; anything else is off, as in KubeSphere.
-  return { ok: true, value: isolate === 'enabled' ? { ...ns, networkIsolate: true } : ns, errors: sink.errors };
+  if (isolate !== 'enabled') return { ok: true, value: ns, errors: sink.errors };
+  // The version only where it is reported (project isolation): other namespaces keep their
+  // identity across edits that change nothing the model holds.
+  const version = objectVersion(metadata);
+  return { ok: true, value: { ...ns, networkIsolate: true, ...(version === undefined ? {} : { version }) }, errors: sink.errors };
 }
 
 /** The API server always sets kubernetes.io/metadata.name to the name (overriding any given value). */

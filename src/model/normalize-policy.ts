@@ -6,11 +6,21 @@
 import { cidrWithin, formatCIDR, parseCIDR } from './ip.ts';
 import type { CIDR } from './ip.ts';
 import { isPortNumber, portNameErrors, PORT_RANGE_MESSAGE } from './k8s-names.ts';
-import { field, isRecord, listField, normalizeSelector, readHead, show } from './normalize-common.ts';
+import {
+  field,
+  isRecord,
+  listField,
+  normalizeSelector,
+  objectVersion,
+  readHead,
+  requiredString,
+  requireObject,
+  show,
+} from './normalize-common.ts';
 import type { Normalized, Raw, Report } from './normalize-common.ts';
 import { EVERYTHING } from './selector.ts';
 import { PROTOCOLS } from './types.ts';
-import type { LabelSelector, NetworkPolicy, ObjectVersion, Peer, PortSpec, Protocol, Rule } from './types.ts';
+import type { LabelSelector, NetworkPolicy, Peer, PortSpec, Protocol, Rule } from './types.ts';
 
 export const NETWORK_POLICY_API_VERSION = 'networking.k8s.io/v1';
 
@@ -21,6 +31,37 @@ export const NETWORK_POLICY_API_VERSION = 'networking.k8s.io/v1';
  */
 function invalidRule(): Rule {
   return { peers: [], ports: [], invalid: true };
+}
+
+/** The lists of a NetworkPolicy-shaped spec (NetworkPolicy, NamespaceNetworkPolicy). */
+export interface PolicySpec {
+  readonly spec: Raw;
+  readonly ingressRaw: readonly unknown[] | undefined;
+  readonly egressRaw: readonly unknown[] | undefined;
+  readonly typesRaw: readonly unknown[] | undefined;
+}
+
+/**
+ * Reads the spec's structure. A missing spec is the zero spec (default
+ * policyTypes: deny ingress). Undefined on structural garbage (reported): we
+ * can't tell what was meant, so the caller isolates everything.
+ */
+export function policySpec(obj: Raw, report: Report): PolicySpec | undefined {
+  let garbage = false;
+  const r: Report = (path, message) => {
+    garbage = true;
+    report(path, message);
+  };
+  const rawSpec = field(obj, 'spec');
+  if (rawSpec !== undefined && !isRecord(rawSpec)) {
+    r('spec', `must be an object, not ${show(rawSpec)}`);
+    return undefined;
+  }
+  const spec: Raw = rawSpec ?? {};
+  const ingressRaw = listField(spec, ['ingress'], 'spec.ingress', r);
+  const egressRaw = listField(spec, ['egress'], 'spec.egress', r);
+  const typesRaw = listField(spec, ['policyTypes'], 'spec.policyTypes', r);
+  return garbage ? undefined : { spec, ingressRaw, egressRaw, typesRaw };
 }
 
 export function normalizePolicy(obj: unknown): Normalized<NetworkPolicy> {
@@ -38,19 +79,9 @@ export function normalizePolicy(obj: unknown): Normalized<NetworkPolicy> {
   const failClosed = (): Normalized<NetworkPolicy> =>
     result({ podSelector: EVERYTHING, types: { ingress: true, egress: true }, ingress: [], egress: [] });
 
-  // A missing spec is the zero spec: podSelector {} with default policyTypes (deny ingress).
-  const rawSpec = field(h.head.obj, 'spec');
-  if (rawSpec !== undefined && !isRecord(rawSpec)) {
-    report('spec', `must be an object, not ${show(rawSpec)}`);
-    return failClosed();
-  }
-  const spec: Raw = rawSpec ?? {};
-  // Structural garbage: we can't tell what was meant, so isolate everything.
-  const before = errors.length;
-  const ingressRaw = listField(spec, ['ingress'], 'spec.ingress', report);
-  const egressRaw = listField(spec, ['egress'], 'spec.egress', report);
-  const typesRaw = listField(spec, ['policyTypes'], 'spec.policyTypes', report);
-  if (errors.length > before) return failClosed();
+  const shape = policySpec(h.head.obj, report);
+  if (shape === undefined) return failClosed();
+  const { spec, ingressRaw, egressRaw, typesRaw } = shape;
 
   // A missing podSelector is the zero selector {} (all pods), as the API server reads it.
   const psRaw = field(spec, 'podSelector');
@@ -70,19 +101,6 @@ export function normalizePolicy(obj: unknown): Normalized<NetworkPolicy> {
     ingress: keep(t.ingressListed, t.types.ingress, ingress),
     egress: keep(t.egressListed, t.types.egress, egress),
   });
-}
-
-/** uid, generation, resourceVersion; undefined when none is set (manifest files). */
-function objectVersion(meta: Raw): ObjectVersion | undefined {
-  const uid = field(meta, 'uid');
-  const generation = field(meta, 'generation');
-  const resourceVersion = field(meta, 'resourceVersion');
-  const v: ObjectVersion = {
-    uid: typeof uid === 'string' && uid !== '' ? uid : undefined,
-    generation: typeof generation === 'number' && Number.isSafeInteger(generation) ? generation : undefined,
-    resourceVersion: typeof resourceVersion === 'string' && resourceVersion !== '' ? resourceVersion : undefined,
-  };
-  return v.uid === undefined && v.generation === undefined && v.resourceVersion === undefined ? undefined : v;
 }
 
 export interface Types {
@@ -239,19 +257,9 @@ function compareCIDR(a: CIDR, b: CIDR): number {
 }
 
 export function normalizeIPBlock(raw: unknown, path: string, report: Report): Peer | undefined {
-  if (!isRecord(raw)) {
-    report(path, `must be an object, not ${show(raw)}`);
-    return undefined;
-  }
-  const cidrRaw = field(raw, 'cidr');
-  if (cidrRaw === undefined || cidrRaw === '') {
-    report(`${path}.cidr`, 'Required value');
-    return undefined;
-  }
-  if (typeof cidrRaw !== 'string') {
-    report(`${path}.cidr`, `must be a string, not ${show(cidrRaw)}`);
-    return undefined;
-  }
+  const block = requireObject(raw, path, report);
+  const cidrRaw = block === undefined ? undefined : requiredString(block, 'cidr', `${path}.cidr`, report);
+  if (block === undefined || cidrRaw === undefined) return undefined;
   const parsed = parseCIDR(cidrRaw);
   if (!parsed.ok) {
     report(`${path}.cidr`, parsed.error);
@@ -260,7 +268,7 @@ export function normalizeIPBlock(raw: unknown, path: string, report: Report): Pe
   const cidr = parsed.cidr;
   let ok = true;
   const except: CIDR[] = [];
-  const exRaw = listField(raw, ['except'], `${path}.except`, (p, m) => {
+  const exRaw = listField(block, ['except'], `${path}.except`, (p, m) => {
     ok = false;
     report(p, m);
   });

@@ -5,9 +5,20 @@
 // Validation follows normalize-policy.ts: field paths as the API server
 // prints them, and a bad rule allows nothing.
 import { dns1123LabelErrors, isPortNumber, PORT_RANGE_MESSAGE, portNameErrors } from './k8s-names.ts';
-import { field, isRecord, listField, normalizeLabels, readHead, show, subObject } from './normalize-common.ts';
-import type { Normalized, Raw, Report } from './normalize-common.ts';
-import { normalizeIPBlock, normalizePort, policyTypes } from './normalize-policy.ts';
+import {
+  field,
+  isRecord,
+  listField,
+  normalizeLabels,
+  objectVersion,
+  readHead,
+  requiredString,
+  requireObject,
+  show,
+  subObject,
+} from './normalize-common.ts';
+import type { Normalized, Report } from './normalize-common.ts';
+import { normalizeIPBlock, normalizePort, policySpec, policyTypes } from './normalize-policy.ts';
 import { PROTOCOLS } from './types.ts';
 import type {
   NamespaceNetworkPolicy,
@@ -54,7 +65,14 @@ export function normalizeWorkspace(obj: unknown): Normalized<Workspace> {
     }
   }
   if (v !== undefined && typeof v !== 'boolean') sink.report(path, `must be a boolean, not ${show(v)}`);
-  return { ok: true, value: { name, networkIsolation: v === undefined ? false : v !== false }, errors: sink.errors };
+  const version = objectVersion(h.head.metadata);
+  const value: Workspace = {
+    name,
+    networkIsolation: v === undefined ? false : v !== false,
+    ...(version === undefined ? {} : { version }),
+    ...(sink.errors.length === 0 ? {} : { errors: [...sink.errors] }),
+  };
+  return { ok: true, value, errors: sink.errors };
 }
 
 /** v1 Service: selector and ports (targetPort defaulted to port, as the API server does). */
@@ -139,22 +157,16 @@ export function normalizeNamespacePolicy(obj: unknown): Normalized<NamespaceNetw
   const { name, sink } = h.head;
   const namespace = h.head.namespace ?? 'default';
   const { report, errors } = sink;
+  const version = objectVersion(h.head.metadata);
+  const v = version === undefined ? {} : { version };
   const failClosed = (): Normalized<NamespaceNetworkPolicy> => ({
     ok: true,
-    value: { namespace, name, types: { ingress: true, egress: true }, ingress: [], egress: [], errors },
+    value: { namespace, name, types: { ingress: true, egress: true }, ingress: [], egress: [], errors, ...v },
     errors,
   });
-  const rawSpec = field(h.head.obj, 'spec');
-  if (rawSpec !== undefined && !isRecord(rawSpec)) {
-    report('spec', `must be an object, not ${show(rawSpec)}`);
-    return failClosed();
-  }
-  const spec: Raw = rawSpec ?? {};
-  const before = errors.length;
-  const ingressRaw = listField(spec, ['ingress'], 'spec.ingress', report);
-  const egressRaw = listField(spec, ['egress'], 'spec.egress', report);
-  const typesRaw = listField(spec, ['policyTypes'], 'spec.policyTypes', report);
-  if (errors.length > before) return failClosed();
+  const shape = policySpec(h.head.obj, report);
+  if (shape === undefined) return failClosed();
+  const { ingressRaw, egressRaw, typesRaw } = shape;
   const t = policyTypes(typesRaw, egressRaw, report);
   const rules = (raw: readonly unknown[] | undefined, path: string, peerField: string): NamespacePolicyRule[] =>
     (raw ?? []).map((r, i) => normalizeRule(r, `${path}[${i}]`, peerField, namespace, report));
@@ -169,6 +181,7 @@ export function normalizeNamespacePolicy(obj: unknown): Normalized<NamespaceNetw
       ingress: t.types.ingress && t.ingressListed ? ingress : [],
       egress: t.types.egress && t.egressListed ? egress : [],
       errors,
+      ...v,
     },
     errors,
   };
@@ -249,19 +262,9 @@ function normalizePeer(raw: unknown, path: string, policyNs: string, report: Rep
 
 /** `{name: ...}` with a DNS label as name (namespace and service names are both DNS labels). */
 function requiredName(raw: unknown, path: string, report: Report): string | undefined {
-  if (!isRecord(raw)) {
-    report(path, `must be an object, not ${show(raw)}`);
-    return undefined;
-  }
-  const name = field(raw, 'name');
-  if (name === undefined || name === '') {
-    report(`${path}.name`, 'Required value');
-    return undefined;
-  }
-  if (typeof name !== 'string') {
-    report(`${path}.name`, `must be a string, not ${show(name)}`);
-    return undefined;
-  }
+  const obj = requireObject(raw, path, report);
+  const name = obj === undefined ? undefined : requiredString(obj, 'name', `${path}.name`, report);
+  if (name === undefined) return undefined;
   const errs = dns1123LabelErrors(name);
   for (const m of errs) report(`${path}.name`, m);
   return errs.length > 0 ? undefined : name;

@@ -33,6 +33,8 @@ export interface Namespace {
   readonly labels: Labels;
   /** Only present (true) with the annotation `kubesphere.io/network-isolate: enabled` (see docs/tenancy.md). */
   readonly networkIsolate?: true;
+  /** The API object's version, only kept with networkIsolate (applied status reports project isolation by it). */
+  readonly version?: ObjectVersion;
 }
 
 export interface ContainerPort {
@@ -153,6 +155,10 @@ export interface TenancySettings extends TenancyConfig {
 export interface Workspace {
   readonly name: string;
   readonly networkIsolation: boolean;
+  /** The API object's version, when it came from an API server (applied status reports workspace isolation by it). */
+  readonly version?: ObjectVersion;
+  /** Validation errors (an unreadable networkIsolation, read as true); absent when none. */
+  readonly errors?: readonly ValidationError[];
 }
 
 export interface ServicePort {
@@ -192,6 +198,8 @@ export interface NamespaceNetworkPolicy {
   readonly ingress: readonly NamespacePolicyRule[];
   readonly egress: readonly NamespacePolicyRule[];
   readonly errors: readonly ValidationError[];
+  /** The API object's version, when it came from an API server (applied status reports it). */
+  readonly version?: ObjectVersion;
 }
 
 export interface ValidationError {

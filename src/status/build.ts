@@ -4,10 +4,19 @@
 // kernel state always builds the same content (and costs no write).
 import { isDeepStrictEqual } from 'node:util';
 import type { RulesetStats } from '../ruleset/ir.ts';
+import { NETWORK_POLICY } from '../kinds/network-policy.ts';
+import {
+  isolationOf,
+  NAMESPACE_NETWORK_POLICY,
+  PROJECT_ISOLATION,
+  tenancyPolicies,
+  WORKSPACE_ISOLATION,
+} from '../kinds/tenancy.ts';
 import { selectorMatches } from '../model/selector.ts';
-import { formatValidationError, isActivePod } from '../model/types.ts';
-import type { ClusterState, NetworkPolicy, Pod } from '../model/types.ts';
-import type { AppliedPolicy, ApplyResultText, NodeStatusContent } from './types.ts';
+import { isActivePod } from '../model/types.ts';
+import type { ClusterState, Namespace, ObjectVersion, Pod, ValidationError } from '../model/types.ts';
+import { entryKind } from './types.ts';
+import type { AppliedPolicy, ApplyResultText, NodeStatusContent, PolicyKind } from './types.ts';
 
 /** The ruleset in the kernel: the snapshot it was compiled from, when it was applied, its hash. */
 export interface AppliedRuleset {
@@ -42,25 +51,98 @@ function policyKey(p: { readonly kind: string; readonly namespace: string; reado
   return `${p.kind}\u0000${p.namespace}\u0000${p.name}`;
 }
 
-/** The policies of one namespace: a range of `policies` (sorted by namespace, then name). */
-function policiesOf(policies: readonly NetworkPolicy[], ns: string): readonly NetworkPolicy[] {
+/** The objects of one namespace: a range of `list` (sorted by namespace, then name). */
+function ofNamespace<T extends { readonly namespace: string }>(list: readonly T[], ns: string): readonly T[] {
   let lo = 0;
-  let hi = policies.length;
+  let hi = list.length;
   while (lo < hi) {
     const mid = (lo + hi) >>> 1;
-    if ((policies[mid]?.namespace ?? '') < ns) lo = mid + 1;
+    if ((list[mid]?.namespace ?? '') < ns) lo = mid + 1;
     else hi = mid;
   }
   let end = lo;
-  while (end < policies.length && policies[end]?.namespace === ns) end++;
-  return policies.slice(lo, end);
+  while (end < list.length && list[end]?.namespace === ns) end++;
+  return list.slice(lo, end);
+}
+
+/** A Namespace of `state` by name (state.namespaces is sorted by name). */
+function namespaceNamed(state: ClusterState, name: string): Namespace | undefined {
+  const list = state.namespaces;
+  let lo = 0;
+  let hi = list.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if ((list[mid]?.name ?? '') < name) lo = mid + 1;
+    else hi = mid;
+  }
+  return list[lo]?.name === name ? list[lo] : undefined;
+}
+
+/** `spec.ingress[0].ports[1].endPort: must be >= port (8080)`: an error without the object's identity. */
+export function invalidField(e: ValidationError): string {
+  return `${e.path}: ${e.message}`;
+}
+
+/** What an entry is made of, before its appliedTime is decided. */
+interface Found {
+  readonly kind: PolicyKind;
+  readonly namespace: string;
+  readonly name: string;
+  readonly version: ObjectVersion | undefined;
+  readonly localPods: number;
+  readonly errors: readonly ValidationError[];
 }
 
 /**
- * Policies that select at least one active pod of the node, with how many.
- * Cost: per namespace with local pods, a binary search for its policies and
- * a selector match against the node's pods there (a node has ~100 pods);
- * policies of other namespaces are never looked at.
+ * The tenancy kinds in force for the node's namespaces (docs/tenancy.md): a
+ * NamespaceNetworkPolicy selects every pod of its namespace; a namespace's
+ * isolation is one entry, ProjectIsolation (named after the namespace, at the
+ * Namespace's version) or WorkspaceIsolation (named after the workspace, at
+ * the Workspace's version), so "is the isolation of ns X in force here?" is
+ * one lookup. Nothing when tenancy is off.
+ */
+function tenancyFound(state: ClusterState, local: ReadonlyMap<string, readonly Pod[]>, namespaces: readonly string[]): Found[] {
+  if (state.tenancy === undefined) return [];
+  const out: Found[] = [];
+  const resolved = tenancyPolicies(state).errors;
+  const workspaces = new Map((state.workspaces ?? []).map((w) => [w.name, w]));
+  const isolated = new Set([...workspaces.values()].filter((w) => w.networkIsolation).map((w) => w.name));
+  for (const ns of namespaces) {
+    const n = local.get(ns)?.length ?? 0;
+    for (const p of ofNamespace(state.namespacePolicies ?? [], ns))
+      out.push({
+        kind: NAMESPACE_NETWORK_POLICY,
+        namespace: ns,
+        name: p.name,
+        version: p.version,
+        localPods: n,
+        errors: [...p.errors, ...(resolved.get(`${ns}/${p.name}`) ?? [])],
+      });
+    const nsObj = namespaceNamed(state, ns);
+    const iso = nsObj === undefined ? undefined : isolationOf(state, nsObj, isolated);
+    if (iso?.kind === 'project')
+      out.push({ kind: PROJECT_ISOLATION, namespace: ns, name: ns, version: nsObj?.version, localPods: n, errors: [] });
+    else if (iso?.kind === 'workspace' && iso.workspace !== undefined) {
+      const w = workspaces.get(iso.workspace);
+      out.push({
+        kind: WORKSPACE_ISOLATION,
+        namespace: ns,
+        name: iso.workspace,
+        version: w?.version,
+        localPods: n,
+        errors: w?.errors ?? [],
+      });
+    }
+  }
+  return out;
+}
+
+/**
+ * Policies of every kind that select at least one active pod of the node,
+ * with how many, sorted by kind, namespace, name. Cost: per namespace with
+ * local pods, a binary search for its objects and a selector match against
+ * the node's pods there (a node has ~100 pods); objects of other namespaces
+ * are never looked at.
  */
 export function relevantPolicies(
   state: ClusterState,
@@ -76,36 +158,46 @@ export function relevantPolicies(
     if (l === undefined) local.set(p.namespace, [p]);
     else l.push(p);
   }
-  const before = new Map((prev ?? []).map((e) => [policyKey(e), e]));
-  const out: AppliedPolicy[] = [];
-  // Namespaces in order, each namespace's policies in order: sorted like state.policies.
-  const candidates = [...local.keys()].sort().flatMap((ns) => policiesOf(state.policies, ns));
-  for (const pol of candidates) {
-    const pods = local.get(pol.namespace);
-    if (pods === undefined) continue;
+  const namespaces = [...local.keys()].sort();
+  const found: Found[] = [];
+  for (const pol of namespaces.flatMap((ns) => ofNamespace(state.policies, ns))) {
     let n = 0;
-    for (const pod of pods) if (selectorMatches(pol.podSelector, pod.labels)) n++;
-    if (n === 0) continue;
-    const v = pol.version;
-    const old = before.get(policyKey({ kind: 'NetworkPolicy', namespace: pol.namespace, name: pol.name }));
+    for (const pod of local.get(pol.namespace) ?? []) if (selectorMatches(pol.podSelector, pod.labels)) n++;
+    if (n > 0)
+      found.push({
+        kind: NETWORK_POLICY,
+        namespace: pol.namespace,
+        name: pol.name,
+        version: pol.version,
+        localPods: n,
+        errors: pol.errors,
+      });
+  }
+  found.push(...tenancyFound(state, local, namespaces));
+  const before = new Map((prev ?? []).map((e) => [policyKey({ ...e, kind: entryKind(e) }), e]));
+  const out = found.map((f): AppliedPolicy => {
+    const v = f.version;
+    const old = before.get(policyKey(f));
     const same =
       old !== undefined && old.uid === v?.uid && old.generation === v?.generation && old.resourceVersion === v?.resourceVersion;
-    const invalid = pol.errors
-      .slice(0, MAX_FIELDS)
-      .map((e) => formatValidationError(e).slice(`${pol.namespace}/${pol.name} `.length));
-    out.push({
-      kind: 'NetworkPolicy',
-      namespace: pol.namespace,
-      name: pol.name,
+    const invalid = f.errors.slice(0, MAX_FIELDS).map(invalidField);
+    return {
+      kind: f.kind,
+      namespace: f.namespace,
+      name: f.name,
       ...(v?.uid === undefined ? {} : { uid: v.uid }),
       ...(v?.generation === undefined ? {} : { generation: v.generation }),
       ...(v?.resourceVersion === undefined ? {} : { resourceVersion: v.resourceVersion }),
       appliedTime: same ? old.appliedTime : iso(atUnixMs),
-      localPods: n,
+      localPods: f.localPods,
       ...(invalid.length === 0 ? {} : { invalidFields: invalid }),
-    });
-  }
-  return out;
+    };
+  });
+  return out.sort((a, b) => {
+    const x = policyKey(a);
+    const y = policyKey(b);
+    return x < y ? -1 : x > y ? 1 : 0;
+  });
 }
 
 /** The status content for the node; `prev` (what was last written) keeps times that still describe the same thing. */

@@ -1,11 +1,26 @@
 // "Is my policy in force, everywhere it must be?": pure, from what the
 // `status` command read (NodePolicyStatus objects, Leases, policies, pods,
-// Nodes). A policy must be in force on every node hosting an active pod it
-// selects; it is in force there when that node's live agent reports the
-// policy's uid at its current generation (or later).
-import { selectorMatches } from '../model/selector.ts';
-import { formatValidationError, isActivePod } from '../model/types.ts';
-import type { NetworkPolicy, Pod } from '../model/types.ts';
+// Nodes, and with tenancy NamespaceNetworkPolicies, Namespaces, Workspaces).
+// A policy must be in force on every node hosting an active pod it selects;
+// it is in force there when that node's live agent reports the policy's uid
+// at its current generation (or later). A namespace's isolation has no
+// generation (a Namespace has none; a Workspace's counts): reported with the
+// same uid is in force.
+import { isolationOf } from '../kinds/tenancy.ts';
+import { EVERYTHING, selectorMatches } from '../model/selector.ts';
+import { isActivePod } from '../model/types.ts';
+import type {
+  LabelSelector,
+  Namespace,
+  NamespaceNetworkPolicy,
+  NetworkPolicy,
+  ObjectVersion,
+  Pod,
+  ValidationError,
+  Workspace,
+} from '../model/types.ts';
+import { invalidField } from './build.ts';
+import { entryKind } from './types.ts';
 import type { AppliedPolicy, LeaseObject, NodePolicyStatusObject, PolicyKind } from './types.ts';
 
 export interface ReportInput {
@@ -19,6 +34,16 @@ export interface ReportInput {
   readonly policies: readonly NetworkPolicy[];
   /** Normalized pods of those namespaces. */
   readonly pods: readonly Pod[];
+  /**
+   * Tenancy (docs/tenancy.md), when the agents enforce it: the
+   * NamespaceNetworkPolicies and the Namespaces whose isolation is asked
+   * about, and every Workspace (a namespace's workspace decides its isolation).
+   */
+  readonly tenancy?: {
+    readonly namespacePolicies: readonly NamespaceNetworkPolicy[];
+    readonly namespaces: readonly Namespace[];
+    readonly workspaces: readonly Workspace[];
+  };
 }
 
 export type AgentState = 'alive' | 'expired' | 'no-lease';
@@ -95,16 +120,79 @@ export function leaseState(lease: LeaseObject | undefined, now: number): { state
 function entryOf(s: NodePolicyStatusObject | undefined, kind: string, ns: string, name: string): AppliedPolicy | undefined {
   const list = s?.status?.policies;
   if (!Array.isArray(list)) return undefined;
-  return list.find((e) => e.kind === kind && e.namespace === ns && e.name === name);
+  return list.find((e) => entryKind(e) === kind && e.namespace === ns && e.name === name);
 }
 
 /** The node reports this version (same object, current generation or newer) in force. */
-function reportsCurrent(e: AppliedPolicy | undefined, p: NetworkPolicy): boolean {
+function reportsCurrent(e: AppliedPolicy | undefined, v: ObjectVersion | undefined): boolean {
   if (e === undefined) return false;
-  const v = p.version;
   if (v?.uid !== undefined && e.uid !== undefined && e.uid !== v.uid) return false;
   if (v?.generation === undefined) return true;
   return e.generation !== undefined && e.generation >= v.generation;
+}
+
+/** What must be in force: one object (or one namespace's isolation) on the nodes of the pods it selects. */
+interface Expected {
+  readonly kind: PolicyKind;
+  readonly namespace: string;
+  readonly name: string;
+  readonly version: ObjectVersion | undefined;
+  readonly podSelector: LabelSelector;
+  readonly errors: readonly ValidationError[];
+  /** Its invalid fields are also those the agents find (a NamespaceNetworkPolicy's missing Service). */
+  readonly reportedErrors: boolean;
+}
+
+function expected(input: ReportInput): Expected[] {
+  const out: Expected[] = input.policies.map((p) => ({
+    kind: 'NetworkPolicy',
+    namespace: p.namespace,
+    name: p.name,
+    version: p.version,
+    podSelector: p.podSelector,
+    errors: p.errors,
+    reportedErrors: false,
+  }));
+  const t = input.tenancy;
+  if (t === undefined) return out;
+  for (const p of t.namespacePolicies)
+    out.push({
+      kind: 'NamespaceNetworkPolicy',
+      namespace: p.namespace,
+      name: p.name,
+      version: p.version,
+      podSelector: EVERYTHING,
+      errors: p.errors,
+      reportedErrors: true,
+    });
+  const workspaces = new Map(t.workspaces.map((w) => [w.name, w]));
+  const isolated = new Set(t.workspaces.filter((w) => w.networkIsolation).map((w) => w.name));
+  const state = { namespaces: t.namespaces, pods: [], policies: [], nodes: [], workspaces: t.workspaces };
+  for (const ns of t.namespaces) {
+    const iso = isolationOf(state, ns, isolated);
+    if (iso === undefined) continue;
+    const common = { namespace: ns.name, podSelector: EVERYTHING, reportedErrors: false };
+    if (iso.kind === 'project') out.push({ ...common, kind: 'ProjectIsolation', name: ns.name, version: ns.version, errors: [] });
+    else if (iso.workspace !== undefined) {
+      const w = workspaces.get(iso.workspace);
+      out.push({ ...common, kind: 'WorkspaceIsolation', name: iso.workspace, version: w?.version, errors: w?.errors ?? [] });
+    }
+  }
+  return out;
+}
+
+/** How a person names a policy entry: `shop/web`, `NamespaceNetworkPolicy shop/p`, `project isolation of ns shop`. */
+export function policyLabel(p: { readonly kind: string; readonly namespace: string; readonly name: string }): string {
+  switch (p.kind) {
+    case 'ProjectIsolation':
+      return `project isolation of ns ${p.namespace}`;
+    case 'WorkspaceIsolation':
+      return `workspace isolation of ${p.name} (ns ${p.namespace})`;
+    case 'NetworkPolicy':
+      return `${p.namespace}/${p.name}`;
+    default:
+      return `${p.kind} ${p.namespace}/${p.name}`;
+  }
 }
 
 export function buildReport(input: ReportInput): ClusterReport {
@@ -121,7 +209,7 @@ export function buildReport(input: ReportInput): ClusterReport {
 
   const policies: PolicyReport[] = [];
   const selectedNodes = new Set<string>();
-  for (const p of input.policies) {
+  for (const p of expected(input)) {
     const nodes = new Set<string>();
     for (const pod of podsByNs.get(p.namespace) ?? []) {
       if (pod.nodeName !== undefined && selectorMatches(p.podSelector, pod.labels)) nodes.add(pod.nodeName);
@@ -130,6 +218,7 @@ export function buildReport(input: ReportInput): ClusterReport {
     const inForce: string[] = [];
     const lagging: Lagging[] = [];
     const notReporting: string[] = [];
+    const invalid = new Set(p.errors.map(invalidField));
     for (const n of sorted) {
       selectedNodes.add(n);
       if (agent(n) !== 'alive') {
@@ -137,8 +226,9 @@ export function buildReport(input: ReportInput): ClusterReport {
         continue;
       }
       const s = statusByNode.get(n);
-      const e = entryOf(s, 'NetworkPolicy', p.namespace, p.name);
-      if (reportsCurrent(e, p)) inForce.push(n);
+      const e = entryOf(s, p.kind, p.namespace, p.name);
+      if (p.reportedErrors && reportsCurrent(e, p.version)) for (const f of e?.invalidFields ?? []) invalid.add(f);
+      if (reportsCurrent(e, p.version)) inForce.push(n);
       else
         lagging.push({
           node: n,
@@ -148,7 +238,7 @@ export function buildReport(input: ReportInput): ClusterReport {
         });
     }
     policies.push({
-      kind: 'NetworkPolicy',
+      kind: p.kind,
       namespace: p.namespace,
       name: p.name,
       generation: p.version?.generation,
@@ -156,7 +246,7 @@ export function buildReport(input: ReportInput): ClusterReport {
       inForce,
       lagging,
       notReporting,
-      invalidFields: p.errors.map((e) => formatValidationError(e).slice(`${p.namespace}/${p.name} `.length)),
+      invalidFields: [...invalid],
     });
   }
 
@@ -236,7 +326,8 @@ function nodeReason(now: number, n: NodeReport | undefined, name: string): strin
 /** One policy, in detail. */
 export function policyText(r: ClusterReport, p: PolicyReport, now: number): string {
   const nodes = new Map(r.nodes.map((n) => [n.name, n]));
-  const lines = [`${p.kind} ${p.namespace}/${p.name}${p.generation === undefined ? '' : ` (generation ${p.generation})`}`];
+  const head = p.kind === 'NetworkPolicy' ? `NetworkPolicy ${p.namespace}/${p.name}` : policyLabel(p);
+  const lines = [`${head}${p.generation === undefined ? '' : ` (generation ${p.generation})`}`];
   if (p.nodes.length === 0) lines.push('  selects no running pod: nothing to enforce');
   else lines.push(`  in force on ${p.inForce.length} of ${p.nodes.length} nodes that host pods it selects`);
   for (const l of p.lagging) lines.push(`  lagging: ${lagText(now, l)}`);
@@ -258,7 +349,7 @@ export function summaryText(r: ClusterReport, now: number, wide: boolean): strin
     out.push('', 'NOT IN FORCE EVERYWHERE');
     for (const p of bad.slice(0, wide ? bad.length : 10)) {
       out.push(
-        `  ${p.namespace}/${p.name}: ${p.inForce.length}/${p.nodes.length} nodes; lagging: ${p.lagging.map((l) => `${l.node} (gen ${l.generation ?? 'none'})`).join(', ') || '-'}; not reporting: ${p.notReporting.join(', ') || '-'}`,
+        `  ${policyLabel(p)}: ${p.inForce.length}/${p.nodes.length} nodes; lagging: ${p.lagging.map((l) => `${l.node} (gen ${l.generation ?? 'none'})`).join(', ') || '-'}; not reporting: ${p.notReporting.join(', ') || '-'}`,
       );
     }
     if (!wide && bad.length > 10) out.push(`  ... and ${bad.length - 10} more (-o wide)`);
@@ -278,8 +369,7 @@ export function summaryText(r: ClusterReport, now: number, wide: boolean): strin
   const invalid = r.policies.filter((p) => p.invalidFields.length > 0);
   if (invalid.length > 0) {
     out.push('', 'INVALID POLICIES (enforced fail-closed)');
-    for (const p of invalid.slice(0, wide ? invalid.length : 10))
-      out.push(`  ${p.namespace}/${p.name}: ${p.invalidFields.join('; ')}`);
+    for (const p of invalid.slice(0, wide ? invalid.length : 10)) out.push(`  ${policyLabel(p)}: ${p.invalidFields.join('; ')}`);
     if (!wide && invalid.length > 10) out.push(`  ... and ${invalid.length - 10} more (-o wide)`);
   }
   if (wide) {
@@ -302,7 +392,7 @@ export function summaryText(r: ClusterReport, now: number, wide: boolean): strin
       ...table([
         ['POLICY', 'GENERATION', 'IN-FORCE', 'LAGGING', 'NOT-REPORTING', 'INVALID'],
         ...r.policies.map((p) => [
-          `${p.namespace}/${p.name}`,
+          policyLabel(p),
           p.generation === undefined ? '-' : String(p.generation),
           `${p.inForce.length}/${p.nodes.length}`,
           p.lagging.map((l) => l.node).join(',') || '-',

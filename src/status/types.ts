@@ -15,11 +15,28 @@ export const DEFAULT_AGENT_NAMESPACE = 'nft-netpol-system';
 /** Lease holder prefix; the Lease itself is named after the node. */
 export const LEASE_HOLDER = 'nft-netpol-agent';
 
-/** The kinds a policy entry can name; tenancy kinds join this union. */
-export type PolicyKind = 'NetworkPolicy';
+/**
+ * The kinds a policy entry can name (docs/tenancy.md for the tenancy kinds):
+ * a NamespaceNetworkPolicy by its namespace and name; a namespace's isolation
+ * as ProjectIsolation (namespace and name: the namespace) or
+ * WorkspaceIsolation (namespace: the isolated namespace, name: its workspace).
+ */
+export type PolicyKind = 'NetworkPolicy' | 'NamespaceNetworkPolicy' | 'ProjectIsolation' | 'WorkspaceIsolation';
+export const POLICY_KINDS: readonly PolicyKind[] = [
+  'NetworkPolicy',
+  'NamespaceNetworkPolicy',
+  'ProjectIsolation',
+  'WorkspaceIsolation',
+];
+
+/** An entry's kind: entries written without one (agents that only reported NetworkPolicy) are NetworkPolicy's. */
+export function entryKind(e: { readonly kind?: string }): string {
+  return e.kind ?? 'NetworkPolicy';
+}
 
 /** One policy that selects at least one active pod of the node, as the kernel enforces it. */
 export interface AppliedPolicy {
+  /** Always written; read with entryKind (absent: NetworkPolicy). */
   readonly kind: PolicyKind;
   readonly namespace: string;
   readonly name: string;

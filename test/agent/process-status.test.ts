@@ -27,12 +27,15 @@ const fromApp = (name: string, app: string): KubeObject =>
   });
 
 interface Entry {
+  readonly kind?: string;
+  readonly namespace: string;
   readonly name: string;
   readonly uid: string;
   readonly generation: number;
   readonly resourceVersion: string;
   readonly appliedTime: string;
   readonly localPods: number;
+  readonly invalidFields?: string[];
 }
 
 interface Env {
@@ -303,5 +306,90 @@ test(
     const ok = await e.cli();
     assert.equal(ok.code, 0, ok.out);
     assert.ok(a.alive());
+  },
+);
+
+test(
+  'status process: tenancy kinds: a NamespaceNetworkPolicy applied at each generation, its invalid fields, project isolation',
+  { timeout: 90_000 },
+  async (t) => {
+    const e = await setup(t);
+    if (e === undefined) return;
+    const nsnp = (name: string, spec: Record<string, unknown>): KubeObject => ({
+      apiVersion: 'network.kubesphere.io/v1alpha1',
+      kind: 'NamespaceNetworkPolicy',
+      metadata: { namespace: 'shop', name },
+      spec,
+    });
+    const find = (kind: string, name: string): Entry | undefined =>
+      e.status()?.policies?.find((x) => x.kind === kind && x.name === name);
+    // Only node-1 runs an agent here: keep shop's pods on it (a NamespaceNetworkPolicy selects them all).
+    e.api.delete('pods', 'shop', 'web');
+    e.api.delete('pods', 'shop', 'other');
+    const a = e.start();
+    await eventually('first status', () => e.status()?.inSync === true);
+
+    const fromShop = (port: number): KubeObject =>
+      nsnp('from-shop', { policyTypes: ['Ingress'], ingress: [{ from: [{ namespace: { name: 'shop' } }], ports: [{ port }] }] });
+    e.api.create('namespacenetworkpolicies', fromShop(5432));
+    await eventually('from-shop applied at generation 1', () => find('NamespaceNetworkPolicy', 'from-shop')?.generation === 1);
+    const applied = find('NamespaceNetworkPolicy', 'from-shop');
+    assert.equal(applied?.uid, e.api.get('namespacenetworkpolicies', 'shop', 'from-shop')?.metadata.uid);
+    assert.equal(applied?.namespace, 'shop');
+    assert.equal(applied?.localPods, 1, 'every active pod of its namespace on this node: shop/db');
+    const first = await e.cli('-n', 'shop', 'nsnp/from-shop');
+    assert.equal(first.code, 0, first.out);
+    assert.match(first.out, /^NamespaceNetworkPolicy shop\/from-shop \(generation 1\)\n {2}in force on 1 of 1 nodes/);
+
+    // An edit: the status follows the kernel to generation 2.
+    e.api.update('namespacenetworkpolicies', fromShop(5433));
+    assert.equal(e.api.get('namespacenetworkpolicies', 'shop', 'from-shop')?.metadata.generation, 2);
+    await eventually('from-shop applied at generation 2', () => find('NamespaceNetworkPolicy', 'from-shop')?.generation === 2);
+    assert.ok(await e.kernelHas('5433'), 'the kernel holds generation 2');
+    const second = await e.cli('NamespaceNetworkPolicy', 'from-shop', '-n', 'shop', '-o', 'json');
+    assert.equal(second.code, 0, second.out);
+    const json = JSON.parse(second.out) as { policy: { kind: string; generation: number; inForce: string[] } };
+    assert.deepEqual([json.policy.kind, json.policy.generation, json.policy.inForce], ['NamespaceNetworkPolicy', 2, [NODE]]);
+
+    // Invalid input: a Service peer that does not exist allows nothing and is reported.
+    e.api.create(
+      'namespacenetworkpolicies',
+      nsnp('to-nowhere', { policyTypes: ['Egress'], egress: [{ to: [{ service: { name: 'nope' } }] }] }),
+    );
+    const missing = /spec\.egress\[0\]\.to\[0\]\.service: Service shop\/nope not found: this peer allows nothing/;
+    await eventually('to-nowhere reported invalid', () =>
+      (find('NamespaceNetworkPolicy', 'to-nowhere')?.invalidFields ?? []).some((f) => missing.test(f)),
+    );
+    const invalid = await e.cli('nsnp', 'to-nowhere', '-n', 'shop');
+    assert.equal(invalid.code, 0, invalid.out);
+    assert.match(invalid.out, new RegExp(`invalid \\(enforced fail-closed\\): ${missing.source}`));
+
+    // Project isolation: the namespace's annotation, reported at the Namespace's version.
+    e.api.update('namespaces', {
+      ...namespace('shop'),
+      metadata: { name: 'shop', labels: {}, annotations: { 'kubesphere.io/network-isolate': 'enabled' } },
+    });
+    await eventually('project isolation of shop applied', () => find('ProjectIsolation', 'shop') !== undefined);
+    const ns = e.api.get('namespaces', undefined, 'shop');
+    assert.equal(find('ProjectIsolation', 'shop')?.uid, ns?.metadata.uid);
+    assert.equal(find('ProjectIsolation', 'shop')?.resourceVersion, ns?.metadata.resourceVersion);
+    const iso = await e.cli('ns/shop');
+    assert.equal(iso.code, 0, iso.out);
+    assert.match(iso.out, /^project isolation of ns shop\n {2}in force on 1 of 1 nodes/);
+
+    // A NamespaceNetworkPolicy of a namespace without pods here costs this node no status write.
+    const patches = (): number => e.api.requests.filter((r) => r.method === 'PATCH' && r.path.endsWith(`/${NODE}/status`)).length;
+    const before = patches();
+    const unchanged = a.lines.filter((l) => l['event'] === 'status' && l['unchanged'] === true).length;
+    e.api.create('namespaces', namespace('elsewhere'));
+    e.api.create('namespacenetworkpolicies', { ...nsnp('p', {}), metadata: { namespace: 'elsewhere', name: 'p' } });
+    await a.waitForLog(
+      'the writer found nothing to write',
+      () => a.lines.filter((l) => l['event'] === 'status' && l['unchanged'] === true).length > unchanged,
+    );
+    assert.equal(patches(), before);
+    const summary = await e.cli();
+    assert.equal(summary.code, 0, summary.out);
+    assert.match(summary.out, /Policies: 4: 4 in force everywhere, 0 not, 1 invalid/);
   },
 );

@@ -4,6 +4,9 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import { Ajv } from 'ajv';
+import { DEFAULT_TENANCY } from '../../src/model/tenancy-config.ts';
+import { tenancyState } from '../cases/tenancy-cluster.ts';
 import { STATUS_GROUP, STATUS_KIND, STATUS_PLURAL, STATUS_VERSION } from '../../src/status/types.ts';
 import { buildStatus } from '../../src/status/build.ts';
 import { pod, policy, sel, state } from '../support/state-builder.ts';
@@ -106,4 +109,31 @@ test('the optional admission policy ties the agent account to its own node, fail
   );
   assert.equal(at(binding, 'spec.policyName'), at(vap, 'metadata.name'));
   assert.deepEqual(at(binding, 'spec.validationActions'), ['Deny']);
+});
+
+test('the schema accepts the tenancy entries as the builder writes them (ajv on the structural schema)', () => {
+  const statusSchema = rec(at(version, 'schema.openAPIV3Schema.properties.status'), 'status schema');
+  const valid = new Ajv({ strict: false, allErrors: true }).compile(statusSchema);
+  const s = buildStatus(
+    {
+      node: 'node-1',
+      applied: {
+        state: tenancyState({ isolatedWorkspaces: ['acme'], isolatedProjects: ['lab'] }, DEFAULT_TENANCY, true),
+        stats: { chains: 1, rules: 1, sets: 1, maps: 1, elements: 1, localPods: 1, policies: 1 },
+        hash: 'sha256:x',
+        atUnixMs: 0,
+      },
+      last: { result: 'Applied', atUnixMs: 0, error: undefined },
+      inSync: true,
+      agentVersion: 'v',
+      nftVersion: 'n',
+    },
+    undefined,
+  );
+  const kinds = new Set(s.policies.map((p) => p.kind));
+  assert.ok(kinds.has('ProjectIsolation') || kinds.has('WorkspaceIsolation'), [...kinds].join(','));
+  assert.ok(valid(s), JSON.stringify(valid.errors));
+  // An entry of an older agent without kind is not what the agent writes: the schema requires kind.
+  const { kind: _, ...noKind } = s.policies[0] ?? { kind: '' };
+  assert.equal(valid({ ...s, policies: [noKind] }), false);
 });

@@ -146,18 +146,49 @@ test('lease state: alive within renewTime + duration, expired after, missing', (
 test('status arguments: POLICY as NAME in -n or NS/NAME, outputs, usage errors', () => {
   assert.deepEqual(parseStatusArgs(['-n', 'shop', 'web']), {
     namespace: 'shop',
-    policy: { namespace: 'shop', name: 'web' },
+    policy: { kind: 'NetworkPolicy', namespace: 'shop', name: 'web' },
     output: 'text',
     agentNamespace: 'nft-netpol-system',
+    tenancy: true,
   });
   assert.deepEqual(parseStatusArgs(['bank/p', '-o', 'json']), {
     namespace: 'bank',
-    policy: { namespace: 'bank', name: 'p' },
+    policy: { kind: 'NetworkPolicy', namespace: 'bank', name: 'p' },
     output: 'json',
     agentNamespace: 'nft-netpol-system',
+    tenancy: true,
   });
   assert.equal(parseStatusArgs(['-h']), 'help');
   assert.throws(() => parseStatusArgs(['-o', 'yaml']), /--output must be text, wide or json/);
-  assert.throws(() => parseStatusArgs(['a', 'b']), /at most one POLICY/);
-  assert.throws(() => parseStatusArgs(['a/b/c']), /NAME or NAMESPACE\/NAME/);
+  assert.throws(() => parseStatusArgs(['a', 'b', 'c']), /at most one policy/);
+  assert.throws(() => parseStatusArgs(['a', 'b']), /unknown TYPE "a"/);
+  assert.throws(() => parseStatusArgs(['a/b/c']), /NAME, NAMESPACE\/NAME or TYPE\/NAME/);
+});
+
+test('status arguments: kubectl-style TYPE/NAME and TYPE NAME name the tenancy kinds', () => {
+  const policyOf = (argv: string[]) => {
+    const a = parseStatusArgs(argv);
+    assert.notEqual(a, 'help');
+    return a === 'help' ? undefined : { namespace: a.namespace, policy: a.policy };
+  };
+  const nsnp = { kind: 'NamespaceNetworkPolicy', namespace: 'shop', name: 'p' };
+  assert.deepEqual(policyOf(['-n', 'shop', 'nsnp/p']), { namespace: 'shop', policy: nsnp });
+  assert.deepEqual(policyOf(['-n', 'shop', 'nsnp', 'p']), { namespace: 'shop', policy: nsnp });
+  assert.deepEqual(policyOf(['NamespaceNetworkPolicy', 'p', '-n', 'shop']), { namespace: 'shop', policy: nsnp });
+  assert.deepEqual(policyOf(['namespacenetworkpolicies.network.kubesphere.io/p', '-n', 'shop']), {
+    namespace: 'shop',
+    policy: nsnp,
+  });
+  // Without -n, as kubectl: the default namespace.
+  assert.deepEqual(policyOf(['nsnp/p'])?.policy, { ...nsnp, namespace: 'default' });
+  assert.deepEqual(policyOf(['netpol/web', '-n', 'shop'])?.policy, { kind: 'NetworkPolicy', namespace: 'shop', name: 'web' });
+  // A namespace's isolation reads that namespace; a workspace's reads every namespace.
+  assert.deepEqual(policyOf(['ns/shop']), { namespace: 'shop', policy: { kind: 'namespace', name: 'shop' } });
+  assert.deepEqual(policyOf(['namespace', 'shop']), { namespace: 'shop', policy: { kind: 'namespace', name: 'shop' } });
+  assert.deepEqual(policyOf(['workspace/acme']), { namespace: undefined, policy: { kind: 'workspace', name: 'acme' } });
+  // X/Y with X not a type stays NAMESPACE/NAME of a NetworkPolicy.
+  assert.deepEqual(policyOf(['shop/ns'])?.policy, { kind: 'NetworkPolicy', namespace: 'shop', name: 'ns' });
+  assert.throws(() => parseStatusArgs(['--no-tenancy', 'nsnp/p']), /--no-tenancy checks NetworkPolicies only/);
+  const a = parseStatusArgs(['--no-tenancy']);
+  assert.ok(a !== 'help' && !a.tenancy);
 });

@@ -86,11 +86,13 @@ const INFO: Record<Resource, ResourceInfo> = {
     generation: true,
   },
   services: { kind: 'Service', apiVersion: 'v1', namespaced: true },
-  workspaces: { kind: 'Workspace', apiVersion: 'tenant.kubesphere.io/v1alpha1', namespaced: false },
+  // Custom resources always carry metadata.generation (bumped on spec changes).
+  workspaces: { kind: 'Workspace', apiVersion: 'tenant.kubesphere.io/v1alpha1', namespaced: false, generation: true },
   namespacenetworkpolicies: {
     kind: 'NamespaceNetworkPolicy',
     apiVersion: 'network.kubesphere.io/v1alpha1',
     namespaced: true,
+    generation: true,
   },
 };
 

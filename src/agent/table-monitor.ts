@@ -27,10 +27,12 @@ export type MonitorEvent =
   | { readonly kind: 'own-begin' }
   | { readonly kind: 'own-end' }
   /** A rule of our table was deleted; `object` is the line. */
-  | { readonly kind: 'deleted'; readonly object: string };
+  | { readonly kind: 'deleted'; readonly object: string }
+  /** The socket buffer overflowed (ENOBUFS): notifications, maybe a marker, were lost. */
+  | { readonly kind: 'lost' };
 
-/** A deletion in our table. */
-export type Deletion = Extract<MonitorEvent, { readonly kind: 'deleted' }>;
+/** What the monitor reports: someone else's deletion in our table, or lost notifications. */
+export type Foreign = Extract<MonitorEvent, { readonly kind: 'deleted' | 'lost' }>;
 
 /** The scratch table whose rules mark our transactions (never left in the kernel). */
 export function markerTable(table: string): string {
@@ -53,6 +55,7 @@ export function markTransaction(script: string, table: string): string {
 
 /** Pure: one `nft monitor destroy rules` line, or undefined when it is not about our table. */
 export function parseMonitorLine(l: string, table: string): MonitorEvent | undefined {
+  if (l.startsWith('# ERROR: We lost some netlink events')) return { kind: 'lost' };
   // "delete rule inet TABLE CHAIN handle N"
   const [verb, object, family, name, chain] = l.split(' ', 5);
   if (verb !== 'delete' || object !== 'rule' || family !== 'inet') return undefined;
@@ -99,7 +102,7 @@ export class LineSplitter {
 /** Pure: follows the markers; returns the deletions that are someone else's. */
 export class ForeignFilter {
   #inOwn = false;
-  foreign(e: MonitorEvent | undefined): Deletion | undefined {
+  foreign(e: MonitorEvent | undefined): Foreign | undefined {
     if (e === undefined) return undefined;
     switch (e.kind) {
       case 'own-begin':
@@ -110,6 +113,10 @@ export class ForeignFilter {
         return undefined;
       case 'deleted':
         return this.#inOwn ? undefined : e;
+      case 'lost':
+        // The end marker may be among what was lost: count what follows as foreign.
+        this.#inOwn = false;
+        return e;
     }
   }
 }
@@ -162,8 +169,12 @@ export class TableMonitor {
     await this.#running;
   }
 
-  #seen(e: Deletion | undefined): void {
+  #seen(e: Foreign | undefined): void {
     if (e === undefined) return;
+    if (e.kind === 'lost') {
+      this.#d.onForeignChange('nft monitor lost notifications (socket buffer full): checking the table');
+      return;
+    }
     if (this.#burst === undefined) {
       this.#burst = { first: e.object, count: 0 };
       // The lines of one transaction arrive together: report them once.

@@ -124,11 +124,11 @@ export function readHead(
   return { ok: true, head: { obj, name, namespace, metadata: meta, sink } };
 }
 
-/** `raw` as an object, or undefined with the report that it is not one. */
-export function requireObject(raw: unknown, path: string, report: Report): Raw | undefined {
-  if (isRecord(raw)) return raw;
+/** Is `raw` an object? Reports at `path` when it is not. */
+export function isObjectAt(raw: unknown, path: string, report: Report): raw is Raw {
+  if (isRecord(raw)) return true;
   report(path, `must be an object, not ${show(raw)}`);
-  return undefined;
+  return false;
 }
 
 /** A required, non-empty string field, or undefined with the report of what is wrong. */

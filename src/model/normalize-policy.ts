@@ -14,7 +14,7 @@ import {
   objectVersion,
   readHead,
   requiredString,
-  requireObject,
+  isObjectAt,
   show,
 } from './normalize-common.ts';
 import type { Normalized, Raw, Report } from './normalize-common.ts';
@@ -162,10 +162,7 @@ function normalizeRule(raw: unknown, path: string, peerNames: readonly string[],
     invalid = true;
     outer(p, m);
   };
-  if (!isRecord(raw)) {
-    report(path, `must be an object, not ${show(raw)}`);
-    return invalidRule();
-  }
+  if (!isObjectAt(raw, path, report)) return invalidRule();
   const portsRaw = listField(raw, ['ports'], `${path}.ports`, report);
   const peersRaw = listField(raw, peerNames, `${path}.${peerField}`, report);
   const ports: PortSpec[] = [];
@@ -183,10 +180,7 @@ function normalizeRule(raw: unknown, path: string, peerNames: readonly string[],
 }
 
 export function normalizePort(raw: unknown, path: string, report: Report): PortSpec | undefined {
-  if (!isRecord(raw)) {
-    report(path, `must be an object, not ${show(raw)}`);
-    return undefined;
-  }
+  if (!isObjectAt(raw, path, report)) return undefined;
   let ok = true;
   const bad = (p: string, m: string): void => {
     ok = false;
@@ -226,10 +220,7 @@ export function normalizePort(raw: unknown, path: string, report: Report): PortS
 }
 
 function normalizePeer(raw: unknown, path: string, report: Report): Peer | undefined {
-  if (!isRecord(raw)) {
-    report(path, `must be an object, not ${show(raw)}`);
-    return undefined;
-  }
+  if (!isObjectAt(raw, path, report)) return undefined;
   const psRaw = field(raw, 'podSelector');
   const nsRaw = field(raw, 'namespaceSelector');
   const ibRaw = field(raw, 'ipBlock');
@@ -257,9 +248,9 @@ function compareCIDR(a: CIDR, b: CIDR): number {
 }
 
 export function normalizeIPBlock(raw: unknown, path: string, report: Report): Peer | undefined {
-  const block = requireObject(raw, path, report);
-  const cidrRaw = block === undefined ? undefined : requiredString(block, 'cidr', `${path}.cidr`, report);
-  if (block === undefined || cidrRaw === undefined) return undefined;
+  if (!isObjectAt(raw, path, report)) return undefined;
+  const cidrRaw = requiredString(raw, 'cidr', `${path}.cidr`, report);
+  if (cidrRaw === undefined) return undefined;
   const parsed = parseCIDR(cidrRaw);
   if (!parsed.ok) {
     report(`${path}.cidr`, parsed.error);
@@ -268,7 +259,7 @@ export function normalizeIPBlock(raw: unknown, path: string, report: Report): Pe
   const cidr = parsed.cidr;
   let ok = true;
   const except: CIDR[] = [];
-  const exRaw = listField(block, ['except'], `${path}.except`, (p, m) => {
+  const exRaw = listField(raw, ['except'], `${path}.except`, (p, m) => {
     ok = false;
     report(p, m);
   });

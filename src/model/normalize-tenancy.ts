@@ -13,7 +13,7 @@ import {
   objectVersion,
   readHead,
   requiredString,
-  requireObject,
+  isObjectAt,
   show,
   subObject,
 } from './normalize-common.ts';
@@ -95,10 +95,7 @@ export function normalizeService(obj: unknown): Normalized<Service> {
 }
 
 function normalizeServicePort(raw: unknown, path: string, report: Report): ServicePort | undefined {
-  if (!isRecord(raw)) {
-    report(path, `must be an object, not ${show(raw)}`);
-    return undefined;
-  }
+  if (!isObjectAt(raw, path, report)) return undefined;
   const protoRaw = field(raw, 'protocol');
   const protocol: Protocol | undefined = protoRaw === undefined ? 'TCP' : PROTOCOLS.find((p) => p === protoRaw);
   if (protocol === undefined) {
@@ -193,10 +190,7 @@ function normalizeRule(raw: unknown, path: string, peerField: string, policyNs: 
     invalid = true;
     outer(p, m);
   };
-  if (!isRecord(raw)) {
-    report(path, `must be an object, not ${show(raw)}`);
-    return invalidRule();
-  }
+  if (!isObjectAt(raw, path, report)) return invalidRule();
   const portsRaw = listField(raw, ['ports'], `${path}.ports`, report);
   const peersRaw = listField(raw, peerField === 'from' ? ['from', '_from'] : ['to'], `${path}.${peerField}`, report);
   const ports: PortSpec[] = [];
@@ -214,10 +208,7 @@ function normalizeRule(raw: unknown, path: string, peerField: string, policyNs: 
 }
 
 function normalizePeer(raw: unknown, path: string, policyNs: string, report: Report): NamespacePolicyPeer | undefined {
-  if (!isRecord(raw)) {
-    report(path, `must be an object, not ${show(raw)}`);
-    return undefined;
-  }
+  if (!isObjectAt(raw, path, report)) return undefined;
   const nsRaw = field(raw, 'namespace');
   const ibRaw = field(raw, 'ipBlock');
   const svcRaw = field(raw, 'service');
@@ -239,10 +230,7 @@ function normalizePeer(raw: unknown, path: string, policyNs: string, report: Rep
     return name === undefined ? undefined : { kind: 'namespace', name };
   }
   const svc = svcRaw;
-  if (!isRecord(svc)) {
-    report(`${path}.service`, `must be an object, not ${show(svc)}`);
-    return undefined;
-  }
+  if (!isObjectAt(svc, `${path}.service`, report)) return undefined;
   const name = requiredName(svc, `${path}.service`, report);
   // KubeSphere requires the namespace; an absent one means the policy's own (what a user means).
   const nsField = field(svc, 'namespace');
@@ -262,8 +250,7 @@ function normalizePeer(raw: unknown, path: string, policyNs: string, report: Rep
 
 /** `{name: ...}` with a DNS label as name (namespace and service names are both DNS labels). */
 function requiredName(raw: unknown, path: string, report: Report): string | undefined {
-  const obj = requireObject(raw, path, report);
-  const name = obj === undefined ? undefined : requiredString(obj, 'name', `${path}.name`, report);
+  const name = isObjectAt(raw, path, report) ? requiredString(raw, 'name', `${path}.name`, report) : undefined;
   if (name === undefined) return undefined;
   const errs = dns1123LabelErrors(name);
   for (const m of errs) report(`${path}.name`, m);

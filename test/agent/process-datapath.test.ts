@@ -5,11 +5,11 @@
 // skipped locally without them, failing in CI.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { FakeApiServer, namespace, networkPolicy, pod, type KubeObject } from '../support/fake-apiserver.ts';
-import { Cluster } from '../harness/cluster.ts';
-import { checkProbes, type Expectation } from '../harness/check.ts';
+import { namespace, networkPolicy, type KubeObject } from '../support/fake-apiserver.ts';
+import type { Expectation } from '../harness/check.ts';
 import { requireDatapath } from '../harness/requirements.ts';
-import { AgentProcess, eventually, scratch } from './agent-process.ts';
+import { agentCluster } from './agent-cluster.ts';
+import { eventually } from './agent-process.ts';
 
 function tcp80(from: string, to: string, allowed: boolean, why: string): Expectation {
   return { probe: { from, to, protocol: 'TCP', port: 80, family: 4, via: 'pod' }, allowed, why };
@@ -17,7 +17,14 @@ function tcp80(from: string, to: string, allowed: boolean, why: string): Expecta
 
 test('agent processes enforce policy changes on real traffic', { timeout: 300_000 }, async (t) => {
   if (!requireDatapath(t)) return;
-  const c = await Cluster.create({
+  const {
+    c,
+    api,
+    agents,
+    podObject,
+    startAgents,
+    expectProbes: expect,
+  } = await agentCluster(t, {
     style: 'routed',
     nodes: [{ name: 'node-1' }, { name: 'node-2' }],
     pods: [
@@ -27,57 +34,14 @@ test('agent processes enforce policy changes on real traffic', { timeout: 300_00
       { key: 'ext/client', node: 'node-2' },
     ],
   });
-  const api = await FakeApiServer.start();
-  const s = await scratch(api);
-  const agents: AgentProcess[] = [];
-  t.after(async () => {
-    for (const a of agents) await a.stop();
-    await c.destroy();
-    await api.close();
-    await s.cleanup();
-  });
-
-  const podObj = (key: string, name: string, labels: Record<string, string>): KubeObject => {
-    const p = c.pod(key);
-    return pod(p.namespace, name, labels, p.node, p.ips.v4, { ips: [p.ips.v4, p.ips.v6] });
-  };
   api.create('namespaces', namespace('shop'));
   api.create('namespaces', namespace('ext'));
   for (const n of c.nodeObjects()) api.create('nodes', structuredClone(n) as KubeObject);
-  api.create('pods', podObj('shop/web', 'web', { app: 'web' }));
-  api.create('pods', podObj('shop/other', 'other', { app: 'other' }));
-  api.create('pods', podObj('shop/db', 'db', { app: 'db' }));
-  api.create('pods', podObj('ext/client', 'client', { app: 'client' }));
-
-  for (const n of c.nodes) {
-    agents.push(
-      AgentProcess.start({
-        node: n.name,
-        netns: n.netns,
-        kubeconfig: s.kubeconfig,
-        args: ['--deny-action', 'reject', '--drift-interval', '1s'],
-      }),
-    );
-  }
-  for (const a of agents) await a.waitReady(30_000);
-
-  const expect = async (step: string, exps: Expectation[]): Promise<void> => {
-    let last: string[] = [];
-    try {
-      await eventually(
-        step,
-        async () => {
-          last = await checkProbes(c, exps);
-          return last.length === 0;
-        },
-        30_000,
-      );
-    } catch {
-      assert.fail(
-        `${step}:\n${last.join('\n')}\n--- node-1 agent ---\n${agents[0]?.tail(15)}\n--- node-2 agent ---\n${agents[1]?.tail(15)}`,
-      );
-    }
-  };
+  api.create('pods', podObject('shop/web', 'web', { app: 'web' }));
+  api.create('pods', podObject('shop/other', 'other', { app: 'other' }));
+  api.create('pods', podObject('shop/db', 'db', { app: 'db' }));
+  api.create('pods', podObject('ext/client', 'client', { app: 'client' }));
+  await startAgents(['--deny-action', 'reject', '--drift-interval', '1s']);
 
   await expect('no policies: all open', [
     tcp80('shop/web', 'shop/db', true, 'no policy'),
@@ -129,10 +93,10 @@ test('agent processes enforce policy changes on real traffic', { timeout: 300_00
   // Pod deleted: its IP loses every allowance. Replaced with the same IP: the new pod's labels decide.
   api.delete('pods', 'shop', 'other');
   await expect('pod deleted', [tcp80('shop/other', 'shop/db', false, 'the IP belongs to no pod')]);
-  api.create('pods', podObj('shop/other', 'other-2', { app: 'web' }));
+  api.create('pods', podObject('shop/other', 'other-2', { app: 'web' }));
   await expect('same IP, new pod with app=web', [tcp80('shop/other', 'shop/db', true, 'other-2 has app=web')]);
   api.delete('pods', 'shop', 'other-2');
-  api.create('pods', podObj('shop/other', 'other-3', { app: 'batch' }));
+  api.create('pods', podObject('shop/other', 'other-3', { app: 'batch' }));
   await expect('same IP, new pod with app=batch', [tcp80('shop/other', 'shop/db', false, 'other-3 has app=batch')]);
 
   // Invalid policy: enforced fail-closed, reported as an Event.

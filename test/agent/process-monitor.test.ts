@@ -8,12 +8,12 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFile, readdir } from 'node:fs/promises';
 import { execa } from 'execa';
-import { FakeApiServer, namespace, networkPolicy, pod, type KubeObject } from '../support/fake-apiserver.ts';
-import { Cluster } from '../harness/cluster.ts';
-import { checkProbes, type Expectation } from '../harness/check.ts';
+import { namespace, networkPolicy, type KubeObject } from '../support/fake-apiserver.ts';
+import type { Expectation } from '../harness/check.ts';
 import { requireDatapath } from '../harness/requirements.ts';
 import { normalizeListing } from '../../src/agent/drift.ts';
-import { AgentProcess, eventually, listTableIn, nftIn, scratch } from './agent-process.ts';
+import { agentCluster } from './agent-cluster.ts';
+import { eventually, listTableIn, nftIn } from './agent-process.ts';
 
 function tcp80(from: string, to: string, allowed: boolean, why: string): Expectation {
   return { probe: { from, to, protocol: 'TCP', port: 80, family: 4, via: 'pod' }, allowed, why };
@@ -46,7 +46,7 @@ test(
   { timeout: 240_000 },
   async (t) => {
     if (!requireDatapath(t)) return;
-    const c = await Cluster.create({
+    const { c, api, agents, podObject, startAgents, expectProbes } = await agentCluster(t, {
       style: 'routed',
       nodes: [{ name: 'node-1' }, { name: 'node-2' }],
       pods: [
@@ -55,24 +55,11 @@ test(
         { key: 'shop/db', node: 'node-2' },
       ],
     });
-    const api = await FakeApiServer.start();
-    const s = await scratch(api);
-    const agents: AgentProcess[] = [];
-    t.after(async () => {
-      for (const a of agents) await a.stop();
-      await c.destroy();
-      await api.close();
-      await s.cleanup();
-    });
-    const podObj = (key: string, name: string, labels: Record<string, string>): KubeObject => {
-      const p = c.pod(key);
-      return pod(p.namespace, name, labels, p.node, p.ips.v4, { ips: [p.ips.v4, p.ips.v6] });
-    };
     api.create('namespaces', namespace('shop'));
     for (const n of c.nodeObjects()) api.create('nodes', structuredClone(n) as KubeObject);
-    api.create('pods', podObj('shop/web', 'web', { app: 'web' }));
-    api.create('pods', podObj('shop/other', 'other', { app: 'other' }));
-    api.create('pods', podObj('shop/db', 'db', { app: 'db' }));
+    api.create('pods', podObject('shop/web', 'web', { app: 'web' }));
+    api.create('pods', podObject('shop/other', 'other', { app: 'other' }));
+    api.create('pods', podObject('shop/db', 'db', { app: 'db' }));
     api.create(
       'networkpolicies',
       networkPolicy('shop', 'db-from-web', {
@@ -94,16 +81,7 @@ test(
         ],
       }),
     );
-    for (const n of c.nodes)
-      agents.push(
-        AgentProcess.start({
-          node: n.name,
-          netns: n.netns,
-          kubeconfig: s.kubeconfig,
-          args: ['--deny-action', 'reject', '--drift-interval', '1h'],
-        }),
-      );
-    for (const a of agents) await a.waitReady(30_000);
+    await startAgents(['--deny-action', 'reject', '--drift-interval', '1h']);
     const db = agents[1];
     const dbNode = c.nodes[1];
     assert.ok(db !== undefined && dbNode !== undefined);
@@ -111,8 +89,7 @@ test(
       tcp80('shop/web', 'shop/db', true, 'app=web allowed'),
       tcp80('shop/other', 'shop/db', false, 'app=other denied'),
     ];
-    const enforced = (step: string): Promise<void> =>
-      eventually(step, async () => (await checkProbes(c, exps)).length === 0, 30_000);
+    const enforced = (step: string): Promise<void> => expectProbes(step, exps);
     await enforced('policy enforced');
     // Listings compared without counter values (the probes move them).
     const listing = async (): Promise<string | undefined> => {
@@ -165,11 +142,7 @@ test(
     await restored('restored after a flush with a restarted monitor', 4);
     // The agent's own applies are not taken as foreign changes.
     api.patchLabels('pods', 'shop', 'other', { app: 'web' });
-    await eventually(
-      'other allowed',
-      async () => (await checkProbes(c, [tcp80('shop/other', 'shop/db', true, 'now app=web')])).length === 0,
-      30_000,
-    );
+    await expectProbes('other allowed', [tcp80('shop/other', 'shop/db', true, 'now app=web')]);
     assert.equal(await db.metric('nftnp_drift_repairs_total'), 4);
   },
 );

@@ -12,7 +12,8 @@ import { after, before, describe, test } from 'node:test';
 import type { ClusterState, Family, Protocol } from '../../src/model/types.ts';
 import { verdict } from '../../src/policy/verdict.ts';
 import type { Endpoint } from '../../src/policy/verdict.ts';
-import { AgentProcess, eventually, scratch } from '../agent/agent-process.ts';
+import { agentCluster } from '../agent/agent-cluster.ts';
+import { eventually } from '../agent/agent-process.ts';
 import {
   namespaceObject,
   NODES,
@@ -32,7 +33,6 @@ import { clusterSpecFromState } from '../harness/from-state.ts';
 import { nodeKey, resolveProbe } from '../harness/probe.ts';
 import type { Probe } from '../harness/probe.ts';
 import { datapathSkip, requireDatapath } from '../harness/requirements.ts';
-import { FakeApiServer } from '../support/fake-apiserver.ts';
 import type { KubeObject } from '../support/fake-apiserver.ts';
 
 const skip = datapathSkip();
@@ -238,48 +238,16 @@ for (const style of NETWORK_STYLES) {
 for (const style of NETWORK_STYLES)
   test(`real agents enforce tenancy changes made while they run, ${style} pod network`, { timeout: 300_000 }, async (t) => {
     if (!requireDatapath(t)) return;
-    const c = await Cluster.create(spec(style));
-    const api = await FakeApiServer.start();
-    const s = await scratch(api);
-    const agents: AgentProcess[] = [];
-    t.after(async () => {
-      for (const a of agents) await a.stop();
-      await c.destroy();
-      await api.close();
-      await s.cleanup();
-    });
+    const { c, api, agents, startAgents, expectProbes } = await agentCluster(t, spec(style));
     let o: TenancyOptions = { extra: [SVC_NSNP] };
     api.load(tenancyObjects(o) as KubeObject[]);
-    for (const n of c.nodes)
-      agents.push(
-        AgentProcess.start({
-          node: n.name,
-          netns: n.netns,
-          kubeconfig: s.kubeconfig,
-          args: ['--deny-action', 'reject', '--drift-interval', '1s'],
-        }),
-      );
-    for (const a of agents) await a.waitReady(30_000);
+    await startAgents(['--deny-action', 'reject', '--drift-interval', '1s']);
 
     const expect = async (step: string, must: readonly Must[]): Promise<void> => {
       const state = stateOf(tenancyObjects(o));
       checkMust(c, state, must);
       const exps = oracleExpectations(c, state, [4, 6]).filter((e) => e.probe.via === 'pod' || e.probe.family === 4);
-      let last: string[] = [];
-      try {
-        await eventually(
-          step,
-          async () => {
-            last = await checkProbes(c, exps);
-            return last.length === 0;
-          },
-          30_000,
-        );
-      } catch {
-        assert.fail(
-          `${step}:\n${last.join('\n')}\n--- node-1 ---\n${agents[0]?.tail(15)}\n--- node-2 ---\n${agents[1]?.tail(15)}`,
-        );
-      }
+      await expectProbes(step, exps);
     };
 
     await expect('no isolation; NSNP on shop egress', [
@@ -337,28 +305,10 @@ for (const style of NETWORK_STYLES)
 
 test('a real agent starts without the tenancy CRDs and enforces them once installed', { timeout: 180_000 }, async (t) => {
   if (!requireDatapath(t)) return;
-  const c = await Cluster.create(spec('routed'));
-  const api = await FakeApiServer.start({ crds: [] });
-  const s = await scratch(api);
-  const agents: AgentProcess[] = [];
-  t.after(async () => {
-    for (const a of agents) await a.stop();
-    await c.destroy();
-    await api.close();
-    await s.cleanup();
-  });
+  const { c, api, agents, startAgents } = await agentCluster(t, spec('routed'), { crds: [] });
   // The Workspace is stored, but not served until its CRD is installed.
   api.load(tenancyObjects({ isolatedWorkspaces: ['acme'] }) as KubeObject[]);
-  for (const n of c.nodes)
-    agents.push(
-      AgentProcess.start({
-        node: n.name,
-        netns: n.netns,
-        kubeconfig: s.kubeconfig,
-        args: ['--deny-action', 'reject', '--drift-interval', '1s', '--crd-recheck', '1s'],
-      }),
-    );
-  for (const a of agents) await a.waitReady(30_000);
+  await startAgents(['--deny-action', 'reject', '--drift-interval', '1s', '--crd-recheck', '1s']);
   const lab = (allowed: boolean): Expectation => ({
     probe: { from: 'lab/a', to: 'shop/b', protocol: 'TCP', port: 9090, family: 4, via: 'pod' },
     allowed,

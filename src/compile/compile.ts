@@ -8,6 +8,7 @@ import { denyPathLimits } from './deny-path.ts';
 import type { PolicyKind } from '../kinds/kind.ts';
 import { POLICY_KINDS } from '../kinds/registry.ts';
 import type { ClusterState } from '../model/types.ts';
+import { countObjects } from '../ruleset/ir.ts';
 import type { Chain, CompiledRuleset, NamedSet, RulesetStats, VerdictMap } from '../ruleset/ir.ts';
 import { resolveOptions, type RenderOptions } from '../ruleset/options.ts';
 import { sanitizeComment } from '../ruleset/ids.ts';
@@ -26,20 +27,7 @@ function computeStats(
   localCount: number,
   policyCount: number,
 ): RulesetStats {
-  let rules = 0;
-  for (const c of chains) rules += c.rules.length;
-  let elements = 0;
-  for (const s of sets) elements += s.elements.length;
-  for (const m of maps) elements += m.elements.length;
-  return {
-    chains: chains.length,
-    rules,
-    sets: sets.length,
-    maps: maps.length,
-    elements,
-    localPods: localCount,
-    policies: policyCount,
-  };
+  return { ...countObjects(sets, maps, chains), localPods: localCount, policies: policyCount };
 }
 
 /**

@@ -29,8 +29,8 @@ import { cidrInterval, familyBits, parseCIDR, parseIP } from '../model/ip.ts';
 import type { Interval } from '../model/ip.ts';
 import { DIRECTIONS, FAMILIES } from '../model/types.ts';
 import type { Direction, Family } from '../model/types.ts';
-import { addressType, namedPortType } from '../ruleset/ir.ts';
-import type { Chain, CompiledRuleset, MapElement, Match, NamedSet, Rule, RulesetStats, VerdictMap } from '../ruleset/ir.ts';
+import { addressType, countObjects, namedPortType } from '../ruleset/ir.ts';
+import type { Chain, CompiledRuleset, MapElement, Match, NamedSet, Rule, VerdictMap } from '../ruleset/ir.ts';
 import {
   allowAllSetName,
   allowSetName,
@@ -569,19 +569,5 @@ export function flattenRuleset(prev: CompiledRuleset): CompiledRuleset {
     if (names.has(n)) throw new Error(`identifier collision on ${n}`);
     names.add(n);
   }
-  return { ...prev, sets, maps, chains, stats: stats(prev.stats, sets, maps, chains) };
-}
-
-function stats(
-  prev: RulesetStats,
-  sets: readonly NamedSet[],
-  maps: readonly VerdictMap[],
-  chains: readonly Chain[],
-): RulesetStats {
-  let rules = 0;
-  for (const c of chains) rules += c.rules.length;
-  let elements = 0;
-  for (const s of sets) elements += s.elements.length;
-  for (const m of maps) elements += m.elements.length;
-  return { ...prev, chains: chains.length, rules, sets: sets.length, maps: maps.length, elements };
+  return { ...prev, sets, maps, chains, stats: { ...prev.stats, ...countObjects(sets, maps, chains) } };
 }

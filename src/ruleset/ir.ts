@@ -151,3 +151,17 @@ export interface CompiledRuleset {
   readonly chains: readonly Chain[];
   readonly stats: RulesetStats;
 }
+
+/** How many chains, rules, sets, maps and elements these objects hold. */
+export function countObjects(
+  sets: readonly NamedSet[],
+  maps: readonly VerdictMap[],
+  chains: readonly Chain[],
+): Pick<RulesetStats, 'chains' | 'rules' | 'sets' | 'maps' | 'elements'> {
+  let rules = 0;
+  for (const c of chains) rules += c.rules.length;
+  let elements = 0;
+  for (const s of sets) elements += s.elements.length;
+  for (const m of maps) elements += m.elements.length;
+  return { chains: chains.length, rules, sets: sets.length, maps: maps.length, elements };
+}

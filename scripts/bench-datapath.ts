@@ -12,8 +12,18 @@
 // `ct state established,related accept` (for denied: plus one rule dropping
 // port 9090, the cheapest possible drop), and prints ratios, which compare
 // across machines. Runs alternate ruleset and baseline so that load from
-// elsewhere hits both alike; figures are medians. Prints figures, asserts
-// nothing. Root, ip, nft, conntrack and python3 are needed.
+// elsewhere hits both alike; ratios are medians over those pairs. A first
+// row measures the baseline against itself: the noise of the method.
+// Throughput ratios on a shared VM move by several percent between identical
+// runs, so with perf available each run is also profiled (cpu-clock, whole
+// machine): the CPU ratio (baseline CPU per unit over the ruleset's, which
+// leaves out time the VM lost) and the nftables evaluation time per unit the
+// ruleset adds, the steadiest figure (+-10 ns between identical rulesets);
+// --verbose also prints, per path, the functions whose time per unit differs
+// most from the baseline's (how the FPU cost of pipapo lookups was found,
+// docs/datapath.md). Prints figures,
+// asserts nothing. Root, ip, nft, conntrack, taskset and python3 are needed;
+// perf is optional (--no-perf skips it).
 //
 //   node scripts/bench-datapath.ts                       everything (a few minutes)
 //   node scripts/bench-datapath.ts --policies 1,1000 --runs 5 --conns 20000
@@ -26,93 +36,17 @@ import { cpus } from 'node:os';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
-import type { ClusterState, Pod } from '../src/model/types.ts';
+import type { ClusterState } from '../src/model/types.ts';
 import { runNft } from '../src/nft/exec.ts';
 import { renderNode } from '../test/support/render-node.ts';
 import { Cluster } from '../test/harness/cluster.ts';
 import { runIn } from '../test/harness/netns.ts';
-import { node, pod, podPeer, policy, port, rule, sel, state } from '../test/support/state-builder.ts';
-
-const TABLE = 'nft-netpol';
-const ALLOWED_PORT = 8080;
-const DENIED_PORT = 9090;
-/** Allowed like ALLOWED_PORT, served by nobody. */
-const SYN_ALLOWED_PORT = 8081;
-const NS = 'bench';
+import { perfAvailable, profiled, symbolDelta } from './datapath/cpu-profile.ts';
+import type { CpuUse } from './datapath/cpu-profile.ts';
+import { ALLOWED_PORT, baseline, benchState, DENIED_PORT, NS, SYN_ALLOWED_PORT, TABLE } from './datapath/bench-state.ts';
 const here = new URL('.', import.meta.url).pathname;
 
 const median = (xs: readonly number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? 0;
-
-/** Filler peers: each selector matches two pods elsewhere, so every peer set has elements. */
-function fillerPods(n: number): Pod[] {
-  const pods: Pod[] = [];
-  for (let i = 0; i < n; i++)
-    for (const k of [0, 1])
-      pods.push(
-        pod(NS, `peer-${i}-${k}`, {
-          labels: { app: `peer-${i}` },
-          node: 'node-2',
-          ips: [`10.250.${i >> 7}.${((i & 127) << 1) + k}`],
-        }),
-      );
-  return pods;
-}
-
-/**
- * `n` policies select the server for ingress (p-0000 ... allow filler peers on
- * TCP 8080, zz-client allows the client); with `egress`, `n` more select the
- * client for egress the same way (zz-server allows the server).
- */
-export function benchState(n: number, egress: boolean, client: string, server: string): ClusterState {
-  const tcp = [port('TCP', ALLOWED_PORT), port('TCP', SYN_ALLOWED_PORT)];
-  const ingress = Array.from({ length: n }, (_, i) =>
-    i === n - 1
-      ? policy(NS, 'zz-client', { podSelector: sel({ app: 'server' }), ingress: [rule([podPeer(sel({ app: 'client' }))], tcp)] })
-      : policy(NS, `p-${String(i).padStart(4, '0')}`, {
-          podSelector: sel({ app: 'server' }),
-          ingress: [rule([podPeer(sel({ app: `peer-${i}` }))], tcp)],
-        }),
-  );
-  const egressPolicies = egress
-    ? Array.from({ length: n }, (_, i) =>
-        i === n - 1
-          ? policy(NS, 'zz-server', {
-              podSelector: sel({ app: 'client' }),
-              types: { ingress: false, egress: true },
-              egress: [rule([podPeer(sel({ app: 'server' }))], tcp)],
-            })
-          : policy(NS, `q-${String(i).padStart(4, '0')}`, {
-              podSelector: sel({ app: 'client' }),
-              types: { ingress: false, egress: true },
-              egress: [rule([podPeer(sel({ app: `peer-${i}` }))], tcp)],
-            }),
-      )
-    : [];
-  return state({
-    pods: [
-      pod(NS, 'client', { labels: { app: 'client' }, ips: [client] }),
-      pod(NS, 'server', { labels: { app: 'server' }, ips: [server] }),
-      ...fillerPods(n),
-    ],
-    policies: [...ingress, ...egressPolicies],
-    nodes: [node('node-1'), node('node-2')],
-  });
-}
-
-function baseline(drop: boolean): string {
-  return [
-    `table inet ${TABLE} {}`,
-    `delete table inet ${TABLE}`,
-    `table inet ${TABLE} {`,
-    '\tchain forward {',
-    '\t\ttype filter hook forward priority filter; policy accept;',
-    '\t\tct state established,related accept',
-    ...(drop ? [`\t\tmeta l4proto tcp th dport ${DENIED_PORT} counter drop`] : []),
-    '\t}',
-    '}',
-    '',
-  ].join('\n');
-}
 
 type Renderer = (s: ClusterState, nodeName: string) => string;
 
@@ -132,20 +66,44 @@ async function flushConntrack(b: Bench): Promise<void> {
   await runIn(b.router, 'conntrack', ['-F'], { reject: false });
 }
 
+/** One measured run: units (connections or SYNs) per second, and, under perf, CPU per unit. */
+interface Run {
+  readonly rate: number;
+  readonly units: number;
+  /** The run's profile (undefined without perf). */
+  readonly profile?: CpuUse;
+  /** Machine CPU per unit, microseconds (undefined without perf). */
+  readonly cpu?: number;
+  /** nftables evaluation per unit, nanoseconds (undefined without perf). */
+  readonly nft?: number;
+}
+
+/** Runs a load generator in `netns`, under perf when `o.perf`. */
+async function measured(o: Opts, netns: string, cmd: string, args: readonly string[]): Promise<{ stdout: string; cpu?: CpuUse }> {
+  if (!o.perf) return { stdout: (await runIn(netns, cmd, [...args])).stdout };
+  return profiled(netns, cmd, args);
+}
+
+function run(units: number, secs: number, cpu: CpuUse | undefined): Run {
+  const rate = units / secs;
+  if (cpu === undefined || units === 0) return { rate, units };
+  return { rate, units, profile: cpu, cpu: cpu.busyUs / units, nft: (cpu.nftUs / units) * 1000 };
+}
+
 /** New connections per second (one run). */
-async function connRate(b: Bench, conns: number, concurrency: number): Promise<number> {
+async function connRate(b: Bench, o: Opts): Promise<Run> {
   await flushConntrack(b);
-  const r = await runIn(b.client.netns, process.execPath, [
+  const r = await measured(o, b.client.netns, process.execPath, [
     `${here}datapath/load.ts`,
     'connect',
     b.server.ip,
     String(ALLOWED_PORT),
-    String(conns),
-    String(concurrency),
+    String(o.conns),
+    String(o.concurrency),
   ]);
   const out = JSON.parse(r.stdout) as { count: number; errors: number; ms: number };
   if (out.errors > 0) throw new Error(`${out.errors} of ${out.count} connections failed: the path is not allowed`);
-  return (out.count / out.ms) * 1000;
+  return run(out.count, out.ms / 1000, r.cpu);
 }
 
 /** Sum of the drop counters of our table. */
@@ -159,23 +117,28 @@ async function dropped(b: Bench): Promise<number> {
 /**
  * SYNs per second (one run): to the denied port, those the node drops; to the
  * allowed port (where nothing listens: the server answers RST, a reply), those
- * it forwards, i.e. all sent when none was dropped.
+ * it forwards, i.e. all sent when none was dropped. The sender is pinned to
+ * one CPU: its packets cross the client's stack, the node's forward hook and
+ * the server's stack in its own context, on that CPU, as softirq work.
  */
-async function synRate(b: Bench, seconds: number, allowed: boolean): Promise<number> {
+async function synRate(b: Bench, o: Opts, allowed: boolean): Promise<Run> {
   await flushConntrack(b);
   const before = await dropped(b);
-  const r = await runIn(b.client.netns, 'python3', [
+  const r = await measured(o, b.client.netns, 'taskset', [
+    '-c',
+    String(cpus().length - 1),
+    'python3',
     `${here}datapath/syn.py`,
     b.client.ip,
     b.server.ip,
     String(allowed ? SYN_ALLOWED_PORT : DENIED_PORT),
-    String(seconds),
+    String(o.seconds),
   ]);
   const [sent = 0, secs = 1] = r.stdout.trim().split(' ').map(Number);
   const n = (await dropped(b)) - before;
   if (allowed && n > 0) throw new Error(`${n} SYNs to the allowed port were dropped`);
   if (!allowed && n < sent * 0.99) throw new Error(`${sent - n} of ${sent} SYNs to the denied port were not dropped`);
-  return sent / secs;
+  return run(sent, secs, r.cpu);
 }
 
 interface Opts {
@@ -183,29 +146,73 @@ interface Opts {
   readonly conns: number;
   readonly concurrency: number;
   readonly seconds: number;
+  readonly perf: boolean;
+  readonly verbose: boolean;
 }
 
-/** Alternating runs of `text` and the baseline; medians and their ratio. */
-async function compare(b: Bench, text: string, o: Opts): Promise<{ conns: number[]; syns: number[]; denied: number[] }> {
-  const a = { rules: [] as number[], base: [] as number[] };
-  const s = { rules: [] as number[], base: [] as number[] };
-  const d = { rules: [] as number[], base: [] as number[] };
+/** One path's figures: medians, and ratios as medians over the alternating pairs. */
+export interface PathFigures {
+  readonly rate: number;
+  readonly baseRate: number;
+  /** Throughput, ruleset over baseline. */
+  readonly ratio: number;
+  /** nftables ns per unit the ruleset adds over the baseline (NaN without perf). */
+  readonly nftExtra: number;
+  /**
+   * Baseline machine CPU per unit over the ruleset's (NaN without perf): the
+   * throughput ratio of a CPU-bound node, without the time the VM lost.
+   */
+  readonly cpuRatio: number;
+}
+
+export function figures(rules: readonly Run[], base: readonly Run[]): PathFigures {
+  const pairs = rules.map((r, i) => [r, base[i] ?? r] as const);
+  const perfOk = pairs.every(([r, b]) => r.nft !== undefined && b.nft !== undefined && b.cpu !== undefined);
+  return {
+    rate: median(rules.map((r) => r.rate)),
+    baseRate: median(base.map((r) => r.rate)),
+    ratio: median(pairs.map(([r, b]) => r.rate / b.rate)),
+    nftExtra: perfOk ? median(pairs.map(([r, b]) => (r.nft ?? 0) - (b.nft ?? 0))) : NaN,
+    cpuRatio: perfOk ? median(pairs.map(([r, b]) => (b.cpu ?? 0) / (r.cpu ?? 1))) : NaN,
+  };
+}
+
+/**
+ * Alternating runs of `text` and the baseline (`text` undefined: the
+ * baseline against itself, the measurement's own noise).
+ */
+async function compare(b: Bench, text: string | undefined, o: Opts): Promise<Record<'conns' | 'syns' | 'denied', PathFigures>> {
+  const runs = { conns: [[], []], syns: [[], []], denied: [[], []] } as Record<'conns' | 'syns' | 'denied', [Run[], Run[]]>;
   for (let i = 0; i < o.runs; i++) {
-    await load(b.router, baseline(true));
-    a.base.push(await connRate(b, o.conns, o.concurrency));
-    s.base.push(await synRate(b, o.seconds, true));
-    d.base.push(await synRate(b, o.seconds, false));
-    await load(b.router, text);
-    a.rules.push(await connRate(b, o.conns, o.concurrency));
-    s.rules.push(await synRate(b, o.seconds, true));
-    d.rules.push(await synRate(b, o.seconds, false));
+    for (const [k, t] of [
+      [1, baseline(true)],
+      [0, text ?? baseline(true)],
+    ] as const) {
+      await load(b.router, t);
+      runs.conns[k].push(await connRate(b, o));
+      runs.syns[k].push(await synRate(b, o, true));
+      runs.denied[k].push(await synRate(b, o, false));
+    }
   }
-  const row = (x: { rules: number[]; base: number[] }): number[] => [
-    median(x.rules),
-    median(x.base),
-    median(x.rules) / median(x.base),
-  ];
-  return { conns: row(a), syns: row(s), denied: row(d) };
+  if (o.verbose)
+    for (const [k, [rules, base]] of Object.entries(runs)) {
+      const prof = (rs: readonly Run[]) =>
+        rs.flatMap((r) => (r.profile === undefined ? [] : [{ cpu: r.profile, units: r.units }]));
+      const top = symbolDelta(prof(rules), prof(base)).slice(0, 12);
+      console.log(
+        `  ${k}: ns per unit over the baseline, by function: ${top.map(([f, ns]) => `${f} ${ns.toFixed(0)}`).join(', ')}`,
+      );
+    }
+  return {
+    conns: figures(...runs.conns),
+    syns: figures(...runs.syns),
+    denied: figures(...runs.denied),
+  };
+}
+
+function printTable(rows: readonly (readonly string[])[]): void {
+  const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length))) ?? [];
+  for (const r of rows) console.log(`| ${r.map((x, i) => x.padStart(widths[i] ?? 0)).join(' | ')} |`);
 }
 
 async function main(): Promise<void> {
@@ -218,6 +225,9 @@ async function main(): Promise<void> {
       seconds: { type: 'string' },
       candidate: { type: 'string' },
       'no-egress': { type: 'boolean' },
+      'no-perf': { type: 'boolean' },
+      'no-self': { type: 'boolean' },
+      verbose: { type: 'boolean' },
       updates: { type: 'boolean' },
     },
   });
@@ -227,6 +237,8 @@ async function main(): Promise<void> {
     conns: Number(values.conns ?? 10_000),
     concurrency: Number(values.concurrency ?? 32),
     seconds: Number(values.seconds ?? 1.5),
+    perf: values['no-perf'] !== true && (await perfAvailable()),
+    verbose: values.verbose === true,
   };
   let render: Renderer = (s, n) => renderNode(s, n, { denyAction: 'drop' }).text;
   if (values.candidate !== undefined) {
@@ -263,24 +275,36 @@ async function main(): Promise<void> {
     );
     console.log(
       `conns: new TCP connections/s (${o.conns} per run, ${o.concurrency} at a time); allowed SYN: SYNs/s forwarded to an allowed port; ` +
-        `denied SYN: SYNs/s dropped (${o.seconds} s per run); medians of ${o.runs} runs alternating with the baseline`,
+        `denied SYN: SYNs/s dropped (${o.seconds} s per run, sender pinned to CPU ${cpus().length - 1}); ${o.runs} runs alternating with the baseline, ` +
+        `medians; ratios are medians over the pairs`,
     );
-    const rows: string[][] = [
-      ['policies', 'egress too', 'conns /s', 'base', 'ratio', 'allowed SYN/s', 'base', 'ratio', 'denied SYN/s', 'base', 'ratio'],
-    ];
-    for (const egress of values['no-egress'] === true ? [false] : [false, true]) {
-      for (const n of counts) {
-        const text = render(benchState(n, egress, b.client.ip, b.server.ip), 'node-1');
-        const r = await compare(b, text, o);
-        const row = [String(n), egress ? 'yes' : 'no'];
-        for (const x of [r.conns, r.syns, r.denied]) row.push(x[0]!.toFixed(0), x[1]!.toFixed(0), x[2]!.toFixed(2));
-        rows.push(row);
-        console.log(row.join('  '));
-      }
+    console.log(
+      o.perf
+        ? 'cost (perf, whole machine): nft +ns = nftables evaluation per unit over the baseline; ' +
+            'CPU ratio = baseline CPU per unit / ruleset CPU per unit'
+        : 'perf not available (or --no-perf): throughput only',
+    );
+    const paths = ['conns', 'allowed SYN', 'denied SYN'] as const;
+    const rate: string[][] = [['policies', 'egress too', ...paths.flatMap((p) => [`${p}/s`, 'base', 'ratio'])]];
+    const cost: string[][] = [['policies', 'egress too', ...paths.flatMap((p) => [`${p} nft +ns`, 'CPU ratio'])]];
+    const configs: [number | undefined, boolean][] = values['no-self'] === true ? [] : [[undefined, false]];
+    for (const egress of values['no-egress'] === true ? [false] : [false, true])
+      for (const n of counts) configs.push([n, egress]);
+    for (const [n, egress] of configs) {
+      const text = n === undefined ? undefined : render(benchState(n, egress, b.client.ip, b.server.ip), 'node-1');
+      const r = await compare(b, text, o);
+      const head = [n === undefined ? 'baseline itself' : String(n), egress ? 'yes' : 'no'];
+      const fs = [r.conns, r.syns, r.denied];
+      rate.push([...head, ...fs.flatMap((f) => [f.rate.toFixed(0), f.baseRate.toFixed(0), f.ratio.toFixed(2)])]);
+      cost.push([...head, ...fs.flatMap((f) => [f.nftExtra.toFixed(0), f.cpuRatio.toFixed(2)])]);
+      console.log([...head, ...fs.flatMap((f) => [f.ratio.toFixed(2), f.nftExtra.toFixed(0), f.cpuRatio.toFixed(2)])].join('  '));
     }
-    const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length))) ?? [];
     console.log('');
-    for (const r of rows) console.log(`| ${r.map((x, i) => x.padStart(widths[i] ?? 0)).join(' | ')} |`);
+    printTable(rate);
+    if (o.perf) {
+      console.log('');
+      printTable(cost);
+    }
   } finally {
     server?.kill();
     await cluster.destroy();

@@ -69,9 +69,14 @@ export function peersChainName(cid: string, d: Direction): string {
   return `KUBE-PEERS-${cid}-${dirSuffix(d)}`;
 }
 
-/** local address . protocol . port allowed to / from a peer identity. */
+/** local address . protocol . single port allowed to / from a peer identity (hash). */
 export function allowSetName(cid: string, f: Family): string {
   return `allow${f}-${cid}`;
+}
+
+/** local address . protocol . port range (`endPort`, protocol-only) allowed to / from a peer identity (interval). */
+export function allowRangeSetName(cid: string, f: Family): string {
+  return `allowrange${f}-${cid}`;
 }
 
 /** local addresses a peer identity may reach on every port and protocol. */

@@ -263,6 +263,31 @@ export function kep2079Cases(ctx: CaseContext = defaultCaseContext()): Kep2079Ca
         [8081, 'TCP', false],
       ]),
     },
+
+    {
+      // The ruleset keeps ranges of up to 16 ports as single ports in a hash
+      // set and longer ones in an interval set: both edges of both kinds.
+      id: 'kep2079-short-and-long-ranges',
+      name: 'a 16-port range and a 17-port range, edges included',
+      policies: [
+        ingressToXA('short-and-long', [
+          { protocol: 'TCP', port: 8080, endPort: 8095 },
+          { protocol: 'UDP', port: 9000, endPort: 9016 },
+        ]),
+      ],
+      probes: pair('y/a', 'x/a', [
+        [8079, 'TCP', false],
+        [8080, 'TCP', true],
+        [8095, 'TCP', true],
+        [8096, 'TCP', false],
+        [8090, 'UDP', false],
+        [8999, 'UDP', false],
+        [9000, 'UDP', true],
+        [9016, 'UDP', true],
+        [9017, 'UDP', false],
+        [9010, 'TCP', false],
+      ]),
+    },
   ];
 }
 

@@ -56,6 +56,45 @@ test('objects are declared before they are referenced', () => {
   assert.ok(at(/\tmap ingress-v6/) < at(/\tchain forward-egress/));
 });
 
+test('allow sets: single ports and ranges of up to 16 ports in a hash set, longer ranges in an interval set', async (t) => {
+  const s = state({
+    pods: [
+      pod('a', 'web', { labels: { app: 'web' }, ips: ['10.0.0.1'] }),
+      pod('a', 'c', { labels: { app: 'c' }, ips: ['10.0.1.1'], node: 'node-2' }),
+    ],
+    policies: [
+      policy('a', 'web', {
+        podSelector: sel({ app: 'web' }),
+        ingress: [
+          rule(
+            [podPeer(sel({ app: 'c' }))],
+            [port('TCP', 80), port('TCP', 81), port('TCP', 8080, 8095), port('UDP', 9000, 9016)],
+          ),
+        ],
+      }),
+    ],
+  });
+  const { text } = renderNode(s, 'node-1');
+  log.add('allow set kinds', text);
+  const block = (re: RegExp): string => {
+    const m = new RegExp(`\\tset ${re.source} \\{\\n([\\s\\S]*?)\\n\\t\\}`).exec(text);
+    assert.ok(m, String(re));
+    return m[1] ?? '';
+  };
+  const single = block(/allow4-[0-9a-f]{12}/);
+  assert.doesNotMatch(single, /flags interval/);
+  const singlePorts = [...single.matchAll(/10\.0\.0\.1 \. tcp \. (\d+)\b/g)].map((m) => Number(m[1]));
+  assert.deepEqual(singlePorts, [80, 81, ...Array.from({ length: 16 }, (_, i) => 8080 + i)]);
+  const ranges = block(/allowrange4-[0-9a-f]{12}/);
+  assert.match(ranges, /flags interval/);
+  assert.match(ranges, /elements = \{ 10\.0\.0\.1 \. udp \. 9000-9016 comment "a\/web ingress\[0\]" \}/);
+  assert.match(
+    text,
+    /ip daddr \. meta l4proto \. th dport @allow4-[0-9a-f]{12} accept\n\t\tip daddr \. meta l4proto \. th dport @allowrange4-/,
+  );
+  if (await haveNft(t)) await assertNftAccepts(text, 'allow set kinds');
+});
+
 test('table option renames everything that names the table', () => {
   const { text } = renderNode(basic, 'node-1', { table: 'np_test-2' });
   log.add('table option', text);
@@ -156,7 +195,7 @@ test('comments: hostile names are sanitized and capped; identifiers are hashes',
       ch.name,
       /^(KUBE-(POD-FW|PEERS)-[0-9a-f]{12}-(IN|EG)|forward-egress|forward-ingress|input-egress|ingress-peers|egress-peers)$/,
     );
-  for (const st of c.sets) assert.match(st.name, /^(allow4|allow6|allowall4|allowall6)-[0-9a-f]{12}$/);
+  for (const st of c.sets) assert.match(st.name, /^allow(all|range)?[46]-[0-9a-f]{12}$/);
   for (const st of compileRules(s, node).sets) assert.match(st.name, /^(peer4|peer6|port|named4|named6)-[0-9a-f]{12}$/);
   assert.equal(sanitizeComment('x'.repeat(500)).length, 120);
   assert.equal(sanitizeComment('ok a/b ingress[0]'), 'ok a/b ingress[0]');

@@ -491,7 +491,7 @@ test("property: churn of other nodes' pods never touches pod chains: elements, a
         for (const l of u.text.split('\n')) {
           if (/^(add|flush|delete) chain /.test(l))
             assert.match(l, /^\S+ chain inet nft-netpol KUBE-PEERS-[0-9a-f]{12}-(IN|EG)\b/);
-          if (/^(add|delete) set /.test(l)) assert.match(l, /^\S+ set inet nft-netpol allow(all)?[46]-[0-9a-f]{12}\b/);
+          if (/^(add|delete) set /.test(l)) assert.match(l, /^\S+ set inet nft-netpol allow(all|range)?[46]-[0-9a-f]{12}\b/);
           if (/^add rule /.test(l)) assert.match(l, /^add rule inet nft-netpol KUBE-PEERS-/);
         }
         if (u.added + u.removed > 0) nonEmpty++;

@@ -1,0 +1,83 @@
+// The cluster state and baseline ruleset of scripts/bench-datapath.ts (and
+// of its profile mode): a client and a server pod on node-1, `n` policies
+// selecting the server, optionally `n` more isolating the client for egress.
+import type { ClusterState, Pod } from '../../src/model/types.ts';
+import { node, pod, podPeer, policy, port, rule, sel, state } from '../../test/support/state-builder.ts';
+
+export const TABLE = 'nft-netpol';
+export const ALLOWED_PORT = 8080;
+export const DENIED_PORT = 9090;
+/** Allowed like ALLOWED_PORT, served by nobody. */
+export const SYN_ALLOWED_PORT = 8081;
+export const NS = 'bench';
+
+/** Filler peers: each selector matches two pods elsewhere, so every peer set has elements. */
+function fillerPods(n: number): Pod[] {
+  const pods: Pod[] = [];
+  for (let i = 0; i < n; i++)
+    for (const k of [0, 1])
+      pods.push(
+        pod(NS, `peer-${i}-${k}`, {
+          labels: { app: `peer-${i}` },
+          node: 'node-2',
+          ips: [`10.250.${i >> 7}.${((i & 127) << 1) + k}`],
+        }),
+      );
+  return pods;
+}
+
+/**
+ * `n` policies select the server for ingress (p-0000 ... allow filler peers on
+ * TCP 8080, zz-client allows the client); with `egress`, `n` more select the
+ * client for egress the same way (zz-server allows the server).
+ */
+export function benchState(n: number, egress: boolean, client: string, server: string): ClusterState {
+  const tcp = [port('TCP', ALLOWED_PORT), port('TCP', SYN_ALLOWED_PORT)];
+  const ingress = Array.from({ length: n }, (_, i) =>
+    i === n - 1
+      ? policy(NS, 'zz-client', { podSelector: sel({ app: 'server' }), ingress: [rule([podPeer(sel({ app: 'client' }))], tcp)] })
+      : policy(NS, `p-${String(i).padStart(4, '0')}`, {
+          podSelector: sel({ app: 'server' }),
+          ingress: [rule([podPeer(sel({ app: `peer-${i}` }))], tcp)],
+        }),
+  );
+  const egressPolicies = egress
+    ? Array.from({ length: n }, (_, i) =>
+        i === n - 1
+          ? policy(NS, 'zz-server', {
+              podSelector: sel({ app: 'client' }),
+              types: { ingress: false, egress: true },
+              egress: [rule([podPeer(sel({ app: 'server' }))], tcp)],
+            })
+          : policy(NS, `q-${String(i).padStart(4, '0')}`, {
+              podSelector: sel({ app: 'client' }),
+              types: { ingress: false, egress: true },
+              egress: [rule([podPeer(sel({ app: `peer-${i}` }))], tcp)],
+            }),
+      )
+    : [];
+  return state({
+    pods: [
+      pod(NS, 'client', { labels: { app: 'client' }, ips: [client] }),
+      pod(NS, 'server', { labels: { app: 'server' }, ips: [server] }),
+      ...fillerPods(n),
+    ],
+    policies: [...ingress, ...egressPolicies],
+    nodes: [node('node-1'), node('node-2')],
+  });
+}
+
+export function baseline(drop: boolean): string {
+  return [
+    `table inet ${TABLE} {}`,
+    `delete table inet ${TABLE}`,
+    `table inet ${TABLE} {`,
+    '\tchain forward {',
+    '\t\ttype filter hook forward priority filter; policy accept;',
+    '\t\tct state established,related accept',
+    ...(drop ? [`\t\tmeta l4proto tcp th dport ${DENIED_PORT} counter drop`] : []),
+    '\t}',
+    '}',
+    '',
+  ].join('\n');
+}

@@ -1,9 +1,11 @@
 // CPU accounting of one benchmark run with perf (software clock, whole
-// machine): how much CPU the run took in all, and how much of it nftables'
-// evaluation (nft_do_chain and the expressions and set lookups it calls).
-// Throughput on a shared 2-vCPU VM moves by +-7% between identical runs;
-// CPU per packet and nftables time per packet move far less, so they are
-// what the benchmark's cost ratios are computed from.
+// machine): the CPU the run took, how much of it went to nftables'
+// evaluation (nft_do_chain and the expressions and set lookups it calls),
+// and the time of every function, so that two rulesets can be compared
+// function by function. nftables' own functions do not show every cost a
+// ruleset causes: a pipapo lookup's FPU save shows as
+// save_fpregs_to_fpstate, and the restore on the way back to user space is
+// sampled in the interrupted program (__libc_sendto).
 import { execa } from 'execa';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';

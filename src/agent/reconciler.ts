@@ -143,6 +143,13 @@ export class Reconciler {
   #repairFound: Repair | undefined;
   /** The monitor saw someone delete the table: the next run applies the full script, as a repair, without listing first. */
   #tableGone: string | undefined;
+  /**
+   * A change of the table the monitor reported that no kernel check has
+   * looked at yet: the next apply lists the table before it trusts an
+   * increment (an increment onto emptied chains would succeed and leave
+   * them empty, and its read-back would take that for the applied state).
+   */
+  #foreignChange: string | undefined;
   /** The snapshot of the last successful apply, for released pod IPs. */
   #releasedFrom: ClusterState | undefined;
 
@@ -218,6 +225,7 @@ export class Reconciler {
     if (this.#sched.stopped) return;
     this.#kernel.distrust();
     if (removed) this.#tableGone = detail;
+    else this.#foreignChange = detail;
     // A read-back in flight would only capture what someone else left: give it up.
     this.#kernel.cancelReadBack();
     this.#d.log.info({ event: 'table-monitor', detail }, 'the table was changed from outside; checking it');
@@ -318,6 +326,8 @@ export class Reconciler {
     const gone = this.#tableGone;
     this.#tableGone = undefined;
     if (gone !== undefined) repair ??= { foundBy: 'table-monitor', detail: `table missing (${gone})` };
+    const foreign = this.#foreignChange;
+    this.#foreignChange = undefined;
     const t0 = batch.startedAt;
     // Where an apply's time goes, for the log line: snapshot, compile, update
     // diff, rendering the full script (when one is sent), nft.
@@ -381,7 +391,19 @@ export class Reconciler {
     // is atomic: a rejected increment changed nothing).
     let mode: 'full' | 'incremental' = 'full';
     let counts: UpdateCounts | undefined;
-    if (this.#o.incremental && !batch.force && gone === undefined && !unchanged && update?.kind === 'incremental') {
+    let tryIncrement = this.#o.incremental && !batch.force && gone === undefined && !unchanged && update?.kind === 'incremental';
+    if (tryIncrement && foreign !== undefined) {
+      const check = await this.#kernel.check();
+      if (check.kind !== 'match') tryIncrement = false;
+      if (check.kind === 'drifted') {
+        repair ??= { foundBy: 'table-monitor', detail: check.detail };
+        this.#d.log.warn(
+          { event: 'drift', detail: check.detail, monitor: foreign },
+          'table was changed from outside; re-applying',
+        );
+      }
+    }
+    if (tryIncrement && update?.kind === 'incremental') {
       this.#d.metrics.restoreCall();
       const r = await this.#applyScript(update.text, phases);
       if (r.ok) {
@@ -528,6 +550,7 @@ export class Reconciler {
     // Before the first apply there is nothing to compare; while a change is
     // pending, its apply checks (or replaces) the table anyway.
     if (this.#sched.stopped || this.#kernel.applied === undefined || this.#sched.pending) return;
+    this.#foreignChange = undefined;
     // Known to be deleted: no listing needed, the run below repairs it.
     const gone = this.#tableGone;
     const check: KernelCheck =

@@ -103,7 +103,12 @@ test(
       await eventually(what, async () => (await listing()) === good, 15_000).catch((e: unknown) => {
         throw new Error(`${String(e)}\n--- agent ---\n${db.tail(30)}`);
       });
-      await eventually(`${what}: counted`, async () => (await db.metric('nftnp_drift_repairs_total')) >= repairs, 15_000);
+      await eventually(`${what}: counted`, async () => (await db.metric('nftnp_drift_repairs_total')) >= repairs, 15_000).catch(
+        async (e: unknown) => {
+          const n = await db.metric('nftnp_drift_repairs_total');
+          throw new Error(`${String(e)} (repairs ${n}, want ${repairs})\n--- agent ---\n${db.tail(40)}`);
+        },
+      );
       await enforced(`${what}: denied is denied again`);
     };
 

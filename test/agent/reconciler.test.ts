@@ -641,3 +641,36 @@ test('a table the monitor saw deleted is restored at once, without listing it fi
   assert.equal(await metricValue(t.metrics, 'nftnp_drift_repairs_total'), 1);
   await t.r.stop(1000);
 });
+
+/** The table as `nft flush table` leaves it: every chain, set and map, no rules. */
+function rulesFlushed(text: string): string {
+  let inChain = false;
+  return text
+    .split('\n')
+    .filter((l) => {
+      if (/^\tchain /.test(l)) inChain = true;
+      else if (l === '\t}') inChain = false;
+      else if (inChain && /^\t\t/.test(l) && !/^\t\t(type|comment) /.test(l)) return false;
+      return true;
+    })
+    .join('\n');
+}
+
+test('a foreign change seen while a change is pending: the apply checks first, restores the full table and counts it', async () => {
+  const t = setup({ incremental: true }, withRemotePeers(1));
+  t.r.start();
+  await waitFor('first apply', () => t.dataplane.applies.length === 1);
+  await waitFor('read back', () => t.dataplane.lists === 1);
+  // A remote pod arrives (an increment is due) and, before it goes in,
+  // someone empties the table's chains: an increment alone would leave the
+  // table open and its read-back would take that for the applied state.
+  t.source.current = withRemotePeers(2);
+  t.r.notify('remote pod added');
+  t.dataplane.kernel = rulesFlushed(t.dataplane.kernel ?? '');
+  t.r.kernelChanged('rule deleted by process 4244 (nft)');
+  const want = renderNode(withRemotePeers(2), NODE).text;
+  await waitFor('restored', () => t.dataplane.kernel === want);
+  await waitFor('counted', async () => (await metricValue(t.metrics, 'nftnp_drift_repairs_total')) === 1);
+  assert.equal(t.lines.find((l) => l['event'] === 'drift-repaired')?.['foundBy'], 'table-monitor');
+  await t.r.stop(1000);
+});

@@ -18,7 +18,7 @@
 // runs, so with perf available each run is also profiled (cpu-clock, whole
 // machine): the CPU ratio (baseline CPU per unit over the ruleset's, which
 // leaves out time the VM lost) and the nftables evaluation time per unit the
-// ruleset adds, the steadiest figure (+-10 ns between identical rulesets);
+// ruleset adds, the steadiest figure (within +-110 ns for SYNs between identical rulesets);
 // --verbose also prints, per path, the functions whose time per unit differs
 // most from the baseline's (how the FPU cost of pipapo lookups was found,
 // docs/datapath.md). Prints figures,

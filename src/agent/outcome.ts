@@ -39,9 +39,9 @@ export class Enforced {
 /** Someone else changed the table and this run restored it. */
 export interface Repair {
   /**
-   * Which path found it: a drift check (timer or monitor), the kernel check of
-   * an unchanged render, a rejected increment, or the monitor seeing the
-   * table deleted (repaired without listing it first).
+   * Which path found it: the periodic drift check, the kernel check of an
+   * unchanged render, a rejected increment, or a check after the table
+   * monitor reported someone else's change.
    */
   readonly foundBy: 'drift-check' | 'unchanged-check' | 'rejected-increment' | 'table-monitor';
   readonly detail: string;

@@ -141,13 +141,12 @@ export class Reconciler {
   #watchTimer: TimerHandle | undefined;
   /** A drift the check found, for the forced run it starts (counted as a repair there). */
   #repairFound: Repair | undefined;
-  /** The monitor saw someone delete the table: the next run applies the full script, as a repair, without listing first. */
-  #tableGone: string | undefined;
   /**
    * A change of the table the monitor reported that no kernel check has
-   * looked at yet: the next apply lists the table before it trusts an
-   * increment (an increment onto emptied chains would succeed and leave
-   * them empty, and its read-back would take that for the applied state).
+   * looked at yet: the next check or apply lists the table (an apply before
+   * it trusts an increment: one onto emptied chains would succeed and leave
+   * them empty, and its read-back would take that for the applied state),
+   * and a repair it makes is the monitor's find.
    */
   #foreignChange: string | undefined;
   /** The snapshot of the last successful apply, for released pod IPs. */
@@ -221,11 +220,10 @@ export class Reconciler {
    * monitor): check it now and repair it if it drifted. A kernel match seen
    * before is no longer trusted.
    */
-  kernelChanged(detail: string, removed = false): void {
+  kernelChanged(detail: string): void {
     if (this.#sched.stopped) return;
     this.#kernel.distrust();
-    if (removed) this.#tableGone = detail;
-    else this.#foreignChange = detail;
+    this.#foreignChange = detail;
     // A read-back in flight would only capture what someone else left: give it up.
     this.#kernel.cancelReadBack();
     this.#d.log.info({ event: 'table-monitor', detail }, 'the table was changed from outside; checking it');
@@ -323,9 +321,6 @@ export class Reconciler {
     this.#watches.poll();
     let repair = this.#repairFound;
     this.#repairFound = undefined;
-    const gone = this.#tableGone;
-    this.#tableGone = undefined;
-    if (gone !== undefined) repair ??= { foundBy: 'table-monitor', detail: `table missing (${gone})` };
     const foreign = this.#foreignChange;
     this.#foreignChange = undefined;
     const t0 = batch.startedAt;
@@ -362,7 +357,7 @@ export class Reconciler {
     const unchanged =
       prev !== undefined &&
       (update === undefined ? prev.text === rendered.text : update.kind === 'incremental' && isEmptyUpdate(update));
-    if (!batch.force && gone === undefined && prev !== undefined && unchanged) {
+    if (!batch.force && prev !== undefined && unchanged) {
       const check: KernelCheck = this.#kernel.verifiedWithin(this.#o.kernelCheckFreshMs)
         ? { kind: 'match' }
         : await this.#kernel.check();
@@ -391,7 +386,7 @@ export class Reconciler {
     // is atomic: a rejected increment changed nothing).
     let mode: 'full' | 'incremental' = 'full';
     let counts: UpdateCounts | undefined;
-    let tryIncrement = this.#o.incremental && !batch.force && gone === undefined && !unchanged && update?.kind === 'incremental';
+    let tryIncrement = this.#o.incremental && !batch.force && !unchanged && update?.kind === 'incremental';
     if (tryIncrement && foreign !== undefined) {
       const check = await this.#kernel.check();
       if (check.kind !== 'match') tryIncrement = false;
@@ -550,11 +545,9 @@ export class Reconciler {
     // Before the first apply there is nothing to compare; while a change is
     // pending, its apply checks (or replaces) the table anyway.
     if (this.#sched.stopped || this.#kernel.applied === undefined || this.#sched.pending) return;
+    const foreign = this.#foreignChange;
     this.#foreignChange = undefined;
-    // Known to be deleted: no listing needed, the run below repairs it.
-    const gone = this.#tableGone;
-    const check: KernelCheck =
-      gone === undefined ? await this.#kernel.check() : { kind: 'drifted', detail: `table missing (${gone})` };
+    const check = await this.#kernel.check();
     this.#emit({
       kind: 'check',
       result: check.kind,
@@ -574,7 +567,7 @@ export class Reconciler {
         if (this.#kernel.incrementsSinceFull > 0) await run('refresh');
         return;
       case 'drifted':
-        if (gone === undefined) this.#repairFound = { foundBy: 'drift-check', detail: check.detail };
+        this.#repairFound = { foundBy: foreign === undefined ? 'drift-check' : 'table-monitor', detail: check.detail };
         try {
           await run('drift');
         } finally {

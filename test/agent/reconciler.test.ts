@@ -619,23 +619,24 @@ test('a table deleted while no read-back was captured is still a repair when the
   await t.r.stop(1000);
 });
 
-test('a table the monitor saw deleted is restored at once, without listing it first, and counted', async () => {
+test('a change the monitor reports is checked at once: a deleted table restored and counted as its find, a match left alone', async () => {
   const t = setup({ incremental: true }, withRemotePeers(1));
   t.r.start();
   await waitFor('first apply', () => t.dataplane.applies.length === 1);
   await waitFor('read back', () => t.dataplane.lists === 1);
   const good = t.dataplane.kernel;
   t.dataplane.kernel = undefined;
-  t.r.kernelChanged('table deleted by process 4242 (nft), generation 9', true);
+  t.r.kernelChanged('3 rule(s) deleted by another process, first: delete rule inet nft-netpol forward-egress handle 4');
   await waitFor('restored', () => t.dataplane.kernel === good);
   assert.equal(t.dataplane.applies.length, 2);
-  await waitFor('read back again', () => t.dataplane.lists === 2);
-  assert.equal(t.dataplane.lists, 2, 'no listing before the repair, one read-back after it');
+  await waitFor('read back again', () => t.dataplane.lists === 3);
   assert.equal(await metricValue(t.metrics, 'nftnp_drift_repairs_total'), 1);
-  assert.equal(t.lines.find((l) => l['event'] === 'drift-repaired')?.['foundBy'], 'table-monitor');
-  // A change of the table that is not a deletion is checked (listed) first: here it matches, nothing is applied.
-  t.r.kernelChanged('table changed by process 4243 (nft), generation 10');
-  await waitFor('checked', () => t.dataplane.lists === 3);
+  const line = t.lines.find((l) => l['event'] === 'drift-repaired');
+  assert.equal(line?.['foundBy'], 'table-monitor');
+  assert.match(String(line?.['detail']), /table missing/);
+  // A report after which the table still matches: listed, nothing applied, nothing counted.
+  t.r.kernelChanged('nft monitor restarted: changes may have been missed');
+  await waitFor('checked', () => t.dataplane.lists === 4);
   await waitFor('idle', () => !t.r.status().applying && !t.r.status().pending);
   assert.equal(t.dataplane.applies.length, 2);
   assert.equal(await metricValue(t.metrics, 'nftnp_drift_repairs_total'), 1);

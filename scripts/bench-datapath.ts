@@ -151,7 +151,7 @@ interface Opts {
 }
 
 /** One path's figures: medians, and ratios as medians over the alternating pairs. */
-export interface PathFigures {
+interface PathFigures {
   readonly rate: number;
   readonly baseRate: number;
   /** Throughput, ruleset over baseline. */
@@ -165,7 +165,7 @@ export interface PathFigures {
   readonly cpuRatio: number;
 }
 
-export function figures(rules: readonly Run[], base: readonly Run[]): PathFigures {
+function figures(rules: readonly Run[], base: readonly Run[]): PathFigures {
   const pairs = rules.map((r, i) => [r, base[i] ?? r] as const);
   const perfOk = pairs.every(([r, b]) => r.nft !== undefined && b.nft !== undefined && b.cpu !== undefined);
   return {

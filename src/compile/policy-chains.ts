@@ -53,6 +53,8 @@ export function relevantPolicies(
   const out: RelevantPolicy[] = [];
   for (const kind of kinds) {
     switch (kind.tier) {
+      case 'ordered':
+        break;
       case 'allow-list':
         // A chain per policy; the pod chain jumps to each and denies after the last.
         for (const policy of sortedUnique(kind.policies(state))) {

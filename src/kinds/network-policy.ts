@@ -1,7 +1,7 @@
 // NetworkPolicy as a policy kind: the first user of the seam (kind.ts). One
 // contributed policy per object, its rules one to one.
 import type { Direction, NetworkPolicy, Rule } from '../model/types.ts';
-import type { ContributedPolicy, ContributedRule, PolicyKind, PolicyOrigin } from './kind.ts';
+import type { AllowListKind, ContributedPolicy, ContributedRule, PolicyOrigin } from './kind.ts';
 
 export const NETWORK_POLICY = 'NetworkPolicy';
 
@@ -36,7 +36,7 @@ export function contributeNetworkPolicy(p: NetworkPolicy): ContributedPolicy {
   return c;
 }
 
-export const networkPolicyKind: PolicyKind = {
+export const networkPolicyKind: AllowListKind = {
   kind: NETWORK_POLICY,
   tier: 'allow-list',
   policies: (state) => state.policies.map(contributeNetworkPolicy),

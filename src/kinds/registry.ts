@@ -3,7 +3,8 @@
 // order in which pod chains jump to policy chains and explain lists policies.
 // A new kind is one entry here (see docs/architecture.md "Policy kinds").
 import type { ClusterState } from '../model/types.ts';
-import type { ContributedPolicy, PolicyKind } from './kind.ts';
+import { compareTiered } from './kind.ts';
+import type { ContributedPolicy, PolicyKind, TieredPolicy } from './kind.ts';
 import { networkPolicyKind } from './network-policy.ts';
 import { namespaceNetworkPolicyKind, projectIsolationKind, workspaceIsolationKind } from './tenancy.ts';
 
@@ -17,5 +18,11 @@ export const POLICY_KINDS: readonly PolicyKind[] = [
 
 /** Every contributed policy of `kinds` in the state, kind by kind in their order. */
 export function contributedPolicies(state: ClusterState, kinds: readonly PolicyKind[] = POLICY_KINDS): ContributedPolicy[] {
-  return kinds.flatMap((k) => k.policies(state));
+  return kinds.flatMap((k) => (k.tier === 'allow-list' ? k.policies(state) : []));
+}
+
+/** Every policy of the ordered tiers (admin, then baseline) of `kinds`, in evaluation order (kind.ts compareTiered). */
+export function tieredPolicies(state: ClusterState, kinds: readonly PolicyKind[] = POLICY_KINDS): TieredPolicy[] {
+  const out = kinds.flatMap((k) => (k.tier === 'ordered' ? k.tieredPolicies(state) : []));
+  return out.length > 1 ? out.sort(compareTiered) : out;
 }

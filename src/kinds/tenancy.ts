@@ -23,7 +23,7 @@ import type {
   TenancySettings,
   ValidationError,
 } from '../model/types.ts';
-import type { ContributedPolicy, ContributedRule, PolicyKind, PolicyOrigin } from './kind.ts';
+import type { AllowListKind, ContributedPolicy, ContributedRule, PolicyOrigin } from './kind.ts';
 
 export const NAMESPACE_NETWORK_POLICY = 'NamespaceNetworkPolicy';
 export const PROJECT_ISOLATION = 'ProjectIsolation';
@@ -425,19 +425,19 @@ export function namespacePolicyErrors(state: ClusterState): ValidationError[] {
   return (state.namespacePolicies ?? []).flatMap((p) => [...p.errors, ...(resolved.get(`${p.namespace}/${p.name}`) ?? [])]);
 }
 
-export const namespaceNetworkPolicyKind: PolicyKind = {
+export const namespaceNetworkPolicyKind: AllowListKind = {
   kind: NAMESPACE_NETWORK_POLICY,
   tier: 'allow-list',
   policies: (state) => tenancyPolicies(state).namespacePolicies,
 };
 
-export const projectIsolationKind: PolicyKind = {
+export const projectIsolationKind: AllowListKind = {
   kind: PROJECT_ISOLATION,
   tier: 'allow-list',
   policies: (state) => tenancyPolicies(state).projects,
 };
 
-export const workspaceIsolationKind: PolicyKind = {
+export const workspaceIsolationKind: AllowListKind = {
   kind: WORKSPACE_ISOLATION,
   tier: 'allow-list',
   policies: (state) => tenancyPolicies(state).workspaces,

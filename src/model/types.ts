@@ -202,6 +202,90 @@ export interface NamespaceNetworkPolicy {
   readonly version?: ObjectVersion;
 }
 
+/** policy.networking.k8s.io/v1alpha2 ClusterNetworkPolicy `spec.tier`. */
+export type ClusterPolicyTier = 'Admin' | 'Baseline';
+export const CLUSTER_POLICY_TIERS: readonly ClusterPolicyTier[] = ['Admin', 'Baseline'];
+/** A ClusterNetworkPolicy rule's `action`. */
+export type ClusterPolicyAction = 'Accept' | 'Deny' | 'Pass';
+
+/**
+ * Pods by namespace AND pod selector (`subject.pods`, peer `pods`); a
+ * `namespaces` subject or peer is the same with podSelector `{}`. hostNetwork
+ * pods are never selected.
+ */
+export interface NamespacedPods {
+  readonly namespaceSelector: LabelSelector;
+  readonly podSelector: LabelSelector;
+}
+
+export type ClusterPolicyPeer =
+  /** `namespaces` or `pods`. */
+  | ({ readonly kind: 'pods' } & NamespacedPods)
+  /** Egress `networks`: canonical CIDRs (host bits cleared); they match pod addresses too. */
+  | { readonly kind: 'networks'; readonly cidrs: readonly string[] }
+  /** Egress `nodes` (experimental): the addresses of the nodes the selector selects (Node.addresses). */
+  | { readonly kind: 'nodes'; readonly nodeSelector: LabelSelector }
+  /** Egress `domainNames` (experimental): read, never enforced (matches nothing; reported). */
+  | { readonly kind: 'domainNames'; readonly names: readonly string[] }
+  /**
+   * A peer with no field this version knows (a newer API): fails closed as
+   * the API says: in an Accept rule it matches nothing, in Deny and Pass
+   * rules everything.
+   */
+  | { readonly kind: 'unknown' };
+
+export type ClusterPolicyProtocol =
+  /** `tcp|udp|sctp: {destinationPort: {number} | {range: {start, end}}}`; port undefined = every port of the protocol. */
+  | {
+      readonly kind: 'port';
+      readonly protocol: Protocol;
+      readonly port: number | undefined;
+      readonly endPort: number | undefined;
+    }
+  /** `destinationNamedPort`: a container port name of the destination pod (any protocol it is declared with). */
+  | { readonly kind: 'named'; readonly name: string };
+
+export interface ClusterPolicyRule {
+  /** `name` ('' when not given). */
+  readonly name: string;
+  readonly action: ClusterPolicyAction;
+  /** `from` / `to`. */
+  readonly peers: readonly ClusterPolicyPeer[];
+  /** undefined: no `protocols`, every protocol and port (ICMP included). */
+  readonly protocols: readonly ClusterPolicyProtocol[] | undefined;
+  /**
+   * Any validation error in the rule. Fails closed: an invalid Accept rule
+   * matches nothing; an invalid Deny or Pass rule matches everything (as an
+   * unknown peer does), so an error never opens traffic an admin denied.
+   */
+  readonly invalid: boolean;
+}
+
+/**
+ * ClusterNetworkPolicy (policy.networking.k8s.io/v1alpha2), cluster-scoped;
+ * the legacy v1alpha1 AdminNetworkPolicy / BaselineAdminNetworkPolicy are
+ * read into the same form (Allow = Accept, ports = protocols).
+ */
+export interface ClusterNetworkPolicy {
+  readonly name: string;
+  /** The kind it was read from: 'ClusterNetworkPolicy', 'AdminNetworkPolicy' or 'BaselineAdminNetworkPolicy'. */
+  readonly sourceKind: string;
+  readonly tier: ClusterPolicyTier;
+  /** 0..1000, lower first (a legacy BaselineAdminNetworkPolicy has none: 0). */
+  readonly priority: number;
+  /**
+   * The pods the policy applies to. An invalid subject is read as every pod
+   * (fail closed together with the rules' own handling).
+   */
+  readonly subject: NamespacedPods;
+  /** In order: the first matching rule decides. */
+  readonly ingress: readonly ClusterPolicyRule[];
+  readonly egress: readonly ClusterPolicyRule[];
+  readonly errors: readonly ValidationError[];
+  /** The API object's version, when it came from an API server. */
+  readonly version?: ObjectVersion;
+}
+
 export interface ValidationError {
   readonly kind: string;
   /** undefined for cluster-scoped objects. */
@@ -229,6 +313,8 @@ export interface ClusterState {
   readonly namespacePolicies?: readonly NamespaceNetworkPolicy[];
   /** Only the Services that service peers and the DNS allowance name. Sorted by namespace, then name. */
   readonly services?: readonly Service[];
+  /** ClusterNetworkPolicies (and legacy ANP/BANP read as such); absent = none. Sorted by name. */
+  readonly clusterPolicies?: readonly ClusterNetworkPolicy[];
 }
 
 /** `default/web spec.ingress[0].ports[1].endPort: must be >= port (8080)` */

@@ -264,6 +264,8 @@ export function verdict(
   const allowList: ContributedPolicy[] = [];
   for (const kind of opts?.kinds ?? POLICY_KINDS) {
     switch (kind.tier) {
+      case 'ordered':
+        break;
       case 'allow-list':
         allowList.push(...kind.policies(state));
         break;

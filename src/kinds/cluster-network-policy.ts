@@ -18,6 +18,7 @@ import type { OrderedKind, OrderedTier, PolicyOrigin, TieredPeer, TieredPolicy, 
 export const CLUSTER_NETWORK_POLICY = 'ClusterNetworkPolicy';
 
 export const DOMAIN_NAMES_NOT_ENFORCED = 'domainNames are not enforced by this agent';
+const DOMAIN_NAMES_OUTSIDE_ACCEPT = 'domainNames outside an Accept rule: they match every address (fail closed)';
 
 // Normalized objects are immutable and kept while unchanged: translate each once.
 const memo = new WeakMap<ClusterNetworkPolicy, TieredPolicy>();
@@ -79,7 +80,13 @@ function resolve(r: ClusterPolicyRule): Pick<TieredRule, 'peers' | 'ports' | 'no
         peers.push({ kind: 'nodes', nodeSelector: p.nodeSelector });
         break;
       case 'domainNames':
-        if (!notes.includes(DOMAIN_NAMES_NOT_ENFORCED)) notes.push(DOMAIN_NAMES_NOT_ENFORCED);
+        if (r.action === 'Accept') {
+          if (!notes.includes(DOMAIN_NAMES_NOT_ENFORCED)) notes.push(DOMAIN_NAMES_NOT_ENFORCED);
+        } else {
+          // The API allows domainNames in Accept rules only: elsewhere read as an unknown peer.
+          if (!notes.includes(DOMAIN_NAMES_OUTSIDE_ACCEPT)) notes.push(DOMAIN_NAMES_OUTSIDE_ACCEPT);
+          if (!peers.some((x) => x.kind === 'all')) peers.push({ kind: 'all' });
+        }
         break;
       case 'unknown':
         if (!peers.some((x) => x.kind === 'all')) peers.push({ kind: 'all' });

@@ -143,6 +143,7 @@ test('resolution: peers, protocols, domainNames, unknown peers and invalid rules
           protocols: [{ kind: 'port', protocol: 'TCP', port: 22, endPort: 22 }],
         }),
         rule({ action: 'Pass', peers: [{ kind: 'unknown' }] }),
+        rule({ action: 'Deny', peers: [{ kind: 'domainNames', names: ['a.example'] }] }),
         rule({ action: 'Accept', peers: [pods], invalid: true }),
         rule({ action: 'Deny', peers: [pods], protocols: [{ kind: 'named', name: 'x' }], invalid: true }),
         rule({ action: 'Pass', peers: [pods], invalid: true }),
@@ -185,6 +186,12 @@ test('resolution: peers, protocols, domainNames, unknown peers and invalid rules
       peers: [{ kind: 'all' }],
       ports: undefined,
       notEnforced: 'a peer of an unknown type: it matches every address (fail closed)',
+    },
+    {
+      action: 'Deny',
+      peers: [{ kind: 'all' }],
+      ports: undefined,
+      notEnforced: 'domainNames outside an Accept rule: they match every address (fail closed)',
     },
     { action: 'Accept', peers: [], ports: undefined, notEnforced: 'the rule is invalid: it matches nothing (fail closed)' },
     {

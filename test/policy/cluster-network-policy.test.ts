@@ -632,6 +632,16 @@ table('fail closed', [
     conns: [['shop/cart', '203.0.113.9', '443', 'deny admin']],
   },
   {
+    name: 'domainNames in a Deny rule (the API allows them in Accept only): every address',
+    dir: 'egress',
+    cnps: [admin('p', 0, nsSubject(SHOP), { egress: [r('Deny', [domains('example.com')], { protocols: [proto('TCP', 443)] })] })],
+    conns: [
+      ['shop/cart', '203.0.113.9', '443', 'deny admin'],
+      ['shop/cart', 'ops/tool', '443', 'deny admin'],
+      ['shop/cart', '203.0.113.9', '80', 'allow default'],
+    ],
+  },
+  {
     name: 'domainNames beside other peers: those still match',
     dir: 'egress',
     cnps: [

@@ -58,6 +58,11 @@ export interface Pod {
 
 export interface Node {
   readonly name: string;
+  /**
+   * metadata.labels, for ClusterNetworkPolicy `nodes` peers; absent = not read
+   * (a `nodes` selector then sees no labels: only `{}` selects the node).
+   */
+  readonly labels?: Labels;
   /** Canonical IPs of status.addresses (InternalIP, ExternalIP), sorted. */
   readonly addresses: readonly string[];
   /**

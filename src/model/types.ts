@@ -74,8 +74,6 @@ export interface Node {
   readonly podCIDRs?: readonly string[];
   /** Canonical InternalIP addresses of status.addresses, sorted; only present when there are any. */
   readonly internalIPs?: readonly string[];
-  /** metadata.labels (ClusterNetworkPolicy `nodes` peers select by them); only present when there are any. */
-  readonly labels?: Labels;
 }
 
 export interface PortSpec {

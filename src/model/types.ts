@@ -58,6 +58,11 @@ export interface Pod {
 
 export interface Node {
   readonly name: string;
+  /**
+   * metadata.labels, for ClusterNetworkPolicy `nodes` peers; absent = not read
+   * (a `nodes` selector then sees no labels: only `{}` selects the node).
+   */
+  readonly labels?: Labels;
   /** Canonical IPs of status.addresses (InternalIP, ExternalIP), sorted. */
   readonly addresses: readonly string[];
   /**
@@ -69,6 +74,8 @@ export interface Node {
   readonly podCIDRs?: readonly string[];
   /** Canonical InternalIP addresses of status.addresses, sorted; only present when there are any. */
   readonly internalIPs?: readonly string[];
+  /** metadata.labels (ClusterNetworkPolicy `nodes` peers select by them); only present when there are any. */
+  readonly labels?: Labels;
 }
 
 export interface PortSpec {

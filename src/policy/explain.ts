@@ -4,7 +4,7 @@ import { formatIP, parseIP } from '../model/ip.ts';
 import { isActivePod, objectKey, PROTOCOLS } from '../model/types.ts';
 import type { ClusterState, Direction, Family, Protocol } from '../model/types.ts';
 import { podAddress, ruleName } from './verdict.ts';
-import type { DirectionVerdict, Endpoint, Verdict } from './verdict.ts';
+import type { DecidingTier, DirectionVerdict, Endpoint, TieredRuleRef, Verdict } from './verdict.ts';
 
 export type Parsed<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: string };
 
@@ -61,6 +61,11 @@ export function endpointLabel(e: Endpoint, family: Family): string {
 function section(dir: Direction, at: string, d: DirectionVerdict): string[] {
   const lines = [`${dir} at ${at}: ${d.allowed ? 'allowed' : 'DENIED'}`];
   lines.push(`  policies: ${d.policies.length === 0 ? 'none (not isolated)' : d.policies.join(', ')}`);
+  // The ordered tiers (ClusterNetworkPolicy), only when some policy of theirs selects the pod.
+  if (d.clusterPolicies.length > 0) lines.push(`  cluster policies: ${d.clusterPolicies.join(', ')}`);
+  if (d.decidedBy !== undefined) lines.push(`  decided by: ${d.decidedBy.description}`);
+  for (const p of d.passed) lines.push(`  passed on by: ${p.description}`);
+  for (const n of d.notEnforced) lines.push(`  not enforced: ${n}`);
   // The reason usually names the allowing rules already; list them when it doesn't.
   if (d.allowedBy.some((r) => !d.reason.includes(ruleName(r))))
     lines.push(`  allowed by: ${d.allowedBy.map(ruleName).join(', ')}`);
@@ -72,9 +77,11 @@ function section(dir: Direction, at: string, d: DirectionVerdict): string[] {
 export function explainText(v: Verdict, from: Endpoint, to: Endpoint): string {
   const src = endpointLabel(from, v.family);
   const dst = endpointLabel(to, v.family);
+  // A tiered rule that denied is named right away: `egress at the source: ClusterNetworkPolicy x (Admin tier, ...)`.
+  const by = (d: DirectionVerdict): string => (d.decidedBy === undefined ? '' : `: ${d.decidedBy.description}`);
   const blockers = [
-    v.egress.allowed ? undefined : `egress at the source`,
-    v.ingress.allowed ? undefined : `ingress at the destination`,
+    v.egress.allowed ? undefined : `egress at the source${by(v.egress)}`,
+    v.ingress.allowed ? undefined : `ingress at the destination${by(v.ingress)}`,
   ].filter((x) => x !== undefined);
   const head = `${v.allowed ? 'ALLOWED' : 'DENIED'}: ${src} -> ${dst} on ${v.port}/${v.protocol} (IPv${v.family})`;
   const why = v.allowed ? [] : [`denied by ${blockers.join(' and ')}`];
@@ -93,6 +100,20 @@ export type EndpointJson =
   | { readonly kind: 'pod'; readonly namespace: string; readonly name: string; readonly ip: string | null }
   | { readonly kind: 'ip'; readonly ip: string };
 
+/** A ClusterNetworkPolicy rule that decided or passed (verdict.ts TieredRuleRef). */
+export interface TieredRuleJson {
+  readonly policy: string;
+  readonly kind: string;
+  readonly tier: 'admin' | 'baseline';
+  readonly priority: number;
+  readonly direction: Direction;
+  readonly rule: number;
+  readonly name: string;
+  readonly action: 'Accept' | 'Deny' | 'Pass';
+  readonly description: string;
+  readonly notEnforced: string | null;
+}
+
 export interface DirectionJson {
   readonly allowed: boolean;
   readonly isolated: boolean;
@@ -105,6 +126,16 @@ export interface DirectionJson {
     readonly description: string;
   }[];
   readonly reason: string;
+  /** The tier that decided: admin, networkpolicy, baseline or default. */
+  readonly tier: DecidingTier;
+  /** The Accept or Deny rule of an ordered tier that decided, else null. */
+  readonly decidedBy: TieredRuleJson | null;
+  /** Pass rules that handed the connection on, in order. */
+  readonly passed: readonly TieredRuleJson[];
+  /** ClusterNetworkPolicies selecting the pod for this direction, in evaluation order. */
+  readonly clusterPolicies: readonly string[];
+  /** Rules reached that are not enforced as written (domainNames, fail closed), with why. */
+  readonly notEnforced: readonly string[];
 }
 
 export interface ExplainJson {
@@ -124,6 +155,21 @@ function endpointJson(e: Endpoint, family: Family): EndpointJson {
     : { kind: 'pod', namespace: e.pod.namespace, name: e.pod.name, ip: podAddress(e.pod, family) ?? null };
 }
 
+function tieredJson(r: TieredRuleRef): TieredRuleJson {
+  return {
+    policy: r.policy,
+    kind: r.kind,
+    tier: r.tier,
+    priority: r.priority,
+    direction: r.direction,
+    rule: r.rule,
+    name: r.name,
+    action: r.action,
+    description: r.description,
+    notEnforced: r.notEnforced ?? null,
+  };
+}
+
 function directionJson(d: DirectionVerdict): DirectionJson {
   return {
     allowed: d.allowed,
@@ -137,6 +183,11 @@ function directionJson(d: DirectionVerdict): DirectionJson {
       description: r.description,
     })),
     reason: d.reason,
+    tier: d.tier,
+    decidedBy: d.decidedBy === undefined ? null : tieredJson(d.decidedBy),
+    passed: d.passed.map(tieredJson),
+    clusterPolicies: [...d.clusterPolicies],
+    notEnforced: [...d.notEnforced],
   };
 }
 

@@ -83,7 +83,9 @@ ${INPUT_HELP}`,
   validate: `Usage: nft-netpol-agent validate -f PATH...
 
 List every invalid field of the given objects, one per line, as
-'namespace/name field.path: message'. Exit code 1 when there is any.
+'namespace/name field.path: message' ('name field.path: message' for
+cluster-scoped objects: ClusterNetworkPolicy and the legacy
+AdminNetworkPolicy / BaselineAdminNetworkPolicy). Exit code 1 when there is any.
 
 ${INPUT_HELP}`,
 };
@@ -249,8 +251,10 @@ async function validateCmd(args: string[], io: Io): Promise<number> {
     io.out(JSON.stringify({ valid: problems.length === 0, errors: problems.map(({ text: _t, ...rest }) => rest) }, null, 2));
   } else if (problems.length === 0) {
     const s = loaded.state;
+    const cn = s.clusterPolicies?.length ?? 0;
+    const clusterPolicies = cn === 0 ? '' : `${cn} cluster network ${cn === 1 ? 'policy' : 'policies'}, `;
     io.out(
-      `ok: ${s.policies.length} policies, ${s.pods.length} pods, ${s.namespaces.length} namespaces, ${s.nodes.length} nodes; no errors`,
+      `ok: ${s.policies.length} policies, ${clusterPolicies}${s.pods.length} pods, ${s.namespaces.length} namespaces, ${s.nodes.length} nodes; no errors`,
     );
   } else {
     for (const p of problems) io.out(p.text);

@@ -3,6 +3,7 @@
 // time with normalize*, then makeState).
 import { field, isRecord, show, UNNAMED } from './normalize-common.ts';
 import type { Normalized } from './normalize-common.ts';
+import { clusterPolicyKey, clusterPolicyNormalizer } from './normalize-cluster-policy.ts';
 import { flattenLists } from './normalize-list.ts';
 import { normalizeNamespace } from './normalize-namespace.ts';
 import { normalizeNode } from './normalize-node.ts';
@@ -11,6 +12,7 @@ import { normalizePolicy } from './normalize-policy.ts';
 import { normalizeNamespacePolicy, normalizeService, normalizeWorkspace } from './normalize-tenancy.ts';
 import { makeState } from './state.ts';
 import type {
+  ClusterNetworkPolicy,
   ClusterState,
   Namespace,
   NamespaceNetworkPolicy,
@@ -29,6 +31,11 @@ export { normalizePod } from './normalize-pod.ts';
 export { normalizePolicy, NETWORK_POLICY_API_VERSION } from './normalize-policy.ts';
 export { normalizeNamespacePolicy, normalizeService, normalizeWorkspace } from './normalize-tenancy.ts';
 export { makeState } from './state.ts';
+export {
+  normalizeAdminNetworkPolicy,
+  normalizeBaselineAdminNetworkPolicy,
+  normalizeClusterNetworkPolicy,
+} from './normalize-cluster-policy.ts';
 
 /** Kinds the engine uses, by kind name. Everything else is ignored. */
 const KINDS: Readonly<Record<string, { readonly namespaced: boolean }>> = {
@@ -41,6 +48,10 @@ const KINDS: Readonly<Record<string, { readonly namespaced: boolean }>> = {
   WorkspaceTemplate: { namespaced: false },
   NamespaceNetworkPolicy: { namespaced: true },
   Service: { namespaced: true },
+  // Cluster-wide policy tiers (policy.networking.k8s.io v1alpha2, legacy v1alpha1).
+  ClusterNetworkPolicy: { namespaced: false },
+  AdminNetworkPolicy: { namespaced: false },
+  BaselineAdminNetworkPolicy: { namespaced: false },
 };
 
 function identity(obj: unknown, namespaced: boolean): { namespace: string | undefined; name: string } {
@@ -68,6 +79,7 @@ export function buildState(objects: readonly unknown[]): { state: ClusterState; 
   const workspaces = new Map<string, Workspace>();
   const namespacePolicies = new Map<string, NamespaceNetworkPolicy>();
   const services = new Map<string, Service>();
+  const clusterPolicies = new Map<string, ClusterNetworkPolicy>();
 
   const add = <T extends { readonly name: string; readonly namespace?: string }>(
     kind: string,
@@ -142,6 +154,26 @@ export function buildState(objects: readonly unknown[]): { state: ClusterState; 
         if (r.ok) services.set(`${r.value.namespace}/${r.value.name}`, r.value);
         break;
       }
+      case 'ClusterNetworkPolicy':
+      case 'AdminNetworkPolicy':
+      case 'BaselineAdminNetworkPolicy': {
+        const r = (clusterPolicyNormalizer(kind) ?? (() => ({ ok: false as const, errors: [] })))(obj);
+        errors.push(...r.errors);
+        if (!r.ok) break;
+        // The kinds share one list: keyed by kind and name, so a CNP and an ANP may share a name.
+        const key = clusterPolicyKey(r.value);
+        if (clusterPolicies.has(key)) {
+          errors.push({
+            kind,
+            namespace: undefined,
+            name: r.value.name,
+            path: 'metadata.name',
+            message: `duplicate ${kind} ${r.value.name}: the later definition replaces the earlier one`,
+          });
+        }
+        clusterPolicies.set(key, r.value);
+        break;
+      }
       default:
         break;
     }
@@ -154,6 +186,7 @@ export function buildState(objects: readonly unknown[]): { state: ClusterState; 
     workspaces: [...workspaces.values()],
     namespacePolicies: [...namespacePolicies.values()],
     services: [...services.values()],
+    clusterPolicies: [...clusterPolicies.values()],
   });
   return { state, errors };
 }

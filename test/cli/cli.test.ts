@@ -130,3 +130,47 @@ test('explain answers in words and in JSON', async () => {
   assert.equal(bad.code, 1);
   assert.match(bad.err, /--from/);
 });
+
+test('validate, render and explain read ClusterNetworkPolicies: errors as for NetworkPolicies, fail-closed render', async () => {
+  const ok = await run(['validate', '-f', 'examples/']);
+  assert.equal(ok.code, 0, ok.out);
+  assert.match(ok.out, /^ok: 14 policies, 2 cluster network policies, \d+ pods/m);
+  const bad = 'examples-invalid/bad-cluster-network-policies.yaml';
+  const v = await run(['validate', '-f', bad]);
+  assert.equal(v.code, 1);
+  assert.match(
+    v.out,
+    /^bad-guardrails spec\.priority: Invalid value: 2000: spec\.priority in body should be less than or equal to 1000$/m,
+  );
+  assert.match(
+    v.out,
+    /^bad-guardrails spec\.egress\[0\]\.to\[0\]\.networks\[0\]: Invalid value: "string": Invalid CIDR format provided$/m,
+  );
+  const vj = await run(['validate', '-f', bad, '-o', 'json']);
+  const parsed = JSON.parse(vj.out) as { valid: boolean; errors: { object: string; path: string }[] };
+  assert.equal(parsed.valid, false);
+  assert.deepEqual(parsed.errors[0], {
+    object: 'ClusterNetworkPolicy/bad-guardrails',
+    path: 'spec.priority',
+    message: 'Invalid value: 2000: spec.priority in body should be less than or equal to 1000',
+  });
+  const r = await run(['render', '--node', 'node-1', '-f', 'examples/', '-f', bad]);
+  assert.equal(r.code, 1);
+  assert.match(r.err, /^invalid: bad-guardrails spec\.priority: /m);
+  assert.match(r.out, /^table inet nft-netpol/m);
+  const e = await run([
+    'explain',
+    '-f',
+    'examples/',
+    '-f',
+    bad,
+    '--from',
+    'shop/cart-5c8b7',
+    '--to',
+    'payments/api-0',
+    '--port',
+    '8443/tcp',
+  ]);
+  assert.equal(e.code, 1);
+  assert.match(e.err, /^invalid: bad-guardrails spec\.ingress\[0\]\.action: Unsupported value: "Allow"/m);
+});

@@ -59,7 +59,7 @@ export interface Pod {
 export interface Node {
   readonly name: string;
   /**
-   * metadata.labels, for ClusterNetworkPolicy `nodes` peers; absent = not read
+   * metadata.labels, for ClusterNetworkPolicy `nodes` peers; absent = none
    * (a `nodes` selector then sees no labels: only `{}` selects the node).
    */
   readonly labels?: Labels;
@@ -74,8 +74,6 @@ export interface Node {
   readonly podCIDRs?: readonly string[];
   /** Canonical InternalIP addresses of status.addresses, sorted; only present when there are any. */
   readonly internalIPs?: readonly string[];
-  /** metadata.labels (ClusterNetworkPolicy `nodes` peers select by them); only present when there are any. */
-  readonly labels?: Labels;
 }
 
 export interface PortSpec {

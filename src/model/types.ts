@@ -59,7 +59,7 @@ export interface Pod {
 export interface Node {
   readonly name: string;
   /**
-   * metadata.labels, for ClusterNetworkPolicy `nodes` peers; absent = not read
+   * metadata.labels, for ClusterNetworkPolicy `nodes` peers; absent = none
    * (a `nodes` selector then sees no labels: only `{}` selects the node).
    */
   readonly labels?: Labels;

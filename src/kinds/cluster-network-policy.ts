@@ -18,7 +18,7 @@ import type { OrderedKind, OrderedTier, PolicyOrigin, TieredPeer, TieredPolicy, 
 export const CLUSTER_NETWORK_POLICY = 'ClusterNetworkPolicy';
 
 export const DOMAIN_NAMES_NOT_ENFORCED = 'domainNames are not enforced by this agent';
-const DOMAIN_NAMES_OUTSIDE_ACCEPT = 'domainNames outside an Accept rule: they match every address (fail closed)';
+const DOMAIN_NAMES_OUTSIDE_ACCEPT = 'domainNames outside an Accept rule';
 
 // Normalized objects are immutable and kept while unchanged: translate each once.
 const memo = new WeakMap<ClusterNetworkPolicy, TieredPolicy>();
@@ -46,27 +46,29 @@ function ports(list: readonly ClusterPolicyProtocol[] | undefined): TieredPort[]
   return list?.map((p): TieredPort => (p.kind === 'named' ? { kind: 'named', name: p.name } : { ...p }));
 }
 
-// A Deny or Pass that cannot be read as written matches everything, an Accept
-// nothing: an error never opens traffic an admin denied (the API's "fail closed").
-function failClosed(action: ClusterPolicyAction): readonly TieredPeer[] {
-  return action === 'Accept' ? [] : [{ kind: 'all' }];
+/** What a rule that cannot be enforced as written becomes: the API's "fail closed". */
+type Resolved = Pick<TieredRule, 'action' | 'peers' | 'ports' | 'notEnforced'>;
+
+// An Accept that cannot be read as written matches nothing; a Deny or a Pass
+// becomes "Deny all" (every address, protocol and port), as the API says: an
+// error never opens traffic, and a Pass could skip an admin's later Deny.
+function failClosed(r: ClusterPolicyRule, why: string): Resolved {
+  if (r.action === 'Accept')
+    return { action: 'Accept', peers: [], ports: undefined, notEnforced: `${why}: the rule matches nothing (fail closed)` };
+  return {
+    action: 'Deny',
+    peers: [{ kind: 'all' }],
+    ports: undefined,
+    notEnforced: `${why}: the rule is read as Deny all (fail closed)`,
+  };
 }
 
-function resolve(r: ClusterPolicyRule): Pick<TieredRule, 'peers' | 'ports' | 'notEnforced'> {
-  if (r.invalid) {
-    const what = r.action === 'Accept' ? 'matches nothing' : 'matches all traffic';
-    return { peers: failClosed(r.action), ports: undefined, notEnforced: `the rule is invalid: it ${what} (fail closed)` };
-  }
+function resolve(r: ClusterPolicyRule): Resolved {
+  if (r.invalid) return failClosed(r, 'the rule is invalid');
+  if (r.peers.some((p) => p.kind === 'unknown')) return failClosed(r, 'a peer of an unknown type');
+  // The API allows domainNames in Accept rules only: elsewhere read as an unknown peer.
+  if (r.action !== 'Accept' && r.peers.some((p) => p.kind === 'domainNames')) return failClosed(r, DOMAIN_NAMES_OUTSIDE_ACCEPT);
   const notes: string[] = [];
-  if (r.peers.some((p) => p.kind === 'unknown')) {
-    // A peer of a newer API version: the whole rule fails closed as the API says.
-    notes.push(
-      r.action === 'Accept'
-        ? 'a peer of an unknown type: the rule matches nothing (fail closed)'
-        : 'a peer of an unknown type: it matches every address (fail closed)',
-    );
-    if (r.action === 'Accept') return { peers: [], ports: ports(r.protocols), notEnforced: notes.join('; ') };
-  }
   const peers: TieredPeer[] = [];
   for (const p of r.peers) {
     switch (p.kind) {
@@ -80,20 +82,13 @@ function resolve(r: ClusterPolicyRule): Pick<TieredRule, 'peers' | 'ports' | 'no
         peers.push({ kind: 'nodes', nodeSelector: p.nodeSelector });
         break;
       case 'domainNames':
-        if (r.action === 'Accept') {
-          if (!notes.includes(DOMAIN_NAMES_NOT_ENFORCED)) notes.push(DOMAIN_NAMES_NOT_ENFORCED);
-        } else {
-          // The API allows domainNames in Accept rules only: elsewhere read as an unknown peer.
-          if (!notes.includes(DOMAIN_NAMES_OUTSIDE_ACCEPT)) notes.push(DOMAIN_NAMES_OUTSIDE_ACCEPT);
-          if (!peers.some((x) => x.kind === 'all')) peers.push({ kind: 'all' });
-        }
+        if (!notes.includes(DOMAIN_NAMES_NOT_ENFORCED)) notes.push(DOMAIN_NAMES_NOT_ENFORCED);
         break;
       case 'unknown':
-        if (!peers.some((x) => x.kind === 'all')) peers.push({ kind: 'all' });
         break;
     }
   }
-  return { peers, ports: ports(r.protocols), notEnforced: notes.length === 0 ? undefined : notes.join('; ') };
+  return { action: r.action, peers, ports: ports(r.protocols), notEnforced: notes.length === 0 ? undefined : notes.join('; ') };
 }
 
 function rules(
@@ -104,7 +99,6 @@ function rules(
   list: readonly ClusterPolicyRule[],
 ): TieredRule[] {
   return list.map((r, index) => ({
-    action: r.action,
     ...resolve(r),
     origin: {
       policy: origin,

@@ -175,36 +175,37 @@ test('resolution: peers, protocols, domainNames, unknown peers and invalid rules
       ports: undefined,
       notEnforced: 'a peer of an unknown type: the rule matches nothing (fail closed)',
     },
+    // "Deny all" (the API's fail closed for Deny and Pass): every address, protocol and port.
     {
       action: 'Deny',
-      peers: [{ kind: 'all' }, pods],
-      ports: [{ kind: 'port', protocol: 'TCP', port: 22, endPort: 22 }],
-      notEnforced: 'a peer of an unknown type: it matches every address (fail closed)',
-    },
-    {
-      action: 'Pass',
       peers: [{ kind: 'all' }],
       ports: undefined,
-      notEnforced: 'a peer of an unknown type: it matches every address (fail closed)',
+      notEnforced: 'a peer of an unknown type: the rule is read as Deny all (fail closed)',
     },
     {
       action: 'Deny',
       peers: [{ kind: 'all' }],
       ports: undefined,
-      notEnforced: 'domainNames outside an Accept rule: they match every address (fail closed)',
+      notEnforced: 'a peer of an unknown type: the rule is read as Deny all (fail closed)',
     },
-    { action: 'Accept', peers: [], ports: undefined, notEnforced: 'the rule is invalid: it matches nothing (fail closed)' },
     {
       action: 'Deny',
       peers: [{ kind: 'all' }],
       ports: undefined,
-      notEnforced: 'the rule is invalid: it matches all traffic (fail closed)',
+      notEnforced: 'domainNames outside an Accept rule: the rule is read as Deny all (fail closed)',
     },
+    { action: 'Accept', peers: [], ports: undefined, notEnforced: 'the rule is invalid: the rule matches nothing (fail closed)' },
     {
-      action: 'Pass',
+      action: 'Deny',
       peers: [{ kind: 'all' }],
       ports: undefined,
-      notEnforced: 'the rule is invalid: it matches all traffic (fail closed)',
+      notEnforced: 'the rule is invalid: the rule is read as Deny all (fail closed)',
+    },
+    {
+      action: 'Deny',
+      peers: [{ kind: 'all' }],
+      ports: undefined,
+      notEnforced: 'the rule is invalid: the rule is read as Deny all (fail closed)',
     },
   ]);
 });

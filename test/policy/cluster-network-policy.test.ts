@@ -561,7 +561,7 @@ table('fail closed', [
     ],
   },
   {
-    name: 'an unknown peer in Deny: every address (the protocols still apply)',
+    name: 'an unknown peer in Deny: Deny all (every address, protocol and port)',
     dir: 'ingress',
     cnps: [admin('p', 0, nsSubject(SHOP), shopIn([r('Deny', [UNKNOWN], { protocols: [proto('TCP', 80)] })]))],
     nps: [npWebAllowAll],
@@ -569,18 +569,19 @@ table('fail closed', [
       ['ops/tool', 'shop/web', '80', 'deny admin'],
       ['203.0.113.9', 'shop/web', '80', 'deny admin'],
       ['shop/hostnet', 'shop/web', '80', 'deny admin'],
-      ['ops/tool', 'shop/web', '81', 'allow networkpolicy'],
+      ['ops/tool', 'shop/web', '81', 'deny admin'],
+      ['ops/tool', 'shop/web', '53/UDP', 'deny admin'],
     ],
   },
   {
-    name: 'an unknown peer in Pass: every address passes (a later Deny is skipped)',
+    name: 'an unknown peer in Pass: Deny all, as the API says (a Pass could skip a later Deny)',
     dir: 'ingress',
-    cnps: [admin('p', 0, nsSubject(SHOP), shopIn([r('Pass', [UNKNOWN]), r('Deny', [namespaces(ALL)])]))],
+    cnps: [admin('p', 0, nsSubject(SHOP), shopIn([r('Pass', [UNKNOWN]), r('Accept', [namespaces(ALL)])]))],
     nps: [npWebFromOps],
     conns: [
-      ['ops/tool', 'shop/web', '80', 'allow networkpolicy'],
-      ['shop/cart', 'shop/web', '80', 'deny networkpolicy'],
-      ['shop/web', 'shop/cart', '80', 'allow default'],
+      ['ops/tool', 'shop/web', '80', 'deny admin'],
+      ['shop/cart', 'shop/web', '80', 'deny admin'],
+      ['shop/web', 'shop/cart', '80', 'deny admin'],
     ],
   },
   {
@@ -612,15 +613,15 @@ table('fail closed', [
     ],
   },
   {
-    name: 'an invalid Pass rule passes all traffic',
+    name: 'an invalid Pass rule is read as Deny all',
     dir: 'ingress',
     cnps: [
-      admin('p', 0, nsSubject(SHOP), shopIn([r('Pass', [namespaces(OPS)], { invalid: true }), r('Deny', [namespaces(ALL)])])),
+      admin('p', 0, nsSubject(SHOP), shopIn([r('Pass', [namespaces(OPS)], { invalid: true }), r('Accept', [namespaces(ALL)])])),
     ],
     nps: [npWebFromOps],
     conns: [
-      ['ops/tool', 'shop/web', '80', 'allow networkpolicy'],
-      ['shop/cart', 'shop/web', '80', 'deny networkpolicy'],
+      ['ops/tool', 'shop/web', '80', 'deny admin'],
+      ['shop/cart', 'shop/web', '80', 'deny admin'],
     ],
   },
   {
@@ -632,13 +633,13 @@ table('fail closed', [
     conns: [['shop/cart', '203.0.113.9', '443', 'deny admin']],
   },
   {
-    name: 'domainNames in a Deny rule (the API allows them in Accept only): every address',
+    name: 'domainNames in a Deny rule (the API allows them in Accept only): Deny all',
     dir: 'egress',
     cnps: [admin('p', 0, nsSubject(SHOP), { egress: [r('Deny', [domains('example.com')], { protocols: [proto('TCP', 443)] })] })],
     conns: [
       ['shop/cart', '203.0.113.9', '443', 'deny admin'],
       ['shop/cart', 'ops/tool', '443', 'deny admin'],
-      ['shop/cart', '203.0.113.9', '80', 'allow default'],
+      ['shop/cart', '203.0.113.9', '80', 'deny admin'],
     ],
   },
   {
@@ -848,7 +849,7 @@ describe('the verdict names the tier, the rule and what a Pass handed on', () =>
     assert.equal(v.egress.allowed, false);
     assert.deepEqual(v.egress.notEnforced, [
       'ClusterNetworkPolicy dns (Admin tier, priority 0) egress rule 0 "web": Accept: domainNames are not enforced by this agent',
-      'ClusterNetworkPolicy dns (Admin tier, priority 0) egress rule 1: Deny: a peer of an unknown type: it matches every address (fail closed)',
+      'ClusterNetworkPolicy dns (Admin tier, priority 0) egress rule 1: Deny: a peer of an unknown type: the rule is read as Deny all (fail closed)',
     ]);
     assert.equal(v.egress.decidedBy?.rule, 1);
   });

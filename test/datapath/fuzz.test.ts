@@ -23,11 +23,19 @@ for (const style of NETWORK_STYLES) {
     });
 
     const seed = process.env.FUZZ_SEED === undefined ? SEEDS[style]! : Number(process.env.FUZZ_SEED);
-    test(`seed ${seed}, ${RUNS} scenarios: every probe ends as the oracle says`, async () => {
+    test(`seed ${seed}, ${RUNS} scenarios: every probe ends as the oracle says`, async (t) => {
       const report = await fuzz(c, { seed, runs: RUNS });
+      t.diagnostic(report.summary);
       if (!report.ok) assert.fail(`${report.summary}\n\n${report.reproduction ?? ''}`);
       assert.equal(report.runs, RUNS);
       assert.ok(report.probes >= RUNS, report.summary);
+      // ClusterNetworkPolicies were exercised: about half the scenarios hold some, and their
+      // rules decided probes with every action (a Pass handing probes on to the next tier).
+      if (RUNS >= 20) {
+        assert.ok(report.cnpScenarios >= RUNS / 5 && report.cnpScenarios < RUNS, report.summary);
+        const { Accept, Deny, Pass } = report.tiered;
+        assert.ok(Accept >= 1 && Deny >= 1 && Pass >= 1 && Accept + Deny + Pass >= 10, report.summary);
+      }
     });
 
     if (style === 'routed') {
@@ -41,7 +49,7 @@ for (const style of NETWORK_STYLES) {
         assert.equal(report.ok, false, report.summary);
         const r = parseRegression(report.reproduction ?? '', 'reproduction');
         assert.ok(r.probes.length >= 1 && r.probes.every((p) => p.family === 6 && p.expect === 'blocked'), report.reproduction);
-        // What isolates: NetworkPolicies, NamespaceNetworkPolicies, or a tenancy switch (an
+        // What isolates: NetworkPolicies, NamespaceNetworkPolicies, ClusterNetworkPolicies (a Deny), or a tenancy switch (an
         // annotated namespace, an isolated Workspace), whichever the shrunk scenario kept: a few
         // (shrinking stops after 30 s here; tenancy gives it more to remove than NetworkPolicies alone).
         const isolating = r.objects.filter((o) => {
@@ -50,7 +58,7 @@ for (const style of NETWORK_STYLES) {
             metadata?: { annotations?: Record<string, string> };
             spec?: { networkIsolation?: boolean };
           };
-          if (x.kind === 'NetworkPolicy' || x.kind === 'NamespaceNetworkPolicy') return true;
+          if (x.kind === 'NetworkPolicy' || x.kind === 'NamespaceNetworkPolicy' || x.kind === 'ClusterNetworkPolicy') return true;
           if (x.kind === 'Namespace') return x.metadata?.annotations?.['kubesphere.io/network-isolate'] === 'enabled';
           return x.kind === 'Workspace' && x.spec?.networkIsolation === true;
         });

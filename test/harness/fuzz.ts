@@ -9,7 +9,13 @@
 // namespaces in two workspaces, workspace and project isolation switched on
 // at random, Services with numeric and named target ports, and
 // NamespaceNetworkPolicies with namespace, ipBlock and service peers (some
-// naming a Service that does not exist).
+// naming a Service that does not exist). About half the scenarios also hold
+// ClusterNetworkPolicies (policy.networking.k8s.io/v1alpha2, raw objects):
+// Admin and Baseline tiers, equal and distinct priorities, namespace and pod
+// subjects, Accept/Deny/Pass rules with namespace, pod, network and node
+// peers and tcp/udp/sctp ports (numbers, ranges, named ports where the API
+// allows them), now and then an invalid rule or a peer of an unknown type
+// (fail closed), on nodes with generated labels.
 import fc from 'fast-check';
 import { buildState } from '../../src/model/normalize.ts';
 import { cidrWithin, parseCIDR } from '../../src/model/ip.ts';
@@ -94,6 +100,10 @@ export interface Scenario {
   readonly probes: readonly Probe[];
   readonly denyAction: 'drop' | 'reject';
   readonly tenancy: GenTenancy;
+  /** ClusterNetworkPolicies (raw objects), none in about half the scenarios. */
+  readonly clusterPolicies: readonly RawObject[];
+  /** Per node (NODES): its generated labels (beside kubernetes.io/hostname), for nodes peers. */
+  readonly nodeLabels: readonly Record<string, string>[];
 }
 
 /** Drops undefined fields, so the manifests say only what was generated. */
@@ -331,6 +341,167 @@ function tenancyArb(a: Addresses): fc.Arbitrary<GenTenancy> {
   });
 }
 
+// ---- ClusterNetworkPolicy (policy.networking.k8s.io/v1alpha2) ----
+
+const NODE_KEYS = ['zone', 'kubernetes.io/hostname'];
+const NODE_VALUES = ['a', 'b', ...NODES];
+const CNP_PRIORITIES = [0, 10, 10, 20, 1000];
+
+/** A namespace selector for CNP subjects and peers: label selectors, or one namespace by name. */
+function cnpNamespaceSelectorArb() {
+  return fc.oneof(
+    { arbitrary: selectorArb(NS_KEYS, NS_VALUES), weight: 2 },
+    { arbitrary: fc.record({ matchLabels: fc.record({ [NAMESPACE_NAME_LABEL]: fc.constantFrom(...NAMESPACES) }) }), weight: 2 },
+  );
+}
+
+/** `namespaces: <selector>` or `pods: {namespaceSelector, podSelector}` (subjects and pod peers alike). */
+function cnpPodsArb() {
+  return fc.oneof(
+    // Every namespace often: broad subjects and peers are what makes tiered rules decide probes.
+    { arbitrary: fc.constant({ namespaces: {} }), weight: 2 },
+    { arbitrary: fc.record({ namespaces: cnpNamespaceSelectorArb() }), weight: 2 },
+    {
+      arbitrary: fc.record({
+        pods: fc.record({ namespaceSelector: cnpNamespaceSelectorArb(), podSelector: selectorArb(POD_KEYS, POD_VALUES) }),
+      }),
+      weight: 2,
+    },
+    {
+      arbitrary: fc.record({
+        pods: fc.record({ namespaceSelector: fc.constant({}), podSelector: selectorArb(POD_KEYS, POD_VALUES) }),
+      }),
+      weight: 1,
+    },
+  );
+}
+
+function cnpNetworksArb(a: Addresses) {
+  return fc
+    .oneof(
+      { arbitrary: fc.uniqueArray(fc.constantFrom(...cidrCandidates(a)), { minLength: 1, maxLength: 3 }), weight: 3 },
+      { arbitrary: fc.constant(['0.0.0.0/0', '::/0']), weight: 1 },
+    )
+    .map((networks) => ({ networks }));
+}
+
+const cnpNodesArb = selectorArb(NODE_KEYS, NODE_VALUES).map((nodes) => ({ nodes }));
+
+/** A port of `protocols`: a number, a range (start < end, as the API requires) or, when allowed, a named port. */
+function cnpProtocolArb(named: boolean) {
+  const proto = fc.constantFrom('tcp', 'tcp', 'udp', 'sctp');
+  const numbered = fc.oneof(
+    fc.record({ number: fc.constantFrom<number>(...PORT_POOL) }),
+    fc
+      .record({ start: fc.constantFrom(...RANGE_STARTS), end: fc.constantFrom(...RANGE_ENDS) })
+      .filter((r) => r.start < r.end)
+      .map((range) => ({ range })),
+  );
+  const portArb = fc.tuple(proto, numbered).map(([p, destinationPort]) => ({ [p]: { destinationPort } }));
+  return named
+    ? fc.oneof(
+        { arbitrary: portArb, weight: 3 },
+        { arbitrary: fc.constantFrom(...PORT_NAMES).map((destinationNamedPort) => ({ destinationNamedPort })), weight: 1 },
+      )
+    : portArb;
+}
+
+/** What makes a rule invalid (the API server would refuse it) or unknown to this agent: fail closed. */
+function cnpBrokenRuleArb(dir: 'ingress' | 'egress') {
+  const peerField = dir === 'ingress' ? 'from' : 'to';
+  const action = fc.constantFrom('Accept', 'Deny', 'Pass');
+  const pods = { namespaces: {} };
+  return fc.oneof(
+    // A peer of a newer API version.
+    action.map((a) => ({ action: a, [peerField]: [{ serviceAccounts: { name: 'x' } }] })),
+    // A reversed range (CEL: start < end).
+    action.map((a) => ({
+      action: a,
+      [peerField]: [pods],
+      protocols: [{ tcp: { destinationPort: { range: { start: 9000, end: 80 } } } }],
+    })),
+    // No peers at all (MinItems=1).
+    action.map((a) => ({ action: a, [peerField]: [] })),
+    // An empty peer (MinProperties=1).
+    action.map((a) => ({ action: a, [peerField]: [{}] })),
+    ...(dir === 'egress'
+      ? [
+          // A named port with a networks peer (CEL rule of the egress rule).
+          action.map((a) => ({ action: a, to: [{ networks: ['0.0.0.0/0'] }], protocols: [{ destinationNamedPort: 'http' }] })),
+          // domainNames: not enforced in an Accept, Deny all (fail closed) elsewhere.
+          action.map((a) => ({ action: a, to: [{ domainNames: ['example.com'] }] })),
+        ]
+      : []),
+  );
+}
+
+function cnpRuleArb(a: Addresses, dir: 'ingress' | 'egress', i: number) {
+  const action = fc.constantFrom('Accept', 'Deny', 'Pass');
+  const podPeer = cnpPodsArb();
+  const peer =
+    dir === 'ingress'
+      ? podPeer
+      : fc.oneof(
+          { arbitrary: podPeer, weight: 3 },
+          { arbitrary: cnpNetworksArb(a), weight: 3 },
+          { arbitrary: cnpNodesArb, weight: 1 },
+        );
+  const valid = fc
+    .record({
+      action,
+      peers: fc.array(peer, { minLength: 1, maxLength: 2 }),
+      withPorts: fc.boolean(),
+      named: fc.boolean(),
+    })
+    .chain((r) => {
+      // Named ports only where the API allows them: not beside networks or nodes peers.
+      const named = r.named && r.peers.every((p) => 'namespaces' in p || 'pods' in p);
+      const protocols = r.withPorts
+        ? fc.array(cnpProtocolArb(named), { minLength: 1, maxLength: 2 }).map((x) => x as unknown[])
+        : fc.constant(undefined);
+      return protocols.map((ps) => ({ action: r.action, [dir === 'ingress' ? 'from' : 'to']: r.peers, protocols: ps }));
+    });
+  return fc
+    .oneof({ arbitrary: valid, weight: 12 }, { arbitrary: cnpBrokenRuleArb(dir), weight: 1 })
+    .map((r) => clean({ name: `${dir === 'ingress' ? 'in' : 'eg'}${i}`, ...r }));
+}
+
+function cnpRulesArb(a: Addresses, dir: 'ingress' | 'egress') {
+  return fc
+    .tuple(fc.constantFrom(0, 1, 1, 2, 3), fc.tuple(...[0, 1, 2].map((i) => cnpRuleArb(a, dir, i))))
+    .map(([n, rs]) => (n === 0 ? undefined : rs.slice(0, n)));
+}
+
+function clusterPolicyArb(a: Addresses, i: number) {
+  return fc
+    .record({
+      tier: fc.constantFrom('Admin', 'Baseline'),
+      priority: fc.constantFrom(...CNP_PRIORITIES),
+      subject: cnpPodsArb(),
+      ingress: cnpRulesArb(a, 'ingress'),
+      egress: cnpRulesArb(a, 'egress'),
+    })
+    .map((p): RawObject =>
+      clean({
+        apiVersion: 'policy.networking.k8s.io/v1alpha2',
+        kind: 'ClusterNetworkPolicy',
+        metadata: { name: `cnp${i}` },
+        spec: { tier: p.tier, priority: p.priority, subject: p.subject, ingress: p.ingress, egress: p.egress },
+      }),
+    );
+}
+
+function clusterPoliciesArb(a: Addresses) {
+  // Half the scenarios have none (the first value: what shrinking goes to).
+  return fc
+    .tuple(fc.constantFrom(0, 0, 0, 0, 1, 2, 3, 4), fc.tuple(...[0, 1, 2, 3].map((i) => clusterPolicyArb(a, i))))
+    .map(([n, ps]) => ps.slice(0, n));
+}
+
+const nodeLabelsArb = fc.tuple(
+  ...NODES.map(() => fc.dictionary(fc.constantFrom('zone'), fc.constantFrom('a', 'b'), { maxKeys: 1 })),
+);
+
 const podArb: fc.Arbitrary<GenPod> = fc.record({
   namespace: fc.constantFrom(...NAMESPACES),
   labels: fc.dictionary(fc.constantFrom(...POD_KEYS), fc.constantFrom(...POD_VALUES), { maxKeys: 2 }),
@@ -391,6 +562,8 @@ export function scenarioArb(c: Cluster, opts: { maxProbes?: number } = {}): fc.A
     probes: fc.array(probeArb, { minLength: 1, maxLength: opts.maxProbes ?? 40, size: 'max' }),
     denyAction: fc.constantFrom<'drop' | 'reject'>('reject', 'reject', 'reject', 'drop'),
     tenancy: tenancyArb(a),
+    clusterPolicies: clusterPoliciesArb(a),
+    nodeLabels: nodeLabelsArb,
   });
 }
 
@@ -446,7 +619,20 @@ export function scenarioObjects(c: Cluster, s: Scenario): RawObject[] {
       },
     ];
   });
-  return [...namespaces, ...pods, ...c.nodeObjects(), ...s.policies, ...workspaces, ...t.services, ...t.namespacePolicies];
+  const nodes = c.nodeObjects().map((n) => {
+    const extra = s.nodeLabels[NODES.indexOf(n.metadata.name)] ?? {};
+    return { ...n, metadata: { ...n.metadata, labels: { ...n.metadata.labels, ...extra } } };
+  });
+  return [
+    ...namespaces,
+    ...pods,
+    ...nodes,
+    ...s.policies,
+    ...workspaces,
+    ...t.services,
+    ...t.namespacePolicies,
+    ...s.clusterPolicies,
+  ];
 }
 
 /** A scenario's (or regression's) objects as the state the agent sees, tenancy on (FUZZ_TENANCY). */
@@ -487,6 +673,30 @@ export interface RunResult {
   readonly probes: number;
   /** Probes the oracle expects to be blocked. */
   readonly blocked: number;
+  /** ClusterNetworkPolicies in the scenario. */
+  readonly clusterPolicies: number;
+  /** Probes a ClusterNetworkPolicy rule decided (Accept, Deny) or passed on, per action. */
+  readonly tiered: TieredCounts;
+}
+
+export interface TieredCounts {
+  readonly Accept: number;
+  readonly Deny: number;
+  readonly Pass: number;
+}
+
+/** How many probes each tiered action decided (a Pass counts where it handed a probe on). */
+function tieredCounts(verdicts: Iterable<ReturnType<typeof verdict>>): TieredCounts {
+  const n = { Accept: 0, Deny: 0, Pass: 0 };
+  for (const v of verdicts) {
+    const seen = new Set<string>();
+    for (const d of [v.egress, v.ingress]) {
+      if (d.decidedBy !== undefined) seen.add(d.decidedBy.action);
+      for (const p of d.passed) seen.add(p.action);
+    }
+    for (const a of seen) n[a as keyof typeof n]++;
+  }
+  return n;
 }
 
 /** Applies a scenario and probes it; mismatches are probes whose result differs from the oracle's. */
@@ -502,7 +712,14 @@ export async function runScenario(c: Cluster, s: Scenario, mutate?: EnforceOptio
       : `blocked: ${v.egress.allowed ? v.ingress.reason : v.egress.reason}`;
     return o.connected === v.allowed ? [] : [{ outcome: o, expected: v.allowed, reason: why }];
   });
-  return { state, mismatches, probes: s.probes.length, blocked: [...expected.values()].filter((v) => !v.allowed).length };
+  return {
+    state,
+    mismatches,
+    probes: s.probes.length,
+    blocked: [...expected.values()].filter((v) => !v.allowed).length,
+    clusterPolicies: s.clusterPolicies.length,
+    tiered: tieredCounts(expected.values()),
+  };
 }
 
 // ---- the reproduction ----
@@ -556,6 +773,10 @@ export interface FuzzReport {
   readonly ok: boolean;
   readonly runs: number;
   readonly probes: number;
+  /** Scenarios with at least one ClusterNetworkPolicy. */
+  readonly cnpScenarios: number;
+  /** Probes decided or passed on by a ClusterNetworkPolicy rule, per action. */
+  readonly tiered: TieredCounts;
   /** The shrunk failure as a regression file (YAML), with the probe lines first in its header. */
   readonly reproduction?: string;
   readonly summary: string;
@@ -565,6 +786,8 @@ export async function fuzz(c: Cluster, opts: FuzzOptions): Promise<FuzzReport> {
   let probes = 0;
   let blocked = 0;
   let n = 0;
+  let cnpScenarios = 0;
+  const tiered = { Accept: 0, Deny: 0, Pass: 0 };
   let firstFailure: number | undefined;
   const budget = opts.shrinkBudgetMs ?? 120_000;
   const property = fc.asyncProperty(
@@ -577,21 +800,32 @@ export async function fuzz(c: Cluster, opts: FuzzOptions): Promise<FuzzReport> {
       n += 1;
       probes += r.probes;
       blocked += r.blocked;
+      if (r.clusterPolicies > 0) cnpScenarios++;
+      for (const k of ['Accept', 'Deny', 'Pass'] as const) tiered[k] += r.tiered[k];
       opts.onRun?.(r, n);
       if (r.mismatches.length > 0) firstFailure ??= Date.now();
       return r.mismatches.length === 0;
     },
   );
   const details = await fc.check(property, { seed: opts.seed, numRuns: opts.runs, endOnFailure: false });
+  const counts = { cnpScenarios, tiered };
+  const cnpSummary = `${cnpScenarios} with ClusterNetworkPolicies, whose rules decided ${tiered.Accept} Accept, ${tiered.Deny} Deny and passed ${tiered.Pass} probes`;
   if (!details.failed)
     return {
       ok: true,
       runs: n,
       probes,
-      summary: `${details.numRuns} scenarios, ${probes} probes (${blocked} expected blocked), all as the oracle says`,
+      ...counts,
+      summary: `${details.numRuns} scenarios (${cnpSummary}), ${probes} probes (${blocked} expected blocked), all as the oracle says`,
     };
   if (details.counterexample === null) {
-    return { ok: false, runs: n, probes, summary: `fuzz failed without a counterexample: ${String(details.errorInstance)}` };
+    return {
+      ok: false,
+      runs: n,
+      probes,
+      ...counts,
+      summary: `fuzz failed without a counterexample: ${String(details.errorInstance)}`,
+    };
   }
   const [s] = details.counterexample;
   let again: RunResult;
@@ -608,6 +842,7 @@ export async function fuzz(c: Cluster, opts: FuzzOptions): Promise<FuzzReport> {
       ok: false,
       runs: n,
       probes,
+      ...counts,
       reproduction,
       summary: `seed ${opts.seed}: ${e instanceof Error ? e.message : String(e)}`,
     };
@@ -617,6 +852,7 @@ export async function fuzz(c: Cluster, opts: FuzzOptions): Promise<FuzzReport> {
       ok: false,
       runs: n,
       probes,
+      ...counts,
       summary: `seed ${opts.seed}: a mismatch was seen but did not reproduce on the shrunk scenario (flaky?)\n${fc.stringify(s)}`,
     };
   }
@@ -634,6 +870,7 @@ export async function fuzz(c: Cluster, opts: FuzzOptions): Promise<FuzzReport> {
     ok: false,
     runs: n,
     probes,
+    ...counts,
     reproduction,
     summary: `seed ${opts.seed}: ${again.mismatches.length} probe(s) differ from the oracle after shrinking (${details.numShrinks} shrinks):\n${lines.map((l) => `  ${l}`).join('\n')}`,
   };

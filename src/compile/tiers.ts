@@ -184,29 +184,37 @@ function sourceOf(peer: TieredPeer, ctx: TierContext): Source {
   }
 }
 
-/** The chain of one tiered rule: counts what it decides, then does it. */
+/**
+ * The chain of one tiered rule: counts what it decides, then does it. The
+ * chain's comment says only what its name encodes (policy, direction, index);
+ * the rule's description (tier, priority, name, action) is in its rules'
+ * comments. nft cannot change a chain's comment in place, so a comment that
+ * changed with the priority or action would force a full apply; rules are
+ * flushed and refilled by an incremental update.
+ */
 function ruleChain(e: Entry, o: RenderOptions): Chain {
-  const comment = sanitizeComment(`${e.rule.origin.description}`);
+  const comment = sanitizeComment(`${e.policy.origin.label} ${e.direction} rule ${e.index}`);
+  const what = sanitizeComment(e.rule.origin.description);
   let rules: Rule[];
   switch (e.rule.action) {
     case 'Accept':
-      rules = [{ matches: [], counter: true, verdict: { kind: 'accept' }, comment: 'Accept' }];
+      rules = [{ matches: [], counter: true, verdict: { kind: 'accept' }, comment: what }];
       break;
     case 'Pass':
-      rules = [{ matches: [], counter: true, verdict: { kind: 'return' }, comment: 'Pass' }];
+      rules = [{ matches: [], counter: true, verdict: { kind: 'return' }, comment: what }];
       break;
     case 'Deny':
       rules =
         o.denyAction === 'drop'
-          ? [{ matches: [], counter: true, verdict: { kind: 'drop' }, comment: 'Deny' }]
+          ? [{ matches: [], counter: true, verdict: { kind: 'drop' }, comment: what }]
           : [
               {
                 matches: [{ kind: 'l4proto', proto: 'tcp' }],
                 counter: true,
                 verdict: { kind: 'reject', with: 'tcp reset' },
-                comment: 'Deny',
+                comment: what,
               },
-              { matches: [], counter: true, verdict: { kind: 'reject', with: 'icmpx port-unreachable' }, comment: 'Deny' },
+              { matches: [], counter: true, verdict: { kind: 'reject', with: 'icmpx port-unreachable' }, comment: what },
             ];
       break;
   }

@@ -36,6 +36,17 @@ const OPENAPI_TYPES = ['array', 'boolean', 'integer', 'number', 'object', 'strin
 const JUNCTORS = ['allOf', 'anyOf', 'oneOf'] as const;
 type Level = 'root' | 'item' | 'field';
 
+/**
+ * A pattern (Go RE2 syntax) as a JavaScript RegExp: a leading inline flag
+ * group (`(?i)`, `(?s)`), which RE2 has and JavaScript lacks, becomes a flag.
+ * Throws when it does not compile either way.
+ */
+function goRegExp(pattern: string): RegExp {
+  const m = /^\(\?([imsU]+)\)/.exec(pattern);
+  const flags = (m?.[1] ?? '').replace(/[^ims]/g, '');
+  return new RegExp(m === null ? pattern : pattern.slice(m[0].length), flags);
+}
+
 /** Is `s` exactly `anyOf: [{type: integer}, {type: string}]` (the IntOrString exception)? */
 function isIntOrStringAnyOf(anyOf: unknown): boolean {
   return isDeepStrictEqual(anyOf, [{ type: 'integer' }, { type: 'string' }]);
@@ -83,7 +94,7 @@ function valueValidation(v: Node, skipAnyOf: boolean, skipFirstAllOfAnyOf: boole
   errs.push(...nestedValueValidation(nodeOr(v.not), false, false, p.child('not')));
   if (typeof v.pattern === 'string' && v.pattern !== '') {
     try {
-      new RegExp(v.pattern, 'u');
+      goRegExp(v.pattern);
     } catch (e) {
       errs.push(invalid(p.child('pattern'), v.pattern, `must be a valid regular expression, but isn't: ${(e as Error).message}`));
     }
@@ -355,6 +366,15 @@ function openApiSchema(s: Node | undefined, p: FieldPath, ctx: OpenApiCtx, isRoo
 
 // ------------------------------------------------------------ defaults
 
+/** Does `value` match; an uncompilable pattern is reported where it is declared, not here. */
+function safeTest(pattern: string, value: string): boolean {
+  try {
+    return goRegExp(pattern).test(value);
+  } catch {
+    return true;
+  }
+}
+
 /** The value checks of the schema validator, enough for default values. */
 export function valueErrors(s: Node, value: unknown, where: string): string[] {
   if (value === null) return s.nullable === true ? [] : [`${where} in body must be of type ${str(s.type) || 'any'}: "null"`];
@@ -387,8 +407,7 @@ export function valueErrors(s: Node, value: unknown, where: string): string[] {
     if (typeof s.minLength === 'number' && n < s.minLength)
       errs.push(`${where} in body should be at least ${s.minLength} chars long`);
     if (typeof s.maxLength === 'number' && n > s.maxLength) errs.push(`${where} in body may not be longer than ${s.maxLength}`);
-    if (typeof s.pattern === 'string' && !new RegExp(s.pattern, 'u').test(value))
-      errs.push(`${where} in body should match '${s.pattern}'`);
+    if (typeof s.pattern === 'string' && !safeTest(s.pattern, value)) errs.push(`${where} in body should match '${s.pattern}'`);
   }
   if (Array.isArray(value)) {
     if (typeof s.minItems === 'number' && value.length < s.minItems)

@@ -216,6 +216,38 @@ describe('the CRD checker refuses what the API server refuses', () => {
     ]);
   });
 
+  test('a CEL rule under lists without maxItems is over the cost budget (the endPort rule before maxItems)', () => {
+    // The checker's estimate is a lower bound of the API server's: what it refuses, the API server refuses.
+    const rule = '!has(self.endPort) || (has(self.port) && type(self.port) == int && self.endPort >= self.port)';
+    const spec = (maxItems: Record<string, number>): Record<string, unknown> => ({
+      type: 'object',
+      properties: {
+        rules: {
+          type: 'array',
+          items: {
+            type: 'object',
+            properties: {
+              ports: {
+                type: 'array',
+                items: {
+                  type: 'object',
+                  properties: { port: { 'x-kubernetes-int-or-string': true }, endPort: { type: 'integer' } },
+                  'x-kubernetes-validations': [{ rule, message: 'endPort >= port' }],
+                },
+                ...maxItems,
+              },
+            },
+          },
+          ...maxItems,
+        },
+      },
+    });
+    assert.deepEqual(errors(crdWith(root(spec({})))), [
+      `${P}.properties[spec].properties[rules].items.properties[ports].items.x-kubernetes-validations[0].rule: Forbidden: estimated rule cost exceeds budget by factor of 1.048576x (try simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, and strings are declared)`,
+    ]);
+    assert.deepEqual(errors(crdWith(root(spec({ maxItems: 256 })))), []);
+  });
+
   test('the 422 Status names the object and each field', () => {
     const s = invalidStatus('apiextensions.k8s.io', 'CustomResourceDefinition', 'widgets.example.com', [
       ...validateCustomResourceDefinition(crdWith(root({ type: 'object', properties: { x: {} } }))),

@@ -11,7 +11,10 @@
 //     (no $ref, patternProperties, uniqueItems...; properties and
 //     additionalProperties are mutually exclusive; list/map types), names,
 //     versions, printer columns, x-kubernetes-validations rules (parsed as
-//     CEL here; the API server also type-checks them);
+//     CEL here, and their cost bounded from below: under a list without
+//     maxItems a rule runs up to ~1M times per object, and the API server
+//     refuses a rule whose estimated cost exceeds 10M; the API server also
+//     type-checks them, which this does not);
 //   - pkg/apiserver/schema/defaulting/validation.go: defaults valid against
 //     their schema, pruned, and none in metadata.
 // Error paths and texts are the API server's. A v1 CRD whose versions all
@@ -237,9 +240,59 @@ interface OpenApiCtx {
   /** Why defaults are forbidden here (undefined: allowed). */
   readonly noDefaults: string | undefined;
   readonly insideMeta: boolean;
+  /**
+   * How many times this node can occur in one object: the product of the
+   * maxItems/maxProperties above it (cel_validation.go, MaxCardinality);
+   * undefined when a list or map above it is unbounded.
+   */
+  readonly cardinality: number | undefined;
 }
 
-function celRules(s: Node, p: FieldPath): FieldError[] {
+// ---- CEL cost (a lower bound of the API server's static estimate)
+
+/** Per rule, x its cardinality (StaticEstimatedCostLimit). */
+const RULE_COST_LIMIT = 10_000_000;
+/** celconfig.MaxRequestSizeBytes. */
+const MAX_REQUEST_BYTES = 3 * 1024 * 1024;
+
+/** The factor by which a node multiplies the cardinality of its children (extractMaxElements); undefined: unbounded. */
+function maxElements(s: Node): number | undefined {
+  if (s.type === 'object')
+    return s.additionalProperties === undefined ? 1 : typeof s.maxProperties === 'number' ? s.maxProperties : undefined;
+  if (s.type === 'array') return typeof s.maxItems === 'number' ? s.maxItems : undefined;
+  return 1;
+}
+
+const childCardinality = (parent: Node, c: number | undefined): number | undefined => {
+  const m = maxElements(parent);
+  return c === undefined || m === undefined ? undefined : c * m;
+};
+
+/** The smallest JSON a value of this node serializes to (DeclType.MinSerializedSize): `{}`, `[]`, `""`, `0`, `true`. */
+function minSerializedSize(s: Node): number {
+  if (s['x-kubernetes-int-or-string'] === true) return 2;
+  return s.type === 'boolean' ? 4 : s.type === 'integer' || s.type === 'number' ? 1 : 2;
+}
+
+/**
+ * A lower bound of CEL's static cost of one evaluation: every identifier of
+ * the object (self, oldSelf) and every field selection costs 1 in CEL's
+ * estimator (common.SelectAndIdentCost); operators, calls and comprehensions
+ * only add to that.
+ */
+function costLowerBound(ast: unknown): number {
+  if (Array.isArray(ast)) return ast.reduce((n: number, x) => n + costLowerBound(x), 0);
+  if (!isNode(ast)) return 0;
+  const own = ast.op === '.' || ast.op === '.?' || (ast.op === 'id' && (ast.args === 'self' || ast.args === 'oldSelf')) ? 1 : 0;
+  return own + costLowerBound(ast.args);
+}
+
+function costFactor(cost: number): string {
+  const f = cost / RULE_COST_LIMIT;
+  return f > 100 ? 'more than 100x' : f < 1.5 ? `${f.toFixed(6)}x` : `${f.toFixed(1)}x`;
+}
+
+function celRules(s: Node, p: FieldPath, cardinality: number | undefined): FieldError[] {
   const errs: FieldError[] = [];
   list(s['x-kubernetes-validations']).forEach((r, i) => {
     const rp = p.child('x-kubernetes-validations').index(i);
@@ -257,7 +310,16 @@ function celRules(s: Node, p: FieldPath): FieldError[] {
       errs.push(notSupported(rp.child('reason'), rule.reason, VALIDATION_REASONS));
     if (text !== '') {
       try {
-        parseCel(text);
+        // Under an unbounded list or map the rule may run once per MaxRequestSizeBytes / (its node's size + 1).
+        const times = cardinality ?? Math.floor(MAX_REQUEST_BYTES / (minSerializedSize(s) + 1));
+        const cost = costLowerBound(parseCel(text).ast) * times;
+        if (cost > RULE_COST_LIMIT)
+          errs.push(
+            forbidden(
+              rp.child('rule'),
+              `estimated rule cost exceeds budget by factor of ${costFactor(cost)} (try simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, and strings are declared)`,
+            ),
+          );
       } catch (e) {
         errs.push(invalid(rp.child('rule'), rule, `compilation failed: ${(e as Error).message.split('\n')[0] ?? ''}`));
       }
@@ -292,11 +354,15 @@ function openApiSchema(s: Node | undefined, p: FieldPath, ctx: OpenApiCtx, isRoo
   if (s.additionalProperties !== undefined) {
     if (Object.keys(props).length > 0 && s.additionalProperties !== true)
       errs.push(forbidden(p.child('additionalProperties'), 'additionalProperties and properties are mutual exclusive'));
-    const sub = ctx.insideMeta ? { ...ctx, noDefaults: 'inside additionalProperties applying to object metadata' } : ctx;
+    const sub = {
+      ...ctx,
+      ...(ctx.insideMeta ? { noDefaults: 'inside additionalProperties applying to object metadata' } : {}),
+      cardinality: childCardinality(s, ctx.cardinality),
+    };
     errs.push(...openApiSchema(nodeOr(s.additionalProperties), p.child('additionalProperties'), sub, false));
   }
   for (const [k, f] of Object.entries(props)) {
-    let sub = ctx;
+    let sub: OpenApiCtx = { ...ctx, cardinality: childCardinality(s, ctx.cardinality) };
     if ((isRoot || s['x-kubernetes-embedded-resource'] === true) && ['metadata', 'kind', 'apiVersion'].includes(k)) {
       sub = { ...sub, insideMeta: true };
       if (isRoot) sub = { ...sub, noDefaults: `in top-level ${k}` };
@@ -305,7 +371,9 @@ function openApiSchema(s: Node | undefined, p: FieldPath, ctx: OpenApiCtx, isRoo
   }
   errs.push(...openApiSchema(nodeOr(s.not), p.child('not'), ctx, false));
   for (const j of JUNCTORS) list(s[j]).forEach((x, i) => errs.push(...openApiSchema(nodeOr(x), p.child(j).index(i), ctx, false)));
-  errs.push(...openApiSchema(nodeOr(s.items), p.child('items'), ctx, false));
+  errs.push(
+    ...openApiSchema(nodeOr(s.items), p.child('items'), { ...ctx, cardinality: childCardinality(s, ctx.cardinality) }, false),
+  );
   if (s['x-kubernetes-preserve-unknown-fields'] === false)
     errs.push(invalid(p.child('x-kubernetes-preserve-unknown-fields'), false, 'must be true or undefined'));
   const mapType = s['x-kubernetes-map-type'];
@@ -360,7 +428,7 @@ function openApiSchema(s: Node | undefined, p: FieldPath, ctx: OpenApiCtx, isRoo
       }
     }
   }
-  errs.push(...celRules(s, p));
+  errs.push(...celRules(s, p, ctx.cardinality));
   return errs;
 }
 
@@ -547,7 +615,7 @@ function schemaErrors(schema: Node, statusEnabled: boolean, p: FieldPath): Field
   const structural = validateStructural(schema, sp);
   errs.push(...structural);
   if (structural.length === 0) errs.push(...defaults(schema, sp));
-  errs.push(...openApiSchema(schema, sp, { noDefaults: undefined, insideMeta: false }, true));
+  errs.push(...openApiSchema(schema, sp, { noDefaults: undefined, insideMeta: false, cardinality: 1 }, true));
   return errs;
 }
 

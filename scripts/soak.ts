@@ -9,15 +9,23 @@
 // Churn (about --rate changes per second): pods created, deleted and
 // relabelled, pod IPs reused by new pods, policies created, edited and
 // deleted, namespaces relabelled, in three churn namespaces (~40 pods, ~44
-// policies). The probes run between pods of namespace `guard`, which churn
-// never touches: guard/intruder -> guard/vault (isolated by a policy that
-// admits no existing pod) must stay denied; guard/client -> guard/open (no
-// policy selects it) must stay allowed.
+// policies), and ClusterNetworkPolicies (~8, Admin and Baseline, subjects in
+// the churn namespaces) created, deleted, re-prioritized (equal priorities
+// included), their rules' actions changed, rules swapped and specs replaced.
+// The probes run between pods of namespace `guard`, which churn never
+// touches: guard/intruder -> guard/vault (isolated by a policy that admits no
+// existing pod; an Admin Pass hands intruder's traffic to it, a Baseline
+// Accept it must not reach) must stay denied; guard/intruder -> guard/open
+// (an Admin Deny) and guard/intruder -> guard/client (a Baseline Deny) must
+// stay denied; guard/client -> guard/open (no NetworkPolicy selects it; an
+// Admin Accept before that Deny) must stay allowed.
 //
 // Faults, spread over the run: agent SIGKILL mid-apply (node-2), API server
 // outage 30 s, compaction (410 Gone), `nft flush ruleset` and `nft delete
 // table` (node-2, where guard/vault runs), the nft binary failing for 15 s (a wrapper, both
-// nodes), API connections reset. Convergence per fault: from the end of the
+// nodes), API connections reset, the ClusterNetworkPolicy CRD removed for
+// 10 s and reinstalled (the agents keep enforcing what they had; the CNPs
+// churned right after the reinstall must reach them). Convergence per fault: from the end of the
 // fault to both agents' applied ruleset equal to the ruleset rendered from
 // the API server's objects and their kernel listing matching it (churn pauses
 // before each fault until both agents have caught up, runs during the fault,
@@ -39,7 +47,15 @@ import { parseArgs } from 'node:util';
 import { execa } from 'execa';
 import { buildState } from '../src/model/normalize.ts';
 import { renderNode } from '../test/support/render-node.ts';
-import { FakeApiServer, namespace, networkPolicy, pod, type KubeObject, type Resource } from '../test/support/fake-apiserver.ts';
+import {
+  FakeApiServer,
+  clusterNetworkPolicy,
+  namespace,
+  networkPolicy,
+  pod,
+  type KubeObject,
+  type Resource,
+} from '../test/support/fake-apiserver.ts';
 import { Cluster } from '../test/harness/cluster.ts';
 import { runProbes, type Probe } from '../test/harness/probe.ts';
 import { AgentProcess, nftIn, scratch, type Scratch } from '../test/agent/agent-process.ts';
@@ -104,6 +120,8 @@ interface World {
   /** Recently released IPs, reused first. */
   readonly released: { node: string; ip: string }[];
   serial: number;
+  /** Is the ClusterNetworkPolicy CRD installed? (While it is not, the API refuses CNP writes: churn skips them.) */
+  cnpCrd: boolean;
 }
 
 function ipsOf(w: World, nodeName: string): string[] {
@@ -152,6 +170,142 @@ function takeIP(w: World): { node: string; ip: string } | undefined {
   return ip === undefined ? undefined : { node, ip };
 }
 
+// ---- ClusterNetworkPolicies: subjects only in the churn namespaces, never guard ----
+const CNP_GROUP = 'policy.networking.k8s.io';
+const CNP_CRD = `clusternetworkpolicies.${CNP_GROUP}`;
+const CNP_PRIORITIES = [0, 5, 10, 10, 20, 50, 100, 1000];
+const CHURN_NAMESPACES = { matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'In', values: CHURN_NS }] };
+
+function randomCnpRule(dir: 'ingress' | 'egress', i: number): Record<string, unknown> {
+  const peer = (): Record<string, unknown> => {
+    const r = rand();
+    if (r < 0.35) return { namespaces: { matchLabels: { team: pick(TEAMS) } } };
+    if (r < 0.7 || dir === 'ingress')
+      return {
+        pods: { namespaceSelector: { matchLabels: { team: pick(TEAMS) } }, podSelector: { matchLabels: { app: pick(APPS) } } },
+      };
+    if (r < 0.9) return { networks: [pick(['10.0.0.0/8', '0.0.0.0/0', '10.244.2.0/24', 'fd00::/8'])] };
+    return { nodes: { matchLabels: { 'kubernetes.io/hostname': pick(['node-1', 'node-2']) } } };
+  };
+  const peers = Array.from({ length: 1 + Math.floor(rand() * 2) }, peer);
+  const rule: Record<string, unknown> = {
+    name: `${dir}-${i}`,
+    action: pick(['Accept', 'Deny', 'Pass']),
+    [dir === 'ingress' ? 'from' : 'to']: peers,
+  };
+  if (rand() < 0.7) {
+    const p = pick([80, 443, 5432, 8080]);
+    rule['protocols'] = [
+      rand() < 0.3
+        ? { tcp: { destinationPort: { range: { start: p, end: p + 1 + Math.floor(rand() * 100) } } } }
+        : { [pick(['tcp', 'udp'])]: { destinationPort: { number: p } } },
+    ];
+  }
+  return rule;
+}
+
+function randomCnpSpec(): Record<string, unknown> {
+  const subject =
+    rand() < 0.5
+      ? { namespaces: rand() < 0.5 ? CHURN_NAMESPACES : { matchLabels: { team: pick(TEAMS) } } }
+      : { pods: { namespaceSelector: CHURN_NAMESPACES, podSelector: { matchLabels: { app: pick(APPS) } } } };
+  const spec: Record<string, unknown> = {
+    tier: rand() < 0.6 ? 'Admin' : 'Baseline',
+    priority: pick(CNP_PRIORITIES),
+    subject,
+    ingress: Array.from({ length: 1 + Math.floor(rand() * 3) }, (_, i) => randomCnpRule('ingress', i)),
+  };
+  if (rand() < 0.5) spec['egress'] = Array.from({ length: 1 + Math.floor(rand() * 2) }, (_, i) => randomCnpRule('egress', i));
+  return spec;
+}
+
+/** The guard's ClusterNetworkPolicies: what keeps the CNP-decided never-open probes closed and the always-open one open. */
+function guardCnps(): KubeObject[] {
+  const guard = (app: string) => ({
+    pods: {
+      namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'guard' } },
+      podSelector: { matchLabels: { app } },
+    },
+  });
+  return [
+    clusterNetworkPolicy('guard-admin', {
+      tier: 'Admin',
+      priority: 10,
+      subject: guard('open'),
+      ingress: [
+        { name: 'client-in', action: 'Accept', from: [guard('client')] },
+        { name: 'intruder-out', action: 'Deny', from: [guard('intruder')] },
+      ],
+    }),
+    clusterNetworkPolicy('guard-pass', {
+      tier: 'Admin',
+      priority: 10,
+      subject: guard('vault'),
+      ingress: [{ name: 'to-networkpolicy', action: 'Pass', from: [guard('intruder')] }],
+    }),
+    clusterNetworkPolicy('guard-baseline', {
+      tier: 'Baseline',
+      priority: 0,
+      subject: guard('client'),
+      ingress: [{ name: 'intruder', action: 'Deny', from: [guard('intruder')] }],
+    }),
+    // Reached only if the Baseline tier were wrongly put before the NetworkPolicy isolating vault.
+    clusterNetworkPolicy('guard-baseline-vault', {
+      tier: 'Baseline',
+      priority: 0,
+      subject: guard('vault'),
+      ingress: [{ name: 'never-reached', action: 'Accept', from: [{ namespaces: {} }] }],
+    }),
+  ];
+}
+
+/** One seeded ClusterNetworkPolicy change (the churn CNPs only: names cnp-N). */
+function churnCnp(w: World): string {
+  const cnps = w.api.list('clusternetworkpolicies').filter((o) => o.metadata.name.startsWith('cnp-'));
+  const r = rand();
+  if ((r < 0.2 && cnps.length < 12) || cnps.length < 4) {
+    w.serial++;
+    w.api.create('clusternetworkpolicies', clusterNetworkPolicy(`cnp-${w.serial}`, randomCnpSpec()));
+    return 'cnp-create';
+  }
+  const p = structuredClone(pick(cnps));
+  const spec = p['spec'] as {
+    priority: number;
+    tier: string;
+    ingress?: Record<string, unknown>[];
+    egress?: Record<string, unknown>[];
+  };
+  if (r < 0.35) {
+    w.api.delete('clusternetworkpolicies', undefined, p.metadata.name);
+    return 'cnp-delete';
+  }
+  if (r < 0.55) {
+    // Equal priorities included: ties are broken by name, the same on every node and in the renderer.
+    spec.priority = pick(CNP_PRIORITIES);
+    w.api.update('clusternetworkpolicies', p);
+    return 'cnp-priority';
+  }
+  const rules = [...(spec.ingress ?? []), ...(spec.egress ?? [])];
+  if (r < 0.75 && rules.length > 0) {
+    const rule = pick(rules);
+    rule['action'] = pick(['Accept', 'Deny', 'Pass'].filter((a) => a !== rule['action']));
+    w.api.update('clusternetworkpolicies', p);
+    return 'cnp-action';
+  }
+  if (r < 0.87 && (spec.ingress?.length ?? 0) >= 2) {
+    spec.ingress = [...(spec.ingress ?? [])].reverse();
+    w.api.update('clusternetworkpolicies', p);
+    return 'cnp-swap';
+  }
+  if (r < 0.93) {
+    spec.tier = spec.tier === 'Admin' ? 'Baseline' : 'Admin';
+    w.api.update('clusternetworkpolicies', p);
+    return 'cnp-tier';
+  }
+  w.api.update('clusternetworkpolicies', clusterNetworkPolicy(p.metadata.name, randomCnpSpec()));
+  return 'cnp-replace';
+}
+
 const list = (w: World, r: Resource, nsIn: readonly string[]): KubeObject[] =>
   w.api.list(r).filter((o) => o.metadata.namespace !== undefined && nsIn.includes(o.metadata.namespace));
 
@@ -159,6 +313,8 @@ const list = (w: World, r: Resource, nsIn: readonly string[]): KubeObject[] =>
 function churnOnce(w: World): string {
   const pods = list(w, 'pods', CHURN_NS);
   const pols = list(w, 'networkpolicies', CHURN_NS);
+  // About one change in seven is a ClusterNetworkPolicy's (none while its CRD is not installed).
+  if (rand() < 0.15) return w.cnpCrd ? churnCnp(w) : 'none';
   const r = rand();
   if (r < 0.18 && pods.length < 50) {
     const at = takeIP(w);
@@ -246,7 +402,7 @@ function startAgentProcess(
     netns,
     kubeconfig: w.s.kubeconfig,
     nft: w.s.nft,
-    args: ['--deny-action', 'reject', '--log-level', 'info', '--debounce', '50ms'],
+    args: ['--deny-action', 'reject', '--log-level', 'info', '--debounce', '50ms', '--crd-recheck', '1s'],
     env,
     ...(entry === undefined ? {} : { entry }),
   });
@@ -254,7 +410,8 @@ function startAgentProcess(
 
 /** Undefined when both agents enforce the API server's state; else why not. */
 async function notConverged(w: World, slots: readonly AgentSlot[]): Promise<string | undefined> {
-  const { state } = buildState(['namespaces', 'pods', 'networkpolicies', 'nodes'].flatMap((r) => w.api.list(r as Resource)));
+  const resources: Resource[] = ['namespaces', 'pods', 'networkpolicies', 'nodes', 'clusternetworkpolicies'];
+  const { state } = buildState(resources.flatMap((r) => w.api.list(r)));
   for (const s of slots) {
     // /debug/state is cheap; /debug/ruleset lists the kernel table: only once the agent says it is in sync.
     const st = await s.agent.get('/debug/state').catch(() => undefined);
@@ -275,20 +432,31 @@ async function notConverged(w: World, slots: readonly AgentSlot[]): Promise<stri
 interface ProbeStats {
   attempts: number;
   neverOpenViolations: number[];
+  /** Violations per never-open destination. */
+  neverOpenBy: Map<string, number>;
   alwaysOpenFailures: number[];
 }
 
 async function probeLoop(w: World, stop: { done: boolean }, stats: ProbeStats, t0: number): Promise<void> {
-  const never: Probe = { from: 'guard/intruder', to: 'guard/vault', protocol: 'TCP', port: 80, family: 4, via: 'pod' };
-  const always: Probe = { from: 'guard/client', to: 'guard/open', protocol: 'TCP', port: 80, family: 4, via: 'pod' };
+  const tcp = (from: string, to: string): Probe => ({ from, to, protocol: 'TCP', port: 80, family: 4, via: 'pod' });
+  // Denied by a NetworkPolicy (after an Admin Pass), an Admin Deny, a Baseline Deny.
+  const never = [
+    tcp('guard/intruder', 'guard/vault'),
+    tcp('guard/intruder', 'guard/open'),
+    tcp('guard/intruder', 'guard/client'),
+  ];
+  const always = tcp('guard/client', 'guard/open');
   while (!stop.done) {
     const at = (now() - t0) / 1000;
-    const out = await runProbes(w.c, [never, always], { timeoutMs: 1000, retries: 0 }).catch(() => []);
+    const out = await runProbes(w.c, [...never, always], { timeoutMs: 1000, retries: 0 }).catch(() => []);
     // About 100 connection attempts per second, as in the issue's run.
     await sleep(15);
     for (const o of out) {
       stats.attempts++;
-      if (o.probe === never && o.connected) stats.neverOpenViolations.push(at);
+      if (never.includes(o.probe) && o.connected) {
+        stats.neverOpenViolations.push(at);
+        stats.neverOpenBy.set(o.probe.to, (stats.neverOpenBy.get(o.probe.to) ?? 0) + 1);
+      }
       if (o.probe === always && !o.connected) stats.alwaysOpenFailures.push(at);
     }
   }
@@ -375,6 +543,22 @@ const FAULTS: readonly Fault[] = [
     },
   },
   {
+    name: 'ClusterNetworkPolicy CRD removed 10 s, reinstalled',
+    run: async (w) => {
+      // The agents' CNP watches fail and retry, keeping what they had (fail closed: the guard's
+      // Admin and Baseline Denies stay in force); churn of everything else goes on.
+      w.cnpCrd = false;
+      w.api.removeCRDs([CNP_GROUP, CNP_CRD]);
+      w.api.endStreams('clusternetworkpolicies');
+      await sleep(10_000);
+      w.api.installCRDs([CNP_GROUP]);
+      w.cnpCrd = true;
+      // Changes right after the reinstall: converged means the watches are back.
+      const ops = Array.from({ length: 3 }, () => churnCnp(w));
+      return `removed 10 s, reinstalled, then ${ops.join(', ')}`;
+    },
+  },
+  {
     name: 'API connections reset',
     run: (w) => {
       w.api.resetConnections();
@@ -425,7 +609,7 @@ async function main(): Promise<number> {
   });
   const api = await FakeApiServer.start();
   const s = await scratch(api);
-  const w: World = { c, api, s, free: new Map(), released: [], serial: 0 };
+  const w: World = { c, api, s, free: new Map(), released: [], serial: 0, cnpCrd: true };
   const slots: AgentSlot[] = [];
   try {
     for (const n of c.nodes) w.free.set(n.name, ipsOf(w, n.name));
@@ -451,6 +635,11 @@ async function main(): Promise<number> {
       w.serial++;
       api.create('networkpolicies', randomPolicy(pick(CHURN_NS), `np-${w.serial}`));
     }
+    for (const g of guardCnps()) api.create('clusternetworkpolicies', g);
+    for (let i = 0; i < 8; i++) {
+      w.serial++;
+      api.create('clusternetworkpolicies', clusterNetworkPolicy(`cnp-${w.serial}`, randomCnpSpec()));
+    }
     const [n1, n2] = c.nodes;
     if (n1 === undefined || n2 === undefined) throw new Error('two nodes expected');
     for (const [n, env] of [
@@ -472,7 +661,7 @@ async function main(): Promise<number> {
     soakStart = t0;
     const endAt = t0 + MINUTES * 60_000;
     const stop = { done: false };
-    const stats: ProbeStats = { attempts: 0, neverOpenViolations: [], alwaysOpenFailures: [] };
+    const stats: ProbeStats = { attempts: 0, neverOpenViolations: [], neverOpenBy: new Map(), alwaysOpenFailures: [] };
     const probing = probeLoop(w, stop, stats, t0);
     const paused = { on: false };
     const ops = new Map<string, number>();
@@ -558,7 +747,7 @@ async function main(): Promise<number> {
       `soak: ${MINUTES} min, churn ${RATE}/s (seed ${args.seed}), ${[...ops.values()].reduce((a, b) => a + b, 0)} changes: ${[...ops.entries()].map(([k, v]) => `${k} ${v}`).join(', ')}`,
     );
     out.push(
-      `cluster at the end: ${list(w, 'pods', CHURN_NS).length + 4} pods, ${api.list('networkpolicies').length} policies; load average ${loadavg()
+      `cluster at the end: ${list(w, 'pods', CHURN_NS).length + 4} pods, ${api.list('networkpolicies').length} policies, ${api.list('clusternetworkpolicies').length} cluster network policies; load average ${loadavg()
         .map((x) => x.toFixed(1))
         .join(' ')} (2 cores, shared)`,
     );
@@ -568,7 +757,7 @@ async function main(): Promise<number> {
     for (const r of results) out.push(`| ${r.name} | ${r.atS.toFixed(0)} | ${r.convergeS?.toFixed(2) ?? '> 60'} |`);
     out.push('');
     out.push(
-      `probes: ${stats.attempts} connection attempts; never-open violations ${stats.neverOpenViolations.length} (${stats.neverOpenViolations.length - violations.length} within 1 s of a flush/delete, ${violations.length} outside); always-open failures ${stats.alwaysOpenFailures.length}`,
+      `probes: ${stats.attempts} connection attempts; never-open violations ${stats.neverOpenViolations.length} (${stats.neverOpenViolations.length - violations.length} within 1 s of a flush/delete, ${violations.length} outside${stats.neverOpenBy.size === 0 ? '' : `; to ${[...stats.neverOpenBy].map(([k, v]) => `${k} ${v}`).join(', ')}`}); always-open failures ${stats.alwaysOpenFailures.length}`,
     );
     out.push('');
     out.push(

@@ -18,7 +18,8 @@
 // Accept it must not reach) must stay denied; guard/intruder -> guard/open
 // (an Admin Deny) and guard/intruder -> guard/client (a Baseline Deny) must
 // stay denied; guard/client -> guard/open (no NetworkPolicy selects it; an
-// Admin Accept before that Deny) must stay allowed.
+// Admin Accept before that Deny) must stay allowed. At every convergence check
+// verdict() is asked too: it must give each guard probe its expected answer.
 //
 // Faults, spread over the run: agent SIGKILL mid-apply (node-2), API server
 // outage 30 s, compaction (410 Gone), `nft flush ruleset` and `nft delete
@@ -46,6 +47,8 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { execa } from 'execa';
 import { buildState } from '../src/model/normalize.ts';
+import type { ClusterState } from '../src/model/types.ts';
+import { verdict } from '../src/policy/verdict.ts';
 import { renderNode } from '../test/support/render-node.ts';
 import {
   FakeApiServer,
@@ -408,10 +411,31 @@ function startAgentProcess(
   });
 }
 
+/** The guard probes and what they must do: never open (a tier or a NetworkPolicy denies), always open. */
+const GUARD_PROBES: readonly { readonly from: string; readonly to: string; readonly allowed: boolean }[] = [
+  { from: 'guard/intruder', to: 'guard/vault', allowed: false },
+  { from: 'guard/intruder', to: 'guard/open', allowed: false },
+  { from: 'guard/intruder', to: 'guard/client', allowed: false },
+  { from: 'guard/client', to: 'guard/open', allowed: true },
+];
+/** Moments the evaluator disagreed with a guard probe's expectation (the probes' expectations are its). */
+const oracleDisagreements: string[] = [];
+
+function checkGuardOracle(state: ClusterState): void {
+  for (const g of GUARD_PROBES) {
+    const [from, to] = [g.from, g.to].map((k) => state.pods.find((p) => `${p.namespace}/${p.name}` === k));
+    if (from === undefined || to === undefined) continue;
+    const v = verdict(state, { kind: 'pod', pod: from }, { kind: 'pod', pod: to }, 'TCP', 80, { family: 4 });
+    if (v.allowed !== g.allowed)
+      oracleDisagreements.push(`${g.from} -> ${g.to}: verdict() says ${v.allowed ? 'allowed' : `blocked (${v.ingress.reason})`}`);
+  }
+}
+
 /** Undefined when both agents enforce the API server's state; else why not. */
 async function notConverged(w: World, slots: readonly AgentSlot[]): Promise<string | undefined> {
   const resources: Resource[] = ['namespaces', 'pods', 'networkpolicies', 'nodes', 'clusternetworkpolicies'];
   const { state } = buildState(resources.flatMap((r) => w.api.list(r)));
+  checkGuardOracle(state);
   for (const s of slots) {
     // /debug/state is cheap; /debug/ruleset lists the kernel table: only once the agent says it is in sync.
     const st = await s.agent.get('/debug/state').catch(() => undefined);
@@ -440,12 +464,8 @@ interface ProbeStats {
 async function probeLoop(w: World, stop: { done: boolean }, stats: ProbeStats, t0: number): Promise<void> {
   const tcp = (from: string, to: string): Probe => ({ from, to, protocol: 'TCP', port: 80, family: 4, via: 'pod' });
   // Denied by a NetworkPolicy (after an Admin Pass), an Admin Deny, a Baseline Deny.
-  const never = [
-    tcp('guard/intruder', 'guard/vault'),
-    tcp('guard/intruder', 'guard/open'),
-    tcp('guard/intruder', 'guard/client'),
-  ];
-  const always = tcp('guard/client', 'guard/open');
+  const never = GUARD_PROBES.filter((g) => !g.allowed).map((g) => tcp(g.from, g.to));
+  const always = GUARD_PROBES.filter((g) => g.allowed).map((g) => tcp(g.from, g.to))[0]!;
   while (!stop.done) {
     const at = (now() - t0) / 1000;
     const out = await runProbes(w.c, [...never, always], { timeoutMs: 1000, retries: 0 }).catch(() => []);
@@ -731,6 +751,8 @@ async function main(): Promise<number> {
     // ---- report ----
     const inFlush = (t: number): boolean => flushMoments.some((m) => t >= m && t < m + 1);
     const violations = stats.neverOpenViolations.filter((t) => !inFlush(t));
+    if (oracleDisagreements.length > 0)
+      process.stderr.write(`verdict() disagreed with the probes: ${[...new Set(oracleDisagreements)].join('; ')}\n`);
     if (violations.length > 0)
       process.stderr.write(`never-open violations outside flushes at (s): ${violations.map((t) => t.toFixed(2)).join(' ')}\n`);
     process.stderr.write(`flushes at (s): ${flushMoments.map((t) => t.toFixed(2)).join(' ')}\n`);
@@ -784,6 +806,7 @@ async function main(): Promise<number> {
       ['no agent exited on its own', unexpectedExits.length === 0],
       ['no never-open violation outside the moment of a flush', violations.length === 0],
       ['no always-open failure', stats.alwaysOpenFailures.length === 0],
+      ["verdict() always agreed with the guard probes' expectations", oracleDisagreements.length === 0],
       ['every fault but the outage converged in < 5 s', slow.length === 0 && results.length === faults.length],
       ['the outage converged', outage?.convergeS !== undefined],
       ['RSS with the DaemonSet env < 200 MiB', dsMax < 200],

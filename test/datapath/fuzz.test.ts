@@ -6,6 +6,7 @@ import { after, before, describe, test } from 'node:test';
 import { Cluster, NETWORK_STYLES } from '../harness/cluster.ts';
 import { fuzz, fuzzClusterSpec } from '../harness/fuzz.ts';
 import { parseRegression } from '../harness/regression.ts';
+import { replayRegression } from '../harness/replay.ts';
 import { datapathSkip } from '../harness/requirements.ts';
 
 const skip = datapathSkip();
@@ -39,6 +40,33 @@ for (const style of NETWORK_STYLES) {
     });
 
     if (style === 'routed') {
+      test('a deliberately broken tier datapath (ClusterNetworkPolicy Deny rules accept) is found, shrunk to a regression holding the CNP, which replays clean on the real ruleset', async () => {
+        const broken = (text: string): string =>
+          text.replace(/counter (?:drop|reject with [a-z -]+) comment "([^"]*: Deny)"/g, 'counter accept comment "$1"');
+        const report = await fuzz(c, { seed: 11, runs: 40, shrinkBudgetMs: 30_000, mutate: broken });
+        assert.equal(report.ok, false, report.summary);
+        const r = parseRegression(report.reproduction ?? '', 'reproduction');
+        assert.ok(r.probes.length >= 1 && r.probes.every((p) => p.expect === 'blocked'), report.reproduction);
+        // The YAML carries the deciding ClusterNetworkPolicies (and the nodes with their labels).
+        const named = (kind: string): string[] =>
+          r.objects.flatMap((o) => {
+            const x = o as { kind?: string; metadata?: { name?: string } };
+            return x.kind === kind ? [x.metadata?.name ?? ''] : [];
+          });
+        const deciding = new Set(
+          r.probes.flatMap((p) => [...(p.reason ?? '').matchAll(/ClusterNetworkPolicy (\S+) \(/g)].map((m) => m[1]!)),
+        );
+        assert.ok(deciding.size >= 1, report.reproduction);
+        for (const name of deciding)
+          assert.ok(named('ClusterNetworkPolicy').includes(name), `${name} is missing:\n${report.reproduction}`);
+        assert.equal(named('Node').length, 2, report.reproduction);
+        // As a regression file: the real ruleset passes it, the broken one does not.
+        const real = await replayRegression(r, style);
+        assert.deepEqual([...real.oracleChanged, ...real.wrong], [], report.reproduction);
+        const again = await replayRegression(r, style, broken);
+        assert.ok(again.wrong.length >= 1, `the broken ruleset passes the reproduction:\n${report.reproduction}`);
+      });
+
       test('a deliberately broken ruleset (IPv6 egress never dispatched) is found and shrunk to a small reproduction', async () => {
         const report = await fuzz(c, {
           seed: 5,

@@ -152,6 +152,14 @@ describe('image rules', () => {
     assert.match(TEXT, /org\.opencontainers\.image\.version="\$\{VERSION\}"/);
   });
 
+  test('the commit reaches the agent: NFTNP_COMMIT from ARG REVISION, in the final stage (no .git in the image)', () => {
+    const ins = finalStage?.getInstructions() ?? [];
+    const argAt = ins.findIndex((i) => i.getKeyword() === 'ARG' && args(i).startsWith('REVISION'));
+    const envAt = ins.findIndex((i) => i.getKeyword() === 'ENV' && /\bNFTNP_COMMIT=\$\{REVISION\}/.test(args(i)));
+    assert.ok(argAt >= 0, 'ARG REVISION in the final stage');
+    assert.ok(envAt > argAt, 'ENV NFTNP_COMMIT=${REVISION} after it');
+  });
+
   test('.dockerignore: an allow-list that lets in exactly what the Dockerfile copies', () => {
     const lines = readFileSync(join(ROOT, '.dockerignore'), 'utf8')
       .split('\n')

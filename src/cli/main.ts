@@ -326,7 +326,6 @@ export async function main(argv: string[], io: Io = stdio): Promise<number> {
         return cmd === 'run' ? await agent.runCommand(rest) : await agent.cleanupCommand(rest);
       }
       case '--version':
-      case '-v':
       case 'version':
         io.out(versionText(await buildInfo()));
         return EXIT_OK;

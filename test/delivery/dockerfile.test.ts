@@ -91,7 +91,7 @@ describe('image rules', () => {
     assert.match(base, /^node:(\d+)\.\d+\.\d+-(bookworm|trixie)-slim(@sha256:[0-9a-f]{64})?$/);
     const major = Number(/^node:(\d+)/.exec(base)?.[1]);
     assert.equal(major % 2, 0, 'an LTS (even) Node.js major');
-    assert.ok(major >= 22, 'package.json engines: node >= 22.19');
+    assert.ok(major >= 22, 'the code needs Node.js >= 22.19 (README)');
     assert.match(TEXT, /pin it by\s*\n?#?\s*digest/i, 'the digest-pinning note is there');
   });
 

@@ -45,11 +45,6 @@ export function loadErrorObject(e: LoadError): ErrorObject {
   return { object: e.source, path: '', message: e.message };
 }
 
-/** The one-line text form of an error object. */
-export function errorText(e: ErrorObject): string {
-  return `${e.object}${e.path === '' ? '' : ` ${e.path}`}: ${e.message}`;
-}
-
 /** Objects by kind: those the engine reads, and those it ignores, in the order the input names them. */
 export interface KindCounts {
   readonly read: Readonly<Record<string, number>>;

@@ -210,7 +210,7 @@ test('/debug/explain answers live and rejects bad parameters with 400', async (t
     ['/debug/explain?from=shop/web&to=shop/db', /from, to and port are required/],
     ['/debug/explain?from=shop/web&to=shop/db&port=http', /port: .*not PORT/],
     ['/debug/explain?from=shop/nope&to=shop/db&port=80', /from: .*not found/],
-    ['/debug/explain?from=shop/web&to=shop/db&port=80&family=5', /family must be 4 or 6/],
+    ['/debug/explain?from=shop/web&to=shop/db&port=80&family=5', /family: must be 4 or 6/],
   ];
   for (const [path, re] of cases) {
     const r = await f.debug(path);

@@ -40,7 +40,7 @@ test('usage errors exit 2 with a hint, help exits 0', async () => {
     [['frobnicate'], 2, /unknown command "frobnicate"/],
     [['render', '-f', 'examples/'], 2, /--node is required/],
     [['render', '--node', 'n', '-f', 'examples/', '--bogus'], 2, /bogus/],
-    [['render', '--node', 'n', '-f', 'examples/', '-o', 'yaml'], 2, /--output must be text or json/],
+    [['render', '--node', 'n', '-f', 'examples/', '-o', 'xml'], 2, /--output must be text, json or yaml/],
     [['render', '--node', 'n', '-f', 'examples/', '--deny-action', 'maybe'], 2, /--deny-action/],
     [['render', '--node', 'n', '-f', 'examples/', '--table', 'bad name;'], 2, /--table/],
     [['render', '--node', 'n', '-f', 'examples/', '--unknown-local-endpoints', 'maybe'], 2, /--unknown-local-endpoints/],

@@ -84,6 +84,7 @@ export class Agent {
           table: c.table,
           denyAction: c.denyAction,
           unknownLocalEndpoints: c.unknownLocalEndpoints,
+          allowPodToNode: c.allowPodToNode,
           logDenied: c.logDenied,
         }),
         dataplane: parts.dataplane,
@@ -150,6 +151,7 @@ export class Agent {
     return {
       nodeName: this.#p.config.node,
       table: this.#p.config.table,
+      allowPodToNode: this.#p.config.allowPodToNode,
       health: () => r.health(),
       ready: () => r.ready(),
       status: () => r.status(),

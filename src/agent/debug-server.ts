@@ -21,6 +21,8 @@ import { NETWORK_POLICY } from '../kinds/network-policy.ts';
 export interface AgentView {
   readonly nodeName: string;
   readonly table: string;
+  /** --allow-pod-to-node: /debug/explain judges as the ruleset does (default false). */
+  readonly allowPodToNode?: boolean;
   health(): { readonly ok: boolean; readonly detail: string };
   ready(): boolean;
   status(): ReconcilerStatus;
@@ -221,14 +223,10 @@ function explainReply(v: AgentView, url: URL): Reply {
   const b = parseEndpoint(state, to);
   if (!a.ok) return bad(`from: ${a.error}`);
   if (!b.ok) return bad(`to: ${b.error}`);
-  const result = verdict(
-    state,
-    a.value,
-    b.value,
-    pp.value.protocol,
-    pp.value.port,
-    fam === null ? {} : { family: fam === '4' ? 4 : 6 },
-  );
+  const result = verdict(state, a.value, b.value, pp.value.protocol, pp.value.port, {
+    allowPodToNode: v.allowPodToNode === true,
+    ...(fam === null ? {} : { family: fam === '4' ? 4 : 6 }),
+  });
   return { status: 200, body: explainJson(result, a.value, b.value), text: explainText(result, a.value, b.value) };
 }
 

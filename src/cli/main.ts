@@ -65,6 +65,8 @@ NetworkPolicies of the given cluster objects on node NAME.
                         allow (default) or drop: drop addresses of the node's
                         podCIDRs that are no known active local pod (opt-in,
                         for CNIs that allocate from the node's podCIDRs)
+  --allow-pod-to-node   egress from local pods to the node itself always passes
+                        (as the Kubernetes docs say; off by default)
 ${INPUT_HELP}
 
 Invalid policies are still rendered, fail-closed; their errors go to stderr
@@ -79,6 +81,8 @@ ingress at the destination).
   --to ENDPOINT         destination pod (namespace/name) or IP address
   --port PORT[/PROTO]   destination port, protocol TCP (default), UDP or SCTP
   --family 4|6          address family for pod endpoints (default 4)
+  --allow-pod-to-node   judge as an agent run with --allow-pod-to-node: egress
+                        from a pod to an address of its own node is allowed
 ${INPUT_HELP}`,
   validate: `Usage: nft-netpol-agent validate -f PATH...
 
@@ -160,6 +164,7 @@ async function renderCmd(args: string[], io: Io): Promise<number> {
     table: { type: 'string', default: 'nft-netpol' },
     'deny-action': { type: 'string', default: 'drop' },
     'unknown-local-endpoints': { type: 'string', default: 'allow' },
+    'allow-pod-to-node': { type: 'boolean', default: false },
   });
   if (v.help) return help(io, 'render');
   const format = outputFormat(v.output);
@@ -179,7 +184,12 @@ async function renderCmd(args: string[], io: Io): Promise<number> {
   if (!loaded.state.nodes.some((n) => n.name === v.node) && !loaded.state.pods.some((p) => p.nodeName === v.node)) {
     io.err(`warning: node "${v.node}" has no Node object and no pods in the input`);
   }
-  const compiled = compileNode(loaded.state, v.node, { table: v.table, denyAction, unknownLocalEndpoints });
+  const compiled = compileNode(loaded.state, v.node, {
+    table: v.table,
+    denyAction,
+    unknownLocalEndpoints,
+    allowPodToNode: v['allow-pod-to-node'],
+  });
   const r = { text: renderRuleset(compiled), stats: compiled.stats };
   if (format === 'json') {
     io.out(
@@ -202,6 +212,7 @@ async function explainCmd(args: string[], io: Io): Promise<number> {
     to: { type: 'string' },
     port: { type: 'string' },
     family: { type: 'string', default: '4' },
+    'allow-pod-to-node': { type: 'boolean', default: false },
   });
   if (v.help) return help(io, 'explain');
   const format = outputFormat(v.output);
@@ -223,7 +234,10 @@ async function explainCmd(args: string[], io: Io): Promise<number> {
     if (!to.ok) io.err(`error: --to: ${to.error}`);
     return EXIT_INVALID;
   }
-  const result = verdict(loaded.state, from.value, to.value, pp.value.protocol, pp.value.port, { family });
+  const result = verdict(loaded.state, from.value, to.value, pp.value.protocol, pp.value.port, {
+    family,
+    allowPodToNode: v['allow-pod-to-node'],
+  });
   if (format === 'json') io.out(JSON.stringify(explainJson(result, from.value, to.value), null, 2));
   else io.out(explainText(result, from.value, to.value));
   // Invalid policies are part of the answer (they fail closed), not a usage problem.

@@ -87,7 +87,7 @@ function compileRulesWith(
   const { podChains, maps } = dispatch(local.pods, policies.jumps, local.podCidrs.length > 0, o, idx);
 
   const sets = [...local.podCidrs.map((c) => c.set), ...shared.all()];
-  const chains = [...policies.chains, ...podChains, ...baseChains(local.podCidrs)];
+  const chains = [...policies.chains, ...podChains, ...baseChains(local.podCidrs, o)];
   const names = new Set<string>();
   for (const n of [...chains.map((c) => c.name), ...sets.map((s) => s.name)]) {
     // 48-bit hashes: a collision is practically impossible, but would be a confusing nft error.

@@ -66,6 +66,8 @@ interface Conn {
   readonly port: number;
   readonly src: Side;
   readonly dst: Side;
+  /** --allow-pod-to-node (see podToNode). */
+  readonly allowPodToNode: boolean;
 }
 
 export function ruleName(r: RuleRef): string {
@@ -220,6 +222,8 @@ function judge(c: Conn, dir: Direction): DirectionVerdict {
       reason: `${c.src.ip} is an address of ${self.label}'s node ${node}: traffic from a pod's own node is always allowed.`,
     };
   }
+  const toNode = podToNode(c, pod, dir);
+  if (toNode !== undefined) return { allowed: true, isolated, policies, allowedBy, reason: toNode };
   if (!isolated)
     return { allowed: true, isolated, policies, allowedBy, reason: `no policy selects ${self.label} for ${dir}: not isolated.` };
   if (allowedBy.length > 0) {
@@ -246,6 +250,18 @@ function judge(c: Conn, dir: Direction): DirectionVerdict {
 }
 
 /**
+ * --allow-pod-to-node: egress from a pod to an address of its own node is
+ * allowed whatever isolates it (the reason), as the Kubernetes docs say.
+ * Off (the default) such egress is judged like any other.
+ */
+function podToNode(c: Conn, pod: Pod, dir: Direction): string | undefined {
+  if (!c.allowPodToNode || dir !== 'egress') return undefined;
+  const node = nodeAddressOf(c, pod, c.dst.ip);
+  if (node === undefined) return undefined;
+  return `${c.dst.ip} is an address of ${objectKey(pod)}'s node ${node}: traffic to a pod's own node is allowed (--allow-pod-to-node).`;
+}
+
+/**
  * Is a connection from `from` to `to` on protocol/port allowed? Egress is judged
  * at the source, ingress at the destination, each only when that side is an
  * active pod. `family` (default: that of an IP endpoint, else 4) picks the pod
@@ -257,7 +273,7 @@ export function verdict(
   to: Endpoint,
   protocol: Protocol,
   port: number,
-  opts?: { family?: Family; kinds?: readonly PolicyKind[] },
+  opts?: { family?: Family; kinds?: readonly PolicyKind[]; allowPodToNode?: boolean },
 ): Verdict {
   const ipFamily = [from, to].flatMap((e) => (e.kind === 'ip' ? [parseIP(e.ip)?.family] : [])).find((f) => f !== undefined);
   const family: Family = opts?.family ?? ipFamily ?? 4;
@@ -271,7 +287,16 @@ export function verdict(
         break;
     }
   }
-  const c: Conn = { state, allowList, family, protocol, port, src: side(from, family), dst: side(to, family) };
+  const c: Conn = {
+    state,
+    allowList,
+    family,
+    protocol,
+    port,
+    src: side(from, family),
+    dst: side(to, family),
+    allowPodToNode: opts?.allowPodToNode ?? false,
+  };
   const egress = judge(c, 'egress');
   const ingress = judge(c, 'ingress');
   return { allowed: egress.allowed && ingress.allowed, family, protocol, port, egress, ingress };

@@ -125,7 +125,8 @@ async function run(setting: 'allow' | 'drop'): Promise<Trial[]> {
       await loop;
       trials.push({
         kind: restart ? 'restart' : 'running',
-        windowMs: lastOpen - posted,
+        // A last success before the report (a slow probe spanning it) counts as 0.
+        windowMs: Math.max(0, lastOpen - posted),
         connected,
         probes,
         outcomes: [...details].map(([d, n]) => `${d} ${n}`).join(', '),

@@ -20,6 +20,8 @@ import { NETWORK_POLICY } from '../kinds/network-policy.ts';
 export interface AgentView {
   readonly nodeName: string;
   readonly table: string;
+  /** --allow-pod-to-node: /debug/explain judges as the ruleset does (default false). */
+  readonly allowPodToNode?: boolean;
   health(): { readonly ok: boolean; readonly detail: string };
   ready(): boolean;
   status(): ReconcilerStatus;
@@ -215,7 +217,7 @@ function explainReply(v: AgentView, url: URL): Reply {
       body: { error: 'the cluster state has not synced yet' },
       text: 'error: the cluster state has not synced yet',
     };
-  const a = answerExplain(state, query.value);
+  const a = answerExplain(state, query.value, { allowPodToNode: v.allowPodToNode === true });
   if (!a.ok) return bad(a.problems.map((p) => `${p.param}: ${p.message}`).join('; '));
   const { verdict: result, from: src, to: dst } = a.value;
   return { status: 200, body: explainJson(result, src, dst), text: explainText(result, src, dst) };

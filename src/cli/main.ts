@@ -78,6 +78,8 @@ NetworkPolicies of the given cluster objects on node NAME.
                         allow (default) or drop: drop addresses of the node's
                         podCIDRs that are no known active local pod (opt-in,
                         for CNIs that allocate from the node's podCIDRs)
+  --allow-pod-to-node   egress from local pods to the node itself always passes
+                        (as the Kubernetes docs say; off by default)
 ${INPUT_HELP}
 
 Invalid policies are still rendered, fail-closed; their errors go to stderr
@@ -95,6 +97,8 @@ ingress at the destination).
   --family 4|6          address family when both endpoints are pods (default 4);
                         an IP address on either side sets the family (a
                         --family that contradicts it is a usage error)
+  --allow-pod-to-node   judge as an agent run with --allow-pod-to-node: egress
+                        from a pod to an address of its own node is allowed
 ${INPUT_HELP}`,
   validate: `Usage: nft-netpol-agent validate -f PATH...
 
@@ -198,6 +202,7 @@ async function renderCmd(args: string[], io: Io): Promise<number> {
     table: { type: 'string', default: 'nft-netpol' },
     'deny-action': { type: 'string', default: 'drop' },
     'unknown-local-endpoints': { type: 'string', default: 'allow' },
+    'allow-pod-to-node': { type: 'boolean', default: false },
   });
   if (v.help) return help(io, 'render');
   const format = outputFormat(v.output);
@@ -222,7 +227,12 @@ async function renderCmd(args: string[], io: Io): Promise<number> {
   if (!loaded.state.nodes.some((n) => n.name === v.node) && !loaded.state.pods.some((p) => p.nodeName === v.node)) {
     io.err(`warning: node "${v.node}" has no Node object and no pods in the input`);
   }
-  const compiled = compileNode(loaded.state, v.node, { table: v.table, denyAction, unknownLocalEndpoints });
+  const compiled = compileNode(loaded.state, v.node, {
+    table: v.table,
+    denyAction,
+    unknownLocalEndpoints,
+    allowPodToNode: v['allow-pod-to-node'],
+  });
   const text = renderRuleset(compiled);
   if (format === 'text') io.out(text);
   else emit(io, format, { node: v.node, stats: compiled.stats, errors: errorObjects(loaded), ruleset: text });
@@ -236,6 +246,7 @@ async function explainCmd(args: string[], io: Io): Promise<number> {
     to: { type: 'string' },
     port: { type: 'string' },
     family: { type: 'string' },
+    'allow-pod-to-node': { type: 'boolean', default: false },
   });
   if (v.help) return help(io, 'explain');
   const format = outputFormat(v.output);
@@ -253,7 +264,7 @@ async function explainCmd(args: string[], io: Io): Promise<number> {
     reportProblems(io, loaded);
     return failed(errorObjects(loaded));
   }
-  const answer = answerExplain(loaded.state, query.value);
+  const answer = answerExplain(loaded.state, query.value, { allowPodToNode: v['allow-pod-to-node'] });
   if (!answer.ok) {
     for (const p of answer.problems) io.err(`error: --${p.param}: ${p.message}`);
     return failed(answer.problems.map((p) => ({ object: `--${p.param}`, path: '', message: p.message })));

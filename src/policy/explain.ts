@@ -113,7 +113,11 @@ export interface ExplainAnswer {
 }
 
 /** The one path from a checked question to its answer: the CLI and the agent's /debug/explain both take it. */
-export function answerExplain(state: ClusterState, q: ExplainQuery): Checked<ExplainAnswer> {
+export function answerExplain(
+  state: ClusterState,
+  q: ExplainQuery,
+  opts: { readonly allowPodToNode?: boolean } = {},
+): Checked<ExplainAnswer> {
   const from = parseEndpoint(state, q.from);
   const to = parseEndpoint(state, q.to);
   if (!from.ok || !to.ok) {
@@ -123,7 +127,10 @@ export function answerExplain(state: ClusterState, q: ExplainQuery): Checked<Exp
     ];
     return { ok: false, problems };
   }
-  const v = verdict(state, from.value, to.value, q.protocol, q.port, { family: q.family });
+  const v = verdict(state, from.value, to.value, q.protocol, q.port, {
+    family: q.family,
+    allowPodToNode: opts.allowPodToNode === true,
+  });
   return { ok: true, value: { verdict: v, from: from.value, to: to.value } };
 }
 

@@ -174,3 +174,27 @@ test('validate, render and explain read ClusterNetworkPolicies: errors as for Ne
   assert.equal(e.code, 1);
   assert.match(e.err, /^invalid: bad-guardrails spec\.ingress\[0\]\.action: Unsupported value: "Allow"/m);
 });
+
+test('--allow-pod-to-node: explain judges egress to the pod’s own node as the ruleset render --allow-pod-to-node does', async () => {
+  const ask = ['explain', '-f', 'examples/', '--from', 'shop/cart-5c8b7', '--to', '192.168.56.11', '--port', '10250'];
+  const off = await run(ask);
+  assert.equal(off.code, 0, off.err);
+  assert.match(off.out, /^DENIED: .*\(192\.168\.56\.11\)/m);
+  const on = await run([...ask, '--allow-pod-to-node']);
+  assert.equal(on.code, 0, on.err);
+  assert.match(on.out, /^ALLOWED: /m);
+  assert.match(on.out, /address of shop\/cart-5c8b7's node node-1: .*--allow-pod-to-node/);
+  // Another node's address stays denied.
+  const other = await run([...ask.slice(0, 6), '192.168.56.12', '--port', '10250', '--allow-pod-to-node']);
+  assert.match(other.out, /^DENIED: /m);
+
+  const rule = 'fib daddr type local accept comment "pod to its own node (--allow-pod-to-node)"';
+  const plain = await run(['render', '--node', 'node-1', '-f', 'examples/']);
+  assert.ok(!plain.out.includes(rule));
+  const r = await run(['render', '--node', 'node-1', '-f', 'examples/', '--allow-pod-to-node']);
+  assert.equal(r.code, 0, r.err);
+  // In input-egress, before the dispatch.
+  const input = r.out.slice(r.out.indexOf('chain input-egress {'));
+  assert.ok(input.includes(`${rule}\n\t\tip saddr vmap @egress-v4`), input);
+  assert.equal(r.out.split(rule).length, 2, 'once');
+});

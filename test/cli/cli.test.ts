@@ -150,7 +150,7 @@ test('validate, render and explain read ClusterNetworkPolicies: errors as for Ne
   const parsed = JSON.parse(vj.out) as { valid: boolean; errors: { object: string; path: string }[] };
   assert.equal(parsed.valid, false);
   assert.deepEqual(parsed.errors[0], {
-    object: 'ClusterNetworkPolicy/bad-guardrails',
+    object: 'ClusterNetworkPolicy bad-guardrails',
     path: 'spec.priority',
     message: 'Invalid value: 2000: spec.priority in body should be less than or equal to 1000',
   });

@@ -712,3 +712,16 @@ test('property: any spec normalizes without throwing, and the fail-closed invari
     { numRuns: 2000 },
   );
 });
+
+test('fields this version does not know beside known ones are not counted against MaxProperties (the unknown-field check reports them)', () => {
+  const p = norm(
+    withRule('egress', {
+      action: 'Deny',
+      to: [{ networks: ['10.0.0.0/8'], futurePeerOption: true }],
+      protocols: [{ tcp: { destinationPort: { number: 80 }, sourcePort: { number: 1 } } }],
+    }),
+  );
+  assert.deepEqual(lines(p), []);
+  assert.deepEqual(p.egress[0]?.peers, [{ kind: 'networks', cidrs: ['10.0.0.0/8'] }]);
+  assert.deepEqual(p.egress[0]?.protocols, [{ kind: 'port', protocol: 'TCP', port: 80, endPort: undefined }]);
+});

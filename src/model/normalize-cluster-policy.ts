@@ -16,7 +16,10 @@
 //   spec is not an object) the subject is every pod and only its Deny rules
 //   keep their meaning: Accept rules are invalid (match nothing) and Pass
 //   rules match nothing (peers []), because applied to every pod they would
-//   open what other policies deny.
+//   open what other policies deny. An unreadable tier is read as Admin
+//   (where those Deny rules come first), an unreadable priority as 0;
+// - an unreadable action is read as Deny (with the rule invalid: it matches
+//   everything);
 // - domainNames are only supported in Accept rules (the API says so; the
 //   CRD does not check it): elsewhere the rule is invalid, so a Deny naming
 //   domains denies everything rather than nothing.

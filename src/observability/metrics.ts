@@ -156,7 +156,7 @@ const DEFINITIONS = [
   {
     name: 'nftnp_invalid_policies',
     type: 'gauge',
-    help: 'Number of invalid NetworkPolicies, enforced fail-closed (selected pods isolated, nothing allowed by them); see their Events.',
+    help: 'Number of invalid NetworkPolicies (and NamespaceNetworkPolicies, ClusterNetworkPolicies), enforced fail-closed (selected pods isolated, nothing allowed by them); see their Events.',
     labelNames: [],
     felix: undefined,
   },

@@ -1,4 +1,4 @@
-// `nft-netpol-agent status [-n NS] [[TYPE/]NAME | TYPE NAME] [-o json|wide]`:
+// `nft-netpol-agent status [-n NS] [[TYPE/]NAME | TYPE NAME] [-o wide|json|yaml]`:
 // reads the NodePolicyStatus objects, the agents' Leases, policies (with
 // tenancy NamespaceNetworkPolicies, Namespaces and Workspaces too), pods and
 // Nodes with the user's kubeconfig and answers whether policies are in force
@@ -31,7 +31,8 @@ import {
 import { NSNP_API_VERSION, WORKSPACE_API_VERSIONS, WORKSPACE_LABEL } from '../model/normalize-tenancy.ts';
 import type { Namespace, NamespaceNetworkPolicy, NetworkPolicy, Pod, Workspace } from '../model/types.ts';
 import { errorMessage } from '../observability/errors.ts';
-import { buildReport, policyText, summaryText, type ReportInput } from '../status/report.ts';
+import { buildReport, policyText, summaryText, type ClusterReport, type ReportInput } from '../status/report.ts';
+import { formatDocument, type ErrorObject } from './output.ts';
 import {
   DEFAULT_AGENT_NAMESPACE,
   STATUS_GROUP,
@@ -44,7 +45,7 @@ import {
 
 export const EXIT_LAGGING = 3;
 
-export const STATUS_HELP = `Usage: nft-netpol-agent status [-n NAMESPACE] [[TYPE/]NAME | TYPE NAME] [-o json|wide]
+export const STATUS_HELP = `Usage: nft-netpol-agent status [-n NAMESPACE] [[TYPE/]NAME | TYPE NAME] [-o wide|json|yaml]
 
 Is a policy in force on every node that hosts pods it selects? Reads the
 per-node ${STATUS_KIND} objects (written by each node's agent after it applied a
@@ -64,7 +65,8 @@ with tenancy the NamespaceNetworkPolicies, Namespaces and Workspaces.
                           else NAMESPACE/NAME of a NetworkPolicy)
   -n, --namespace NS      only policies of NS
   -A, --all-namespaces    all namespaces (the default without a policy)
-  -o, --output FORMAT     text (default), wide (every node and policy) or json
+  -o, --output FORMAT     text (default), wide (every node and policy), json or
+                          yaml (errors, e.g. invalid fields, as {object, path, message})
   --agent-namespace NS    where the agents' Leases live (default ${DEFAULT_AGENT_NAMESPACE})
   --no-tenancy            the agents run with --no-tenancy: check NetworkPolicies only
   --kubeconfig FILE       the client configuration (default: KUBECONFIG, else
@@ -100,7 +102,7 @@ export type StatusTarget =
 export interface StatusArgs {
   readonly namespace: string | undefined;
   readonly policy: StatusTarget | undefined;
-  readonly output: 'text' | 'wide' | 'json';
+  readonly output: 'text' | 'wide' | 'json' | 'yaml';
   readonly agentNamespace: string;
   readonly tenancy: boolean;
   /** --kubeconfig. */
@@ -153,8 +155,8 @@ export function parseStatusArgs(argv: string[]): StatusArgs | 'help' {
   const v = parsed.values;
   if (v.help) return 'help';
   const output = v.output;
-  if (output !== 'text' && output !== 'wide' && output !== 'json')
-    throw new StatusUsageError(`--output must be text, wide or json, not "${output}"`);
+  if (output !== 'text' && output !== 'wide' && output !== 'json' && output !== 'yaml')
+    throw new StatusUsageError(`--output must be text, wide, json or yaml, not "${output}"`);
   if (parsed.positionals.length > 2) throw new StatusUsageError('at most one policy: [TYPE/]NAME or TYPE NAME');
   if (v['all-namespaces'] && v.namespace !== undefined) throw new StatusUsageError('-n and -A exclude each other');
   const [first, second] = parsed.positionals;
@@ -353,6 +355,13 @@ export async function statusCommand(argv: string[], io: Io, kubeConfig?: KubeCon
     io.out(STATUS_HELP);
     return 0;
   }
+  const format = a.output === 'json' || a.output === 'yaml' ? a.output : undefined;
+  // A failure is a document too under -o json/yaml, with the error in the shape of every command's.
+  const fail = (e: ErrorObject): number => {
+    io.err(`error: ${e.message}`);
+    if (format !== undefined) io.out(formatDocument(format, { errors: [e] }));
+    return 1;
+  };
   let kc = kubeConfig;
   if (kc === undefined) {
     const env = opts.env ?? process.env;
@@ -364,8 +373,11 @@ export async function statusCommand(argv: string[], io: Io, kubeConfig?: KubeCon
         serviceHost: env.KUBERNETES_SERVICE_HOST,
       });
     } catch (e) {
-      io.err(`error: ${e instanceof KubeConfigError ? e.message : apiErrorText(e)}`);
-      return 1;
+      return fail({
+        object: 'kubeconfig',
+        path: '',
+        message: e instanceof KubeConfigError ? e.message : apiErrorText(e),
+      });
     }
   }
   const now = Date.now();
@@ -374,18 +386,37 @@ export async function statusCommand(argv: string[], io: Io, kubeConfig?: KubeCon
     input = await readStatusInput(kc, a, now, opts.retry ?? DEFAULT_RETRY);
   } catch (e) {
     const server = kc.getCurrentCluster()?.server ?? '';
-    io.err(`error: ${isConnectionError(e) ? `cannot reach the API server ${server}: ` : ''}${apiErrorText(e)}`);
-    return 1;
+    return fail({
+      object: 'API server',
+      path: '',
+      message: `${isConnectionError(e) ? `cannot reach the API server ${server}: ` : ''}${apiErrorText(e)}`,
+    });
   }
   const r = buildReport(input);
   if (a.policy !== undefined && r.policies.length === 0) {
-    io.err(`error: ${notFound(a.policy)}`);
-    return 1;
+    return fail({ object: targetLabel(a.policy), path: '', message: notFound(a.policy) });
   }
-  if (a.output === 'json') io.out(JSON.stringify(a.policy === undefined ? r : { ...r, policy: r.policies[0] }, null, 2));
-  else if (a.policy !== undefined) io.out(r.policies.map((p) => policyText(r, p, now)).join('\n'));
+  if (format !== undefined) {
+    const doc = { ...r, errors: reportErrors(r), ...(a.policy === undefined ? {} : { policy: r.policies[0] }) };
+    io.out(formatDocument(format, doc));
+  } else if (a.policy !== undefined) io.out(r.policies.map((p) => policyText(r, p, now)).join('\n'));
   else io.out(summaryText(r, now, a.output === 'wide'));
   if (a.policy !== undefined)
     return r.policies.every((p) => p.lagging.length === 0 && p.notReporting.length === 0) ? 0 : EXIT_LAGGING;
   return r.ok ? 0 : EXIT_LAGGING;
+}
+
+function targetLabel(t: StatusTarget): string {
+  return 'namespace' in t ? `${t.kind} ${t.namespace}/${t.name}` : `${t.kind} ${t.name}`;
+}
+
+/** The invalid fields of the report's policies ("path: message", as the agents report them) as error objects. */
+export function reportErrors(r: ClusterReport): ErrorObject[] {
+  return r.policies.flatMap((p) =>
+    p.invalidFields.map((f) => {
+      const i = f.indexOf(': ');
+      const object = `${p.kind} ${p.namespace}/${p.name}`;
+      return i < 0 ? { object, path: '', message: f } : { object, path: f.slice(0, i), message: f.slice(i + 2) };
+    }),
+  );
 }

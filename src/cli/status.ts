@@ -179,7 +179,8 @@ export function parseStatusArgs(argv: string[]): StatusArgs | 'help' {
   if (policy?.kind === 'namespace') namespace = policy.name;
   else if (policy?.kind === 'NetworkPolicy' || policy?.kind === 'NamespaceNetworkPolicy') namespace = policy.namespace;
   if (v.kubeconfig === '') throw new StatusUsageError('--kubeconfig needs a file');
-  return { namespace, policy, output, agentNamespace: v['agent-namespace'], tenancy, kubeconfig: v.kubeconfig };
+  const base: StatusArgs = { namespace, policy, output, agentNamespace: v['agent-namespace'], tenancy };
+  return v.kubeconfig === undefined ? base : { ...base, kubeconfig: v.kubeconfig };
 }
 
 function normalized<T>(items: readonly unknown[], f: (o: unknown) => { ok: true; value: T } | { ok: false }): T[] {

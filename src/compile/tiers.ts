@@ -552,7 +552,6 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
           });
           const chainOf = new Map<string, string | undefined>();
           for (const id of [...identities.values()].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0))) {
-            const tokens = new Set(id.tokens);
             const named = new Map<string, NamedPort[]>();
             for (const t of id.tokens) {
               const np = namedPorts.get(t);

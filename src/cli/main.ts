@@ -48,6 +48,9 @@ something is not in force everywhere.`;
 
 const INPUT_HELP = `  -f, --filename PATH   manifest file or directory (YAML/JSON, multi-document,
                         kind: List; '-' reads stdin); repeatable, required
+  --strict=BOOL         true (default): a field the API server does not know
+                        (a typo such as podselector) is an error, as with
+                        kubectl apply; false: a warning
   -o, --output FORMAT   text (default) or json
 ${TENANCY_FLAGS_HELP}
   -h, --help            show this help`;
@@ -92,6 +95,7 @@ const INPUT_OPTIONS = {
   filename: { type: 'string', short: 'f', multiple: true },
   output: { type: 'string', short: 'o', default: 'text' },
   help: { type: 'boolean', short: 'h', default: false },
+  strict: { type: 'string', default: 'true' },
   'isolation-dns-service': { type: 'string' },
   'isolation-node-local-dns': { type: 'string' },
   'isolation-node-addresses': { type: 'string' },
@@ -99,7 +103,9 @@ const INPUT_OPTIONS = {
 
 function parse<O extends NonNullable<ParseArgsConfig['options']>>(args: string[], options: O) {
   try {
-    return parseArgs({ args, options, strict: true, allowPositionals: false });
+    // A bare `--strict` means true (parseArgs' boolean options take no `=false`, so the flag is a string).
+    const normalized = 'strict' in options ? args.map((a) => (a === '--strict' ? '--strict=true' : a)) : args;
+    return parseArgs({ args: normalized, options, strict: true, allowPositionals: false });
   } catch (e) {
     throw new UsageError(e instanceof Error ? e.message : String(e));
   }
@@ -114,12 +120,15 @@ interface Loaded {
   state: ClusterState;
   loadErrors: LoadError[];
   validationErrors: ValidationError[];
+  /** Unknown fields under --strict=false. */
+  warnings: ValidationError[];
   /** Tenancy facts that are not errors (validate prints them). */
   notes: readonly TenancyNote[];
 }
 
 interface InputFlags {
   readonly filename?: string[] | undefined;
+  readonly strict?: string | undefined;
   readonly 'isolation-dns-service'?: string | undefined;
   readonly 'isolation-node-local-dns'?: string | undefined;
   readonly 'isolation-node-addresses'?: string | undefined;
@@ -134,8 +143,10 @@ async function loadInputs(v: InputFlags): Promise<Loaded> {
     nodeAddresses: v['isolation-node-addresses'],
   });
   if (config instanceof Error) throw new UsageError(config.message);
+  const strict = v.strict ?? 'true';
+  if (strict !== 'true' && strict !== 'false') throw new UsageError(`--strict must be true or false, not "${strict}"`);
   const { objects, errors } = await loadManifests(files);
-  const built = buildState(objects);
+  const built = buildState(objects, { unknownFields: strict === 'true' ? 'error' : 'warn' });
   // Offline commands always judge tenancy (the agent can turn it off).
   const state: ClusterState = { ...built.state, tenancy: config };
   const t = tenancyPolicies(state);
@@ -143,12 +154,18 @@ async function loadInputs(v: InputFlags): Promise<Loaded> {
     state,
     loadErrors: errors,
     validationErrors: [...built.errors, ...[...t.errors.values()].flat()],
+    warnings: built.warnings,
     notes: t.notes,
   };
 }
 
+function reportWarnings(io: Io, l: Loaded): void {
+  for (const w of l.warnings) io.err(`warning: ${formatValidationError(w)}`);
+}
+
 function reportProblems(io: Io, l: Loaded): boolean {
   for (const e of l.loadErrors) io.err(`error: ${e.source}: ${e.message}`);
+  reportWarnings(io, l);
   for (const e of l.validationErrors) io.err(`invalid: ${formatValidationError(e)}`);
   return l.loadErrors.length > 0 || l.validationErrors.length > 0;
 }
@@ -184,7 +201,13 @@ async function renderCmd(args: string[], io: Io): Promise<number> {
   if (format === 'json') {
     io.out(
       JSON.stringify(
-        { node: v.node, stats: r.stats, errors: loaded.validationErrors.map(formatValidationError), ruleset: r.text },
+        {
+          node: v.node,
+          stats: r.stats,
+          errors: loaded.validationErrors.map(formatValidationError),
+          warnings: loaded.warnings.map(formatValidationError),
+          ruleset: r.text,
+        },
         null,
         2,
       ),
@@ -227,6 +250,7 @@ async function explainCmd(args: string[], io: Io): Promise<number> {
   if (format === 'json') io.out(JSON.stringify(explainJson(result, from.value, to.value), null, 2));
   else io.out(explainText(result, from.value, to.value));
   // Invalid policies are part of the answer (they fail closed), not a usage problem.
+  reportWarnings(io, loaded);
   for (const e of loaded.validationErrors) io.err(`invalid: ${formatValidationError(e)}`);
   return loaded.validationErrors.length > 0 ? EXIT_INVALID : EXIT_OK;
 }
@@ -236,17 +260,25 @@ async function validateCmd(args: string[], io: Io): Promise<number> {
   if (v.help) return help(io, 'validate');
   const format = outputFormat(v.output);
   const loaded = await loadInputs(v);
+  const problem = (e: ValidationError): { object: string; path: string; message: string; text: string } => ({
+    object: e.namespace === undefined ? `${e.kind}/${e.name}` : `${e.kind} ${e.namespace}/${e.name}`,
+    path: e.path,
+    message: e.message,
+    text: formatValidationError(e),
+  });
   const problems = [
     ...loaded.loadErrors.map((e) => ({ object: e.source, path: '', message: e.message, text: `${e.source}: ${e.message}` })),
-    ...loaded.validationErrors.map((e) => ({
-      object: e.namespace === undefined ? `${e.kind}/${e.name}` : `${e.kind} ${e.namespace}/${e.name}`,
-      path: e.path,
-      message: e.message,
-      text: formatValidationError(e),
-    })),
+    ...loaded.validationErrors.map(problem),
   ];
   if (format === 'json') {
-    io.out(JSON.stringify({ valid: problems.length === 0, errors: problems.map(({ text: _t, ...rest }) => rest) }, null, 2));
+    const plain = ({ text: _t, ...rest }: { object: string; path: string; message: string; text: string }) => rest;
+    io.out(
+      JSON.stringify(
+        { valid: problems.length === 0, errors: problems.map(plain), warnings: loaded.warnings.map(problem).map(plain) },
+        null,
+        2,
+      ),
+    );
   } else if (problems.length === 0) {
     const s = loaded.state;
     io.out(
@@ -255,7 +287,8 @@ async function validateCmd(args: string[], io: Io): Promise<number> {
   } else {
     for (const p of problems) io.out(p.text);
   }
-  // Notes are facts, not errors: they never change the exit code (and stay off stdout for -o json).
+  // Warnings and notes never change the exit code (and stay off stdout for -o json).
+  reportWarnings(io, loaded);
   for (const n of loaded.notes) io.err(`note: ${n.message}`);
   return problems.length > 0 ? EXIT_INVALID : EXIT_OK;
 }

@@ -1,14 +1,23 @@
 // Raw Kubernetes objects -> validated normalized model. Entry points for the
 // CLI (buildState over loaded manifests) and the watch layer (one object at a
 // time with normalize*, then makeState).
+import { ANY, object, unknownFieldMessage, unknownFields } from './field-tree.ts';
+import type { FieldTree } from './field-tree.ts';
 import { field, isRecord, show, UNNAMED } from './normalize-common.ts';
 import type { Normalized } from './normalize-common.ts';
-import { flattenLists } from './normalize-list.ts';
-import { normalizeNamespace } from './normalize-namespace.ts';
-import { normalizeNode } from './normalize-node.ts';
-import { normalizePod } from './normalize-pod.ts';
-import { normalizePolicy } from './normalize-policy.ts';
-import { normalizeNamespacePolicy, normalizeService, normalizeWorkspace } from './normalize-tenancy.ts';
+import { isListObject, listItems } from './normalize-list.ts';
+import { NAMESPACE_FIELDS, normalizeNamespace } from './normalize-namespace.ts';
+import { NODE_FIELDS, normalizeNode } from './normalize-node.ts';
+import { normalizePod, POD_FIELDS } from './normalize-pod.ts';
+import { NETWORK_POLICY_FIELDS, normalizePolicy } from './normalize-policy.ts';
+import {
+  NAMESPACE_POLICY_FIELDS,
+  normalizeNamespacePolicy,
+  normalizeService,
+  normalizeWorkspace,
+  SERVICE_FIELDS,
+  WORKSPACE_FIELDS,
+} from './normalize-tenancy.ts';
 import { makeState } from './state.ts';
 import type {
   ClusterState,
@@ -43,6 +52,46 @@ const KINDS: Readonly<Record<string, { readonly namespaced: boolean }>> = {
   Service: { namespaced: true },
 };
 
+/**
+ * The field tree of every kind read from files, for strict field checks
+ * (field-tree.ts says how to add one). A kind missing here is not checked.
+ */
+export const FIELD_TREES: Readonly<Record<string, FieldTree>> = {
+  Namespace: NAMESPACE_FIELDS,
+  Pod: POD_FIELDS,
+  NetworkPolicy: NETWORK_POLICY_FIELDS,
+  Node: NODE_FIELDS,
+  Workspace: WORKSPACE_FIELDS,
+  WorkspaceTemplate: WORKSPACE_FIELDS,
+  NamespaceNetworkPolicy: NAMESPACE_POLICY_FIELDS,
+  Service: SERVICE_FIELDS,
+};
+
+/** `kind: List` and typed lists (metav1.ListMeta as metadata). */
+const LIST_FIELDS = object({
+  apiVersion: ANY,
+  kind: ANY,
+  metadata: object({ selfLink: ANY, resourceVersion: ANY, continue: ANY, remainingItemCount: ANY }),
+  items: ANY,
+});
+
+/**
+ * What unknown fields are: errors (strict, as `kubectl apply` and the API
+ * server's strict field validation), warnings, or not looked for (objects
+ * from an API server, which stored none).
+ */
+export type UnknownFields = 'error' | 'warn' | 'ignore';
+
+export interface BuildOptions {
+  /** Default 'ignore'. */
+  readonly unknownFields?: UnknownFields;
+}
+
+/** A List or typed list (`PodList`), items misspelled or not. */
+function isListKind(kind: string): boolean {
+  return kind === 'List' || (kind.endsWith('List') && Object.hasOwn(KINDS, kind.slice(0, -'List'.length)));
+}
+
 function identity(obj: unknown, namespaced: boolean): { namespace: string | undefined; name: string } {
   const meta = isRecord(obj) ? field(obj, 'metadata') : undefined;
   const name = isRecord(meta) ? field(meta, 'name') : undefined;
@@ -59,8 +108,18 @@ function identity(obj: unknown, namespaced: boolean): { namespace: string | unde
  * (enforced fail-closed) and their errors are listed here too. Other kinds are
  * ignored silently. A repeated object replaces the earlier one, with an error.
  */
-export function buildState(objects: readonly unknown[]): { state: ClusterState; errors: ValidationError[] } {
+export function buildState(
+  objects: readonly unknown[],
+  options: BuildOptions = {},
+): { state: ClusterState; errors: ValidationError[]; warnings: ValidationError[] } {
   const errors: ValidationError[] = [];
+  const warnings: ValidationError[] = [];
+  const strict = options.unknownFields ?? 'ignore';
+  const unknown = (obj: unknown, tree: FieldTree, kind: string, id: { namespace: string | undefined; name: string }): void => {
+    if (strict === 'ignore') return;
+    const into = strict === 'error' ? errors : warnings;
+    for (const path of unknownFields(obj, tree)) into.push({ kind, ...id, path, message: unknownFieldMessage(path) });
+  };
   const namespaces = new Map<string, Namespace>();
   const pods = new Map<string, Pod>();
   const policies = new Map<string, NetworkPolicy>();
@@ -90,7 +149,14 @@ export function buildState(objects: readonly unknown[]): { state: ClusterState; 
     into.set(key, v);
   };
 
-  for (const obj of flattenLists(objects)) {
+  const flat: unknown[] = [];
+  for (const o of objects) {
+    const k = isRecord(o) ? field(o, 'kind') : undefined;
+    if (typeof k === 'string' && isListKind(k)) unknown(o, LIST_FIELDS, k, { namespace: undefined, name: UNNAMED });
+    if (isListObject(o)) flat.push(...listItems(o));
+    else flat.push(o);
+  }
+  for (const obj of flat) {
     if (!isRecord(obj)) {
       errors.push({
         kind: '<unknown>',
@@ -116,6 +182,8 @@ export function buildState(objects: readonly unknown[]): { state: ClusterState; 
       });
       continue;
     }
+    const tree = Object.hasOwn(FIELD_TREES, kind) ? FIELD_TREES[kind] : undefined;
+    if (tree !== undefined) unknown(obj, tree, kind, id);
     switch (kind) {
       case 'Namespace':
         add(kind, namespaces, normalizeNamespace(obj));
@@ -155,5 +223,5 @@ export function buildState(objects: readonly unknown[]): { state: ClusterState; 
     namespacePolicies: [...namespacePolicies.values()],
     services: [...services.values()],
   });
-  return { state, errors };
+  return { state, errors, warnings };
 }

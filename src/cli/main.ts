@@ -2,8 +2,8 @@
 // cleanup (the node agent). Exit codes: 0 ok, 1 invalid input or policy
 // errors, 2 usage.
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { loadManifests, type LoadError } from '../model/load.ts';
-import { buildState } from '../model/normalize.ts';
+import { readManifests, type LoadError } from '../model/load.ts';
+import { stateBuilder } from '../model/normalize.ts';
 import { formatValidationError, type ClusterState, type ValidationError } from '../model/types.ts';
 import { compileNode } from '../compile/compile.ts';
 import { renderRuleset } from '../nft/render.ts';
@@ -145,8 +145,10 @@ async function loadInputs(v: InputFlags): Promise<Loaded> {
   if (config instanceof Error) throw new UsageError(config.message);
   const strict = v.strict ?? 'true';
   if (strict !== 'true' && strict !== 'false') throw new UsageError(`--strict must be true or false, not "${strict}"`);
-  const { objects, errors } = await loadManifests(files);
-  const built = buildState(objects, { unknownFields: strict === 'true' ? 'error' : 'warn' });
+  // Each object is normalized as it is parsed: a big file's raw objects never pile up.
+  const builder = stateBuilder({ unknownFields: strict === 'true' ? 'error' : 'warn' });
+  const errors = await readManifests(files, { push: builder.add, list: builder.list });
+  const built = builder.finish();
   // Offline commands always judge tenancy (the agent can turn it off).
   const state: ClusterState = { ...built.state, tenancy: config };
   const t = tenancyPolicies(state);

@@ -102,16 +102,35 @@ function identity(obj: unknown, namespaced: boolean): { namespace: string | unde
   };
 }
 
+export interface Built {
+  readonly state: ClusterState;
+  readonly errors: ValidationError[];
+  /** Unknown fields under `unknownFields: 'warn'`. */
+  readonly warnings: ValidationError[];
+}
+
 /**
  * Normalizes every object (lists flattened) into a ClusterState. Objects that
  * can't be identified are skipped with an error; policies with errors are kept
  * (enforced fail-closed) and their errors are listed here too. Other kinds are
  * ignored silently. A repeated object replaces the earlier one, with an error.
  */
-export function buildState(
-  objects: readonly unknown[],
-  options: BuildOptions = {},
-): { state: ClusterState; errors: ValidationError[]; warnings: ValidationError[] } {
+export function buildState(objects: readonly unknown[], options: BuildOptions = {}): Built {
+  const b = stateBuilder(options);
+  for (const o of objects) b.add(o);
+  return b.finish();
+}
+
+/**
+ * buildState one object at a time, so a caller reading a big file need not
+ * hold every raw object at once (the CLI's loader hands each over as parsed).
+ */
+export function stateBuilder(options: BuildOptions = {}): {
+  add(obj: unknown): void;
+  /** A list wrapper whose items come through add() (the loader flattens lists): its own fields are checked. */
+  list(wrapper: unknown): void;
+  finish(): Built;
+} {
   const errors: ValidationError[] = [];
   const warnings: ValidationError[] = [];
   const strict = options.unknownFields ?? 'ignore';
@@ -128,7 +147,7 @@ export function buildState(
   const namespacePolicies = new Map<string, NamespaceNetworkPolicy>();
   const services = new Map<string, Service>();
 
-  const add = <T extends { readonly name: string; readonly namespace?: string }>(
+  const keep = <T extends { readonly name: string; readonly namespace?: string }>(
     kind: string,
     into: Map<string, T>,
     r: Normalized<T>,
@@ -149,14 +168,7 @@ export function buildState(
     into.set(key, v);
   };
 
-  const flat: unknown[] = [];
-  for (const o of objects) {
-    const k = isRecord(o) ? field(o, 'kind') : undefined;
-    if (typeof k === 'string' && isListKind(k)) unknown(o, LIST_FIELDS, k, { namespace: undefined, name: UNNAMED });
-    if (isListObject(o)) flat.push(...listItems(o));
-    else flat.push(o);
-  }
-  for (const obj of flat) {
+  const addObject = (obj: unknown): void => {
     if (!isRecord(obj)) {
       errors.push({
         kind: '<unknown>',
@@ -165,7 +177,7 @@ export function buildState(
         path: '<root>',
         message: `must be an object, not ${show(obj)}`,
       });
-      continue;
+      return;
     }
     const kind = field(obj, 'kind');
     const apiVersion = field(obj, 'apiVersion');
@@ -180,29 +192,29 @@ export function buildState(
         path,
         message: v === undefined || v === '' ? 'Required value' : `must be a string, not ${show(v)}`,
       });
-      continue;
+      return;
     }
     const tree = Object.hasOwn(FIELD_TREES, kind) ? FIELD_TREES[kind] : undefined;
     if (tree !== undefined) unknown(obj, tree, kind, id);
     switch (kind) {
       case 'Namespace':
-        add(kind, namespaces, normalizeNamespace(obj));
+        keep(kind, namespaces, normalizeNamespace(obj));
         break;
       case 'Pod':
-        add(kind, pods, normalizePod(obj));
+        keep(kind, pods, normalizePod(obj));
         break;
       case 'NetworkPolicy':
-        add(kind, policies, normalizePolicy(obj));
+        keep(kind, policies, normalizePolicy(obj));
         break;
       case 'Node':
-        add(kind, nodes, normalizeNode(obj));
+        keep(kind, nodes, normalizeNode(obj));
         break;
       case 'Workspace':
       case 'WorkspaceTemplate':
-        add('Workspace', workspaces, normalizeWorkspace(obj));
+        keep('Workspace', workspaces, normalizeWorkspace(obj));
         break;
       case 'NamespaceNetworkPolicy':
-        add(kind, namespacePolicies, normalizeNamespacePolicy(obj));
+        keep(kind, namespacePolicies, normalizeNamespacePolicy(obj));
         break;
       case 'Service': {
         // Services are not ours to validate: an unusable one just selects nothing (a peer naming it says so).
@@ -213,15 +225,27 @@ export function buildState(
       default:
         break;
     }
-  }
-  const state = makeState({
-    namespaces: [...namespaces.values()],
-    pods: [...pods.values()],
-    policies: [...policies.values()],
-    nodes: [...nodes.values()],
-    workspaces: [...workspaces.values()],
-    namespacePolicies: [...namespacePolicies.values()],
-    services: [...services.values()],
-  });
-  return { state, errors, warnings };
+  };
+  const list = (o: unknown): void => {
+    const k = isRecord(o) ? field(o, 'kind') : undefined;
+    if (typeof k === 'string' && isListKind(k)) unknown(o, LIST_FIELDS, k, { namespace: undefined, name: UNNAMED });
+  };
+  const add = (o: unknown): void => {
+    list(o);
+    if (isListObject(o)) for (const item of listItems(o)) addObject(item);
+    else addObject(o);
+  };
+  const finish = (): Built => {
+    const state = makeState({
+      namespaces: [...namespaces.values()],
+      pods: [...pods.values()],
+      policies: [...policies.values()],
+      nodes: [...nodes.values()],
+      workspaces: [...workspaces.values()],
+      namespacePolicies: [...namespacePolicies.values()],
+      services: [...services.values()],
+    });
+    return { state, errors, warnings };
+  };
+  return { add, list, finish };
 }

@@ -111,7 +111,6 @@ test('the parts each kind reads are checked: tenancy peers, service ports, conta
   assert.deepEqual(
     errors.filter((e) => e.message.startsWith('unknown field')).map((e) => `${e.kind} ${e.path}`),
     [
-      'List itemz',
       'NamespaceNetworkPolicy spec.ingress[0].from[0].namespace.nmae',
       'NamespaceNetworkPolicy spec.ingress[0].from[1].service.namespce',
       'Service spec.ports[0].targetport',
@@ -119,6 +118,7 @@ test('the parts each kind reads are checked: tenancy peers, service ports, conta
       'Pod status.podIPs[0].address',
       'Node status.addresses[0].adress',
       'WorkspaceTemplate spec.template.spec.networkIsolaton',
+      'List itemz',
     ],
   );
 });

@@ -3,7 +3,7 @@
 import { formatIP, parseIP } from '../model/ip.ts';
 import { isActivePod, objectKey, PROTOCOLS } from '../model/types.ts';
 import type { ClusterState, Direction, Family, Protocol } from '../model/types.ts';
-import { podAddress, ruleName } from './verdict.ts';
+import { MAX_NAMES, podAddress, ruleName } from './verdict.ts';
 import type { DirectionVerdict, Endpoint, Verdict } from './verdict.ts';
 
 export type Parsed<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: string };
@@ -58,12 +58,18 @@ export function endpointLabel(e: Endpoint, family: Family): string {
   return `${objectKey(e.pod)} (${ip ?? `no IPv${family} address`})`;
 }
 
+/** Comma-separated, at most MAX_NAMES, then how many more (-o json has them all). */
+function names(xs: readonly string[]): string {
+  const shown = xs.slice(0, MAX_NAMES).join(', ');
+  return xs.length > MAX_NAMES ? `${shown} and ${xs.length - MAX_NAMES} more` : shown;
+}
+
 function section(dir: Direction, at: string, d: DirectionVerdict): string[] {
   const lines = [`${dir} at ${at}: ${d.allowed ? 'allowed' : 'DENIED'}`];
-  lines.push(`  policies: ${d.policies.length === 0 ? 'none (not isolated)' : d.policies.join(', ')}`);
+  lines.push(`  policies: ${d.policies.length === 0 ? 'none (not isolated)' : names(d.policies)}`);
   // The reason usually names the allowing rules already; list them when it doesn't.
-  if (d.allowedBy.some((r) => !d.reason.includes(ruleName(r))))
-    lines.push(`  allowed by: ${d.allowedBy.map(ruleName).join(', ')}`);
+  if (d.allowedBy.slice(0, MAX_NAMES).some((r) => !d.reason.includes(ruleName(r))))
+    lines.push(`  allowed by: ${names(d.allowedBy.map(ruleName))}`);
   lines.push(`  ${d.reason}`);
   return lines;
 }

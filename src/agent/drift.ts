@@ -65,6 +65,7 @@ export function compiledObjects(c: CompiledRuleset): string[] {
     ...c.chains.map((x) => `chain ${x.name}`),
     ...c.sets.map((x) => `set ${x.name}`),
     ...c.maps.map((x) => `map ${x.name}`),
+    ...c.decisions.map((x) => `map ${x.name}`),
   ].sort();
 }
 

@@ -6,10 +6,10 @@
 // never depends on input order.
 import { denyPathLimits } from './deny-path.ts';
 import type { PolicyKind } from '../kinds/kind.ts';
-import { POLICY_KINDS } from '../kinds/registry.ts';
+import { POLICY_KINDS, tieredPolicies } from '../kinds/registry.ts';
 import type { ClusterState } from '../model/types.ts';
 import { countObjects } from '../ruleset/ir.ts';
-import type { Chain, CompiledRuleset, NamedSet, RulesetStats, VerdictMap } from '../ruleset/ir.ts';
+import type { Chain, CompiledRuleset, DecisionMap, NamedSet, RulesetStats, VerdictMap } from '../ruleset/ir.ts';
 import { resolveOptions, type RenderOptions } from '../ruleset/options.ts';
 import { sanitizeComment } from '../ruleset/ids.ts';
 import { ClusterIndex } from './cluster-index.ts';
@@ -19,15 +19,18 @@ import { localEndpoints } from './local-endpoints.ts';
 import { PeerResolver } from './peers.ts';
 import { policyChains, relevantPolicies } from './policy-chains.ts';
 import { SharedSets } from './shared-sets.ts';
+import type { Term } from './terms.ts';
+import { compileTiers } from './tiers.ts';
 
 function computeStats(
   sets: readonly NamedSet[],
   maps: readonly VerdictMap[],
   chains: readonly Chain[],
+  decisions: readonly DecisionMap[],
   localCount: number,
   policyCount: number,
 ): RulesetStats {
-  return { ...countObjects(sets, maps, chains), localPods: localCount, policies: policyCount };
+  return { ...countObjects(sets, maps, chains, decisions), localPods: localCount, policies: policyCount };
 }
 
 /**
@@ -42,7 +45,9 @@ export function compileNode(
   opts?: Partial<RenderOptions>,
   kinds: readonly PolicyKind[] = POLICY_KINDS,
 ): CompiledRuleset {
-  return flattenRuleset(compileRules(state, nodeName, opts, kinds));
+  const idx = new ClusterIndex(state);
+  const c = compileRulesWith(state, nodeName, resolveOptions(opts), idx, new PeerResolver(idx), kinds);
+  return flattenRuleset(c.ruleset, c.terms);
 }
 
 /**
@@ -57,7 +62,7 @@ export function compileRules(
   kinds: readonly PolicyKind[] = POLICY_KINDS,
 ): CompiledRuleset {
   const idx = new ClusterIndex(state);
-  return compileRulesWith(state, nodeName, resolveOptions(opts), idx, new PeerResolver(idx), kinds);
+  return compileRulesWith(state, nodeName, resolveOptions(opts), idx, new PeerResolver(idx), kinds).ruleset;
 }
 
 /** compileNode with the lookups given: an index of `state` and a resolver over it (see node-compiler.ts). */
@@ -69,7 +74,8 @@ export function compileWith(
   peers: PeerResolver,
   kinds: readonly PolicyKind[] = POLICY_KINDS,
 ): CompiledRuleset {
-  return flattenRuleset(compileRulesWith(state, nodeName, o, idx, peers, kinds));
+  const c = compileRulesWith(state, nodeName, o, idx, peers, kinds);
+  return flattenRuleset(c.ruleset, c.terms);
 }
 
 function compileRulesWith(
@@ -79,30 +85,36 @@ function compileRulesWith(
   idx: ClusterIndex,
   peers: PeerResolver,
   kinds: readonly PolicyKind[],
-): CompiledRuleset {
+): { ruleset: CompiledRuleset; terms: readonly Term[] } {
   const local = localEndpoints(state, nodeName, o, idx);
   const relevant = relevantPolicies(state, local.pods, kinds);
   const shared = new SharedSets();
   const policies = policyChains({ idx, peers, sets: shared, families: local.families }, relevant);
-  const { podChains, maps } = dispatch(local.pods, policies.jumps, local.podCidrs.length > 0, o, idx);
+  const tiers = compileTiers({ state, idx, peers, local: local.pods, o }, tieredPolicies(state, kinds));
+  const dispatched = dispatch(local.pods, policies.jumps, local.podCidrs.length > 0, o, idx, tiers);
+  const podChains = dispatched.podChains;
+  const maps = [...tiers.maps, ...dispatched.maps];
+  const decisions = tiers.decisions;
 
   const sets = [...local.podCidrs.map((c) => c.set), ...shared.all()];
-  const chains = [...policies.chains, ...podChains, ...baseChains(local.podCidrs)];
+  const chains = [...policies.chains, ...tiers.chains, ...podChains, ...baseChains(local.podCidrs, o)];
   const names = new Set<string>();
-  for (const n of [...chains.map((c) => c.name), ...sets.map((s) => s.name)]) {
+  for (const n of [...chains.map((c) => c.name), ...sets.map((s) => s.name), ...decisions.map((m) => m.name)]) {
     // 48-bit hashes: a collision is practically impossible, but would be a confusing nft error.
     if (names.has(n)) throw new Error(`identifier collision on ${n}`);
     names.add(n);
   }
 
-  return {
+  const ruleset: CompiledRuleset = {
     table: o.table,
     comment: sanitizeComment(`managed by nft-netpol-agent, do not edit (edits are reverted): NetworkPolicy of node ${nodeName}`),
     node: nodeName,
     sets,
     maps,
+    decisions,
     limits: denyPathLimits(o),
     chains,
-    stats: computeStats(sets, maps, chains, local.pods.length, relevant.length),
+    stats: computeStats(sets, maps, chains, decisions, local.pods.length, relevant.length + tiers.policies),
   };
+  return { ruleset, terms: policies.terms };
 }

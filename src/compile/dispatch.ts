@@ -5,12 +5,13 @@
 import { denyPathRules } from './deny-path.ts';
 import { DIRECTIONS, FAMILIES, objectKey } from '../model/types.ts';
 import type { Direction, Pod } from '../model/types.ts';
-import { dispatchMapName, podChainName, podId, sanitizeComment } from '../ruleset/ids.ts';
-import type { Chain, MapElement, Rule, VerdictMap } from '../ruleset/ir.ts';
+import { dispatchMapName, podChainName, podId, sanitizeComment, tierLookupChainName } from '../ruleset/ids.ts';
+import type { Chain, MapElement, Match, Rule, VerdictMap } from '../ruleset/ir.ts';
 import type { RenderOptions } from '../ruleset/options.ts';
 import type { ClusterIndex } from './cluster-index.ts';
 import type { PodCidrSet } from './local-endpoints.ts';
 import type { PodJumps } from './policy-chains.ts';
+import type { Tiers } from './tiers.ts';
 
 // Base chain names: lower case, so they stand apart from the generated KUBE-* chains.
 export const BASE_CHAINS = {
@@ -26,6 +27,8 @@ const ND_TYPES = ['nd-neighbor-solicit', 'nd-neighbor-advert', 'nd-router-solici
  * `unknown`: the local pod CIDR sets, per family. After the dispatch, an
  * address in them that no map element claimed is a local endpoint the agent
  * does not know yet (a pod created a moment ago): dropped, fail closed.
+ * `before`: rules between the fixed accepts and the dispatch.
+ * `unknownMatches`: what the unknown-endpoint drop also requires.
  */
 function baseChain(
   name: string,
@@ -34,6 +37,8 @@ function baseChain(
   d: Direction,
   comment: string,
   unknown: readonly PodCidrSet[],
+  before: readonly Rule[] = [],
+  unknownMatches: readonly Match[] = [],
 ): Chain {
   const field = d === 'ingress' ? 'daddr' : 'saddr';
   const rules: Rule[] = [
@@ -45,6 +50,7 @@ function baseChain(
       comment: undefined,
     },
     { matches: [{ kind: 'icmpv6Types', types: ND_TYPES }], counter: false, verdict: { kind: 'accept' }, comment: undefined },
+    ...before,
     ...FAMILIES.map((f): Rule => ({
       matches: [],
       counter: false,
@@ -52,7 +58,7 @@ function baseChain(
       comment: undefined,
     })),
     ...unknown.map((c): Rule => ({
-      matches: [{ kind: 'addrSet', family: c.family, field, set: c.set.name }],
+      matches: [{ kind: 'addrSet', family: c.family, field, set: c.set.name }, ...unknownMatches],
       counter: true,
       verdict: { kind: 'drop' },
       comment: 'unknown local endpoint',
@@ -61,7 +67,17 @@ function baseChain(
   return { name, role: 'base', base: { hook, priority }, comment, rules };
 }
 
-export function baseChains(podCidrs: readonly PodCidrSet[]): Chain[] {
+// --allow-pod-to-node: what reaches the input hook addressed to one of the
+// node's own addresses is traffic to the node itself; accepted before any
+// pod's egress is looked at (broadcast and multicast still are).
+const POD_TO_NODE: Rule = {
+  matches: [{ kind: 'fibLocal', field: 'daddr', local: true }],
+  counter: false,
+  verdict: { kind: 'accept' },
+  comment: 'pod to its own node (--allow-pod-to-node)',
+};
+
+export function baseChains(podCidrs: readonly PodCidrSet[], o: Pick<RenderOptions, 'allowPodToNode'>): Chain[] {
   return [
     baseChain(
       BASE_CHAINS.forwardEgress,
@@ -80,8 +96,18 @@ export function baseChains(podCidrs: readonly PodCidrSet[]): Chain[] {
       'ingress of local pods: routed, bridged and DNATed traffic',
       podCidrs,
     ),
-    // Not on input: the node's own gateway address may lie in its pod CIDR.
-    baseChain(BASE_CHAINS.inputEgress, 'input', 0, 'egress', 'egress of local pods to this node itself', []),
+    // On input, the node's own addresses as sources are the node talking to
+    // itself (its gateway address may lie in its pod CIDR), never a pod.
+    baseChain(
+      BASE_CHAINS.inputEgress,
+      'input',
+      0,
+      'egress',
+      'egress of local pods to this node itself',
+      podCidrs,
+      o.allowPodToNode ? [POD_TO_NODE] : [],
+      [{ kind: 'fibLocal', field: 'saddr', local: false }],
+    ),
   ];
 }
 
@@ -90,10 +116,26 @@ export interface Dispatch {
   readonly maps: readonly VerdictMap[];
 }
 
+function tierJump(tier: 'admin' | 'baseline', d: Direction): Rule {
+  return { matches: [], counter: false, verdict: { kind: 'jump', chain: tierLookupChainName(tier, d) }, comment: `${tier} tier` };
+}
+
 /**
- * Pod chains of the isolated local pods and the verdict maps leading to them.
- * With pod CIDRs known (`listAll`), every local pod gets map elements, `accept`
- * in a direction nothing isolates it in.
+ * A local pod's chain of one direction, in tier order: the Admin tier's
+ * lookups (when an Admin policy selects it), then, if NetworkPolicies isolate
+ * it, their jumps and the deny tail (final), else the Baseline tier's lookups;
+ * falling off the end accepts. Empty: the pod needs no chain.
+ */
+function podChainRules(pod: Pod, d: Direction, isolating: readonly Rule[], tiers: Tiers | undefined, o: RenderOptions): Rule[] {
+  const admin = tiers?.selects(pod, 'admin', d) === true ? [tierJump('admin', d)] : [];
+  if (isolating.length > 0) return [...admin, ...isolating, ...denyPathRules(pod, d, o)];
+  return [...admin, ...(tiers?.selects(pod, 'baseline', d) === true ? [tierJump('baseline', d)] : [])];
+}
+
+/**
+ * Pod chains of the local pods some policy isolates or a tier selects, and
+ * the verdict maps leading to them. With pod CIDRs known (`listAll`), every
+ * local pod gets map elements, `accept` in a direction without a pod chain.
  */
 export function dispatch(
   local: readonly Pod[],
@@ -101,25 +143,26 @@ export function dispatch(
   listAll: boolean,
   o: RenderOptions,
   idx: ClusterIndex,
+  tiers?: Tiers,
 ): Dispatch {
   const podChains: Chain[] = [];
   const mapElems = new Map<string, { ip: bigint; el: MapElement }[]>();
   const seenKeys = new Set<string>();
   for (const pod of local) {
     const j = jumps.get(pod);
-    if (j === undefined && !listAll) continue;
+    if (j === undefined && !listAll && (tiers === undefined || tiers.policies === 0)) continue;
     const id = podId(pod.namespace, pod.name);
     for (const d of DIRECTIONS) {
-      const isolating = j?.[d] ?? [];
+      const rules = podChainRules(pod, d, j?.[d] ?? [], tiers, o);
       let chain: string | undefined;
-      if (isolating.length > 0) {
+      if (rules.length > 0) {
         chain = podChainName(id, d);
         podChains.push({
           name: chain,
           role: 'pod',
           base: undefined,
           comment: sanitizeComment(`${d} of pod ${objectKey(pod)}`),
-          rules: [...isolating, ...denyPathRules(pod, d, o)],
+          rules,
         });
       } else if (!listAll) {
         continue; // not isolated, and unknown addresses pass anyway: no element needed

@@ -27,7 +27,7 @@
 // identities (a hash map element); identities and their sets change when
 // policies or local pods do. Pure: the same per-policy ruleset always gives
 // the same text.
-import { cidrInterval, familyBits, parseCIDR, parseIP } from '../model/ip.ts';
+import { familyBits, parseIP } from '../model/ip.ts';
 import type { Interval } from '../model/ip.ts';
 import { DIRECTIONS, FAMILIES } from '../model/types.ts';
 import type { Direction, Family } from '../model/types.ts';
@@ -44,43 +44,13 @@ import {
   sanitizeComment,
   shortHash,
 } from '../ruleset/ids.ts';
+import type { PortRange } from './ports.ts';
+import type { Term, TermSource } from './terms.ts';
 import { formatElement, parseV4 } from './v4.ts';
 
 const ANYWHERE = '*';
 
-/** Where a rule's remote side may be. */
-type Source =
-  /** A peer set of pod addresses only (hash set): pod identities. */
-  | { readonly kind: 'pods'; readonly set: NamedSet }
-  /** A peer set with ipBlocks (interval set): range identities. */
-  | { readonly kind: 'ranges'; readonly set: NamedSet }
-  /** No peers: every address (a range identity). */
-  | { readonly kind: 'anywhere' }
-  /** Egress named ports: destination pods, with the ports each serves. */
-  | { readonly kind: 'named'; readonly set: NamedSet };
-
-/** What a rule allows on the local side. */
-type Ports =
-  | { readonly kind: 'all' }
-  /** `proto . port[-port]` elements (numeric ports, any local pod of the policy). */
-  | { readonly kind: 'numeric'; readonly elements: readonly string[] }
-  /** Ingress named ports: `local address . proto . port` triples. */
-  | { readonly kind: 'local'; readonly elements: readonly string[] }
-  /** Egress named ports: the ports come with the remote address (Source named). */
-  | { readonly kind: 'remote' };
-
-interface Term {
-  /** `ns/name ingress[0]`: shown on the allow elements. */
-  readonly label: string;
-  /** undefined: both families. */
-  readonly family: Family | undefined;
-  readonly source: Source;
-  readonly ports: Ports;
-  /** Local addresses of the pods the policy isolates, per family. */
-  readonly targets: ReadonlyMap<Family, readonly string[]>;
-}
-
-interface PortRange {
+interface LabelledRange {
   readonly lo: number;
   readonly hi: number;
   readonly labels: Set<string>;
@@ -95,7 +65,7 @@ const SPLIT_RANGE_UP_TO = 16;
 
 /** What one identity allows: per local address, per protocol, port ranges; and local addresses open on every port. */
 class Allowed {
-  readonly ports = new Map<string, Map<string, PortRange[]>>();
+  readonly ports = new Map<string, Map<string, LabelledRange[]>>();
   readonly all = new Map<string, Set<string>>();
 
   addPort(local: string, proto: string, lo: number, hi: number, label: string): void {
@@ -127,7 +97,7 @@ class Allowed {
       const byProto = this.ports.get(local)!;
       for (const proto of [...byProto.keys()].sort()) {
         const sorted = [...byProto.get(proto)!].sort((a, b) => a.lo - b.lo || a.hi - b.hi);
-        const merged: PortRange[] = [];
+        const merged: LabelledRange[] = [];
         for (const r of sorted) {
           const last = merged[merged.length - 1];
           if (last !== undefined && r.lo <= last.hi) {
@@ -169,108 +139,16 @@ function labelComment(labels: ReadonlySet<string>): string {
   return ` comment "${sanitizeComment([...labels].sort().join(' '))}"`;
 }
 
-/** `tcp . 80`, `tcp . 8000-8080` */
-function parsePortElement(e: string): { proto: string; lo: number; hi: number } {
-  const [proto = '', ports = ''] = e.split(' . ');
-  const [lo = '0', hi = lo] = ports.split('-');
-  return { proto, lo: Number(lo), hi: Number(hi) };
+function sourceKey(s: TermSource): string {
+  return s.kind === 'anywhere' ? ANYWHERE : s.key;
 }
 
-/** `10.0.0.5 . tcp . 8080` */
-function parseTriple(e: string): { addr: string; proto: string; port: number } {
-  const [addr = '', proto = '', port = '0'] = e.split(' . ');
-  return { addr, proto, port: Number(port) };
-}
-
-/** An interval set element (`10.0.0.1`, `10.0.0.0/8`, `10.0.0.1-10.0.0.9`) as an interval. */
-function parseInterval(e: string): Interval | undefined {
-  if (e.includes('/')) {
-    const c = parseCIDR(e);
-    return c.ok ? cidrInterval(c.cidr) : undefined;
-  }
-  const [a = '', b = a] = e.split('-');
-  const lo = parseIP(a);
-  const hi = parseIP(b);
-  return lo === undefined || hi === undefined ? undefined : { family: lo.family, lo: lo.value, hi: hi.value };
-}
-
-function sourceKey(s: Source): string {
-  return s.kind === 'anywhere' ? ANYWHERE : s.set.name;
-}
-
-function describe(s: Source): string {
-  if (s.kind === 'anywhere') return 'anywhere';
-  return (s.set.comment ?? s.set.name).replace(/^IPv[46] (peers: )?/, '');
-}
-
-function termsOf(prev: CompiledRuleset): Map<Direction, Term[]> {
-  const sets = new Map(prev.sets.map((s) => [s.name, s]));
-  // Pod chain -> its local addresses per family, from the dispatch maps.
-  const podAddrs = new Map<string, Map<Family, string[]>>();
-  for (const m of prev.maps) {
-    for (const e of m.elements) {
-      if (e.chain === undefined) continue;
-      let byFam = podAddrs.get(e.chain);
-      if (byFam === undefined) podAddrs.set(e.chain, (byFam = new Map()));
-      let l = byFam.get(m.family);
-      if (l === undefined) byFam.set(m.family, (l = []));
-      l.push(e.key);
-    }
-  }
-  // Policy chain -> local addresses of the pods jumping to it, and the policy's name.
-  const targets = new Map<string, Map<Family, string[]>>();
-  const policyNames = new Map<string, string>();
-  for (const ch of prev.chains) {
-    if (ch.role !== 'pod') continue;
-    for (const r of ch.rules) {
-      if (r.verdict.kind !== 'jump') continue;
-      policyNames.set(r.verdict.chain, r.comment ?? r.verdict.chain);
-      let t = targets.get(r.verdict.chain);
-      if (t === undefined) targets.set(r.verdict.chain, (t = new Map()));
-      for (const [f, addrs] of podAddrs.get(ch.name) ?? []) {
-        let l = t.get(f);
-        if (l === undefined) t.set(f, (l = []));
-        l.push(...addrs);
-      }
-    }
-  }
-  const out = new Map<Direction, Term[]>(DIRECTIONS.map((d) => [d, []]));
-  for (const ch of prev.chains) {
-    if (ch.role !== 'policy') continue;
-    const d: Direction = ch.name.endsWith('-IN') ? 'ingress' : 'egress';
-    const t = targets.get(ch.name) ?? new Map<Family, string[]>();
-    for (const r of ch.rules) {
-      let addr: NamedSet | undefined;
-      let portSet: NamedSet | undefined;
-      let named: NamedSet | undefined;
-      let family: Family | undefined;
-      for (const m of r.matches) {
-        const s = 'set' in m ? sets.get(m.set) : undefined;
-        if (m.kind === 'addrSet') [addr, family] = [s, m.family];
-        else if (m.kind === 'portSet') portSet = s;
-        else if (m.kind === 'namedPortSet') [named, family] = [s, m.family];
-      }
-      const label = `${policyNames.get(ch.name) ?? ch.name} ${r.comment ?? ''}`.trim();
-      let source: Source;
-      let ports: Ports;
-      if (named !== undefined && d === 'egress') {
-        // The named set holds only destinations the peers select: it is the remote side.
-        source = { kind: 'named', set: named };
-        ports = { kind: 'remote' };
-      } else {
-        source = addr === undefined ? { kind: 'anywhere' } : { kind: addr.interval ? 'ranges' : 'pods', set: addr };
-        if (named !== undefined) ports = { kind: 'local', elements: named.elements };
-        else if (portSet !== undefined) ports = { kind: 'numeric', elements: portSet.elements };
-        else ports = { kind: 'all' };
-      }
-      out.get(d)!.push({ label, family, source, ports, targets: t });
-    }
-  }
-  return out;
+function describe(s: TermSource): string {
+  return s.kind === 'anywhere' ? 'anywhere' : s.about;
 }
 
 /** What `terms` (all naming one source) allow, added to `into`; `remotePorts` for named egress sources. */
-function allowTerms(into: Allowed, terms: readonly Term[], f: Family, remotePorts: readonly string[]): void {
+function allowTerms(into: Allowed, terms: readonly Term[], f: Family, remotePorts: readonly PortRange[]): void {
   for (const t of terms) {
     if (t.family !== undefined && t.family !== f) continue;
     const locals = t.targets.get(f) ?? [];
@@ -281,24 +159,15 @@ function allowTerms(into: Allowed, terms: readonly Term[], f: Family, remotePort
         for (const l of locals) into.addAll(l, t.label);
         break;
       case 'numeric':
-        for (const e of p.elements) {
-          const { proto, lo, hi } = parsePortElement(e);
-          for (const l of locals) into.addPort(l, proto, lo, hi, t.label);
-        }
+        for (const r of p.ranges) for (const l of locals) into.addPort(l, r.proto, r.lo, r.hi, t.label);
         break;
       case 'local': {
         const mine = new Set(locals);
-        for (const e of p.elements) {
-          const { addr, proto, port } = parseTriple(e);
-          if (mine.has(addr)) into.addPort(addr, proto, port, port, t.label);
-        }
+        for (const e of p.triples) if (mine.has(e.addr)) into.addPort(e.addr, e.proto, e.port, e.port, t.label);
         break;
       }
       case 'remote':
-        for (const e of remotePorts) {
-          const { proto, lo, hi } = parsePortElement(e);
-          for (const l of locals) into.addPort(l, proto, lo, hi, t.label);
-        }
+        for (const r of remotePorts) for (const l of locals) into.addPort(l, r.proto, r.lo, r.hi, t.label);
         break;
     }
   }
@@ -306,8 +175,12 @@ function allowTerms(into: Allowed, terms: readonly Term[], f: Family, remotePort
 
 interface Identity {
   readonly key: string;
+  /** Source keys; a named egress source with the remote address's ports is `key=ports` (see podIdentities). */
   readonly tokens: readonly string[];
 }
+
+/** Per named token (`key=ports`): its source key and the remote ports it stands for. */
+type NamedTokens = Map<string, { readonly source: string; readonly ports: readonly PortRange[] }>;
 
 interface Built {
   readonly chains: Chain[];
@@ -323,6 +196,7 @@ function buildIdentities(
   identities: Iterable<Identity>,
   bySource: ReadonlyMap<string, readonly Term[]>,
   describeToken: (token: string) => string,
+  named: NamedTokens,
 ): Built {
   const out: Built = { chains: [], sets: [], chainOf: new Map() };
   const local = d === 'ingress' ? 'daddr' : 'saddr';
@@ -330,10 +204,8 @@ function buildIdentities(
     if (out.chainOf.has(id.key)) continue;
     const allowed = new Allowed();
     for (const token of id.tokens) {
-      const at = token.indexOf('=');
-      const source = at < 0 ? token : token.slice(0, at);
-      const remotePorts = at < 0 ? [] : token.slice(at + 1).split(',');
-      allowTerms(allowed, bySource.get(source) ?? [], f, remotePorts);
+      const n = named.get(token);
+      allowTerms(allowed, bySource.get(n?.source ?? token) ?? [], f, n?.ports ?? []);
     }
     if (allowed.empty) {
       out.chainOf.set(id.key, undefined);
@@ -391,13 +263,17 @@ function accept(matches: Match[]): Rule {
 /**
  * Pod identities of one direction and family: address -> identity key (its
  * source tokens, sorted, joined by `|`), and each key's identity. Sources are
- * visited in name order, once each, so every address's tokens come sorted.
+ * visited in key order, once each, so every address's tokens come sorted.
  */
-function podIdentities(terms: readonly Term[], f: Family): { keys: Map<string, string>; identities: Map<string, Identity> } {
-  const sources = new Map<string, Source>();
+function podIdentities(
+  terms: readonly Term[],
+  f: Family,
+  named: NamedTokens,
+): { keys: Map<string, string>; identities: Map<string, Identity> } {
+  const sources = new Map<string, TermSource>();
   for (const t of terms) {
     const s = t.source;
-    if ((s.kind === 'pods' || s.kind === 'named') && t.family === f) sources.set(s.set.name, s);
+    if ((s.kind === 'pods' || s.kind === 'named') && t.family === f) sources.set(s.key, s);
   }
   const keys = new Map<string, string>();
   const add = (addr: string, token: string): void => {
@@ -407,16 +283,20 @@ function podIdentities(terms: readonly Term[], f: Family): { keys: Map<string, s
   for (const name of [...sources.keys()].sort()) {
     const s = sources.get(name)!;
     if (s.kind === 'pods') {
-      for (const e of s.set.elements) add(e, name);
+      for (const a of s.addrs) add(a, name);
     } else if (s.kind === 'named') {
-      const ports = new Map<string, string[]>();
-      for (const e of s.set.elements) {
-        const { addr, proto, port } = parseTriple(e);
-        let l = ports.get(addr);
-        if (l === undefined) ports.set(addr, (l = []));
-        l.push(`${proto} . ${port}`);
+      const ports = new Map<string, PortRange[]>();
+      for (const e of s.triples) {
+        let l = ports.get(e.addr);
+        if (l === undefined) ports.set(e.addr, (l = []));
+        l.push({ proto: e.proto, lo: e.port, hi: e.port });
       }
-      for (const [addr, l] of ports) add(addr, `${name}=${l.sort().join(',')}`);
+      for (const [addr, l] of ports) {
+        const text = l.map((r) => `${r.proto} . ${r.lo}`).sort();
+        const token = `${name}=${text.join(',')}`;
+        if (!named.has(token)) named.set(token, { source: name, ports: l });
+        add(addr, token);
+      }
     }
   }
   const identities = new Map<string, Identity>();
@@ -426,7 +306,7 @@ function podIdentities(terms: readonly Term[], f: Family): { keys: Map<string, s
 
 /** Range identities of one direction and family: non-overlapping intervals with the sources covering them. */
 function rangeIdentities(terms: readonly Term[], f: Family): { iv: Interval; id: Identity }[] {
-  const sources = new Map<string, Interval[]>();
+  const sources = new Map<string, readonly Interval[]>();
   const max = (1n << BigInt(familyBits(f))) - 1n;
   for (const t of terms) {
     const s = t.source;
@@ -435,11 +315,7 @@ function rangeIdentities(terms: readonly Term[], f: Family): { iv: Interval; id:
     const key = sourceKey(s);
     if (sources.has(key)) continue;
     if (s.kind === 'anywhere') sources.set(key, [{ family: f, lo: 0n, hi: max }]);
-    else
-      sources.set(
-        key,
-        s.set.elements.flatMap((e) => parseInterval(e) ?? []),
-      );
+    else sources.set(key, s.ivs);
   }
   // Sweep over interval boundaries: between two boundaries the covering sources are constant.
   const events: { at: bigint; key: string; delta: number }[] = [];
@@ -506,9 +382,12 @@ function lookupChain(d: Direction, maps: readonly VerdictMap[]): Chain {
   };
 }
 
-/** The per-policy ruleset of compileRules, flattened into peer identities (see the top of this file). */
-export function flattenRuleset(prev: CompiledRuleset): CompiledRuleset {
-  const terms = termsOf(prev);
+/**
+ * The per-policy ruleset of compileRules, flattened into peer identities (see
+ * the top of this file): `terms` are what its policy chains' rules allow.
+ */
+export function flattenRuleset(prev: CompiledRuleset, all: readonly Term[]): CompiledRuleset {
+  const terms = new Map<Direction, Term[]>(DIRECTIONS.map((d) => [d, all.filter((t) => t.direction === d)]));
   // The policy chains' sets are folded into the identities; any other set (the local pod CIDRs) stays.
   const policySets = new Set<string>();
   for (const c of prev.chains)
@@ -527,15 +406,16 @@ export function flattenRuleset(prev: CompiledRuleset): CompiledRuleset {
       l.push(t);
       sourceText.set(k, describe(t.source));
     }
+    const named: NamedTokens = new Map();
     const describeToken = (token: string): string => {
-      const at = token.indexOf('=');
-      return at < 0
+      const n = named.get(token);
+      return n === undefined
         ? (sourceText.get(token) ?? token)
-        : `${sourceText.get(token.slice(0, at)) ?? token} (${token.slice(at + 1)})`;
+        : `${sourceText.get(n.source) ?? token} (${token.slice(n.source.length + 1)})`;
     };
     for (const f of FAMILIES) {
-      const pods = podIdentities(ts, f);
-      const builtPods = buildIdentities(d, f, false, pods.identities.values(), bySource, describeToken);
+      const pods = podIdentities(ts, f, named);
+      const builtPods = buildIdentities(d, f, false, pods.identities.values(), bySource, describeToken, named);
       const podElements: MapElement[] = [];
       for (const addr of sortAddresses(pods.keys.keys())) {
         const chain = builtPods.chainOf.get(pods.keys.get(addr)!);
@@ -549,6 +429,7 @@ export function flattenRuleset(prev: CompiledRuleset): CompiledRuleset {
         ranges.map((r) => r.id),
         bySource,
         describeToken,
+        named,
       );
       const rangeElements: MapElement[] = [];
       for (const r of ranges) {
@@ -567,7 +448,8 @@ export function flattenRuleset(prev: CompiledRuleset): CompiledRuleset {
   }
 
   const policyChainNames = new Set(prev.chains.filter((c) => c.role === 'policy').map((c) => c.name));
-  // Pod chains: the direction's peer lookups, then their deny tail (dispatch.ts). Every other chain stays as compiled.
+  // Pod chains: the policy jumps become the direction's peer lookups, before
+  // their deny tail (dispatch.ts), after any Admin tier lookup. Every other chain stays as compiled.
   const rest = prev.chains
     .filter((c) => c.role !== 'policy')
     .map((c): Chain => {
@@ -579,10 +461,10 @@ export function flattenRuleset(prev: CompiledRuleset): CompiledRuleset {
         verdict: { kind: 'jump', chain: peerLookupChainName(d) },
         comment: undefined,
       };
-      return {
-        ...c,
-        rules: [lookup, ...c.rules.filter((r) => !(r.verdict.kind === 'jump' && policyChainNames.has(r.verdict.chain)))],
-      };
+      const isPolicyJump = (r: Rule): boolean => r.verdict.kind === 'jump' && policyChainNames.has(r.verdict.chain);
+      const first = c.rules.findIndex(isPolicyJump);
+      if (first < 0) return c;
+      return { ...c, rules: [...c.rules.slice(0, first), lookup, ...c.rules.slice(first).filter((r) => !isPolicyJump(r))] };
     });
   const chains = [...peerChains, ...DIRECTIONS.map((d) => lookupChain(d, [...peerMaps, ...prev.maps])), ...rest];
   const maps = [...peerMaps, ...prev.maps];
@@ -591,5 +473,5 @@ export function flattenRuleset(prev: CompiledRuleset): CompiledRuleset {
     if (names.has(n)) throw new Error(`identifier collision on ${n}`);
     names.add(n);
   }
-  return { ...prev, sets, maps, chains, stats: { ...prev.stats, ...countObjects(sets, maps, chains) } };
+  return { ...prev, sets, maps, chains, stats: { ...prev.stats, ...countObjects(sets, maps, chains, prev.decisions) } };
 }

@@ -14,6 +14,8 @@ import type { ClusterIndex } from './cluster-index.ts';
 import type { PeerResolver } from './peers.ts';
 import { compilePolicyChain } from './policy-rules.ts';
 import type { SharedSets } from './shared-sets.ts';
+import type { PortTriple } from './ports.ts';
+import type { Term } from './terms.ts';
 
 export interface RelevantPolicy {
   readonly policy: ContributedPolicy;
@@ -75,6 +77,8 @@ export type PodJumps = Record<Direction, Rule[]>;
 
 export interface PolicyChains {
   readonly chains: readonly Chain[];
+  /** What every rule of the chains allows, as values. */
+  readonly terms: readonly Term[];
   /** Only pods some policy isolates. */
   readonly jumps: ReadonlyMap<Pod, PodJumps>;
 }
@@ -88,12 +92,22 @@ export interface PolicyChainContext {
 
 export function policyChains(ctx: PolicyChainContext, relevant: readonly RelevantPolicy[]): PolicyChains {
   const chains: Chain[] = [];
+  const terms: Term[] = [];
   const jumps = new Map<Pod, PodJumps>();
+  const namedTriples = new Map<string, readonly PortTriple[]>();
   for (const r of relevant) {
     for (const d of DIRECTIONS) {
       if (!r.policy.types[d]) continue;
-      const out = compilePolicyChain({ ...ctx, policy: r.policy, policyId: r.id, direction: d, targets: r.targets });
+      const out = compilePolicyChain({
+        ...ctx,
+        policy: r.policy,
+        policyId: r.id,
+        direction: d,
+        targets: r.targets,
+        namedTriples,
+      });
       chains.push(out.chain);
+      terms.push(...out.terms);
       const jump: Rule = {
         matches: [],
         counter: false,
@@ -107,5 +121,5 @@ export function policyChains(ctx: PolicyChainContext, relevant: readonly Relevan
       }
     }
   }
-  return { chains, jumps };
+  return { chains, terms, jumps };
 }

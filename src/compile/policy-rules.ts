@@ -15,8 +15,9 @@ import { describePeers, hasPodPeers, peersDefinition } from './peers.ts';
 import type { PeerResolver } from './peers.ts';
 import type { SharedSets } from './shared-sets.ts';
 import { addressElements, formatElement } from './v4.ts';
-import { egressNamedPortElements, hasNumericPorts, ingressNamedPortElements, namedPorts, numericPortElements } from './ports.ts';
-import type { NamedPortRef } from './ports.ts';
+import { egressNamedPorts, hasNumericPorts, ingressNamedPorts, namedPorts, numericPortRanges, tripleText } from './ports.ts';
+import type { NamedPortRef, PortTriple } from './ports.ts';
+import type { Term, TermPorts, TermSource } from './terms.ts';
 
 export interface PolicyChainInput {
   readonly idx: ClusterIndex;
@@ -33,12 +34,16 @@ export interface PolicyChainInput {
   readonly direction: Direction;
   /** Local pods the policy selects: the destinations of ingress named ports. */
   readonly targets: readonly Pod[];
+  /** Egress named-port triples by set name, for sets another rule created first (one compile). */
+  readonly namedTriples: Map<string, readonly PortTriple[]>;
 }
 
 export interface PolicyChainOutput {
   readonly chain: Chain;
   /** Sets this chain is the first to use (shared ones are listed once, by their first user). */
   readonly sets: readonly NamedSet[];
+  /** What each of its rules allows, as values (identities.ts flattens these). */
+  readonly terms: readonly Term[];
 }
 
 function accept(matches: Match[], comment: string): Rule {
@@ -51,13 +56,33 @@ function setRank(s: NamedSet): number {
   return SET_ORDER.findIndex((prefix) => s.name.startsWith(prefix));
 }
 
-function compileRule(input: PolicyChainInput, rule: ContributedRule, into: NamedSet[]): Rule[] {
+interface Compiled {
+  readonly rules: Rule[];
+  readonly terms: Term[];
+}
+
+function compileRule(input: PolicyChainInput, rule: ContributedRule, into: NamedSet[], targets: Term['targets']): Compiled {
   const created: NamedSet[] = [];
-  const rules = compileRuleInto(input, rule, created);
+  const out = compileRuleInto(input, rule, created, targets);
   created.sort((a, b) => setRank(a) - setRank(b));
   input.sets.append(created);
   into.push(...created);
-  return rules;
+  return out;
+}
+
+/** Local addresses of the policy's targets, per family. */
+function targetAddresses(input: PolicyChainInput): Term['targets'] {
+  const out = new Map<Family, string[]>();
+  for (const pod of input.targets) {
+    for (const text of pod.ips) {
+      const ip = input.idx.ip(text);
+      if (ip === undefined) continue;
+      let l = out.get(ip.family);
+      if (l === undefined) out.set(ip.family, (l = []));
+      l.push(text);
+    }
+  }
+  return out;
 }
 
 function selectorText(sel: LabelSelector): string {
@@ -69,19 +94,26 @@ function refsText(refs: readonly NamedPortRef[]): string {
   return [...new Set(refs.map((r) => `${r.name}/${r.protocol}`))].sort().join(',');
 }
 
-function compileRuleInto(input: PolicyChainInput, rule: ContributedRule, created: NamedSet[]): Rule[] {
+function compileRuleInto(
+  input: PolicyChainInput,
+  rule: ContributedRule,
+  created: NamedSet[],
+  targets: Term['targets'],
+): Compiled {
   const { policy, direction, families } = input;
   const label = `${direction}[${rule.origin.index}]`;
+  const termLabel = `${policy.origin.label} ${label}`;
   const field = direction === 'ingress' ? 'saddr' : 'daddr';
   const peersDef = rule.peers === undefined ? undefined : peersDefinition(rule.peers, policy.namespace);
   const addrs =
     rule.peers === undefined || peersDef === undefined
       ? undefined
       : input.peers.ruleIntervals(rule.peers, policy.namespace, peersDef);
-  const use = (name: string, definition: string, make: () => NamedSet): string =>
-    input.sets.use(name, definition, make, created).name;
+  const use = (name: string, definition: string, make: () => NamedSet): NamedSet =>
+    input.sets.use(name, definition, make, created);
 
-  const peerMatch = (f: Family): Match | undefined => {
+  /** The peer set's match and what it holds, as a term source. */
+  const peerMatch = (f: Family): { match: Match; source: TermSource } | undefined => {
     if (rule.peers === undefined || peersDef === undefined || addrs === undefined) return undefined;
     const peers = rule.peers;
     const def = `peers\0${peersDef}`;
@@ -98,42 +130,49 @@ function compileRuleInto(input: PolicyChainInput, rule: ContributedRule, created
       elements: interval ? addrs[f].map(formatElement) : addressElements(addrs[f]),
       comment: sanitizeComment(`IPv${f} peers: ${describePeers(peers, policy.namespace, f)}`),
     }));
-    return { kind: 'addrSet', family: f, field, set };
+    const about = (set.comment ?? name).replace(/^IPv[46] peers: /, '');
+    // A hash set's elements are canonical addresses: the same values the term needs.
+    const source: TermSource = interval
+      ? { kind: 'ranges', key: name, about, ivs: addrs[f] }
+      : { kind: 'pods', key: name, about, addrs: set.elements };
+    return { match: { kind: 'addrSet', family: f, field, set: name }, source };
   };
 
   // Port alternatives: none (no port match), numeric (family-agnostic), named (per family).
   const ports = rule.ports;
-  const numeric = (): Match[] | undefined => {
-    if (ports === undefined) return [];
+  const numeric = (): { matches: Match[]; ports: TermPorts } | undefined => {
+    if (ports === undefined) return { matches: [], ports: { kind: 'all' } };
     if (!hasNumericPorts(ports)) return undefined;
-    const elements = numericPortElements(ports);
+    const ranges = numericPortRanges(ports);
+    const elements = ranges.map((r) => `${r.proto} . ${r.lo === r.hi ? r.lo : `${r.lo}-${r.hi}`}`);
     // The elements are the whole definition: a policy edit renames the set.
     const def = `ports\0${elements.join(',')}`;
     const name = portSetName(setId(def));
-    const set = use(name, def, () => ({
+    use(name, def, () => ({
       name,
       type: 'inet_proto . inet_service',
       interval: true,
       elements,
       comment: sanitizeComment(`ports: ${elements.join(', ')}`),
     }));
-    return [{ kind: 'portSet', set }];
+    return { matches: [{ kind: 'portSet', set: name }], ports: { kind: 'numeric', ranges } };
   };
   const refs = ports === undefined ? [] : namedPorts(ports);
-  const namedMatch = (f: Family): Match | undefined => {
+  /** The named-port set's match, and its triples (local or remote side). */
+  const namedMatch = (f: Family): { match: Match; name: string; about: string; triples: readonly PortTriple[] } | undefined => {
     if (refs.length === 0) return undefined;
     const wanted = refsText(refs);
     let def: string;
     let about: string;
-    let elements: () => string[];
+    let triples: () => readonly PortTriple[];
     if (direction === 'ingress') {
       // On the policy's selected local pods: these only change together with
       // the pod chains, so an empty set is simply left out (allows nothing).
-      const found = ingressNamedPortElements(input.idx, input.targets, f, refs);
+      const found = ingressNamedPorts(input.idx, input.targets, f, refs);
       if (found.length === 0) return undefined;
       def = `named-in\0${policy.namespace}\0${formatSelector(policy.podSelector)}\0${wanted}`;
       about = `local pods(${selectorText(policy.podSelector)}) in ns ${policy.namespace}`;
-      elements = () => found;
+      triples = () => found;
     } else {
       // On destination pods anywhere: content follows churn, so the set
       // exists in every family the node uses, even while nobody serves it.
@@ -141,32 +180,44 @@ function compileRuleInto(input: PolicyChainInput, rule: ContributedRule, created
       def = `named-eg\0${peersDef ?? '*'}\0${wanted}`;
       about = rule.peers === undefined ? 'every pod' : describePeers(rule.peers, policy.namespace, f);
       const peers = rule.peers;
-      elements = () =>
-        egressNamedPortElements(
-          input.idx,
-          peers === undefined ? undefined : input.peers.destinations(peers, policy.namespace),
-          f,
-          refs,
-        );
+      triples = () =>
+        egressNamedPorts(input.idx, peers === undefined ? undefined : input.peers.destinations(peers, policy.namespace), f, refs);
     }
     const name = namedPortSetName(setId(def), f);
-    const set = use(name, def, () => ({
-      name,
-      type: namedPortType(f),
-      interval: false,
-      elements: elements(),
-      comment: sanitizeComment(`IPv${f} named ports ${wanted} of ${about}`),
-    }));
-    return { kind: 'namedPortSet', family: f, set };
+    let list = input.namedTriples.get(name);
+    use(name, def, () => {
+      list = triples();
+      return {
+        name,
+        type: namedPortType(f),
+        interval: false,
+        elements: list.map(tripleText),
+        comment: sanitizeComment(`IPv${f} named ports ${wanted} of ${about}`),
+      };
+    });
+    list ??= triples();
+    input.namedTriples.set(name, list);
+    const described = `named ports ${wanted} of ${about}`;
+    return { match: { kind: 'namedPortSet', family: f, set: name }, name, about: described, triples: list };
   };
 
-  const out: Rule[] = [];
+  const out: Compiled = { rules: [], terms: [] };
+  const add = (matches: Match[], family: Family | undefined, source: TermSource, termPorts: TermPorts): void => {
+    out.rules.push(accept(matches, label));
+    out.terms.push({ label: termLabel, direction, family, source, ports: termPorts, targets });
+  };
+  /** A named-port rule: egress names come with the destination (the named set is the remote side). */
+  const addNamed = (n: NonNullable<ReturnType<typeof namedMatch>>, f: Family, source: TermSource, peer: Match[]): void => {
+    if (direction === 'egress')
+      add([...peer, n.match], f, { kind: 'named', key: n.name, about: n.about, triples: n.triples }, { kind: 'remote' });
+    else add([...peer, n.match], f, source, { kind: 'local', triples: n.triples });
+  };
   if (rule.peers === undefined || addrs === undefined) {
     const num = numeric();
-    if (num !== undefined) out.push(accept(num, label));
+    if (num !== undefined) add(num.matches, undefined, { kind: 'anywhere' }, num.ports);
     for (const f of FAMILIES) {
       const n = namedMatch(f);
-      if (n !== undefined) out.push(accept([n], label));
+      if (n !== undefined) addNamed(n, f, { kind: 'anywhere' }, []);
     }
     return out;
   }
@@ -181,8 +232,8 @@ function compileRuleInto(input: PolicyChainInput, rule: ContributedRule, created
     const n = namedMatch(f);
     const p = num === undefined && n === undefined ? undefined : peerMatch(f);
     if (p === undefined) continue;
-    if (num !== undefined) out.push(accept([p, ...num], label));
-    if (n !== undefined) out.push(accept([p, n], label));
+    if (num !== undefined) add([p.match, ...num.matches], f, p.source, num.ports);
+    if (n !== undefined) addNamed(n, f, p.source, [p.match]);
   }
   return out;
 }
@@ -192,11 +243,17 @@ export function compilePolicyChain(input: PolicyChainInput): PolicyChainOutput {
   const list = direction === 'ingress' ? policy.ingress : policy.egress;
   const sets: NamedSet[] = [];
   const rules: Rule[] = [];
+  const terms: Term[] = [];
   const invalid = new Set<number>();
+  const targets = targetAddresses(input);
   for (const rule of list) {
     // Fail closed: an invalid rule allows nothing, so it renders nothing.
     if (rule.invalid) invalid.add(rule.origin.index);
-    else rules.push(...compileRule(input, rule, sets));
+    else {
+      const c = compileRule(input, rule, sets, targets);
+      rules.push(...c.rules);
+      terms.push(...c.terms);
+    }
   }
   // The note goes first: comments are capped and names can be long.
   let note = '';
@@ -211,5 +268,6 @@ export function compilePolicyChain(input: PolicyChainInput): PolicyChainOutput {
       rules,
     },
     sets,
+    terms,
   };
 }

@@ -11,13 +11,22 @@ import type { PeerDestinations } from './peers.ts';
 
 const MAX_PORT = 65535;
 
-export function nftProto(p: Protocol): 'tcp' | 'udp' | 'sctp' {
+export function nftProto(p: Protocol): NftProto {
   return p === 'TCP' ? 'tcp' : p === 'UDP' ? 'udp' : 'sctp';
 }
 
-/** `tcp . 80`, `tcp . 30000-32767`, `udp . 0-65535` (every port), merged per protocol. */
-export function numericPortElements(specs: readonly PortSpec[]): string[] {
-  const out: string[] = [];
+/** One protocol's port interval (both ends included). */
+export interface PortRange {
+  readonly proto: NftProto;
+  readonly lo: number;
+  readonly hi: number;
+}
+
+export type NftProto = 'tcp' | 'udp' | 'sctp';
+
+/** Numeric ports, endPort ranges and protocol-only entries (every port) as merged intervals, per protocol in order. */
+export function numericPortRanges(specs: readonly PortSpec[]): PortRange[] {
+  const out: PortRange[] = [];
   for (const proto of PROTOCOLS) {
     const ranges: [number, number][] = [];
     for (const s of specs) {
@@ -32,9 +41,14 @@ export function numericPortElements(specs: readonly PortSpec[]): string[] {
       if (last !== undefined && lo <= last[1] + 1) last[1] = Math.max(last[1], hi);
       else merged.push([lo, hi]);
     }
-    for (const [lo, hi] of merged) out.push(`${nftProto(proto)} . ${lo === hi ? lo : `${lo}-${hi}`}`);
+    for (const [lo, hi] of merged) out.push({ proto: nftProto(proto), lo, hi });
   }
   return out;
+}
+
+/** `tcp . 80`, `tcp . 30000-32767`, `udp . 0-65535` (every port), merged per protocol. */
+export function numericPortElements(specs: readonly PortSpec[]): string[] {
+  return numericPortRanges(specs).map((r) => `${r.proto} . ${r.lo === r.hi ? r.lo : `${r.lo}-${r.hi}`}`);
 }
 
 export function hasNumericPorts(specs: readonly PortSpec[]): boolean {
@@ -52,25 +66,34 @@ export function namedPorts(specs: readonly PortSpec[]): NamedPortRef[] {
   return out;
 }
 
-interface Triple {
+/** A named port resolved on one pod address: `address . protocol . port`. */
+export interface PortTriple {
+  /** Canonical address text. */
+  readonly addr: string;
+  readonly proto: NftProto;
+  readonly port: number;
   /** address, protocol rank, port packed into one number: sorts numerically. */
   readonly key: bigint;
-  readonly text: string;
 }
 
-function triple(ipText: string, ip: bigint, proto: Protocol, port: number): Triple {
+/** nft element text of a triple. */
+export function tripleText(t: PortTriple): string {
+  return `${t.addr} . ${t.proto} . ${t.port}`;
+}
+
+function triple(ipText: string, ip: bigint, proto: Protocol, port: number): PortTriple {
   const rank = PROTOCOLS.indexOf(proto);
-  return { key: (ip << 18n) | BigInt((rank << 16) | port), text: `${ipText} . ${nftProto(proto)} . ${port}` };
+  return { key: (ip << 18n) | BigInt((rank << 16) | port), addr: ipText, proto: nftProto(proto), port };
 }
 
-function tripleElements(list: Triple[]): string[] {
+function sortedTriples(list: PortTriple[]): PortTriple[] {
   list.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
-  const out: string[] = [];
-  for (const t of list) if (out[out.length - 1] !== t.text) out.push(t.text);
+  const out: PortTriple[] = [];
+  for (const t of list) if (out[out.length - 1]?.key !== t.key) out.push(t);
   return out;
 }
 
-function podTriples(idx: ClusterIndex, pod: Pod, family: Family, refs: readonly NamedPortRef[], into: Triple[]): void {
+function podTriples(idx: ClusterIndex, pod: Pod, family: Family, refs: readonly NamedPortRef[], into: PortTriple[]): void {
   for (const text of pod.ips) {
     const ip = idx.ip(text);
     if (ip === undefined || ip.family !== family) continue;
@@ -85,15 +108,15 @@ function podTriples(idx: ClusterIndex, pod: Pod, family: Family, refs: readonly 
 }
 
 /** Ingress: named ports resolve on the policy's selected local pods (the destinations). */
-export function ingressNamedPortElements(
+export function ingressNamedPorts(
   idx: ClusterIndex,
   targets: readonly Pod[],
   family: Family,
   refs: readonly NamedPortRef[],
-): string[] {
-  const list: Triple[] = [];
+): PortTriple[] {
+  const list: PortTriple[] = [];
   for (const pod of targets) podTriples(idx, pod, family, refs, list);
-  return tripleElements(list);
+  return sortedTriples(list);
 }
 
 /**
@@ -101,13 +124,13 @@ export function ingressNamedPortElements(
  * select, plus active pods whose address lies in an ipBlock peer; every
  * active pod when the rule has no peers.
  */
-export function egressNamedPortElements(
+export function egressNamedPorts(
   idx: ClusterIndex,
   dest: PeerDestinations | undefined,
   family: Family,
   refs: readonly NamedPortRef[],
-): string[] {
-  const list: Triple[] = [];
+): PortTriple[] {
+  const list: PortTriple[] = [];
   if (dest !== undefined) for (const pod of dest.pods) podTriples(idx, pod, family, refs, list);
   const blocks = dest?.blocks[family];
   // Only address blocks (or no peers at all) need the cluster-wide named-port index.
@@ -124,5 +147,5 @@ export function egressNamedPortElements(
       }
     }
   }
-  return tripleElements(list);
+  return sortedTriples(list);
 }

@@ -5,6 +5,7 @@
 import type { ClusterState } from '../model/types.ts';
 import { compareTiered } from './kind.ts';
 import type { ContributedPolicy, PolicyKind, TieredPolicy } from './kind.ts';
+import { clusterNetworkPolicyKind } from './cluster-network-policy.ts';
 import { networkPolicyKind } from './network-policy.ts';
 import { namespaceNetworkPolicyKind, projectIsolationKind, workspaceIsolationKind } from './tenancy.ts';
 
@@ -14,6 +15,8 @@ export const POLICY_KINDS: readonly PolicyKind[] = [
   namespaceNetworkPolicyKind,
   projectIsolationKind,
   workspaceIsolationKind,
+  // Ordered tiers (Admin before, Baseline after the allow-list kinds): policies by priority.
+  clusterNetworkPolicyKind,
 ];
 
 /** Every contributed policy of `kinds` in the state, kind by kind in their order. */

@@ -2,7 +2,7 @@
 import { ANY, listOf, object, objectFields, openObject } from './field-tree.ts';
 import { formatCIDR, formatIP, parseCIDR, parseIP } from './ip.ts';
 import type { CIDR, IP } from './ip.ts';
-import { field, isRecord, listField, readHead, show, subObject } from './normalize-common.ts';
+import { field, isRecord, listField, normalizeLabels, readHead, show, subObject } from './normalize-common.ts';
 import type { Normalized, Raw, Report } from './normalize-common.ts';
 import type { Node } from './types.ts';
 
@@ -70,6 +70,9 @@ export function normalizeNode(obj: unknown): Normalized<Node> {
   const internalIPs = sorted(internal);
   const cidrs = podCIDRs(subObject(h.head.obj, 'spec', 'spec', report), report);
   // Only present when known: absent and empty mean the same (no protection for unknown local addresses).
-  const node: Node = cidrs.length === 0 ? { name, addresses } : { name, addresses, podCIDRs: cidrs };
+  const base: Node = cidrs.length === 0 ? { name, addresses } : { name, addresses, podCIDRs: cidrs };
+  // Labels only matter to ClusterNetworkPolicy `nodes` peers: kept only when there are any.
+  const { labels } = normalizeLabels(field(h.head.metadata, 'labels'), 'metadata.labels', report);
+  const node: Node = Object.keys(labels).length === 0 ? base : { ...base, labels };
   return { ok: true, value: internalIPs.length === 0 ? node : { ...node, internalIPs }, errors };
 }

@@ -5,6 +5,7 @@ import { ANY, object, unknownFieldMessage, unknownFields } from './field-tree.ts
 import type { FieldTree } from './field-tree.ts';
 import { field, isRecord, show, UNNAMED } from './normalize-common.ts';
 import type { Normalized } from './normalize-common.ts';
+import { clusterPolicyKey, clusterPolicyNormalizer } from './normalize-cluster-policy.ts';
 import { isListObject, listItems } from './normalize-list.ts';
 import { NAMESPACE_FIELDS, normalizeNamespace } from './normalize-namespace.ts';
 import { NODE_FIELDS, normalizeNode } from './normalize-node.ts';
@@ -20,6 +21,7 @@ import {
 } from './normalize-tenancy.ts';
 import { makeState } from './state.ts';
 import type {
+  ClusterNetworkPolicy,
   ClusterState,
   Namespace,
   NamespaceNetworkPolicy,
@@ -38,6 +40,11 @@ export { normalizePod } from './normalize-pod.ts';
 export { normalizePolicy, NETWORK_POLICY_API_VERSION } from './normalize-policy.ts';
 export { normalizeNamespacePolicy, normalizeService, normalizeWorkspace } from './normalize-tenancy.ts';
 export { makeState } from './state.ts';
+export {
+  normalizeAdminNetworkPolicy,
+  normalizeBaselineAdminNetworkPolicy,
+  normalizeClusterNetworkPolicy,
+} from './normalize-cluster-policy.ts';
 
 /** Kinds the engine uses, by kind name. Everything else is ignored. */
 const KINDS: Readonly<Record<string, { readonly namespaced: boolean }>> = {
@@ -50,6 +57,10 @@ const KINDS: Readonly<Record<string, { readonly namespaced: boolean }>> = {
   WorkspaceTemplate: { namespaced: false },
   NamespaceNetworkPolicy: { namespaced: true },
   Service: { namespaced: true },
+  // Cluster-wide policy tiers (policy.networking.k8s.io v1alpha2, legacy v1alpha1).
+  ClusterNetworkPolicy: { namespaced: false },
+  AdminNetworkPolicy: { namespaced: false },
+  BaselineAdminNetworkPolicy: { namespaced: false },
 };
 
 /**
@@ -90,6 +101,11 @@ export interface BuildOptions {
 /** A List or typed list (`PodList`), items misspelled or not. */
 function isListKind(kind: string): boolean {
   return kind === 'List' || (kind.endsWith('List') && Object.hasOwn(KINDS, kind.slice(0, -'List'.length)));
+}
+
+/** Whether buildState reads objects of this kind (the CLI names the others it ignored). */
+export function readsKind(kind: string): boolean {
+  return Object.hasOwn(KINDS, kind);
 }
 
 function identity(obj: unknown, namespaced: boolean): { namespace: string | undefined; name: string } {
@@ -146,6 +162,7 @@ export function stateBuilder(options: BuildOptions = {}): {
   const workspaces = new Map<string, Workspace>();
   const namespacePolicies = new Map<string, NamespaceNetworkPolicy>();
   const services = new Map<string, Service>();
+  const clusterPolicies = new Map<string, ClusterNetworkPolicy>();
 
   const keep = <T extends { readonly name: string; readonly namespace?: string }>(
     kind: string,
@@ -222,6 +239,26 @@ export function stateBuilder(options: BuildOptions = {}): {
         if (r.ok) services.set(`${r.value.namespace}/${r.value.name}`, r.value);
         break;
       }
+      case 'ClusterNetworkPolicy':
+      case 'AdminNetworkPolicy':
+      case 'BaselineAdminNetworkPolicy': {
+        const r = (clusterPolicyNormalizer(kind) ?? (() => ({ ok: false as const, errors: [] })))(obj);
+        errors.push(...r.errors);
+        if (!r.ok) break;
+        // The kinds share one list: keyed by kind and name, so a CNP and an ANP may share a name.
+        const key = clusterPolicyKey(r.value);
+        if (clusterPolicies.has(key)) {
+          errors.push({
+            kind,
+            namespace: undefined,
+            name: r.value.name,
+            path: 'metadata.name',
+            message: `duplicate ${kind} ${r.value.name}: the later definition replaces the earlier one`,
+          });
+        }
+        clusterPolicies.set(key, r.value);
+        break;
+      }
       default:
         break;
     }
@@ -244,6 +281,7 @@ export function stateBuilder(options: BuildOptions = {}): {
       workspaces: [...workspaces.values()],
       namespacePolicies: [...namespacePolicies.values()],
       services: [...services.values()],
+      clusterPolicies: [...clusterPolicies.values()],
     });
     return { state, errors, warnings };
   };

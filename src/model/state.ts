@@ -1,6 +1,7 @@
 // Assembling a ClusterState from normalized objects: sorted, with implicit namespaces.
 import { namespaceWithLabels } from './normalize-namespace.ts';
 import type {
+  ClusterNetworkPolicy,
   ClusterState,
   Namespace,
   NamespaceNetworkPolicy,
@@ -14,6 +15,11 @@ import type {
 
 function byString(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/** The order of ClusterState.clusterPolicies: name, then the kind it was read from (names may repeat across kinds). */
+export function byClusterPolicy(a: ClusterNetworkPolicy, b: ClusterNetworkPolicy): number {
+  return byString(a.name, b.name) || byString(a.sourceKind, b.sourceKind);
 }
 
 type ObjectKeyed = { readonly namespace: string; readonly name: string };
@@ -48,6 +54,7 @@ export function makeState(parts: {
   readonly namespacePolicies?: readonly NamespaceNetworkPolicy[];
   readonly services?: readonly Service[];
   readonly tenancy?: TenancySettings;
+  readonly clusterPolicies?: readonly ClusterNetworkPolicy[];
 }): ClusterState {
   const namespaces = new Map<string, Namespace>();
   for (const ns of parts.namespaces) namespaces.set(ns.name, ns);
@@ -61,7 +68,7 @@ export function makeState(parts: {
     nodes: [...parts.nodes].sort((a, b) => byString(a.name, b.name)),
   };
   // Tenancy inputs only when given: states without them stay exactly as before.
-  const { workspaces, namespacePolicies, services, tenancy } = parts;
+  const { workspaces, namespacePolicies, services, tenancy, clusterPolicies } = parts;
   return {
     ...state,
     ...(tenancy === undefined ? {} : { tenancy }),
@@ -72,5 +79,8 @@ export function makeState(parts: {
       ? {}
       : { namespacePolicies: [...namespacePolicies].sort(byObjectKey) }),
     ...(services === undefined || services.length === 0 ? {} : { services: [...services].sort(byObjectKey) }),
+    ...(clusterPolicies === undefined || clusterPolicies.length === 0
+      ? {}
+      : { clusterPolicies: [...clusterPolicies].sort(byClusterPolicy) }),
   };
 }

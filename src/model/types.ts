@@ -58,6 +58,11 @@ export interface Pod {
 
 export interface Node {
   readonly name: string;
+  /**
+   * metadata.labels, for ClusterNetworkPolicy `nodes` peers; absent = none
+   * (a `nodes` selector then sees no labels: only `{}` selects the node).
+   */
+  readonly labels?: Labels;
   /** Canonical IPs of status.addresses (InternalIP, ExternalIP), sorted. */
   readonly addresses: readonly string[];
   /**
@@ -229,8 +234,8 @@ export type ClusterPolicyPeer =
   | { readonly kind: 'domainNames'; readonly names: readonly string[] }
   /**
    * A peer with no field this version knows (a newer API): fails closed as
-   * the API says: in an Accept rule it matches nothing, in Deny and Pass
-   * rules everything.
+   * the API says: an Accept rule with it matches nothing, a Deny or Pass rule
+   * with it is read as "Deny all" (src/kinds/cluster-network-policy.ts).
    */
   | { readonly kind: 'unknown' };
 
@@ -255,8 +260,8 @@ export interface ClusterPolicyRule {
   readonly protocols: readonly ClusterPolicyProtocol[] | undefined;
   /**
    * Any validation error in the rule. Fails closed: an invalid Accept rule
-   * matches nothing; an invalid Deny or Pass rule matches everything (as an
-   * unknown peer does), so an error never opens traffic an admin denied.
+   * matches nothing; an invalid Deny or Pass rule is read as "Deny all" (as
+   * with an unknown peer), so an error never opens traffic an admin denied.
    */
   readonly invalid: boolean;
 }

@@ -5,10 +5,12 @@
 // recovery path of the incremental updates of nft/update.ts.
 import { sanitizeComment } from '../ruleset/ids.ts';
 import { resolveOptions } from '../ruleset/options.ts';
-import { addressType } from '../ruleset/ir.ts';
+import { addressType, decisionKeyType } from '../ruleset/ir.ts';
 import type {
   Chain,
   CompiledRuleset,
+  DecisionElement,
+  DecisionMap,
   MapElement,
   Match,
   NamedLimit,
@@ -41,6 +43,8 @@ function matchText(m: Match): string {
       return `${fam(m.family)} daddr . meta l4proto . th dport @${m.set}`;
     case 'localPortSet':
       return `${fam(m.family)} ${m.field} . meta l4proto . th dport @${m.set}`;
+    case 'fibLocal':
+      return `fib ${m.field} type ${m.local ? '' : '!= '}local`;
     case 'limit':
       return `limit name ${quoted(m.name)}`;
   }
@@ -57,6 +61,12 @@ function verdictText(v: Verdict): string {
       return `jump ${v.chain}`;
     case 'vmap':
       return `${fam(v.family)} ${v.field} vmap @${v.map}`;
+    case 'decisionVmap': {
+      const key = v.key === 'port' ? ' . meta l4proto . th dport' : v.key === 'proto' ? ' . meta l4proto' : '';
+      return `${fam(v.family)} ${v.field}${key} vmap @${v.map}`;
+    }
+    case 'return':
+      return 'return';
     case 'log':
       return `log prefix ${quoted(v.prefix)} group ${v.group} snaplen ${v.snaplen}`;
   }
@@ -98,7 +108,29 @@ function elementsBlock(out: string[], elements: readonly string[]): void {
  */
 export function mapElementText(m: VerdictMap, e: MapElement): string {
   if (e.chain === undefined) return `${e.key} : accept`;
-  return `${e.key} : ${m.kind === 'dispatch' ? 'goto' : 'jump'} ${e.chain}`;
+  return `${e.key} : ${m.kind === 'peers' ? 'jump' : 'goto'} ${e.chain}`;
+}
+
+/** `10.0.0.5 . tcp . 80 : goto KUBE-NWPLCY-…`, `10.0.0.5 . tcp : return`. */
+export function decisionElementText(e: DecisionElement): string {
+  return `${e.key} : ${e.verdict.kind === 'goto' ? `goto ${e.verdict.chain}` : 'return'}`;
+}
+
+/** A decision map's declaration on one line (`add map ... { this }`); equal text, equal declaration. */
+export function decisionDeclaration(m: DecisionMap): string {
+  return [
+    `type ${decisionKeyType(m.family, m.key)} : verdict;`,
+    ...(m.interval ? ['flags interval;'] : []),
+    ...(m.comment === undefined ? [] : [`comment ${quoted(m.comment)};`]),
+  ].join(' ');
+}
+
+function renderDecisionMap(out: string[], m: DecisionMap): void {
+  out.push(`\tmap ${m.name} {`, `\t\ttype ${decisionKeyType(m.family, m.key)} : verdict`);
+  if (m.interval) out.push('\t\tflags interval');
+  if (m.comment !== undefined) out.push(`\t\tcomment ${quoted(m.comment)}`);
+  elementsBlock(out, m.elements.map(decisionElementText));
+  out.push('\t}', '');
 }
 
 /** A map's declaration on one line; equal text, equal declaration. */
@@ -166,16 +198,19 @@ export function renderRuleset(c: CompiledRuleset): string {
     `\tcomment ${quoted(c.comment)}`,
     '',
   ];
-  // Referenced objects come before their users: limits, sets, peer (or
-  // policy) chains, peer maps (jump to peer chains), lookup chains (vmap on
-  // peer maps), pod chains (jump to a lookup chain), dispatch maps (goto pod
-  // chains), base chains.
+  // Referenced objects come before their users: limits, sets, policy
+  // chains, tier rule chains, decision maps (goto rule chains), peer chains
+  // (vmap on decision maps), peer maps (jump or goto peer chains), lookup
+  // chains (vmap on peer maps), pod chains (jump to a lookup chain), dispatch
+  // maps (goto pod chains), base chains.
   for (const l of c.limits) renderLimit(out, l);
   for (const s of c.sets) renderSet(out, s);
   const byRole = (role: Chain['role']): Chain[] => c.chains.filter((ch) => ch.role === role);
   for (const ch of byRole('policy')) renderChain(out, ch);
+  for (const ch of byRole('rule')) renderChain(out, ch);
+  for (const m of c.decisions) renderDecisionMap(out, m);
   for (const ch of byRole('peers')) renderChain(out, ch);
-  for (const m of c.maps) if (m.kind === 'peers') renderMap(out, m);
+  for (const m of c.maps) if (m.kind === 'peers' || m.kind === 'tier-peers') renderMap(out, m);
   for (const ch of byRole('lookup')) renderChain(out, ch);
   for (const ch of byRole('pod')) renderChain(out, ch);
   for (const m of c.maps) if (m.kind === 'dispatch') renderMap(out, m);

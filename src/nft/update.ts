@@ -16,6 +16,8 @@
 // full script (render.ts), which is always the recovery path.
 import type { Chain, CompiledRuleset, MapElement } from '../ruleset/ir.ts';
 import {
+  decisionDeclaration,
+  decisionElementText,
   elementList,
   limitDeclaration,
   mapDeclaration,
@@ -170,6 +172,36 @@ export function renderUpdate(prev: CompiledRuleset | undefined, next: CompiledRu
     removed += gone.length;
   });
 
+  // Decision maps come and go like sets; a key whose verdict changed is deleted (by key) and added again.
+  const prevDecisions = byName(prev.decisions);
+  const nextDecisions = byName(next.decisions);
+  const addDecisionMaps: string[] = [];
+  for (const m of next.decisions) {
+    const old = prevDecisions.get(m.name);
+    if (old === undefined) {
+      addDecisionMaps.push(`add map ${t} ${m.name} { ${decisionDeclaration(m)} }`);
+      if (m.elements.length > 0)
+        addElements.push(`add element ${t} ${m.name} ${elementList(m.elements.map(decisionElementText), '\t')}`);
+      added += m.elements.length;
+      continue;
+    }
+    if (decisionDeclaration(old) !== decisionDeclaration(m)) return full(next, `map ${m.name} declared differently`);
+    const before = new Map(old.elements.map((e) => [e.key, decisionElementText(e)]));
+    const after = new Map(m.elements.map((e) => [e.key, decisionElementText(e)]));
+    const gone = old.elements.filter((e) => after.get(e.key) !== before.get(e.key)).map((e) => e.key);
+    const come = m.elements.filter((e) => before.get(e.key) !== after.get(e.key)).map(decisionElementText);
+    if (gone.length > 0) deleteElements.push(`delete element ${t} ${m.name} ${elementList(gone, '\t')}`);
+    if (come.length > 0) addElements.push(`add element ${t} ${m.name} ${elementList(come, '\t')}`);
+    added += come.length;
+    removed += gone.length;
+  }
+  const deleteDecisionMaps: string[] = [];
+  for (const m of prev.decisions) {
+    if (nextDecisions.has(m.name)) continue;
+    deleteDecisionMaps.push(`delete map ${t} ${m.name}`);
+    removed += m.elements.length;
+  }
+
   const addChains: string[] = [];
   const flushChains: string[] = [];
   const addRules: string[] = [];
@@ -199,22 +231,25 @@ export function renderUpdate(prev: CompiledRuleset | undefined, next: CompiledRu
     chainsAdded: addChains.length,
     chainsChanged,
     chainsDeleted: deleteChains.length,
-    setsAdded: addSets.filter((l) => l.startsWith('add set')).length,
-    setsDeleted: deleteSets.length,
+    setsAdded: addSets.filter((l) => l.startsWith('add set')).length + addDecisionMaps.length,
+    setsDeleted: deleteSets.length + deleteDecisionMaps.length,
   };
   const node = next.node.replace(/[^A-Za-z0-9._-]/g, '_');
   const header = `# nft-netpol-agent incremental update for node ${node}: ${added} elements added, ${removed} removed; chains ${counts.chainsAdded} added, ${chainsChanged} changed, ${counts.chainsDeleted} deleted; sets ${counts.setsAdded} added, ${counts.setsDeleted} deleted`;
   // Order: what rules and map entries refer to exists before they are added;
   // element deletes precede adds (a replaced interval or map key is free
-  // again); nothing is deleted while still referenced.
+  // again); nothing is deleted while still referenced (a decision map goes
+  // before the rule chains its elements name, after the chains using it are flushed).
   const text = [
     header,
     ...addSets,
     ...addChains,
+    ...addDecisionMaps,
     ...deleteElements,
     ...flushChains,
     ...addRules,
     ...addElements,
+    ...deleteDecisionMaps,
     ...deleteChains,
     ...deleteSets,
     '',

@@ -1,15 +1,25 @@
 // The reference evaluator ("oracle"): decides one connection straight from the
-// NetworkPolicy spec, rule by rule, with no shortcuts. It reads the policies
+// specs (NetworkPolicy; ClusterNetworkPolicy's Admin and Baseline tiers around
+// it), rule by rule, with no shortcuts. It reads the policies
 // of every kind through the same seam as the compiler (src/kinds: which pods a
 // policy targets, which rules it adds, where each comes from) and shares
 // nothing else with the compiler or the renderer on purpose: tests compare the two.
-import type { ContributedPolicy, ContributedRule, PolicyKind } from '../kinds/kind.ts';
-import { POLICY_KINDS } from '../kinds/registry.ts';
+import type {
+  ContributedPolicy,
+  ContributedRule,
+  OrderedTier,
+  PolicyKind,
+  TieredPeer,
+  TieredPolicy,
+  TieredPort,
+  TieredRule,
+} from '../kinds/kind.ts';
+import { POLICY_KINDS, tieredPolicies } from '../kinds/registry.ts';
 import { cidrContains, formatIP, parseCIDR, parseIP } from '../model/ip.ts';
 import { selectorMatches } from '../model/selector.ts';
 import { isActivePod, objectKey } from '../model/types.ts';
 import { isolationDenial } from '../kinds/tenancy-describe.ts';
-import type { ClusterState, Direction, Family, Peer, Pod, PortSpec, Protocol } from '../model/types.ts';
+import type { ClusterPolicyAction, ClusterState, Direction, Family, Peer, Pod, PortSpec, Protocol } from '../model/types.ts';
 
 export type Endpoint = { readonly kind: 'pod'; readonly pod: Pod } | { readonly kind: 'ip'; readonly ip: string };
 
@@ -25,16 +35,54 @@ export interface RuleRef {
   readonly description: string;
 }
 
+/**
+ * Where a direction's verdict was decided: a rule of the Admin or Baseline
+ * tier (Accept or Deny), the NetworkPolicy (allow-list) tier isolating the
+ * pod, or the default (allowed: nothing decided, a Baseline Pass, the pod's
+ * own node, or a side that is not a local pod).
+ */
+export type DecidingTier = 'admin' | 'networkpolicy' | 'baseline' | 'default';
+
+/** A rule of an ordered tier (ClusterNetworkPolicy) that decided or passed. */
+export interface TieredRuleRef {
+  /** The policy as a person names it, e.g. `ClusterNetworkPolicy deny-metadata`. */
+  readonly policy: string;
+  /** Kind of the object the rule comes from. */
+  readonly kind: string;
+  readonly tier: OrderedTier;
+  readonly priority: number;
+  readonly direction: Direction;
+  /** Index of the rule in its object. */
+  readonly rule: number;
+  /** The rule's name ('' when not given). */
+  readonly name: string;
+  readonly action: ClusterPolicyAction;
+  /** e.g. `ClusterNetworkPolicy deny-metadata (Admin tier, priority 10) egress rule 0 "block-imds": Deny`. */
+  readonly description: string;
+  /** What of the rule is not enforced as written (domainNames, fail closed). */
+  readonly notEnforced: string | undefined;
+}
+
 export interface DirectionVerdict {
   readonly allowed: boolean;
-  /** The endpoint is a pod selected by >= 1 policy for this direction. */
+  /** The endpoint is a pod selected by >= 1 allow-list policy (NetworkPolicy tier) for this direction. */
   readonly isolated: boolean;
-  /** The policies selecting it for this direction (ns/name for NetworkPolicies), sorted. */
+  /** The allow-list policies selecting it for this direction (ns/name for NetworkPolicies), sorted. */
   readonly policies: readonly string[];
-  /** Every rule that allows this connection, sorted. */
+  /** Every rule that allows this connection in the deciding tier (a tiered Accept: that rule), sorted. */
   readonly allowedBy: readonly RuleRef[];
   /** One human sentence. */
   readonly reason: string;
+  /** The tier that decided. */
+  readonly tier: DecidingTier;
+  /** The Accept or Deny rule that decided, when tier is 'admin' or 'baseline'. */
+  readonly decidedBy: TieredRuleRef | undefined;
+  /** Pass rules that handed the connection on, in evaluation order (at most one per ordered tier). */
+  readonly passed: readonly TieredRuleRef[];
+  /** Ordered-tier policies whose subject selects the pod and which have rules for this direction, in evaluation order. */
+  readonly clusterPolicies: readonly string[];
+  /** `rule description: note` of each rule reached whose object is not enforced as written. */
+  readonly notEnforced: readonly string[];
 }
 
 export interface Verdict {
@@ -61,11 +109,15 @@ interface Conn {
   readonly state: ClusterState;
   /** Policies of the allow-list tier (NetworkPolicy semantics), kind by kind. */
   readonly allowList: readonly ContributedPolicy[];
+  /** Policies of the ordered tiers, in evaluation order (admin, then baseline; compareTiered). */
+  readonly tiered: readonly TieredPolicy[];
   readonly family: Family;
   readonly protocol: Protocol;
   readonly port: number;
   readonly src: Side;
   readonly dst: Side;
+  /** --allow-pod-to-node (see podToNode). */
+  readonly allowPodToNode: boolean;
 }
 
 export function ruleName(r: RuleRef): string {
@@ -196,58 +248,266 @@ function denyDetail(c: Conn, dir: Direction, checks: readonly RuleCheck[], polic
   return `no ${dir} rule matched both ${other.label} and port ${what}${inv}`;
 }
 
+// --- ordered tiers (ClusterNetworkPolicy Admin and Baseline) ---
+
+function namespaceLabels(c: Conn, name: string): Readonly<Record<string, string>> | undefined {
+  return c.state.namespaces.find((n) => n.name === name)?.labels;
+}
+
+/** The subject: namespace AND pod selector; `pod` is an active pod (hostNetwork pods are never subjects). */
+function subjectSelects(c: Conn, pol: TieredPolicy, pod: Pod): boolean {
+  // An unknown namespace has no labels we can trust: it matches no selector.
+  const labels = namespaceLabels(c, pod.namespace);
+  return (
+    labels !== undefined &&
+    selectorMatches(pol.subject.namespaceSelector, labels) &&
+    selectorMatches(pol.subject.podSelector, pod.labels)
+  );
+}
+
+function tieredPeerMatches(c: Conn, peer: TieredPeer, other: Side): boolean {
+  if (peer.kind === 'all') return true;
+  if (other.ip === undefined) return false;
+  const address = other.ip;
+  switch (peer.kind) {
+    case 'pods': {
+      // Active pods with pod semantics only: hostNetwork pods are never pod peers.
+      const pod = other.pod;
+      if (pod === undefined) return false;
+      const labels = namespaceLabels(c, pod.namespace);
+      return (
+        labels !== undefined && selectorMatches(peer.namespaceSelector, labels) && selectorMatches(peer.podSelector, pod.labels)
+      );
+    }
+    case 'networks': {
+      // Any address, pods' included.
+      const ip = parseIP(address);
+      return (
+        ip !== undefined &&
+        peer.cidrs.some((text) => {
+          const cidr = parseCIDR(text);
+          return cidr.ok && cidrContains(cidr.cidr, ip);
+        })
+      );
+    }
+    case 'nodes':
+      return c.state.nodes.some((n) => n.addresses.includes(address) && selectorMatches(peer.nodeSelector, n.labels ?? {}));
+  }
+}
+
+function tieredPortMatches(c: Conn, p: TieredPort): boolean {
+  if (p.kind === 'named') {
+    // On the destination pod: the local pod for ingress, the peer for egress; an address has no names.
+    return c.dst.pod?.ports.some((cp) => cp.name === p.name && cp.protocol === c.protocol && cp.port === c.port) ?? false;
+  }
+  if (p.protocol !== c.protocol) return false;
+  if (p.port === undefined) return true;
+  return c.port >= p.port && c.port <= (p.endPort ?? p.port);
+}
+
+function tieredRuleMatches(c: Conn, dir: Direction, rule: TieredRule): boolean {
+  const other = dir === 'ingress' ? c.src : c.dst;
+  return (
+    rule.peers.some((p) => tieredPeerMatches(c, p, other)) &&
+    (rule.ports === undefined || rule.ports.some((p) => tieredPortMatches(c, p)))
+  );
+}
+
+function tieredRef(pol: TieredPolicy, rule: TieredRule): TieredRuleRef {
+  const o = rule.origin;
+  return {
+    policy: pol.origin.label,
+    kind: pol.origin.kind,
+    tier: pol.tier,
+    priority: pol.priority,
+    direction: o.direction,
+    rule: o.index,
+    name: o.name,
+    action: rule.action,
+    description: o.description,
+    notEnforced: rule.notEnforced,
+  };
+}
+
+function asRuleRef(r: TieredRuleRef): RuleRef {
+  return { policy: r.policy, direction: r.direction, rule: r.rule, kind: r.kind, description: r.description };
+}
+
+type TierOutcome = { readonly kind: 'none' } | { readonly kind: 'matched'; readonly ref: TieredRuleRef };
+
+/**
+ * One ordered tier, as the API says: policies in order, the rules of each in
+ * order; the first rule whose peers and ports match decides (Accept, Deny) or
+ * passes (skips the rest of the tier). Notes of every rule reached go to `notes`.
+ */
+function runTier(c: Conn, dir: Direction, pod: Pod, tier: OrderedTier, notes: string[]): TierOutcome {
+  for (const pol of c.tiered) {
+    if (pol.tier !== tier || !subjectSelects(c, pol, pod)) continue;
+    for (const rule of dir === 'ingress' ? pol.ingress : pol.egress) {
+      if (rule.notEnforced !== undefined) notes.push(`${rule.origin.description}: ${rule.notEnforced}`);
+      if (tieredRuleMatches(c, dir, rule)) return { kind: 'matched', ref: tieredRef(pol, rule) };
+    }
+  }
+  return { kind: 'none' };
+}
+
+function connText(c: Conn, dir: Direction): string {
+  const what = `port ${c.port}/${c.protocol}`;
+  return dir === 'egress'
+    ? `egress of ${c.src.label} to ${c.dst.label} on ${what}`
+    : `ingress to ${c.dst.label} from ${c.src.label} on ${what}`;
+}
+
+function passText(r: TieredRuleRef): string {
+  return `passed by ${r.description} to the ${r.tier === 'admin' ? 'NetworkPolicy tier' : 'default'}`;
+}
+
 function judge(c: Conn, dir: Direction): DirectionVerdict {
   const self = dir === 'egress' ? c.src : c.dst;
   const role = dir === 'egress' ? 'source' : 'destination';
   if (self.pod === undefined) {
     const what =
       self.inactive === undefined ? `the ${role} ${self.label} is not a pod` : `the ${role} ${self.label} ${self.inactive}`;
-    return { allowed: true, isolated: false, policies: [], allowedBy: [], reason: `${what}: ${dir} is not restricted.` };
+    return {
+      allowed: true,
+      isolated: false,
+      policies: [],
+      allowedBy: [],
+      reason: `${what}: ${dir} is not restricted.`,
+      tier: 'default',
+      decidedBy: undefined,
+      passed: [],
+      clusterPolicies: [],
+      notEnforced: [],
+    };
   }
   const pod = self.pod;
   const selecting = c.allowList.filter((p) => selects(p, pod, dir));
   const policies = selecting.map((p) => p.origin.label).sort();
   const checks = selecting.flatMap((p) => (dir === 'ingress' ? p.ingress : p.egress).map((r) => checkRule(c, p, dir, r)));
-  const allowedBy = checks
+  const npAllowedBy = checks
     .filter((k) => !k.invalid && k.peer && k.port)
     .map((k) => k.ref)
     .sort((a, b) => (a.policy < b.policy ? -1 : a.policy > b.policy ? 1 : a.rule - b.rule));
   const isolated = selecting.length > 0;
+  const clusterPolicies = c.tiered
+    .filter((p) => (dir === 'ingress' ? p.ingress : p.egress).length > 0 && subjectSelects(c, p, pod))
+    .map((p) => p.origin.label);
+  const notEnforced: string[] = [];
+  const passed: TieredRuleRef[] = [];
+  const base = { isolated, policies, clusterPolicies, notEnforced, passed };
 
-  // Kubelet probes and other traffic from the pod's own node always pass.
+  // Kubelet probes and other traffic from the pod's own node always pass
+  // (the node's own traffic never reaches the filtered hooks): ahead of every tier.
   const node = dir === 'ingress' ? nodeAddressOf(c, pod, c.src.ip) : undefined;
   if (node !== undefined) {
     return {
+      ...base,
       allowed: true,
-      isolated,
-      policies,
-      allowedBy,
+      allowedBy: npAllowedBy,
+      tier: 'default',
+      decidedBy: undefined,
       reason: `${c.src.ip} is an address of ${self.label}'s node ${node}: traffic from a pod's own node is always allowed.`,
     };
   }
-  if (!isolated)
-    return { allowed: true, isolated, policies, allowedBy, reason: `no policy selects ${self.label} for ${dir}: not isolated.` };
-  if (allowedBy.length > 0) {
+  // With --allow-pod-to-node, egress to the pod's own node is accepted before the dispatch: ahead of every tier too.
+  const toNode = podToNode(c, pod, dir);
+  if (toNode !== undefined) {
+    return { ...base, allowed: true, allowedBy: npAllowedBy, tier: 'default', decidedBy: undefined, reason: toNode };
+  }
+
+  const decided = (ref: TieredRuleRef, lead: string, tail: string): DirectionVerdict => {
+    const allowed = ref.action === 'Accept';
     return {
-      allowed: true,
-      isolated,
-      policies,
-      allowedBy,
-      reason: `${self.label} is isolated for ${dir} by ${list(policies)}; allowed by ${list(allowedBy.map(ruleName))}.`,
+      ...base,
+      allowed,
+      allowedBy: allowed ? [asRuleRef(ref)] : [],
+      tier: ref.tier,
+      decidedBy: ref,
+      reason: `${lead}${connText(c, dir)} ${allowed ? 'accepted' : 'denied'} by ${ref.description}${tail}.`,
+    };
+  };
+
+  // Admin tier: Accept and Deny are final, Pass goes on to the NetworkPolicy tier.
+  const admin = runTier(c, dir, pod, 'admin', notEnforced);
+  const lead: string[] = [];
+  if (admin.kind === 'matched') {
+    if (admin.ref.action !== 'Pass') {
+      const skipped = isolated ? ` (the NetworkPolicy tier, ${list(policies)}, is not reached)` : '';
+      return decided(admin.ref, '', skipped);
+    }
+    passed.push(admin.ref);
+    lead.push(passText(admin.ref));
+  }
+  const prefix = (): string => (lead.length === 0 ? '' : `${lead.join('; ')}; `);
+
+  // NetworkPolicy (allow-list) tier: an isolated pod's verdict is final here.
+  if (isolated) {
+    if (npAllowedBy.length > 0) {
+      return {
+        ...base,
+        allowed: true,
+        allowedBy: npAllowedBy,
+        tier: 'networkpolicy',
+        decidedBy: undefined,
+        reason: `${prefix()}${self.label} is isolated for ${dir} by ${list(policies)}; allowed by ${list(npAllowedBy.map(ruleName))}.`,
+      };
+    }
+    const tenancy = selecting.flatMap((p) => {
+      const why = isolationDenial(c.state, p, dir === 'ingress' ? c.src : c.dst);
+      return why === undefined ? [] : [why];
+    });
+    const denial = tenancy.length > 0 ? `denied: ${tenancy.join('; ')}; ` : '';
+    return {
+      ...base,
+      allowed: false,
+      allowedBy: npAllowedBy,
+      tier: 'networkpolicy',
+      decidedBy: undefined,
+      reason: `${prefix()}${denial}${self.label} is isolated for ${dir} by ${list(policies)}; ${denyDetail(c, dir, checks, policies.length)}.`,
     };
   }
-  const tenancy = selecting.flatMap((p) => {
-    const why = isolationDenial(c.state, p, dir === 'ingress' ? c.src : c.dst);
-    return why === undefined ? [] : [why];
-  });
-  const lead = tenancy.length > 0 ? `denied: ${tenancy.join('; ')}; ` : '';
+
+  // Baseline tier, for pods no allow-list policy isolates: Accept and Deny are
+  // final, Pass and no match end in the default.
+  const notIsolated = `no policy selects ${self.label} for ${dir}: not isolated`;
+  const baseline = runTier(c, dir, pod, 'baseline', notEnforced);
+  if (baseline.kind === 'matched' && baseline.ref.action !== 'Pass') {
+    return decided(baseline.ref, `${prefix()}${notIsolated}; `, '');
+  }
+  if (baseline.kind === 'matched') {
+    passed.push(baseline.ref);
+    lead.push(notIsolated, passText(baseline.ref));
+    return {
+      ...base,
+      allowed: true,
+      allowedBy: [],
+      tier: 'default',
+      decidedBy: undefined,
+      reason: `${lead.join('; ')}: allowed.`,
+    };
+  }
+  const none = clusterPolicies.length > 0 ? `; no rule of ${list(clusterPolicies)} matched` : '';
   return {
-    allowed: false,
-    isolated,
-    policies,
-    allowedBy,
-    reason: `${lead}${self.label} is isolated for ${dir} by ${list(policies)}; ${denyDetail(c, dir, checks, policies.length)}.`,
+    ...base,
+    allowed: true,
+    allowedBy: [],
+    tier: 'default',
+    decidedBy: undefined,
+    reason: `${prefix()}${notIsolated}${none}.`,
   };
+}
+
+/**
+ * --allow-pod-to-node: egress from a pod to an address of its own node is
+ * allowed whatever isolates it (the reason), as the Kubernetes docs say.
+ * Off (the default) such egress is judged like any other.
+ */
+function podToNode(c: Conn, pod: Pod, dir: Direction): string | undefined {
+  if (!c.allowPodToNode || dir !== 'egress') return undefined;
+  const node = nodeAddressOf(c, pod, c.dst.ip);
+  if (node === undefined) return undefined;
+  return `${c.dst.ip} is an address of ${objectKey(pod)}'s node ${node}: traffic to a pod's own node is allowed (--allow-pod-to-node).`;
 }
 
 /**
@@ -262,12 +522,13 @@ export function verdict(
   to: Endpoint,
   protocol: Protocol,
   port: number,
-  opts?: { family?: Family; kinds?: readonly PolicyKind[] },
+  opts?: { family?: Family; kinds?: readonly PolicyKind[]; allowPodToNode?: boolean },
 ): Verdict {
   const ipFamily = [from, to].flatMap((e) => (e.kind === 'ip' ? [parseIP(e.ip)?.family] : [])).find((f) => f !== undefined);
   const family: Family = opts?.family ?? ipFamily ?? 4;
+  const kinds = opts?.kinds ?? POLICY_KINDS;
   const allowList: ContributedPolicy[] = [];
-  for (const kind of opts?.kinds ?? POLICY_KINDS) {
+  for (const kind of kinds) {
     switch (kind.tier) {
       case 'ordered':
         break;
@@ -276,7 +537,18 @@ export function verdict(
         break;
     }
   }
-  const c: Conn = { state, allowList, family, protocol, port, src: side(from, family), dst: side(to, family) };
+  const tiered = tieredPolicies(state, kinds);
+  const c: Conn = {
+    state,
+    allowList,
+    tiered,
+    family,
+    protocol,
+    port,
+    src: side(from, family),
+    dst: side(to, family),
+    allowPodToNode: opts?.allowPodToNode ?? false,
+  };
   const egress = judge(c, 'egress');
   const ingress = judge(c, 'ingress');
   return { allowed: egress.allowed && ingress.allowed, family, protocol, port, egress, ingress };

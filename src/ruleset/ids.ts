@@ -141,3 +141,24 @@ export function parsePodChainName(name: string): { readonly podId: string; reado
   if (m === null) return undefined;
   return { podId: m[1] as string, direction: m[2] === 'IN' ? 'ingress' : 'egress' };
 }
+
+/** One rule of a tiered policy (a ClusterNetworkPolicy rule): its counter and action. */
+export function tierRuleChainName(policyId: string, d: Direction, index: number): string {
+  return `KUBE-NWPLCY-${policyId}-${dirSuffix(d)}-${index}`;
+}
+
+/** A tier's lookups of one direction: remote address to the chain of its tier identity. */
+export function tierLookupChainName(tier: 'admin' | 'baseline', d: Direction): string {
+  return `${tier}-${d}`;
+}
+
+/** Remote pod and node addresses (`ranges`: address ranges) -> goto their tier identity's chain. */
+export function tierPeerMapName(tier: 'admin' | 'baseline', d: Direction, f: Family, ranges: boolean): string {
+  return `${tier}-${d}-${ranges ? 'ranges' : 'peers'}-v${f}`;
+}
+
+/** A tier identity's decisions: `port` (hash), `range` (interval), `proto`, `addr`. */
+export function decisionMapName(cid: string, f: Family, key: 'port' | 'range' | 'proto' | 'addr'): string {
+  const tag = key === 'port' ? 'tdec' : key === 'range' ? 'tdecr' : key === 'proto' ? 'tdecp' : 'tdeca';
+  return `${tag}${f}-${cid}`;
+}

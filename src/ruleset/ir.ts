@@ -31,6 +31,11 @@ export type Match =
   | { readonly kind: 'namedPortSet'; readonly family: Family; readonly set: string }
   /** `ip saddr . meta l4proto . th dport @set` (egress) / `ip daddr ...` (ingress): the local pod, protocol and port. */
   | { readonly kind: 'localPortSet'; readonly family: Family; readonly field: AddrField; readonly set: string }
+  /**
+   * `fib daddr type local` / `fib saddr type != local`: the address is (not)
+   * one the node itself holds, whatever its interface.
+   */
+  | { readonly kind: 'fibLocal'; readonly field: AddrField; readonly local: boolean }
   /** `limit name "x"`: true while the named limit (a table object) has budget left. */
   | { readonly kind: 'limit'; readonly name: string };
 
@@ -41,6 +46,19 @@ export type Verdict =
   | { readonly kind: 'jump'; readonly chain: string }
   /** `ip saddr vmap @map`: the verdict comes from the map. */
   | { readonly kind: 'vmap'; readonly family: Family; readonly field: AddrField; readonly map: string }
+  /**
+   * A tier decision lookup (compile/tiers.ts): `ip daddr . meta l4proto . th dport vmap @map`
+   * (key 'port'), `ip daddr . meta l4proto vmap @map` ('proto'), `ip daddr vmap @map` ('addr').
+   */
+  | {
+      readonly kind: 'decisionVmap';
+      readonly family: Family;
+      readonly field: AddrField;
+      readonly key: DecisionKey;
+      readonly map: string;
+    }
+  /** Back to the calling chain (a Pass: the next tier decides). */
+  | { readonly kind: 'return' }
   /** Not a verdict: copies the packet's headers to an NFLOG group and goes on with the next rule. */
   | { readonly kind: 'log'; readonly group: number; readonly prefix: string; readonly snaplen: number };
 
@@ -61,9 +79,11 @@ export interface BaseHook {
  * policy: one policy direction's rules (the per-policy form of compileRules);
  * peers: what one peer identity may reach (the rendered form, identities.ts);
  * lookup: a direction's peer map lookups, jumped to from every pod chain of
- * that direction (identities.ts).
+ * that direction (identities.ts), or a tier's (tiers.ts);
+ * rule: one rule of a tiered policy (KUBE-NWPLCY-<policy>-<dir>-<index>): its
+ * counter and action, reached from the tier's decision maps (tiers.ts).
  */
-export type ChainRole = 'base' | 'pod' | 'policy' | 'peers' | 'lookup';
+export type ChainRole = 'base' | 'pod' | 'policy' | 'peers' | 'lookup' | 'rule';
 
 export interface Chain {
   readonly name: string;
@@ -79,7 +99,9 @@ export type SetType =
   | 'ipv6_addr'
   | 'inet_proto . inet_service'
   | 'ipv4_addr . inet_proto . inet_service'
-  | 'ipv6_addr . inet_proto . inet_service';
+  | 'ipv6_addr . inet_proto . inet_service'
+  | 'ipv4_addr . inet_proto'
+  | 'ipv6_addr . inet_proto';
 
 /** The element type of a family's address sets and verdict maps. */
 export function addressType(f: Family): 'ipv4_addr' | 'ipv6_addr' {
@@ -114,17 +136,58 @@ export interface MapElement {
 /**
  * dispatch: local pod address -> `goto` its KUBE-POD-FW chain (base chains);
  * peers: remote address (or, with `interval`, address range) -> `jump` to the
- * chain of its peer identity (pod chains; see compile/identities.ts).
+ * chain of its peer identity (pod chains; see compile/identities.ts);
+ * tier-peers: the same for a tier's identities, `goto` (compile/tiers.ts: a
+ * pod address's identity includes the ranges holding it, so the range map
+ * is not consulted after a hit).
  */
-export type MapKind = 'dispatch' | 'peers';
+export type MapKind = 'dispatch' | 'peers' | 'tier-peers';
 
 export interface VerdictMap {
   readonly name: string;
   readonly kind: MapKind;
+  /** Only for tier-peers: which tier. */
+  readonly tier?: 'admin' | 'baseline';
   readonly family: Family;
   readonly direction: Direction;
   readonly interval: boolean;
   readonly elements: readonly MapElement[];
+}
+
+/** What a decision map is keyed by: local address . protocol . port, local address . protocol, local address. */
+export type DecisionKey = 'port' | 'proto' | 'addr';
+
+export type DecisionVerdict =
+  /** To a tiered rule's chain (KUBE-NWPLCY-...), which counts and decides. */
+  | { readonly kind: 'goto'; readonly chain: string }
+  /** No rule of the tier matches: the next tier decides. */
+  | { readonly kind: 'return' };
+
+export interface DecisionElement {
+  /** Element key text: `10.0.0.5 . tcp . 80`, `10.0.0.5 . tcp . 1000-2000`, `10.0.0.5 . tcp`, `10.0.0.5`. */
+  readonly key: string;
+  readonly verdict: DecisionVerdict;
+}
+
+/**
+ * What one tier identity decides (compile/tiers.ts): local address, protocol
+ * and port to the first matching rule of the tier. Like sets, these come and
+ * go with policies and local pods (not fixed per node like VerdictMap).
+ */
+export interface DecisionMap {
+  readonly name: string;
+  readonly family: Family;
+  readonly key: DecisionKey;
+  readonly interval: boolean;
+  /** Sorted by key; non-overlapping. */
+  readonly elements: readonly DecisionElement[];
+  readonly comment: string | undefined;
+}
+
+/** The key type of a decision map. */
+export function decisionKeyType(f: Family, key: DecisionKey): SetType {
+  const a = addressType(f);
+  return key === 'port' ? `${a} . inet_proto . inet_service` : key === 'proto' ? `${a} . inet_proto` : a;
 }
 
 /** A named `limit` object of the table (`rate N/second burst M packets`). */
@@ -145,6 +208,8 @@ export interface CompiledRuleset {
   readonly sets: readonly NamedSet[];
   /** Peer maps, then dispatch maps. */
   readonly maps: readonly VerdictMap[];
+  /** The tiers' decision maps (compile/tiers.ts); empty without ClusterNetworkPolicies. */
+  readonly decisions: readonly DecisionMap[];
   /** Named limits (the deny path's log limit when --log-denied is on). */
   readonly limits: readonly NamedLimit[];
   /** Policy or peer-identity chains, then pod chains, then base chains. */
@@ -157,11 +222,13 @@ export function countObjects(
   sets: readonly NamedSet[],
   maps: readonly VerdictMap[],
   chains: readonly Chain[],
+  decisions: readonly DecisionMap[] = [],
 ): Pick<RulesetStats, 'chains' | 'rules' | 'sets' | 'maps' | 'elements'> {
   let rules = 0;
   for (const c of chains) rules += c.rules.length;
   let elements = 0;
   for (const s of sets) elements += s.elements.length;
   for (const m of maps) elements += m.elements.length;
-  return { chains: chains.length, rules, sets: sets.length, maps: maps.length, elements };
+  for (const m of decisions) elements += m.elements.length;
+  return { chains: chains.length, rules, sets: sets.length, maps: maps.length + decisions.length, elements };
 }

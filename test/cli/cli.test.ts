@@ -40,7 +40,7 @@ test('usage errors exit 2 with a hint, help exits 0', async () => {
     [['frobnicate'], 2, /unknown command "frobnicate"/],
     [['render', '-f', 'examples/'], 2, /--node is required/],
     [['render', '--node', 'n', '-f', 'examples/', '--bogus'], 2, /bogus/],
-    [['render', '--node', 'n', '-f', 'examples/', '-o', 'yaml'], 2, /--output must be text or json/],
+    [['render', '--node', 'n', '-f', 'examples/', '-o', 'xml'], 2, /--output must be text, json or yaml/],
     [['render', '--node', 'n', '-f', 'examples/', '--deny-action', 'maybe'], 2, /--deny-action/],
     [['render', '--node', 'n', '-f', 'examples/', '--table', 'bad name;'], 2, /--table/],
     [['render', '--node', 'n', '-f', 'examples/', '--unknown-local-endpoints', 'maybe'], 2, /--unknown-local-endpoints/],
@@ -184,12 +184,80 @@ test('--strict=false: unknown fields are warnings (stderr and -o json), exit 0',
     });
     const rendered = await run(['render', '--node', 'node-1', '-f', p, '--strict=false', '-o', 'json']);
     assert.equal(rendered.code, 0);
-    assert.deepEqual((JSON.parse(rendered.out) as { warnings: string[] }).warnings, [
-      'default/db spec.podselector: unknown field "spec.podselector"',
-      'default/db spec.ingres: unknown field "spec.ingres"',
+    assert.deepEqual((JSON.parse(rendered.out) as { warnings: unknown[] }).warnings, [
+      { object: 'NetworkPolicy default/db', path: 'spec.podselector', message: 'unknown field "spec.podselector"' },
+      { object: 'NetworkPolicy default/db', path: 'spec.ingres', message: 'unknown field "spec.ingres"' },
     ]);
     const bad = await run(['validate', '-f', p, '--strict=maybe']);
     assert.equal(bad.code, 2);
     assert.match(bad.err, /--strict must be true or false/);
   });
+});
+
+test('validate, render and explain read ClusterNetworkPolicies: errors as for NetworkPolicies, fail-closed render', async () => {
+  const ok = await run(['validate', '-f', 'examples/']);
+  assert.equal(ok.code, 0, ok.out);
+  assert.match(ok.out, /^ok: 14 policies, 2 cluster network policies, \d+ pods/m);
+  const bad = 'examples-invalid/bad-cluster-network-policies.yaml';
+  const v = await run(['validate', '-f', bad]);
+  assert.equal(v.code, 1);
+  assert.match(
+    v.out,
+    /^bad-guardrails spec\.priority: Invalid value: 2000: spec\.priority in body should be less than or equal to 1000$/m,
+  );
+  assert.match(
+    v.out,
+    /^bad-guardrails spec\.egress\[0\]\.to\[0\]\.networks\[0\]: Invalid value: "string": Invalid CIDR format provided$/m,
+  );
+  const vj = await run(['validate', '-f', bad, '-o', 'json']);
+  const parsed = JSON.parse(vj.out) as { valid: boolean; errors: { object: string; path: string }[] };
+  assert.equal(parsed.valid, false);
+  assert.deepEqual(parsed.errors[0], {
+    object: 'ClusterNetworkPolicy bad-guardrails',
+    path: 'spec.priority',
+    message: 'Invalid value: 2000: spec.priority in body should be less than or equal to 1000',
+  });
+  const r = await run(['render', '--node', 'node-1', '-f', 'examples/', '-f', bad]);
+  assert.equal(r.code, 1);
+  assert.match(r.err, /^invalid: bad-guardrails spec\.priority: /m);
+  assert.match(r.out, /^table inet nft-netpol/m);
+  const e = await run([
+    'explain',
+    '-f',
+    'examples/',
+    '-f',
+    bad,
+    '--from',
+    'shop/cart-5c8b7',
+    '--to',
+    'payments/api-0',
+    '--port',
+    '8443/tcp',
+  ]);
+  assert.equal(e.code, 1);
+  assert.match(e.err, /^invalid: bad-guardrails spec\.ingress\[0\]\.action: Unsupported value: "Allow"/m);
+});
+
+test('--allow-pod-to-node: explain judges egress to the pod’s own node as the ruleset render --allow-pod-to-node does', async () => {
+  const ask = ['explain', '-f', 'examples/', '--from', 'shop/cart-5c8b7', '--to', '192.168.56.11', '--port', '10250'];
+  const off = await run(ask);
+  assert.equal(off.code, 0, off.err);
+  assert.match(off.out, /^DENIED: .*\(192\.168\.56\.11\)/m);
+  const on = await run([...ask, '--allow-pod-to-node']);
+  assert.equal(on.code, 0, on.err);
+  assert.match(on.out, /^ALLOWED: /m);
+  assert.match(on.out, /address of shop\/cart-5c8b7's node node-1: .*--allow-pod-to-node/);
+  // Another node's address stays denied.
+  const other = await run([...ask.slice(0, 6), '192.168.56.12', '--port', '10250', '--allow-pod-to-node']);
+  assert.match(other.out, /^DENIED: /m);
+
+  const rule = 'fib daddr type local accept comment "pod to its own node (--allow-pod-to-node)"';
+  const plain = await run(['render', '--node', 'node-1', '-f', 'examples/']);
+  assert.ok(!plain.out.includes(rule));
+  const r = await run(['render', '--node', 'node-1', '-f', 'examples/', '--allow-pod-to-node']);
+  assert.equal(r.code, 0, r.err);
+  // In input-egress, before the dispatch.
+  const input = r.out.slice(r.out.indexOf('chain input-egress {'));
+  assert.ok(input.includes(`${rule}\n\t\tip saddr vmap @egress-v4`), input);
+  assert.equal(r.out.split(rule).length, 2, 'once');
 });

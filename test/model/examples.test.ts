@@ -63,13 +63,24 @@ test('examples/ loads and validates with zero errors', async () => {
     s.pods.some((p) => p.ports.some((cp) => cp.name === 'envoy-admin')),
     'sidecar port',
   );
+  // ClusterNetworkPolicies: an Admin and a Baseline policy.
+  assert.deepEqual(
+    s.clusterPolicies?.map((p) => [p.name, p.tier, p.priority, p.ingress.length, p.egress.length]),
+    [
+      ['cluster-guardrails', 'Admin', 10, 1, 1],
+      ['payments-namespace-default', 'Baseline', 100, 1, 0],
+    ],
+  );
+  const guard = s.clusterPolicies?.[0];
+  assert.deepEqual(guard?.egress[0]?.peers, [{ kind: 'networks', cidrs: ['169.254.169.254/32', 'fd00:ec2::254/128'] }]);
+  assert.deepEqual(guard?.ingress[0]?.protocols, [{ kind: 'named', name: 'metrics' }]);
 });
 
 test('examples-invalid/ yields the expected error lines and enforces fail-closed', async () => {
   const { objects, errors } = await loadManifests([root('examples-invalid')]);
   assert.deepEqual(errors, []);
   const built = buildState(objects);
-  assert.deepEqual(built.errors.map(formatValidationError), [
+  assert.deepEqual(built.errors.filter((e) => e.kind === 'NetworkPolicy').map(formatValidationError), [
     'shop/endport-below-port spec.ingress[0].ports[1].endPort: must be >= port (65535)',
     'shop/endport-with-named-port spec.ingress[0].ports[0].endPort: cannot be used with a named port ("http")',
     'shop/endport-without-port spec.egress[0].ports[0].endPort: may not be specified without port',
@@ -81,6 +92,28 @@ test('examples-invalid/ yields the expected error lines and enforces fail-closed
     'payments/empty-peer spec.ingress[0].from[0]: must specify a peer',
     'payments/old-api-version apiVersion: "networking.k8s.io/v1beta1" is not supported for NetworkPolicy (want networking.k8s.io/v1)',
   ]);
+  // The ClusterNetworkPolicy: kept, its placement (priority) unreadable, so
+  // every pod is its subject and only its Deny rules stay in force; each
+  // invalid rule fails closed by its action.
+  const cnp = built.state.clusterPolicies ?? [];
+  assert.deepEqual(cnp.flatMap((p) => p.errors).map(formatValidationError), [
+    'bad-guardrails spec.priority: Invalid value: 2000: spec.priority in body should be less than or equal to 1000',
+    'bad-guardrails spec.ingress[0].action: Unsupported value: "Allow": supported values: "Accept", "Deny", "Pass"',
+    'bad-guardrails spec.egress[0].to[0].networks[0]: Invalid value: "string": Invalid CIDR format provided',
+    'bad-guardrails spec.egress[1]: Invalid value: "object": networks/nodes/domainNames peer cannot be set with namedPorts since there are no namedPorts for networks/nodes/domainNames',
+    'bad-guardrails spec.egress[2].protocols[0].tcp.destinationPort.range: Invalid value: "object": Start port must be less than End port',
+    'bad-guardrails spec.egress[3].to[0].domainNames: domainNames peers are only supported in Accept rules',
+  ]);
+  assert.deepEqual(
+    cnp[0]?.egress.map((r) => [r.name, r.action, r.invalid]),
+    [
+      ['not-a-cidr', 'Deny', true],
+      ['named-port-to-networks', 'Accept', true],
+      ['reversed-range', 'Deny', true],
+      ['domains-only-accept', 'Deny', true],
+    ],
+  );
+  assert.equal(cnp[0]?.ingress[0]?.invalid, true);
   // All but the wrong-apiVersion one are kept, and none of their rules allows anything.
   const s = built.state;
   assert.equal(s.policies.length, 9);
@@ -95,6 +128,7 @@ test('examples-invalid/ yields the expected error lines and enforces fail-closed
 test('examples and examples-invalid together: invalid ones only add errors', async () => {
   const { objects } = await loadManifests([root('examples'), root('examples-invalid')]);
   const built = buildState(objects);
-  assert.equal(built.errors.length, 10);
+  assert.equal(built.errors.length, 10 + 6);
   assert.equal(built.state.policies.length, 14 + 9);
+  assert.equal(built.state.clusterPolicies?.length, 2 + 1);
 });

@@ -190,7 +190,7 @@ status:
   // The whole example cluster too.
   const examples = (
     await Promise.all(
-      ['cluster.yaml', 'policies-shop.yaml', 'policies-payments.yaml'].map((f) =>
+      ['cluster.yaml', 'policies-shop.yaml', 'policies-payments.yaml', 'cluster-network-policies.yaml'].map((f) =>
         readFile(new URL(`../../examples/${f}`, import.meta.url), 'utf8'),
       ),
     )

@@ -206,6 +206,11 @@ describe('explainJson', () => {
           },
         ],
         reason: j.egress.reason,
+        tier: 'networkpolicy',
+        decidedBy: null,
+        passed: [],
+        clusterPolicies: [],
+        notEnforced: [],
       },
       ingress: {
         allowed: true,
@@ -215,6 +220,11 @@ describe('explainJson', () => {
           { policy: 'app/web-80', direction: 'ingress', rule: 1, kind: 'NetworkPolicy', description: 'app/web-80 ingress[1]' },
         ],
         reason: j.ingress.reason,
+        tier: 'networkpolicy',
+        decidedBy: null,
+        passed: [],
+        clusterPolicies: [],
+        notEnforced: [],
       },
     });
     assert.match(j.ingress.reason, /app\/web-80 ingress\[1\]/);

@@ -1,0 +1,41 @@
+// What one compiled allow rule means, as values: the typed twin of each nft
+// rule of a KUBE-NWPLCY chain (policy-rules.ts). The flattening into peer
+// identities (identities.ts) reads these, never the nft rules or set
+// elements, so the per-policy form and the flat form share their meaning
+// without a round trip through text.
+import type { Interval } from '../model/ip.ts';
+import type { Direction, Family } from '../model/types.ts';
+import type { PortRange, PortTriple } from './ports.ts';
+
+/** Where a rule's remote side may be. */
+export type TermSource =
+  /** Pod addresses only (a hash set): pod identities. `key` names the shared set. */
+  | { readonly kind: 'pods'; readonly key: string; readonly about: string; readonly addrs: readonly string[] }
+  /** Address ranges (ipBlocks, pods of rules mixing pods and ipBlocks): range identities. */
+  | { readonly kind: 'ranges'; readonly key: string; readonly about: string; readonly ivs: readonly Interval[] }
+  /** No peers: every address (a range identity). */
+  | { readonly kind: 'anywhere' }
+  /** Egress named ports: destination pods, with the ports each serves. */
+  | { readonly kind: 'named'; readonly key: string; readonly about: string; readonly triples: readonly PortTriple[] };
+
+/** What a rule allows on the local side. */
+export type TermPorts =
+  | { readonly kind: 'all' }
+  /** Port intervals (numeric ports, any local pod of the policy). */
+  | { readonly kind: 'numeric'; readonly ranges: readonly PortRange[] }
+  /** Ingress named ports: resolved on the local pods. */
+  | { readonly kind: 'local'; readonly triples: readonly PortTriple[] }
+  /** Egress named ports: the ports come with the remote address (source `named`). */
+  | { readonly kind: 'remote' };
+
+export interface Term {
+  /** `ns/name ingress[0]`: shown on the allow elements. */
+  readonly label: string;
+  readonly direction: Direction;
+  /** undefined: both families. */
+  readonly family: Family | undefined;
+  readonly source: TermSource;
+  readonly ports: TermPorts;
+  /** Local addresses of the pods the policy isolates, per family. */
+  readonly targets: ReadonlyMap<Family, readonly string[]>;
+}

@@ -1,0 +1,662 @@
+// The ordered tiers (ClusterNetworkPolicy Admin and Baseline; src/kinds/kind.ts)
+// in nftables, with a per-packet cost that does not grow with the number of
+// policies or rules: the peer-identity idea of identities.ts, generalized from
+// "the union of what is allowed" to "the first rule that matches".
+//
+// A remote address's tier identity is the set of sources (the peer
+// definitions of the tier's rules: pods, nodes, networks, everything) that
+// contain it, plus, for egress named ports, the ports it serves by name.
+// Addresses with the same identity meet the same rules, so what the tier
+// decides for them depends only on the local address, protocol and port.
+// For each identity that decides anything, the compiler walks the rules in
+// evaluation order once per local address and protocol and cuts the port
+// space into pieces, each decided by its first matching rule (or by none).
+// The result is a few verdict maps per identity:
+//
+//   admin-ingress:           ip saddr vmap @admin-ingress-peers-v4    10.244.2.7 : goto KUBE-PEERS-<cid>-IN
+//                            ip saddr vmap @admin-ingress-ranges-v4   0.0.0.0-9.255.255.255 : goto KUBE-PEERS-<cid2>-IN
+//   KUBE-PEERS-<cid>-IN:     ip daddr . meta l4proto . th dport vmap @tdec4-<cid>    10.244.1.5 . tcp . 22 : goto KUBE-NWPLCY-<p>-IN-0
+//                            ip daddr . meta l4proto . th dport vmap @tdecr4-<cid>   (ranges of more than 16 ports)
+//                            ip daddr . meta l4proto vmap @tdecp4-<cid>              10.244.1.5 . tcp : goto KUBE-NWPLCY-<p>-IN-2
+//                            ip daddr vmap @tdeca4-<cid>                             (protocols without ports: ICMP, ...)
+//   KUBE-NWPLCY-<p>-IN-0:    counter drop comment "... ingress[0] ...: Deny"
+//
+// The most specific map is looked up first; each (local address, protocol)
+// has its most common decision in the `proto` map and only the pieces that
+// differ from it in the port maps, so the maps stay small. `return` in a map
+// (a piece no rule matches, beside a protocol default) and the `counter
+// return` of a Pass rule go back to the pod chain, which goes on with the
+// next tier. A pod address's identity includes the ranges that hold it and
+// its lookup is a `goto`, so the range map is only consulted for addresses no
+// pod or node source holds. Each rule of a tiered policy is one chain,
+// KUBE-NWPLCY-<policy>-<dir>-<index>, with its counter and action: `nft list
+// chain` of it says what the rule does and how often it decided.
+import { cidrInterval, familyBits, mergeIntervals, parseCIDR } from '../model/ip.ts';
+import type { Interval } from '../model/ip.ts';
+import { formatSelector, selectorMatches } from '../model/selector.ts';
+import { DIRECTIONS, FAMILIES, PROTOCOLS } from '../model/types.ts';
+import type { ClusterState, Direction, Family, Pod, Protocol } from '../model/types.ts';
+import type { OrderedTier, TieredPeer, TieredPolicy, TieredRule } from '../kinds/kind.ts';
+import {
+  decisionMapName,
+  peersChainName,
+  policyKeyId,
+  sanitizeComment,
+  shortHash,
+  tierLookupChainName,
+  tierPeerMapName,
+  tierRuleChainName,
+} from '../ruleset/ids.ts';
+import type { Chain, DecisionElement, DecisionKey, DecisionMap, MapElement, Rule, VerdictMap } from '../ruleset/ir.ts';
+import type { RenderOptions } from '../ruleset/options.ts';
+import type { ClusterIndex } from './cluster-index.ts';
+import type { PeerResolver } from './peers.ts';
+import { nftProto } from './ports.ts';
+import { formatElement } from './v4.ts';
+
+export const ORDERED_TIERS: readonly OrderedTier[] = ['admin', 'baseline'];
+const MAX_PORT = 65535;
+/** Pieces of up to this many ports go port by port into the hash map (see identities.ts: pipapo costs more per packet). */
+const SPLIT_RANGE_UP_TO = 16;
+
+export interface TierContext {
+  readonly state: ClusterState;
+  readonly idx: ClusterIndex;
+  readonly peers: PeerResolver;
+  /** The node's active pods, sorted. */
+  readonly local: readonly Pod[];
+  readonly o: RenderOptions;
+}
+
+export interface Tiers {
+  /** Rule chains, identity chains and lookup chains. */
+  readonly chains: readonly Chain[];
+  /** The tier-peers maps: all of them whenever the cluster has tiered policies (they are fixed objects), else none. */
+  readonly maps: readonly VerdictMap[];
+  readonly decisions: readonly DecisionMap[];
+  /** Does a policy of `tier` with rules in `d` select this local pod? */
+  selects(pod: Pod, tier: OrderedTier, d: Direction): boolean;
+  /** Tiered policies selecting at least one local pod. */
+  readonly policies: number;
+}
+
+interface Entry {
+  readonly tier: OrderedTier;
+  readonly policy: TieredPolicy;
+  readonly rule: TieredRule;
+  readonly index: number;
+  readonly direction: Direction;
+  readonly chain: string;
+  /** Keys of the sources its peers name. */
+  readonly sources: ReadonlySet<string>;
+  /** Its position in evaluation order (policy order, then rule order). */
+  readonly order: number;
+}
+
+type Source =
+  /** Explicit addresses (pods, nodes): the hash map. */
+  | { readonly kind: 'hash'; readonly key: string; readonly about: string; readonly addrs: (f: Family) => readonly Addr[] }
+  /** Address ranges (networks, everything): the interval map. */
+  | { readonly kind: 'range'; readonly key: string; readonly about: string; readonly ivs: (f: Family) => readonly Interval[] };
+
+interface Addr {
+  readonly text: string;
+  readonly value: bigint;
+  /** The pod it belongs to (named ports), if it is a pod address. */
+  readonly pod: Pod | undefined;
+}
+
+/** A port piece of one protocol and who decides it (undefined: no rule matches). */
+interface Piece {
+  readonly lo: number;
+  readonly hi: number;
+  readonly entry: Entry | undefined;
+}
+
+const byValue = (a: { value: bigint }, b: { value: bigint }): number => (a.value < b.value ? -1 : a.value > b.value ? 1 : 0);
+
+function selectorText(sel: Parameters<typeof formatSelector>[0]): string {
+  const t = formatSelector(sel);
+  return t === '{}' ? 'all' : t;
+}
+
+function sourceOf(peer: TieredPeer, ctx: TierContext): Source {
+  switch (peer.kind) {
+    case 'pods': {
+      const key = `pods ${formatSelector(peer.namespaceSelector)} ${formatSelector(peer.podSelector)}`;
+      let pods: readonly Pod[] | undefined;
+      const addrs = (f: Family): Addr[] => {
+        // Memoized and invalidated by pod churn in the resolver (node-compiler.ts).
+        pods ??= ctx.peers.destinations(
+          [{ kind: 'pods', namespaceSelector: peer.namespaceSelector, podSelector: peer.podSelector }],
+          '',
+        ).pods;
+        const out: Addr[] = [];
+        for (const pod of pods) {
+          for (const text of pod.ips) {
+            const ip = ctx.idx.ip(text);
+            if (ip !== undefined && ip.family === f) out.push({ text, value: ip.value, pod });
+          }
+        }
+        return out;
+      };
+      return {
+        kind: 'hash',
+        key,
+        about: `pods(${selectorText(peer.podSelector)}) in ns(${selectorText(peer.namespaceSelector)})`,
+        addrs,
+      };
+    }
+    case 'nodes': {
+      const key = `nodes ${formatSelector(peer.nodeSelector)}`;
+      const addrs = (f: Family): Addr[] => {
+        const out: Addr[] = [];
+        for (const n of ctx.state.nodes) {
+          if (!selectorMatches(peer.nodeSelector, n.labels ?? {})) continue;
+          for (const text of n.addresses) {
+            const ip = ctx.idx.ip(text);
+            if (ip !== undefined && ip.family === f) out.push({ text, value: ip.value, pod: undefined });
+          }
+        }
+        return out;
+      };
+      return { kind: 'hash', key, about: `nodes(${selectorText(peer.nodeSelector)})`, addrs };
+    }
+    case 'networks': {
+      const cidrs = [...new Set(peer.cidrs)].sort();
+      const ivs = (f: Family): Interval[] => {
+        const out: Interval[] = [];
+        for (const c of cidrs) {
+          const p = parseCIDR(c);
+          if (p.ok && p.cidr.family === f) out.push(cidrInterval(p.cidr));
+        }
+        return mergeIntervals(out);
+      };
+      return { kind: 'range', key: `nets ${cidrs.join(',')}`, about: cidrs.join(' '), ivs };
+    }
+    case 'all':
+      return {
+        kind: 'range',
+        key: 'all',
+        about: 'anywhere',
+        ivs: (f) => [{ family: f, lo: 0n, hi: (1n << BigInt(familyBits(f))) - 1n }],
+      };
+  }
+}
+
+/** A source whose addresses are resolved once per family (each tier and direction asks). */
+function memoized(s: Source): Source {
+  if (s.kind === 'hash') {
+    const memo = new Map<Family, readonly Addr[]>();
+    return { ...s, addrs: (f) => memo.get(f) ?? (memo.set(f, s.addrs(f)).get(f) as readonly Addr[]) };
+  }
+  const memo = new Map<Family, readonly Interval[]>();
+  return { ...s, ivs: (f) => memo.get(f) ?? (memo.set(f, s.ivs(f)).get(f) as readonly Interval[]) };
+}
+
+/** The chain of one tiered rule: counts what it decides, then does it. */
+function ruleChain(e: Entry, o: RenderOptions): Chain {
+  const comment = sanitizeComment(`${e.rule.origin.description}`);
+  let rules: Rule[];
+  switch (e.rule.action) {
+    case 'Accept':
+      rules = [{ matches: [], counter: true, verdict: { kind: 'accept' }, comment: 'Accept' }];
+      break;
+    case 'Pass':
+      rules = [{ matches: [], counter: true, verdict: { kind: 'return' }, comment: 'Pass' }];
+      break;
+    case 'Deny':
+      rules =
+        o.denyAction === 'drop'
+          ? [{ matches: [], counter: true, verdict: { kind: 'drop' }, comment: 'Deny' }]
+          : [
+              {
+                matches: [{ kind: 'l4proto', proto: 'tcp' }],
+                counter: true,
+                verdict: { kind: 'reject', with: 'tcp reset' },
+                comment: 'Deny',
+              },
+              { matches: [], counter: true, verdict: { kind: 'reject', with: 'icmpx port-unreachable' }, comment: 'Deny' },
+            ];
+      break;
+  }
+  return { name: e.chain, role: 'rule', base: undefined, comment, rules };
+}
+
+/** Sorted, merged port intervals of one protocol that a rule matches for this local pod and identity. */
+function portsOf(e: Entry, proto: Protocol, local: Pod, named: ReadonlyMap<string, readonly NamedPort[]>): [number, number][] {
+  const ports = e.rule.ports;
+  if (ports === undefined) return [[0, MAX_PORT]];
+  const out: [number, number][] = [];
+  for (const p of ports) {
+    if (p.kind === 'port') {
+      if (p.protocol !== proto) continue;
+      if (p.port === undefined) out.push([0, MAX_PORT]);
+      else out.push([p.port, p.endPort ?? p.port]);
+    } else if (e.direction === 'ingress') {
+      // Named ports resolve on the destination: the local pod.
+      for (const cp of local.ports) if (cp.name === p.name && cp.protocol === proto) out.push([cp.port, cp.port]);
+    } else {
+      // Egress: on the remote pod, whose named ports are part of its identity.
+      for (const np of named.get(p.name) ?? []) if (np.protocol === proto) out.push([np.port, np.port]);
+    }
+  }
+  out.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+  const merged: [number, number][] = [];
+  for (const [lo, hi] of out) {
+    const last = merged[merged.length - 1];
+    if (last !== undefined && lo <= last[1] + 1) last[1] = Math.max(last[1], hi);
+    else merged.push([lo, hi]);
+  }
+  return merged;
+}
+
+/** First match over one protocol's port space: pieces covering 0..65535 in order. */
+function partition(
+  entries: readonly Entry[],
+  proto: Protocol,
+  local: Pod,
+  named: ReadonlyMap<string, readonly NamedPort[]>,
+): Piece[] {
+  let uncovered: [number, number][] = [[0, MAX_PORT]];
+  const pieces: Piece[] = [];
+  for (const e of entries) {
+    if (uncovered.length === 0) break;
+    const ivs = portsOf(e, proto, local, named);
+    if (ivs.length === 0) continue;
+    const rest: [number, number][] = [];
+    for (const [a, b] of uncovered) {
+      let at = a;
+      for (const [lo, hi] of ivs) {
+        if (hi < at || lo > b) continue;
+        if (lo > at) rest.push([at, lo - 1]);
+        const from = Math.max(lo, at);
+        const to = Math.min(hi, b);
+        pieces.push({ lo: from, hi: to, entry: e });
+        at = to + 1;
+        if (at > b) break;
+      }
+      if (at <= b) rest.push([at, b]);
+    }
+    uncovered = rest;
+  }
+  for (const [lo, hi] of uncovered) pieces.push({ lo, hi, entry: undefined });
+  return pieces.sort((x, y) => x.lo - y.lo);
+}
+
+interface NamedPort {
+  readonly protocol: Protocol;
+  readonly port: number;
+}
+
+function verdictOf(e: Entry | undefined): DecisionElement['verdict'] {
+  return e === undefined ? { kind: 'return' } : { kind: 'goto', chain: e.chain };
+}
+
+/** The decision elements of one identity, per map. */
+interface Decided {
+  readonly port: DecisionElement[];
+  readonly range: DecisionElement[];
+  readonly proto: DecisionElement[];
+  readonly addr: DecisionElement[];
+}
+
+/** What one list of matching rules decides for one local pod: per protocol its default and the differing pieces. */
+interface Decision {
+  readonly protos: readonly { readonly p4: string; readonly best: Entry | undefined; readonly pieces: readonly Piece[] }[];
+  /** Protocols without ports. */
+  readonly other: Entry | undefined;
+}
+
+function decide(entries: readonly Entry[], local: Pod, named: ReadonlyMap<string, readonly NamedPort[]>): Decision {
+  const protos = PROTOCOLS.map((proto) => {
+    const pieces = partition(entries, proto, local, named);
+    // The protocol's default: the decision covering most ports (ties: no match, then evaluation order).
+    const cover = new Map<Entry | undefined, number>();
+    for (const p of pieces) cover.set(p.entry, (cover.get(p.entry) ?? 0) + p.hi - p.lo + 1);
+    let best: Entry | undefined;
+    let bestCount = -1;
+    for (const [e, n] of [...cover].sort((a, b) => (a[0]?.order ?? -1) - (b[0]?.order ?? -1))) {
+      if (n > bestCount) [best, bestCount] = [e, n];
+    }
+    return { p4: nftProto(proto), best, pieces: pieces.filter((p) => p.entry !== best) };
+  });
+  // Protocols without ports (ICMP, ...): the first rule matching every protocol.
+  return { protos, other: entries.find((e) => e.rule.ports === undefined) };
+}
+
+function addDecision(d: Decision, addr: string, into: Decided): void {
+  for (const { p4, best, pieces } of d.protos) {
+    if (best !== undefined) into.proto.push({ key: `${addr} . ${p4}`, verdict: verdictOf(best) });
+    for (const p of pieces) {
+      if (p.hi - p.lo < SPLIT_RANGE_UP_TO) {
+        for (let port = p.lo; port <= p.hi; port++)
+          into.port.push({ key: `${addr} . ${p4} . ${port}`, verdict: verdictOf(p.entry) });
+      } else into.range.push({ key: `${addr} . ${p4} . ${p.lo}-${p.hi}`, verdict: verdictOf(p.entry) });
+    }
+  }
+  if (d.other !== undefined) into.addr.push({ key: addr, verdict: verdictOf(d.other) });
+}
+
+/** Does a rule name a port by name on the local side (ingress), so that the decision depends on the local pod's ports? */
+function localNamed(e: Entry): boolean {
+  return e.direction === 'ingress' && (e.rule.ports ?? []).some((p) => p.kind === 'named');
+}
+
+interface Identity {
+  readonly key: string;
+  readonly tokens: readonly string[];
+}
+
+/** Non-overlapping intervals of constant source membership (a sweep over boundaries), in address order. */
+function rangeSegments(
+  ranges: readonly { key: string; ivs: readonly Interval[] }[],
+  f: Family,
+): { iv: Interval; tokens: string[] }[] {
+  const max = (1n << BigInt(familyBits(f))) - 1n;
+  const events: { at: bigint; key: string; delta: number }[] = [];
+  for (const r of ranges) {
+    for (const iv of r.ivs) {
+      events.push({ at: iv.lo, key: r.key, delta: 1 });
+      if (iv.hi < max) events.push({ at: iv.hi + 1n, key: r.key, delta: -1 });
+    }
+  }
+  events.sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : 0));
+  const active = new Map<string, number>();
+  const out: { iv: Interval; tokens: string[] }[] = [];
+  for (let i = 0; i < events.length;) {
+    const at = events[i]!.at;
+    while (i < events.length && events[i]!.at === at) {
+      const e = events[i++]!;
+      const n = (active.get(e.key) ?? 0) + e.delta;
+      if (n === 0) active.delete(e.key);
+      else active.set(e.key, n);
+    }
+    const end = i < events.length ? events[i]!.at - 1n : max;
+    if (active.size === 0) continue;
+    const tokens = [...active.keys()].sort();
+    const last = out[out.length - 1];
+    if (last !== undefined && last.tokens.join('|') === tokens.join('|') && last.iv.hi + 1n === at) {
+      out[out.length - 1] = { iv: { ...last.iv, hi: end }, tokens };
+    } else out.push({ iv: { family: f, lo: at, hi: end }, tokens });
+  }
+  return out;
+}
+
+/** The index of the segment holding `value`, or -1. */
+function segmentIndex(segs: readonly { iv: Interval; tokens: string[] }[], value: bigint): number {
+  let lo = 0;
+  let hi = segs.length - 1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >> 1;
+    const s = segs[mid]!;
+    if (value < s.iv.lo) hi = mid - 1;
+    else if (value > s.iv.hi) lo = mid + 1;
+    else return mid;
+  }
+  return -1;
+}
+
+const NAMED = 'named:';
+
+/** The tiers of one node: see the top of this file. */
+export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]): Tiers {
+  const none: Tiers = { chains: [], maps: [], decisions: [], selects: () => false, policies: 0 };
+  if (policies.length === 0) return none;
+
+  const sources = new Map<string, Source>();
+  const entries: Entry[] = [];
+  /** Per local pod: per tier and direction, the entries that apply to it, in evaluation order. */
+  const applicable = new Map<Pod, Map<string, Entry[]>>();
+  let relevant = 0;
+  let order = 0;
+  for (const p of policies) {
+    const namespaces = new Set(ctx.idx.namespacesMatching(p.subject.namespaceSelector));
+    const targets = ctx.local.filter(
+      (pod) => namespaces.has(pod.namespace) && selectorMatches(p.subject.podSelector, pod.labels),
+    );
+    if (targets.length === 0) continue;
+    relevant++;
+    const pid = policyKeyId(p.key);
+    for (const d of DIRECTIONS) {
+      const list = d === 'ingress' ? p.ingress : p.egress;
+      list.forEach((rule, index) => {
+        const keys = new Set<string>();
+        for (const peer of rule.peers) {
+          const s = sourceOf(peer, ctx);
+          if (!sources.has(s.key)) sources.set(s.key, memoized(s));
+          keys.add(s.key);
+        }
+        const e: Entry = {
+          tier: p.tier,
+          policy: p,
+          rule,
+          index,
+          direction: d,
+          chain: tierRuleChainName(pid, d, index),
+          sources: keys,
+          order: order++,
+        };
+        entries.push(e);
+        for (const pod of targets) {
+          let m = applicable.get(pod);
+          if (m === undefined) applicable.set(pod, (m = new Map()));
+          const k = `${p.tier} ${d}`;
+          let l = m.get(k);
+          if (l === undefined) m.set(k, (l = []));
+          l.push(e);
+        }
+      });
+    }
+  }
+  const applies = (pod: Pod, tier: OrderedTier, d: Direction): readonly Entry[] => applicable.get(pod)?.get(`${tier} ${d}`) ?? [];
+
+  const chains: Chain[] = entries.map((e) => ruleChain(e, ctx.o));
+  const identityChains: Chain[] = [];
+  const lookupChains: Chain[] = [];
+  const decisions: DecisionMap[] = [];
+  const maps: VerdictMap[] = [];
+  for (const tier of ORDERED_TIERS) {
+    for (const d of DIRECTIONS) {
+      const tierEntries = entries.filter((e) => e.tier === tier && e.direction === d);
+      const usedSources = new Set(tierEntries.flatMap((e) => [...e.sources]));
+      const namedNames = new Set<string>();
+      if (d === 'egress')
+        for (const e of tierEntries) for (const p of e.rule.ports ?? []) if (p.kind === 'named') namedNames.add(p.name);
+      const lookupRules: Rule[] = [];
+      for (const f of FAMILIES) {
+        // Local pods of this family the tier decides for.
+        const locals: { pod: Pod; addr: Addr }[] = [];
+        for (const pod of ctx.local) {
+          if (applies(pod, tier, d).length === 0) continue;
+          for (const text of pod.ips) {
+            const ip = ctx.idx.ip(text);
+            if (ip !== undefined && ip.family === f) locals.push({ pod, addr: { text, value: ip.value, pod } });
+          }
+        }
+        locals.sort((a, b) => byValue(a.addr, b.addr));
+        const hashElements: MapElement[] = [];
+        const rangeElements: MapElement[] = [];
+        if (locals.length > 0) {
+          const ranges: { key: string; ivs: readonly Interval[] }[] = [];
+          // Address -> its hash sources' keys, `|`-joined: sources are visited in key order, so the list comes sorted.
+          const hashTokens = new Map<string, { addr: Addr; key: string }>();
+          for (const key of [...usedSources].sort()) {
+            const s = sources.get(key)!;
+            if (s.kind === 'range') ranges.push({ key, ivs: s.ivs(f) });
+            else
+              for (const a of s.addrs(f)) {
+                const h = hashTokens.get(a.text);
+                if (h === undefined) hashTokens.set(a.text, { addr: a, key });
+                else {
+                  h.key = `${h.key}|${key}`;
+                  if (a.pod !== undefined && h.addr.pod === undefined) h.addr = a;
+                }
+              }
+          }
+          const segments = rangeSegments(ranges, f);
+          const segmentKeys = segments.map((sg) => sg.tokens.join('|'));
+          const namedPorts = new Map<string, { name: string; ports: NamedPort[] }>();
+          const namedOrder = [...namedNames].sort();
+          const identities = new Map<string, Identity>();
+          const hashIds: { addr: Addr; key: string }[] = [];
+          for (const h of hashTokens.values()) {
+            // The canonical key: hash tokens, range tokens, named tokens (each part sorted).
+            const seg = segmentIndex(segments, h.addr.value);
+            let named = '';
+            const pod = h.addr.pod;
+            if (pod !== undefined && namedOrder.length > 0) {
+              for (const name of namedOrder) {
+                const ports = pod.ports
+                  .filter((cp) => cp.name === name)
+                  .map((cp) => ({ protocol: cp.protocol, port: cp.port }))
+                  .sort((a, b) => a.protocol.localeCompare(b.protocol) || a.port - b.port);
+                if (ports.length === 0) continue;
+                const token = `${NAMED}${name}=${ports.map((p) => `${nftProto(p.protocol)}/${p.port}`).join(',')}`;
+                namedPorts.set(token, { name, ports });
+                named = `${named}|${token}`;
+              }
+            }
+            const key = `${h.key}#${seg < 0 ? '' : segmentKeys[seg]}#${named}`;
+            if (!identities.has(key)) {
+              const tokens = [
+                ...h.key.split('|'),
+                ...(seg < 0 ? [] : segments[seg]!.tokens),
+                ...(named === '' ? [] : named.slice(1).split('|')),
+              ];
+              identities.set(key, { key, tokens });
+            }
+            hashIds.push({ addr: h.addr, key });
+          }
+          segments.forEach((sg, i) => {
+            const key = `#${segmentKeys[i]}#`;
+            if (!identities.has(key)) identities.set(key, { key, tokens: sg.tokens });
+          });
+          const chainOf = new Map<string, string | undefined>();
+          for (const id of [...identities.values()].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0))) {
+            const tokens = new Set(id.tokens);
+            const named = new Map<string, NamedPort[]>();
+            for (const t of id.tokens) {
+              const np = namedPorts.get(t);
+              if (np !== undefined) named.set(np.name, [...(named.get(np.name) ?? []), ...np.ports]);
+            }
+            const decided: Decided = { port: [], range: [], proto: [], addr: [] };
+            // Local pods with the same applicable rules (and, for local named ports, the same ports) decide alike.
+            const byRules = new Map<readonly Entry[], readonly Entry[]>();
+            const memo = new Map<string, Decision>();
+            for (const { pod, addr } of locals) {
+              const all = applies(pod, tier, d);
+              let matching = byRules.get(all);
+              if (matching === undefined) {
+                matching = all.filter((e) => {
+                  for (const k of e.sources) if (tokens.has(k)) return true;
+                  return false;
+                });
+                byRules.set(all, matching);
+              }
+              if (matching.length === 0) continue;
+              const key = `${matching.map((e) => e.order).join(',')}${matching.some(localNamed) ? `|${JSON.stringify(pod.ports)}` : ''}`;
+              let dec = memo.get(key);
+              if (dec === undefined) memo.set(key, (dec = decide(matching, pod, named)));
+              addDecision(dec, addr.text, decided);
+            }
+            if (decided.port.length + decided.range.length + decided.proto.length + decided.addr.length === 0) {
+              chainOf.set(id.key, undefined);
+              continue;
+            }
+            const cid = shortHash(`tier\0${tier}\0${d}\0${f}\0${id.key}`);
+            const name = peersChainName(cid, d);
+            chainOf.set(id.key, name);
+            const field = d === 'ingress' ? 'daddr' : 'saddr';
+            const rules: Rule[] = [];
+            const parts: [DecisionKey, 'port' | 'range' | 'proto' | 'addr', DecisionElement[], boolean][] = [
+              ['port', 'port', decided.port, false],
+              ['port', 'range', decided.range, true],
+              ['proto', 'proto', decided.proto, false],
+              ['addr', 'addr', decided.addr, false],
+            ];
+            for (const [key, which, els, interval] of parts) {
+              if (els.length === 0) continue;
+              const map = decisionMapName(cid, f, which);
+              decisions.push({
+                name: map,
+                family: f,
+                key,
+                interval,
+                elements: els,
+                comment: sanitizeComment(`${tier} tier decisions of ${name}`),
+              });
+              rules.push({
+                matches: [],
+                counter: false,
+                verdict: { kind: 'decisionVmap', family: f, field, key, map },
+                comment: undefined,
+              });
+            }
+            const about = id.tokens.map((t) => (t.startsWith(NAMED) ? t.slice(NAMED.length) : (sources.get(t)?.about ?? t)));
+            identityChains.push({
+              name,
+              role: 'peers',
+              base: undefined,
+              comment: sanitizeComment(`${tier} tier ${d} ${d === 'ingress' ? 'from' : 'to'} IPv${f} ${about.join(' + ')}`),
+              rules,
+            });
+          }
+          for (const { addr, key } of hashIds.sort((a, b) => byValue(a.addr, b.addr))) {
+            const chain = chainOf.get(key);
+            if (chain !== undefined) hashElements.push({ key: addr.text, chain });
+          }
+          segments.forEach((sg, i) => {
+            const chain = chainOf.get(`#${segmentKeys[i]}#`);
+            if (chain !== undefined) rangeElements.push({ key: formatElement(sg.iv), chain });
+          });
+          const field = d === 'ingress' ? 'saddr' : 'daddr';
+          for (const ranges2 of [false, true]) {
+            lookupRules.push({
+              matches: [],
+              counter: false,
+              verdict: { kind: 'vmap', family: f, field, map: tierPeerMapName(tier, d, f, ranges2) },
+              comment: undefined,
+            });
+          }
+        }
+        maps.push(
+          {
+            name: tierPeerMapName(tier, d, f, false),
+            kind: 'tier-peers',
+            tier,
+            family: f,
+            direction: d,
+            interval: false,
+            elements: hashElements,
+          },
+          {
+            name: tierPeerMapName(tier, d, f, true),
+            kind: 'tier-peers',
+            tier,
+            family: f,
+            direction: d,
+            interval: true,
+            elements: rangeElements,
+          },
+        );
+      }
+      if (lookupRules.length > 0) {
+        lookupChains.push({
+          name: tierLookupChainName(tier, d),
+          role: 'lookup',
+          base: undefined,
+          comment: `${tier} tier, ${d} of selected local pods: ${d === 'ingress' ? 'source' : 'destination'} address to its tier identity`,
+          rules: lookupRules,
+        });
+      }
+    }
+  }
+  return {
+    chains: [...chains, ...identityChains, ...lookupChains],
+    maps,
+    decisions,
+    selects: (pod, tier, d) => applies(pod, tier, d).length > 0,
+    policies: relevant,
+  };
+}

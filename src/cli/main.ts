@@ -2,6 +2,7 @@
 // cleanup (the node agent). Exit codes: 0 ok, 1 invalid input or policy
 // errors, 2 usage.
 import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { setFlagsFromString } from 'node:v8';
 import { readManifests, type LoadError } from '../model/load.ts';
 import { stateBuilder } from '../model/normalize.ts';
 import { formatValidationError, type ClusterState, type ValidationError } from '../model/types.ts';
@@ -419,9 +420,28 @@ function quietOnBrokenPipe(cmd: string | undefined): void {
   }
 }
 
+/** The commands that read manifest files into one big state. */
+const OFFLINE = new Set(['render', 'explain', 'validate']);
+
+/**
+ * Keeps V8's young generation at its start size for the offline commands: a
+ * big manifest file builds a large state object by object, and V8 grows the
+ * young generation with what survives, to about 100 MiB resident for a 20 MB
+ * file, for no measurable gain (docs/benchmarks.md, "Big manifest files").
+ * The agent caps it with --max-semi-space-size in NODE_OPTIONS instead, a flag
+ * that only works at start-up; the growth factor is read whenever V8 resizes.
+ * Left alone when the user sized the young generation.
+ */
+function keepYoungGenerationSmall(cmd: string | undefined): void {
+  if (cmd === undefined || !OFFLINE.has(cmd)) return;
+  if ([...process.execArgv, process.env['NODE_OPTIONS'] ?? ''].some((a) => a.includes('semi-space'))) return;
+  setFlagsFromString('--semi-space-growth-factor=1');
+}
+
 /** The process's entry point (bin/nft-netpol-agent.js, `node src/cli/main.ts`, the image's dist/cli/main.js). */
 export async function runMain(argv: string[]): Promise<void> {
   quietOnBrokenPipe(argv[0]);
+  keepYoungGenerationSmall(argv[0]);
   process.exitCode = await main(argv);
 }
 

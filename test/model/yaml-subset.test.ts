@@ -180,6 +180,11 @@ test('mutated documents (random lines of YAML pieces): accepted only when the li
     ' - p',
     'q:  r  ',
     'x: {a: 1, a: 2}',
+    '"q": 1',
+    "'r s': x",
+    '"a":1',
+    '- "k": v',
+    '  "null":',
   );
   fc.assert(
     fc.property(fc.array(piece, { maxLength: 12 }), (lines) => {

@@ -261,3 +261,24 @@ test('--allow-pod-to-node: explain judges egress to the pod’s own node as the 
   assert.ok(input.includes(`${rule}\n\t\tip saddr vmap @egress-v4`), input);
   assert.equal(r.out.split(rule).length, 2, 'once');
 });
+
+test('--strict checks List wrappers read from files, and the items in them', async () => {
+  const list = `
+apiVersion: v1
+kind: List
+metdata: {}
+items:
+- apiVersion: networking.k8s.io/v1
+  kind: NetworkPolicy
+  metadata: {name: db, namespace: default}
+  spec: {podSelector: {}, policyType: [Egress]}
+`;
+  await withFile('list.yaml', list, async (p) => {
+    const r = await run(['validate', '-f', p]);
+    assert.equal(r.code, 1);
+    assert.equal(
+      r.out,
+      '<unnamed> metdata: unknown field "metdata"\ndefault/db spec.policyType: unknown field "spec.policyType"\n',
+    );
+  });
+});

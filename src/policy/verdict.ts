@@ -215,7 +215,12 @@ function nodeAddressOf(c: Conn, pod: Pod, ip: string | undefined): string | unde
   return node?.addresses.includes(ip) === true ? node.name : undefined;
 }
 
+/** At most this many names in a sentence: a pod selected by thousands of policies must not print them all. */
+export const MAX_NAMES = 20;
+
+/** `a, b and c`; past MAX_NAMES, `a, b, ... t and 980 more`. */
 function list(xs: readonly string[]): string {
+  if (xs.length > MAX_NAMES) return `${xs.slice(0, MAX_NAMES).join(', ')} and ${xs.length - MAX_NAMES} more`;
   if (xs.length <= 1) return xs.join('');
   return `${xs.slice(0, -1).join(', ')} and ${xs[xs.length - 1]}`;
 }

@@ -157,6 +157,8 @@ export function reasonFor(state: ClusterState, a: DeniedAttempt, idx: Index | un
   });
   const d = v[a.direction as Direction];
   if (proto === undefined) {
+    // A ClusterNetworkPolicy rule without protocols matches any protocol: it names itself.
+    if (!d.allowed && d.decidedBy !== undefined) return `${at}: ${a.protocol} denied by ${d.decidedBy.description}`;
     if (!d.allowed) {
       const policies = d.policies.length === 0 ? '' : ` by ${d.policies.join(', ')}`;
       return `${at}: isolated for ${a.direction}${policies}; no rule without ports admits ${a.direction === 'ingress' ? peerText(a.src) : peerText(a.dst)}, the only kind that allows ${a.protocol}`;

@@ -297,6 +297,39 @@ describe('DeniedLog', () => {
     assert.equal(d.ring.size, 1);
   });
 
+  test('ICMP denied by a ClusterNetworkPolicy rule without protocols: the reason names that rule', () => {
+    const { log } = capture();
+    const withCnp = {
+      ...live,
+      clusterPolicies: [
+        {
+          name: 'no-web',
+          sourceKind: 'ClusterNetworkPolicy',
+          tier: 'Admin' as const,
+          priority: 3,
+          subject: { namespaceSelector: sel(), podSelector: sel({ app: 'db' }) },
+          ingress: [
+            {
+              name: 'web',
+              action: 'Deny' as const,
+              peers: [{ kind: 'pods' as const, namespaceSelector: sel(), podSelector: sel({ app: 'web' }) }],
+              protocols: undefined,
+              invalid: false,
+            },
+          ],
+          egress: [],
+          errors: [],
+        },
+      ],
+    };
+    const d = new DeniedLog({ nodeName: 'node-1', log, snapshot: () => withCnp });
+    d.onPacket({ ...packet(0, 0), proto: 1, dport: undefined, sport: undefined });
+    assert.equal(
+      d.ring.query()[0]?.reason,
+      'ingress at shop/db: ICMP denied by ClusterNetworkPolicy no-web (Admin tier, priority 3) ingress rule 0 "web": Deny',
+    );
+  });
+
   test('a flood of distinct denials: lines capped per second (the rest counted), the ring at capacity', () => {
     const { log, lines } = capture();
     let suppressed = 0;

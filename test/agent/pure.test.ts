@@ -9,7 +9,8 @@ import { diffInvalid, eventMessage, reportsEventFor } from '../../src/agent/inva
 import { localPodViews, podIPOwners, releasedIPs, releasedPodIPs } from '../../src/agent/local-view.ts';
 import { policyEvent } from '../../src/agent/event-sink.ts';
 import { wantsText } from '../../src/observability/http-server.ts';
-import { node, pod, policy, sel, state } from '../support/state-builder.ts';
+import { node, ns, pod, policy, sel, state } from '../support/state-builder.ts';
+import type { ClusterNetworkPolicy, ClusterState } from '../../src/model/types.ts';
 import { withErrors } from './fakes.ts';
 
 const LISTING = `table inet nft-netpol {
@@ -127,8 +128,70 @@ test('local pod views list the policies selecting each pod per direction', () =>
       labels: { app: 'web' },
       ingress: ['shop/deny-in'],
       egress: ['shop/web-out'],
+      clusterPolicies: [],
     },
   ]);
+});
+
+test('local pod views: the ClusterNetworkPolicies whose subject selects each pod, in evaluation order with tier and priority', () => {
+  const cnp = (name: string, tier: 'Admin' | 'Baseline', priority: number, team: string): ClusterNetworkPolicy => ({
+    name,
+    sourceKind: 'ClusterNetworkPolicy',
+    tier,
+    priority,
+    subject: { namespaceSelector: sel({ team }), podSelector: sel() },
+    ingress: [
+      { name: 'r', action: 'Deny', peers: [{ kind: 'networks', cidrs: ['0.0.0.0/0'] }], protocols: undefined, invalid: false },
+    ],
+    egress: [],
+    errors: [],
+  });
+  const s: ClusterState = {
+    ...state({
+      namespaces: [ns('shop', { team: 'a' }), ns('lab', { team: 'b' })],
+      pods: [
+        pod('shop', 'web', { labels: { app: 'web' }, ips: ['10.0.0.1'] }),
+        pod('lab', 'job', { labels: { app: 'job' }, ips: ['10.0.0.2'] }),
+      ],
+    }),
+    clusterPolicies: [
+      cnp('z-base', 'Baseline', 1, 'a'),
+      cnp('guard', 'Admin', 20, 'a'),
+      cnp('first', 'Admin', 3, 'a'),
+      cnp('lab', 'Admin', 1, 'b'),
+    ],
+  };
+  const views = new Map(localPodViews(s, 'node-1').map((v) => [v.pod, v.clusterPolicies]));
+  assert.deepEqual(views.get('shop/web'), [
+    {
+      policy: 'ClusterNetworkPolicy first',
+      tier: 'Admin',
+      priority: 3,
+      place: 'Admin tier, priority 3',
+      ingressRules: 1,
+      egressRules: 0,
+    },
+    {
+      policy: 'ClusterNetworkPolicy guard',
+      tier: 'Admin',
+      priority: 20,
+      place: 'Admin tier, priority 20',
+      ingressRules: 1,
+      egressRules: 0,
+    },
+    {
+      policy: 'ClusterNetworkPolicy z-base',
+      tier: 'Baseline',
+      priority: 1,
+      place: 'Baseline tier, priority 1',
+      ingressRules: 1,
+      egressRules: 0,
+    },
+  ]);
+  assert.deepEqual(
+    views.get('lab/job')?.map((c) => c.policy),
+    ['ClusterNetworkPolicy lab'],
+  );
 });
 
 test('released IPs: deleted, finished and reused addresses', () => {

@@ -11,7 +11,11 @@ import { policyEvent } from '../../src/agent/event-sink.ts';
 import { wantsText } from '../../src/observability/http-server.ts';
 import { node, ns, pod, policy, sel, state } from '../support/state-builder.ts';
 import type { ClusterNetworkPolicy, ClusterState } from '../../src/model/types.ts';
-import { withErrors } from './fakes.ts';
+import { metricValue, withErrors } from './fakes.ts';
+import { createMetrics } from '../../src/observability/metrics.ts';
+import { createLogger } from '../../src/observability/logger.ts';
+import { agentMetrics } from '../../src/agent/metrics-adapter.ts';
+import { reportApply } from '../../src/agent/reports.ts';
 
 const LISTING = `table inet nft-netpol {
 \tchain forward {
@@ -251,4 +255,46 @@ test('content negotiation: JSON unless text is asked for', () => {
   assert.equal(wantsText(u(), 'text/html,application/xhtml+xml,*/*;q=0.8'), false, 'browsers get JSON');
   assert.equal(wantsText(u('?format=text'), 'application/json'), true);
   assert.equal(wantsText(u('?format=json'), 'text/plain'), false);
+});
+
+test('metrics: ClusterNetworkPolicies by tier and the invalid ones, beside the NetworkPolicy count', async () => {
+  const m = createMetrics(undefined, { defaultMetrics: false });
+  const cnp = (name: string, tier: 'Admin' | 'Baseline', invalid: boolean): ClusterNetworkPolicy => ({
+    name,
+    sourceKind: 'ClusterNetworkPolicy',
+    tier,
+    priority: 1,
+    subject: { namespaceSelector: sel(), podSelector: sel() },
+    ingress: [],
+    egress: [],
+    errors: invalid ? [{ kind: 'ClusterNetworkPolicy', namespace: undefined, name, path: 'spec.priority', message: 'x' }] : [],
+  });
+  const s: ClusterState = {
+    ...state({ policies: [policy('shop', 'np')] }),
+    clusterPolicies: [cnp('a', 'Admin', false), cnp('b', 'Admin', true), cnp('c', 'Baseline', false)],
+  };
+  const outcome = {
+    kind: 'apply',
+    result: 'failed',
+    mode: 'full',
+    reasons: [],
+    atUnixMs: 0,
+    durationMs: 1,
+    latencyMs: undefined,
+    stats: undefined,
+    update: undefined,
+    phases: undefined,
+    repair: undefined,
+    recovered: false,
+    error: 'x',
+    exitCode: 1,
+    retry: undefined,
+    state: s,
+    enforced: undefined,
+  } as const;
+  reportApply(outcome, false, agentMetrics(m), createLogger({ level: 'silent' }));
+  assert.equal(await metricValue(m, 'nftnp_cluster_num_policies'), 1);
+  assert.equal(await metricValue(m, 'nftnp_cluster_num_cluster_network_policies', { tier: 'Admin' }), 2);
+  assert.equal(await metricValue(m, 'nftnp_cluster_num_cluster_network_policies', { tier: 'Baseline' }), 1);
+  assert.equal(await metricValue(m, 'nftnp_invalid_cluster_network_policies'), 1);
 });

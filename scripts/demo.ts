@@ -21,6 +21,7 @@ import { clusterSpecFromState, placeablePods } from '../test/harness/from-state.
 import { describeOutcome, probeMatrix } from '../test/harness/probe.ts';
 import { oracle } from '../test/harness/regression.ts';
 import { missingRequirements } from '../test/harness/requirements.ts';
+import { cnpScene } from './demo-cnp.ts';
 
 const { values } = parseArgs({
   options: {
@@ -112,3 +113,7 @@ try {
   await c.destroy();
   console.log(`removed ${c.namespaces.length} namespaces`);
 }
+
+// The ClusterNetworkPolicy scene (scripts/demo-cnp.ts) after the examples, unless other manifests were asked for.
+if (values.file === undefined && !values.keep && process.exitCode === 0 && (await cnpScene({ style, denyAction, family })) > 0)
+  process.exitCode = 1;

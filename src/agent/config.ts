@@ -123,7 +123,8 @@ by a previous run stays in force until then and on exit.
   --isolation-node-addresses internal|all
                           Node addresses isolated namespaces may reach and be reached
                           from (env ISOLATION_NODE_ADDRESSES; default internal = InternalIP)
-  --crd-recheck D         while a tenancy CRD is not installed, look again every D
+  --crd-recheck D         while a tenancy or network-policy-api CRD is not installed,
+                          look again every D
                           (env CRD_RECHECK; default 30s)
   --watch-idle-probe D    a watch stream silent for D is probed: is its
                           resource just quiet (left alone) or has the stream

@@ -97,7 +97,11 @@ function stateReply(v: AgentView): Reply {
         : { at: iso(s.lastDriftCheck.atUnixMs), result: s.lastDriftCheck.result, detail: s.lastDriftCheck.detail ?? null },
     driftRepairs: s.driftRepairs,
     localPods: pods,
-    invalidPolicies: s.invalidPolicies.map((p) => ({ policy: `${p.namespace}/${p.name}`, errors: p.errors })),
+    invalidPolicies: s.invalidPolicies.map((p) => ({
+      // Cluster-scoped objects (ClusterNetworkPolicy) by kind and name.
+      policy: p.namespace === '' && p.object !== undefined ? `${p.object.kind}/${p.name}` : `${p.namespace}/${p.name}`,
+      errors: p.errors,
+    })),
     tenancy: derived.map((p) => ({
       kind: p.origin.kind,
       policy: p.origin.label,

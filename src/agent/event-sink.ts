@@ -9,18 +9,33 @@ import type { EventSink, ObjectRef } from './ports.ts';
 
 export const EVENT_COMPONENT = 'nft-netpol-agent';
 
-/** The core/v1 Event body; pure so tests can check the shape. */
-export function policyEvent(ref: ObjectRef, reason: string, message: string, nodeName: string, now: Date): CoreV1Event {
+/** Where Events about cluster-scoped objects go when the agent's namespace is not known (client-go's recorder uses default too). */
+export const CLUSTER_EVENT_NAMESPACE = 'default';
+
+/**
+ * The core/v1 Event body; pure so tests can check the shape. An Event about a
+ * cluster-scoped object (ref.namespace '') lives in `clusterNamespace` and its
+ * involvedObject has no namespace (what `kubectl describe cnp NAME` looks for).
+ */
+export function policyEvent(
+  ref: ObjectRef,
+  reason: string,
+  message: string,
+  nodeName: string,
+  now: Date,
+  clusterNamespace: string = CLUSTER_EVENT_NAMESPACE,
+): CoreV1Event {
   // Like client-go's recorder: object name + unique suffix.
   const name = `${ref.name}.${now.getTime().toString(16)}${randomBytes(3).toString('hex')}`;
+  const clusterScoped = ref.namespace === '';
   return {
     apiVersion: 'v1',
     kind: 'Event',
-    metadata: { name, namespace: ref.namespace },
+    metadata: { name, namespace: clusterScoped ? clusterNamespace : ref.namespace },
     involvedObject: {
       apiVersion: ref.kind?.apiVersion ?? 'networking.k8s.io/v1',
       kind: ref.kind?.kind ?? 'NetworkPolicy',
-      namespace: ref.namespace,
+      ...(clusterScoped ? {} : { namespace: ref.namespace }),
       name: ref.name,
     },
     reason,
@@ -36,15 +51,17 @@ export function policyEvent(ref: ObjectRef, reason: string, message: string, nod
 }
 
 /** Creates Events through the API; a few at a time so a burst cannot flood it. */
-export function kubeEventSink(api: Pick<CoreV1Api, 'createNamespacedEvent'>, nodeName: string): EventSink {
+export function kubeEventSink(
+  api: Pick<CoreV1Api, 'createNamespacedEvent'>,
+  nodeName: string,
+  clusterNamespace: string = CLUSTER_EVENT_NAMESPACE,
+): EventSink {
   const q = new PQueue({ concurrency: 4 });
   return {
     async warnPolicy(ref, reason, message) {
       await q.add(async () => {
-        await api.createNamespacedEvent({
-          namespace: ref.namespace,
-          body: policyEvent(ref, reason, message, nodeName, new Date()),
-        });
+        const body = policyEvent(ref, reason, message, nodeName, new Date(), clusterNamespace);
+        await api.createNamespacedEvent({ namespace: body.metadata.namespace ?? clusterNamespace, body });
       });
     },
   };
@@ -54,7 +71,7 @@ export function logEventSink(log: Logger): EventSink {
   return {
     warnPolicy(ref, reason, message) {
       log.debug(
-        { event: 'k8s-event', policy: `${ref.namespace}/${ref.name}`, reason, message },
+        { event: 'k8s-event', policy: ref.namespace === '' ? ref.name : `${ref.namespace}/${ref.name}`, reason, message },
         'no API server: Event not created',
       );
       return Promise.resolve();

@@ -3,16 +3,18 @@
 // policy's errors (not per apply). Pure bookkeeping; the reconciler does the I/O.
 import { selectorMatches } from '../model/selector.ts';
 import { formatValidationError, isActivePod, objectKey } from '../model/types.ts';
-import type { ClusterState, NetworkPolicy } from '../model/types.ts';
+import type { ClusterNetworkPolicy, ClusterState, NetworkPolicy } from '../model/types.ts';
 import { NSNP_API_VERSION } from '../model/normalize-tenancy.ts';
+import { ADMIN_NETWORK_POLICY_API_VERSION, CLUSTER_NETWORK_POLICY_API_VERSION } from '../model/normalize-cluster-policy.ts';
 import { namespacePolicyErrors } from '../kinds/tenancy.ts';
 
 export interface InvalidPolicy {
+  /** '' for cluster-scoped objects (ClusterNetworkPolicy and the legacy ANP / BANP). */
   readonly namespace: string;
   readonly name: string;
   /** Formatted validation errors, in the model's order. */
   readonly errors: readonly string[];
-  /** The object's kind when it is not a NetworkPolicy (a NamespaceNetworkPolicy). */
+  /** The object's kind when it is not a NetworkPolicy (a NamespaceNetworkPolicy, a ClusterNetworkPolicy, ...). */
   readonly object?: { readonly apiVersion: string; readonly kind: string };
 }
 
@@ -53,11 +55,31 @@ function invalidNamespacePolicies(state: ClusterState): InvalidPolicy[] {
   return [...byKey.values()];
 }
 
+/** ClusterNetworkPolicies (and the legacy kinds) with validation errors: cluster-scoped, namespace ''. */
+function invalidClusterPolicies(state: ClusterState): InvalidPolicy[] {
+  return (state.clusterPolicies ?? [])
+    .filter((p) => p.errors.length > 0)
+    .map((p) => ({
+      namespace: '',
+      name: p.name,
+      errors: p.errors.map(formatValidationError),
+      object: {
+        apiVersion:
+          p.sourceKind === 'ClusterNetworkPolicy' ? CLUSTER_NETWORK_POLICY_API_VERSION : ADMIN_NETWORK_POLICY_API_VERSION,
+        kind: p.sourceKind,
+      },
+    }));
+}
+
 export function diffInvalid(prev: InvalidIndex, state: ClusterState): InvalidDiff {
   const next = new Map<string, string>();
   const changed: InvalidPolicy[] = [];
   const all: InvalidPolicy[] = [];
-  const invalid = [...state.policies.filter((p) => p.errors.length > 0).map(describe), ...invalidNamespacePolicies(state)];
+  const invalid = [
+    ...state.policies.filter((p) => p.errors.length > 0).map(describe),
+    ...invalidNamespacePolicies(state),
+    ...invalidClusterPolicies(state),
+  ];
   for (const inv of invalid) {
     const key = invalidKey(inv);
     const fp = fingerprint(inv);
@@ -74,7 +96,11 @@ export function diffInvalid(prev: InvalidIndex, state: ClusterState): InvalidDif
 const MAX_MESSAGE = 1024;
 
 export function eventMessage(p: InvalidPolicy): string {
-  const text = `${p.object?.kind ?? 'NetworkPolicy'} is invalid and enforced fail-closed (its invalid parts allow nothing): ${p.errors.join('; ')}`;
+  const how =
+    p.object !== undefined && p.namespace === ''
+      ? 'its invalid Accept rules match nothing, its invalid Deny and Pass rules everything'
+      : 'its invalid parts allow nothing';
+  const text = `${p.object?.kind ?? 'NetworkPolicy'} is invalid and enforced fail-closed (${how}): ${p.errors.join('; ')}`;
   return text.length <= MAX_MESSAGE ? text : `${text.slice(0, MAX_MESSAGE - 3)}...`;
 }
 
@@ -87,6 +113,12 @@ export function eventMessage(p: InvalidPolicy): string {
  * first node that gets a pod it selects.
  */
 export function reportsEventFor(state: ClusterState, nodeName: string, key: string): boolean {
+  // A cluster-scoped policy (key Kind:/name): its subject selects pods across namespaces.
+  const cluster = /^([A-Za-z]+):\/(.+)$/.exec(key);
+  if (cluster !== null) {
+    const pol = state.clusterPolicies?.find((p) => p.sourceKind === cluster[1] && p.name === cluster[2]);
+    return pol !== undefined && selectsLocalPod(state, nodeName, pol);
+  }
   // A NamespaceNetworkPolicy (key Kind:ns/name) applies to every pod of its namespace.
   const nsnp = /^NamespaceNetworkPolicy:([^/]+)\//.exec(key);
   if (nsnp !== null) return state.pods.some((pod) => pod.nodeName === nodeName && pod.namespace === nsnp[1] && isActivePod(pod));
@@ -99,6 +131,20 @@ export function reportsEventFor(state: ClusterState, nodeName: string, key: stri
       isActivePod(pod) &&
       selectorMatches(pol.podSelector, pod.labels),
   );
+}
+
+function selectsLocalPod(state: ClusterState, nodeName: string, pol: ClusterNetworkPolicy): boolean {
+  const nsLabels = new Map(state.namespaces.map((n) => [n.name, n.labels]));
+  return state.pods.some((pod) => {
+    const labels = nsLabels.get(pod.namespace);
+    return (
+      pod.nodeName === nodeName &&
+      isActivePod(pod) &&
+      labels !== undefined &&
+      selectorMatches(pol.subject.namespaceSelector, labels) &&
+      selectorMatches(pol.subject.podSelector, pod.labels)
+    );
+  });
 }
 
 /** Fingerprint of a policy's errors, as kept in an InvalidIndex. */

@@ -53,6 +53,7 @@ export interface StateSource {
 }
 
 export interface ObjectRef {
+  /** '' for a cluster-scoped object: its Event goes to the agent's namespace. */
   readonly namespace: string;
   readonly name: string;
   /** Absent: a NetworkPolicy (networking.k8s.io/v1). */

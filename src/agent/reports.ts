@@ -114,9 +114,17 @@ export class InvalidPolicyReports {
     this.#all = diff.all;
     this.#metrics.invalidPolicies(diff.all.length);
     for (const p of diff.changed) {
+      const clusterScoped = p.namespace === '' && p.object !== undefined;
       this.#log.warn(
-        { event: 'invalid-policy', policy: `${p.namespace}/${p.name}`, errors: p.errors },
-        'invalid NetworkPolicy: its invalid parts allow nothing (fail closed)',
+        {
+          event: 'invalid-policy',
+          policy: clusterScoped ? p.name : `${p.namespace}/${p.name}`,
+          ...(p.object === undefined ? {} : { kind: p.object.kind }),
+          errors: p.errors,
+        },
+        clusterScoped
+          ? `invalid ${p.object?.kind ?? ''}: its invalid Accept rules match nothing, its invalid Deny and Pass rules everything (fail closed)`
+          : 'invalid NetworkPolicy: its invalid parts allow nothing (fail closed)',
       );
     }
     for (const key of diff.resolved) {

@@ -69,7 +69,8 @@ function makeSource(
       ...(c.tenancy === undefined ? {} : { tenancy: c.tenancy }),
       crdProbeMs: c.crdRecheckMs,
     }),
-    events: kubeEventSink(kc.makeApiClient(CoreV1Api), c.node),
+    // Events about cluster-scoped objects (ClusterNetworkPolicies) go to the agent's own namespace.
+    events: kubeEventSink(kc.makeApiClient(CoreV1Api), c.node, c.agentNamespace),
     statusApi: kubeStatusApi(kc),
   };
 }

@@ -157,7 +157,7 @@ export class FileClusterSource implements ClusterSource {
         restarts: 0,
         lastEventAt: this.#lastEventAt,
         lastError: this.#lastError,
-        objects: s.namespaces.length + s.pods.length + s.policies.length + s.nodes.length,
+        objects: s.namespaces.length + s.pods.length + s.policies.length + s.nodes.length + (s.clusterPolicies?.length ?? 0),
       },
     ];
   }

@@ -25,6 +25,13 @@
 // The snapshot carries the policies tenancy derives, and the peer plan
 // follows their peers too.
 //
+// ClusterNetworkPolicies (policy.networking.k8s.io/v1alpha2) and the legacy
+// v1alpha1 AdminNetworkPolicies / BaselineAdminNetworkPolicies are watched
+// whenever their CRDs are installed (optional watches, re-probed like the
+// tenancy CRDs). Their pod and namespace peers join the peer plan; their
+// nodes peers make the source watch every Node (only while a policy that
+// selects a local pod has one; with tenancy every Node is watched anyway).
+//
 // synced() latches true once the four fixed watches and the peer watches of
 // the first plan have all listed. After that a newly needed peer watch that
 // has not listed yet leaves its pods out of the snapshot: traffic from or to
@@ -42,9 +49,13 @@ import {
   normalizePolicy,
   normalizeService,
   normalizeWorkspace,
+  normalizeAdminNetworkPolicy,
+  normalizeBaselineAdminNetworkPolicy,
+  normalizeClusterNetworkPolicy,
 } from '../model/normalize.ts';
 import type { Normalized } from '../model/normalize.ts';
 import type {
+  ClusterNetworkPolicy,
   ClusterState,
   Namespace,
   NamespaceNetworkPolicy,
@@ -59,7 +70,7 @@ import { contributedPolicies } from '../kinds/registry.ts';
 import { namespaceNetworkPolicyKind, projectIsolationKind, workspaceIsolationKind } from '../kinds/tenancy.ts';
 import { OptionalWatch } from './optional-watch.ts';
 import type { WatchLike } from './optional-watch.ts';
-import { ALL_PODS, DEFAULT_MAX_PEER_WATCHES, planPeerWatches, samePlan } from './peer-demand.ts';
+import { ALL_PODS, DEFAULT_MAX_PEER_WATCHES, nodePeersNeeded, planPeerWatches, samePlan } from './peer-demand.ts';
 import type { PeerPlan, PodWatchSpec } from './peer-demand.ts';
 import { ResourceWatch } from './resource-watch.ts';
 import type { ChangeType, ListPage, WatchTiming } from './resource-watch.ts';
@@ -86,14 +97,23 @@ export interface KubeSourceOptions {
   readonly log?: SourceLogger;
   /** Tenancy on (docs/tenancy.md): watch Workspaces, NamespaceNetworkPolicies, named Services and every Node. */
   readonly tenancy?: TenancyConfig;
-  /** While a tenancy CRD is not installed, how often to look again (default 30 s). */
+  /** While a tenancy or network-policy-api CRD is not installed, how often to look again (default 30 s). */
   readonly crdProbeMs?: number;
   /** Bound on per-Service watches before one cluster-wide Service watch (default 32). */
   readonly maxServiceWatches?: number;
+  /**
+   * Watch ClusterNetworkPolicies and the legacy AdminNetworkPolicies /
+   * BaselineAdminNetworkPolicies while their CRDs are installed (default true).
+   */
+  readonly clusterPolicies?: boolean;
 }
 
 const WORKSPACES = { group: 'tenant.kubesphere.io', version: 'v1alpha1', plural: 'workspaces' } as const;
 const NSNPS = { group: 'network.kubesphere.io', version: 'v1alpha1', plural: 'namespacenetworkpolicies' } as const;
+/** sigs.k8s.io/network-policy-api: ClusterNetworkPolicy and the legacy v1alpha1 kinds. */
+const CNPS = { group: 'policy.networking.k8s.io', version: 'v1alpha2', plural: 'clusternetworkpolicies' } as const;
+const ANPS = { group: 'policy.networking.k8s.io', version: 'v1alpha1', plural: 'adminnetworkpolicies' } as const;
+const BANPS = { group: 'policy.networking.k8s.io', version: 'v1alpha1', plural: 'baselineadminnetworkpolicies' } as const;
 /** The key of the single cluster-wide Service watch (past maxServiceWatches). */
 const ALL_SERVICES = '*';
 
@@ -145,6 +165,9 @@ export class KubeClusterSource implements ClusterSource {
   readonly #custom: CustomObjectsApi;
   #workspaces: OptionalWatch<Workspace> | undefined;
   #nsnps: OptionalWatch<NamespaceNetworkPolicy> | undefined;
+  #clusterPolicies: OptionalWatch<ClusterNetworkPolicy>[] = [];
+  /** Every Node, while a cluster policy's nodes peer needs them (without tenancy, which watches every Node anyway). */
+  #allNodes: ResourceWatch<Node> | undefined;
   /** ns/name (or ALL_SERVICES) -> its watch. */
   readonly #services = new Map<string, ResourceWatch<Service>>();
   #neededServices: ReadonlySet<string> = new Set();
@@ -222,6 +245,14 @@ export class KubeClusterSource implements ClusterSource {
       this.#workspaces = this.#optional('workspaces', WORKSPACES, normalizeWorkspace);
       this.#nsnps = this.#optional('namespacenetworkpolicies', NSNPS, normalizeNamespacePolicy);
     }
+    this.#clusterPolicies =
+      this.#opts.clusterPolicies === false
+        ? []
+        : [
+            this.#optional('clusternetworkpolicies', CNPS, normalizeClusterNetworkPolicy),
+            this.#optional('adminnetworkpolicies', ANPS, normalizeAdminNetworkPolicy),
+            this.#optional('baselineadminnetworkpolicies', BANPS, normalizeBaselineAdminNetworkPolicy),
+          ];
     for (const w of this.#fixed()) w.start();
     this.#planServices();
   }
@@ -296,12 +327,59 @@ export class KubeClusterSource implements ClusterSource {
     }
   }
 
+  /** Starts or stops the every-Node watch that cluster policies' nodes peers need. */
+  #planNodes(): void {
+    if (this.#opts.tenancy !== undefined || this.#state !== 'running') return;
+    const needed = nodePeersNeeded({
+      policies: [],
+      localPods: [...(this.#localPods?.values() ?? [])],
+      namespaces: [...(this.#namespaces?.values() ?? [])],
+      clusterPolicies: this.#clusterPolicyValues(),
+    });
+    if (needed && this.#allNodes === undefined) {
+      this.#allNodes = this.#watch<Node>(
+        'nodes',
+        'nodes',
+        '/api/v1/nodes',
+        normalizeNode,
+        (page) => this.#core.listNode(paging(page)),
+        {
+          probeList: () => this.#core.listNode({ limit: 1 }),
+        },
+      );
+      this.#allNodes.start();
+    } else if (!needed && this.#allNodes !== undefined) {
+      const w = this.#allNodes;
+      this.#allNodes = undefined;
+      this.#retired.received += w.received;
+      void w.stop();
+      this.#emit('every-node watch dropped');
+    }
+  }
+
+  #clusterPolicyValues(): ClusterNetworkPolicy[] {
+    return this.#clusterPolicies.flatMap((w) => [...w.values()]);
+  }
+
+  /** The nodes of the snapshot: this node's watch, and every Node while that watch runs. */
+  #nodeValues(): Node[] {
+    const byName = new Map<string, Node>();
+    for (const n of this.#nodes?.values() ?? []) byName.set(n.name, n);
+    for (const n of this.#allNodes?.values() ?? []) if (!byName.has(n.name)) byName.set(n.name, n);
+    return [...byName.values()];
+  }
+
   async stop(): Promise<void> {
     if (this.#state === 'stopped') return;
     this.#state = 'stopped';
     clearTimeout(this.#planTimer);
     await Promise.all(
-      [...this.#fixed(), ...[...this.#peers.values()].map((p) => p.watch), ...this.#services.values()].map((w) => w.stop()),
+      [
+        ...this.#fixed(),
+        ...[...this.#peers.values()].map((p) => p.watch),
+        ...this.#services.values(),
+        ...(this.#allNodes === undefined ? [] : [this.#allNodes]),
+      ].map((w) => w.stop()),
     );
   }
 
@@ -334,9 +412,10 @@ export class KubeClusterSource implements ClusterSource {
       namespaces: [...(this.#namespaces?.values() ?? [])],
       pods: all,
       policies: [...(this.#policies?.values() ?? [])],
-      nodes: [...(this.#nodes?.values() ?? [])],
+      nodes: this.#nodeValues(),
       ...this.#tenancyParts(),
       ...(t === undefined ? {} : { tenancy: { ...t, pendingServices: [...this.#pendingServices()] } }),
+      clusterPolicies: this.#clusterPolicyValues(),
     });
     this.#cache = state;
     return state;
@@ -382,7 +461,8 @@ export class KubeClusterSource implements ClusterSource {
   status(): readonly WatchStatus[] {
     const peers = [...this.#peers.values()].sort((a, b) => (a.spec.key < b.spec.key ? -1 : a.spec.key > b.spec.key ? 1 : 0));
     const services = [...this.#services.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, w]) => w);
-    return [...this.#fixed(), ...peers.map((p) => p.watch), ...services].map((w) => w.status());
+    const nodes = this.#allNodes === undefined ? [] : [this.#allNodes];
+    return [...this.#fixed(), ...peers.map((p) => p.watch), ...services, ...nodes].map((w) => w.status());
   }
 
   /** The current remote-pod plan (undefined before the first one). */
@@ -392,7 +472,12 @@ export class KubeClusterSource implements ClusterSource {
 
   /** For benchmarks and debugging. */
   counters(): SourceCounters {
-    const all = [...this.#fixed(), ...[...this.#peers.values()].map((p) => p.watch), ...this.#services.values()];
+    const all = [
+      ...this.#fixed(),
+      ...[...this.#peers.values()].map((p) => p.watch),
+      ...this.#services.values(),
+      ...(this.#allNodes === undefined ? [] : [this.#allNodes]),
+    ];
     return {
       received: this.#retired.received + all.reduce((n, w) => n + w.received, 0),
       objects: all.reduce((n, w) => n + w.size, 0),
@@ -405,7 +490,15 @@ export class KubeClusterSource implements ClusterSource {
 
   #fixed(): WatchLike<unknown>[] {
     const out: WatchLike<unknown>[] = [];
-    for (const w of [this.#localPods, this.#namespaces, this.#policies, this.#nodes, this.#workspaces, this.#nsnps])
+    for (const w of [
+      this.#localPods,
+      this.#namespaces,
+      this.#policies,
+      this.#nodes,
+      this.#workspaces,
+      this.#nsnps,
+      ...this.#clusterPolicies,
+    ])
       if (w !== undefined) out.push(w as WatchLike<unknown>);
     return out;
   }
@@ -507,6 +600,7 @@ export class KubeClusterSource implements ClusterSource {
   #replan(): void {
     if (this.#state !== 'running') return;
     this.#planServices();
+    this.#planNodes();
     const plan: PeerPlan =
       this.#opts.remotePods === 'all'
         ? { mode: 'all', watches: [ALL_PODS], reason: 'configured: remotePods=all' }
@@ -515,10 +609,14 @@ export class KubeClusterSource implements ClusterSource {
               policies: [...(this.#policies?.values() ?? []), ...this.#derivedPolicies()],
               localPods: [...(this.#localPods?.values() ?? [])],
               namespaces: [...(this.#namespaces?.values() ?? [])],
+              clusterPolicies: this.#clusterPolicyValues(),
             },
             this.#opts.maxPeerWatches ?? DEFAULT_MAX_PEER_WATCHES,
           );
-    if (this.#plan !== undefined && samePlan(plan, this.#plan)) return;
+    if (this.#plan !== undefined && samePlan(plan, this.#plan)) {
+      this.#checkSynced();
+      return;
+    }
     const wanted = new Set(plan.watches.map((w) => w.key));
     let added = 0;
     for (const spec of plan.watches) {
@@ -637,9 +735,12 @@ export class KubeClusterSource implements ClusterSource {
 
   #checkSynced(): void {
     if (this.#synced || this.#state !== 'running' || this.#plan === undefined) return;
+    // A plan is pending (a watch just listed, e.g. ClusterNetworkPolicies): its peer watches come first.
+    if (this.#planTimer !== undefined) return;
     if (!this.#fixed().every((w) => w.synced())) return;
     if ([...this.#peers.values()].some((p) => !p.retiring && !p.watch.synced())) return;
     if (!this.#servicesSynced()) return;
+    if (this.#allNodes !== undefined && !this.#allNodes.synced()) return;
     this.#synced = true;
     this.#log.info({ watches: this.#fixed().length + this.#peers.size }, 'cluster state synced');
     this.#emit('synced');

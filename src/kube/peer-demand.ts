@@ -12,6 +12,12 @@
 //                                             whatever pod the address belongs to)
 //   ipBlock, ingress without peers         -> no pods
 //
+// ClusterNetworkPolicies whose subject selects a local pod add their rules'
+// pod and namespace peers the same way (their namespaceSelector {} is every
+// namespace); networks and nodes peers need no pods, but a Deny or Pass rule
+// with an unknown peer matches every address, so with a named port it needs
+// every pod. Their nodes peers need every Node instead (nodePeersNeeded).
+//
 // Demands are grouped by pod selector (as label-selector query text) into
 // namespaced watches with a server-side labelSelector. Past `maxWatches`, the
 // selectors spanning the most namespaces become one cluster-wide watch each
@@ -19,7 +25,7 @@
 // "every pod everywhere", one cluster-wide pod watch replaces them all.
 // Pure: recomputed by the source whenever policies, local pods or namespaces change.
 import { selectorIsEmpty, selectorMatches } from '../model/selector.ts';
-import type { Namespace, NetworkPolicy, Pod } from '../model/types.ts';
+import type { ClusterNetworkPolicy, Namespace, NetworkPolicy, Pod } from '../model/types.ts';
 import { labelQuery } from './label-query.ts';
 
 export const DEFAULT_MAX_PEER_WATCHES = 32;
@@ -52,6 +58,8 @@ export interface PeerDemandInput {
   /** Pods scheduled on this node. */
   readonly localPods: readonly Pod[];
   readonly namespaces: readonly Namespace[];
+  /** ClusterNetworkPolicies (and the legacy kinds read as such); absent = none. */
+  readonly clusterPolicies?: readonly ClusterNetworkPolicy[];
 }
 
 export const ALL_PODS: PodWatchSpec = Object.freeze({
@@ -82,6 +90,34 @@ export function relevantPolicies(policies: readonly NetworkPolicy[], localPods: 
     else list.push(p);
   }
   return policies.filter((pol) => byNs.get(pol.namespace)?.some((p) => selectorMatches(pol.podSelector, p.labels)) === true);
+}
+
+/** The cluster policies whose subject selects at least one (non-hostNetwork) local pod. */
+export function relevantClusterPolicies(
+  policies: readonly ClusterNetworkPolicy[],
+  localPods: readonly Pod[],
+  namespaces: readonly Namespace[],
+): ClusterNetworkPolicy[] {
+  if (policies.length === 0) return [];
+  const nsLabels = new Map(namespaces.map((n) => [n.name, n.labels]));
+  const pods = localPods.filter((p) => !p.hostNetwork);
+  return policies.filter((pol) =>
+    pods.some((p) => {
+      // A pod whose namespace is not known yet: its labels are unknown, so the policy may select it.
+      const labels = nsLabels.get(p.namespace);
+      return (
+        (labels === undefined || selectorMatches(pol.subject.namespaceSelector, labels)) &&
+        selectorMatches(pol.subject.podSelector, p.labels)
+      );
+    }),
+  );
+}
+
+/** Does a cluster policy that selects a local pod have a nodes peer (so every Node must be known)? */
+export function nodePeersNeeded(input: PeerDemandInput): boolean {
+  return relevantClusterPolicies(input.clusterPolicies ?? [], input.localPods, input.namespaces).some((pol) =>
+    [...pol.ingress, ...pol.egress].some((r) => !r.invalid && r.peers.some((p) => p.kind === 'nodes')),
+  );
 }
 
 export function planPeerWatches(input: PeerDemandInput, maxWatches: number = DEFAULT_MAX_PEER_WATCHES): PeerPlan {
@@ -127,6 +163,39 @@ export function planPeerWatches(input: PeerDemandInput, maxWatches: number = DEF
             const nsSel = peer.namespaceSelector;
             ns = new Set(input.namespaces.filter((n) => selectorMatches(nsSel, n.labels)).map((n) => n.name));
           }
+          if (ns !== 'all' && ns.size === 0) continue;
+          want(selector, ns);
+        }
+      }
+    }
+  }
+
+  for (const pol of relevantClusterPolicies(input.clusterPolicies ?? [], input.localPods, input.namespaces)) {
+    for (const dir of ['ingress', 'egress'] as const) {
+      for (const [i, rule] of pol[dir].entries()) {
+        // An invalid rule matches nothing (Accept) or every address (Deny, Pass): no peer pods either way.
+        if (rule.invalid) continue;
+        const named = rule.protocols?.some((p) => p.kind === 'named') === true;
+        if (dir === 'egress' && named && rule.action !== 'Accept' && rule.peers.some((p) => p.kind === 'unknown')) {
+          return allPods(
+            `${pol.sourceKind} ${pol.name} egress[${i}] has a named port with an unknown peer: any pod may be the destination`,
+          );
+        }
+        for (const peer of rule.peers) {
+          if (peer.kind !== 'pods') continue;
+          let selector = '';
+          if (!selectorIsEmpty(peer.podSelector)) {
+            const q = labelQuery(peer.podSelector);
+            if (q === undefined)
+              notes.push(
+                `${pol.sourceKind} ${pol.name} ${dir}[${i}]: pod selector not expressible, watching every pod of its namespaces`,
+              );
+            selector = q ?? '';
+          }
+          const nsSel = peer.namespaceSelector;
+          const ns: NsSet = selectorIsEmpty(nsSel)
+            ? 'all'
+            : new Set(input.namespaces.filter((n) => selectorMatches(nsSel, n.labels)).map((n) => n.name));
           if (ns !== 'all' && ns.size === 0) continue;
           want(selector, ns);
         }

@@ -16,7 +16,10 @@
 //   spec is not an object) the subject is every pod and only its Deny rules
 //   keep their meaning: Accept rules are invalid (match nothing) and Pass
 //   rules match nothing (peers []), because applied to every pod they would
-//   open what other policies deny.
+//   open what other policies deny. An unreadable tier is read as Admin
+//   (where those Deny rules come first), an unreadable priority as 0;
+// - an unreadable action is read as Deny (with the rule invalid: it matches
+//   everything);
 // - domainNames are only supported in Accept rules (the API says so; the
 //   CRD does not check it): elsewhere the rule is invalid, so a Deny naming
 //   domains denies everything rather than nothing.
@@ -134,12 +137,20 @@ function boundedList(
   return v;
 }
 
-/** The fields of `obj` among `known` that are set; reports Min/MaxProperties=1 (counting every field, as the schema does). */
-function exactlyOne(obj: Raw, known: readonly string[], path: string, report: Report): string[] {
+/**
+ * The fields of `obj` among `known` that are set, with the schema's
+ * MinProperties=1 (any field counts: one only a newer API knows is a field)
+ * and, unless `max` is false, MaxProperties=1 over the known fields (a field
+ * we do not know next to a known one is the unknown-field check's to report:
+ * the API server would have pruned or rejected it).
+ */
+function exactlyOne(obj: Raw, known: readonly string[], path: string, report: Report, max = true): string[] {
   const present = Object.keys(obj).filter((k) => field(obj, k) !== undefined);
+  const knownPresent = present.filter((k) => known.includes(k));
   if (present.length === 0) report(path, `${invalidValue(0)}: ${path} in body should have at least 1 properties`);
-  else if (present.length > 1) report(path, `${invalidValue(present.length)}: ${path} in body should have at most 1 properties`);
-  return present.filter((k) => known.includes(k));
+  else if (max && knownPresent.length > 1)
+    report(path, `${invalidValue(knownPresent.length)}: ${path} in body should have at most 1 properties`);
+  return knownPresent;
 }
 
 /** An int32 schema field with Minimum/Maximum. */
@@ -501,7 +512,8 @@ function readProtocol(raw: unknown, path: string, report: Report): ClusterPolicy
   const protocol = PROTOCOL_FIELDS.find(([k]) => k === which)?.[1] ?? 'TCP';
   const body = field(raw, which);
   if (!isObjectAt(body, at, report)) return undefined;
-  const props = exactlyOne(body, ['destinationPort'], at, r);
+  // tcp/udp/sctp have MinProperties=1 only (a newer API may add fields beside destinationPort).
+  const props = exactlyOne(body, ['destinationPort'], at, r, false);
   if (!ok) return undefined;
   if (props.length === 0) {
     report(`${at}.destinationPort`, 'Required value');

@@ -163,14 +163,14 @@ const DEFINITIONS = [
   {
     name: 'nftnp_invalid_policies',
     type: 'gauge',
-    help: 'Number of invalid NetworkPolicies, enforced fail-closed (selected pods isolated, nothing allowed by them); see their Events.',
+    help: 'Number of invalid NetworkPolicies (and NamespaceNetworkPolicies, ClusterNetworkPolicies), enforced fail-closed (selected pods isolated, nothing allowed by them); see their Events.',
     labelNames: [],
     felix: undefined,
   },
   {
     name: 'nftnp_invalid_cluster_network_policies',
     type: 'gauge',
-    help: 'Number of invalid ClusterNetworkPolicies (and legacy kinds), enforced fail-closed (an invalid Accept rule matches nothing, an invalid Deny or Pass rule denies all).',
+    help: 'Number of invalid ClusterNetworkPolicies (and legacy kinds; also counted in nftnp_invalid_policies), enforced fail-closed (an invalid Accept rule matches nothing, an invalid Deny or Pass rule denies all).',
     labelNames: [],
     felix: undefined,
   },

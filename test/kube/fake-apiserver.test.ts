@@ -526,6 +526,9 @@ test('standalone process: --state file, URL on stdout, control API', async () =>
       workspaces: 0,
       namespacenetworkpolicies: 0,
       leases: 0,
+      clusternetworkpolicies: 0,
+      adminnetworkpolicies: 0,
+      baselineadminnetworkpolicies: 0,
       nodepolicystatuses: 0,
     });
   } finally {

@@ -150,3 +150,36 @@ test('stop(): no change events afterwards', async () => {
   assert.equal(changes, at);
   assert.equal(s.snapshot().policies.length, 0);
 });
+
+test('ClusterNetworkPolicies and the legacy kinds are read from the directory, and follow its changes', async () => {
+  const guard = {
+    apiVersion: 'policy.networking.k8s.io/v1alpha2',
+    kind: 'ClusterNetworkPolicy',
+    metadata: { name: 'guard' },
+    spec: {
+      tier: 'Admin',
+      priority: 1,
+      subject: { namespaces: {} },
+      egress: [{ action: 'Deny', to: [{ networks: ['169.254.169.254/32'] }] }],
+    },
+  } as KubeObject;
+  const banp = {
+    apiVersion: 'policy.networking.k8s.io/v1alpha1',
+    kind: 'BaselineAdminNetworkPolicy',
+    metadata: { name: 'default' },
+    spec: { subject: { namespaces: {} }, ingress: [{ action: 'Deny', from: [{ namespaces: {} }] }] },
+  } as KubeObject;
+  await writeFile(join(dir, 'cnp.yaml'), yaml(guard, banp));
+  const s = source();
+  await s.start();
+  const names = (): string[] => (s.snapshot().clusterPolicies ?? []).map((p) => `${p.sourceKind}/${p.name}`);
+  assert.deepEqual(names(), ['BaselineAdminNetworkPolicy/default', 'ClusterNetworkPolicy/guard']);
+  assert.equal(s.status()[0]?.objects, 2);
+  // An invalid change is kept (fail closed) with its errors.
+  await writeFile(join(dir, 'cnp.yaml'), yaml({ ...guard, spec: { ...(guard.spec as object), priority: 1001 } }));
+  await waitFor(() => names().length === 1, 'the change');
+  assert.deepEqual(
+    s.snapshot().clusterPolicies?.[0]?.errors.map((e) => e.path),
+    ['spec.priority'],
+  );
+});

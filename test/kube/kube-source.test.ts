@@ -52,7 +52,15 @@ function webFrom(name: string, ...peers: Record<string, unknown>[]): ReturnType<
 }
 
 function source(opts: Partial<KubeSourceOptions> = {}): KubeClusterSource {
-  const s = new KubeClusterSource({ kubeConfig: api.kubeConfig(), nodeName: 'node-1', timing: FAST, planDebounceMs: 5, ...opts });
+  // ClusterNetworkPolicies have their own tests (cluster-policy-source.test.ts): these count the watches without them.
+  const s = new KubeClusterSource({
+    kubeConfig: api.kubeConfig(),
+    nodeName: 'node-1',
+    timing: FAST,
+    planDebounceMs: 5,
+    clusterPolicies: false,
+    ...opts,
+  });
   sources.push(s);
   return s;
 }

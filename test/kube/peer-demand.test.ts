@@ -1,9 +1,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { normalizeNamespace, normalizePod, normalizePolicy } from '../../src/model/normalize.ts';
-import type { Namespace, NetworkPolicy, Pod } from '../../src/model/types.ts';
+import { normalizeClusterNetworkPolicy, normalizeNamespace, normalizePod, normalizePolicy } from '../../src/model/normalize.ts';
+import type { ClusterNetworkPolicy, Namespace, NetworkPolicy, Pod } from '../../src/model/types.ts';
 import { labelQuery } from '../../src/kube/label-query.ts';
-import { planPeerWatches, relevantPolicies, samePlan } from '../../src/kube/peer-demand.ts';
+import { nodePeersNeeded, planPeerWatches, relevantPolicies, samePlan } from '../../src/kube/peer-demand.ts';
 import { labelsMatch, parseLabelSelector } from '../support/fake-apiserver.ts';
 
 function policy(namespace: string, name: string, spec: Record<string, unknown>): NetworkPolicy {
@@ -356,4 +356,72 @@ test('label query: inexpressible selectors are refused', () => {
   assert.equal(labelQuery({ matchLabels: {}, matchExpressions: [{ key: 'a', operator: 'In', values: [] }] }), undefined);
   assert.equal(labelQuery({ matchLabels: { 'a b': 'c' }, matchExpressions: [] }), undefined);
   assert.equal(labelQuery({ matchLabels: {}, matchExpressions: [] }), '');
+});
+
+// ---------------------------------------------------------------- ClusterNetworkPolicies
+
+function cnp(name: string, spec: Record<string, unknown>): ClusterNetworkPolicy {
+  const r = normalizeClusterNetworkPolicy({
+    apiVersion: 'policy.networking.k8s.io/v1alpha2',
+    kind: 'ClusterNetworkPolicy',
+    metadata: { name },
+    spec: { tier: 'Admin', priority: 1, ...spec },
+  });
+  assert.ok(r.ok);
+  return r.value;
+}
+
+function cnpPlan(clusterPolicies: ClusterNetworkPolicy[], localPods: Pod[] = [web]): { mode: string; watches: string[] } {
+  const plan = planPeerWatches({ policies: [], localPods, namespaces, clusterPolicies });
+  return { mode: plan.mode, watches: plan.watches.map((w) => w.key) };
+}
+
+test('cluster policies selecting a local pod add their pod peers; namespaces {} is every namespace', () => {
+  const p = cnp('a', {
+    subject: { namespaces: { matchLabels: { team: 'a' } } },
+    ingress: [
+      {
+        action: 'Accept',
+        from: [{ pods: { namespaceSelector: { matchLabels: { team: 'b' } }, podSelector: { matchLabels: { app: 'mon' } } } }],
+      },
+      { action: 'Deny', from: [{ namespaces: { matchLabels: { team: 'a' } } }] },
+    ],
+    egress: [{ action: 'Deny', to: [{ networks: ['10.0.0.0/8'] }, { nodes: {} }] }],
+  });
+  assert.deepEqual(cnpPlan([p]), { mode: 'selective', watches: ['billing|', 'ops|app=mon', 'shop|'] });
+  // The subject selects no local pod: nothing needed.
+  const other = cnp('b', {
+    subject: { namespaces: { matchLabels: { team: 'b' } } },
+    ingress: [{ action: 'Deny', from: [{ namespaces: {} }] }],
+  });
+  assert.deepEqual(cnpPlan([other]), { mode: 'none', watches: [] });
+  assert.deepEqual(cnpPlan([p], [localPod('shop', 'h', { app: 'web' }, true)]), { mode: 'none', watches: [] });
+  // A pods peer with namespaceSelector {} spans every namespace: one cluster-wide selector watch.
+  const wide = cnp('c', {
+    subject: { namespaces: {} },
+    ingress: [{ action: 'Accept', from: [{ pods: { namespaceSelector: {}, podSelector: { matchLabels: { app: 'mon' } } } }] }],
+  });
+  assert.deepEqual(cnpPlan([wide]), { mode: 'selective', watches: ['*|app=mon'] });
+  assert.deepEqual(
+    cnpPlan([cnp('d', { subject: { namespaces: {} }, ingress: [{ action: 'Deny', from: [{ namespaces: {} }] }] })]).mode,
+    'all',
+  );
+});
+
+test('cluster policies: invalid rules need no peers; a named port with an unknown Deny peer needs every pod; nodes peers need every Node', () => {
+  const invalid = cnp('a', {
+    subject: { namespaces: {} },
+    ingress: [{ action: 'Accept', from: [{ pods: { podSelector: { matchLabels: { app: 'x' } } }, namespaces: {} }] }],
+  });
+  assert.equal(invalid.ingress[0]?.invalid, true);
+  assert.deepEqual(cnpPlan([invalid]), { mode: 'none', watches: [] });
+  const unknown = cnp('b', {
+    subject: { namespaces: {} },
+    egress: [{ action: 'Deny', to: [{ somethingNew: {} }], protocols: [{ destinationNamedPort: 'http' }] }],
+  });
+  assert.equal(cnpPlan([unknown]).mode, 'all');
+  const nodes = cnp('c', { subject: { namespaces: {} }, egress: [{ action: 'Accept', to: [{ nodes: {} }] }] });
+  assert.equal(nodePeersNeeded({ policies: [], localPods: [web], namespaces, clusterPolicies: [nodes] }), true);
+  assert.equal(nodePeersNeeded({ policies: [], localPods: [], namespaces, clusterPolicies: [nodes] }), false);
+  assert.equal(nodePeersNeeded({ policies: [], localPods: [web], namespaces, clusterPolicies: [unknown] }), false);
 });

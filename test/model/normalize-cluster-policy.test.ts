@@ -4,6 +4,7 @@
 // fails closed.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import fc from 'fast-check';
 import {
   buildState,
   normalizeAdminNetworkPolicy,
@@ -595,4 +596,132 @@ test('buildState: every kind in one sorted list; same names across kinds are kep
     'a metadata.name: duplicate ClusterNetworkPolicy a: the later definition replaces the earlier one',
   ]);
   assert.equal(buildState([]).state.clusterPolicies, undefined);
+});
+
+// ---------------------------------------------------------------- properties
+
+const leaf = fc.oneof(
+  fc.constantFrom(
+    'Admin',
+    'Baseline',
+    'Accept',
+    'Deny',
+    'Pass',
+    'Allow',
+    '',
+    'x',
+    '10.0.0.0/8',
+    '10.0.0.1',
+    'fd00::/8',
+    'a.io',
+    '*.a.io',
+  ),
+  fc.constantFrom(0, 1, 80, 1000, 1001, 65535, 65536, -1, 1.5, null, true),
+  fc.constantFrom({}, [], { a: 1 }),
+);
+const selector = fc.oneof(
+  fc.constant({}),
+  fc.record({ matchLabels: fc.oneof(fc.constant({ app: 'web' }), fc.constant({ 'a b': 'c' }), leaf) }, { requiredKeys: [] }),
+  fc.record({ matchExpressions: fc.array(fc.record({ key: leaf, operator: leaf }, { requiredKeys: [] }), { maxLength: 2 }) }),
+  leaf,
+);
+const peer = fc.oneof(
+  fc.record(
+    {
+      namespaces: selector,
+      pods: fc.record({ namespaceSelector: selector, podSelector: selector }, { requiredKeys: [] }),
+      nodes: selector,
+      networks: fc.oneof(fc.array(leaf, { maxLength: 3 }), leaf),
+      domainNames: fc.oneof(fc.array(leaf, { maxLength: 2 }), leaf),
+      newField: leaf,
+    },
+    { requiredKeys: [] },
+  ),
+  leaf,
+);
+const port = fc.oneof(
+  fc.record({ number: leaf }, { requiredKeys: [] }),
+  fc.record({ range: fc.oneof(fc.record({ start: leaf, end: leaf }, { requiredKeys: [] }), leaf) }),
+  leaf,
+);
+const protocol = fc.oneof(
+  fc.record(
+    {
+      tcp: fc.oneof(fc.record({ destinationPort: port }, { requiredKeys: [] }), leaf),
+      udp: fc.record({ destinationPort: port }),
+      destinationNamedPort: leaf,
+    },
+    { requiredKeys: [] },
+  ),
+  leaf,
+);
+const rule = fc.oneof(
+  fc.record(
+    {
+      name: leaf,
+      action: leaf,
+      from: fc.oneof(fc.array(peer, { maxLength: 3 }), leaf),
+      to: fc.oneof(fc.array(peer, { maxLength: 3 }), leaf),
+      protocols: fc.oneof(fc.array(protocol, { maxLength: 2 }), leaf),
+    },
+    { requiredKeys: [] },
+  ),
+  leaf,
+);
+const cnpLike = fc.record(
+  {
+    tier: leaf,
+    priority: leaf,
+    subject: fc.oneof(
+      fc.record({ namespaces: selector, pods: fc.record({ podSelector: selector }) }, { requiredKeys: [] }),
+      leaf,
+    ),
+    ingress: fc.oneof(fc.array(rule, { maxLength: 3 }), leaf),
+    egress: fc.oneof(fc.array(rule, { maxLength: 3 }), leaf),
+  },
+  { requiredKeys: [] },
+);
+
+test('property: any spec normalizes without throwing, and the fail-closed invariants hold', () => {
+  fc.assert(
+    fc.property(cnpLike, fc.constantFrom(normalizeClusterNetworkPolicy, normalizeAdminNetworkPolicy), (spec, f) => {
+      const obj =
+        f === normalizeClusterNetworkPolicy
+          ? cnp(spec)
+          : { ...cnp(spec), apiVersion: 'policy.networking.k8s.io/v1alpha1', kind: 'AdminNetworkPolicy' };
+      const r = f(obj);
+      assert.ok(r.ok);
+      const p = r.value;
+      assert.ok(p.errors.every((e) => e.namespace === undefined && e.name === 'p'));
+      assert.ok(Number.isInteger(p.priority) && p.priority >= 0 && p.priority <= 1000);
+      for (const rl of [...p.ingress, ...p.egress]) {
+        // An invalid rule carries no peers or protocols that could be read as its meaning.
+        if (rl.invalid) assert.deepEqual([rl.peers, rl.protocols], [[], []]);
+        else assert.ok(rl.peers.length > 0 || p.errors.some((e) => /^spec\.(tier|priority|subject)|^spec$/.test(e.path)));
+      }
+      if (p.errors.length === 0) assert.ok([...p.ingress, ...p.egress].every((rl) => !rl.invalid));
+      // An unreadable placement: every pod, and no Accept or Pass rule that can match anything.
+      if (p.errors.some((e) => /^spec\.(tier|priority|subject)|^spec$/.test(e.path))) {
+        assert.deepEqual(p.subject, { namespaceSelector: EVERYTHING, podSelector: EVERYTHING });
+        for (const rl of [...p.ingress, ...p.egress]) {
+          if (rl.action === 'Accept') assert.equal(rl.invalid, true);
+          if (rl.action === 'Pass' && !rl.invalid) assert.deepEqual(rl.peers, []);
+        }
+      }
+    }),
+    { numRuns: 2000 },
+  );
+});
+
+test('fields this version does not know beside known ones are not counted against MaxProperties (the unknown-field check reports them)', () => {
+  const p = norm(
+    withRule('egress', {
+      action: 'Deny',
+      to: [{ networks: ['10.0.0.0/8'], futurePeerOption: true }],
+      protocols: [{ tcp: { destinationPort: { number: 80 }, sourcePort: { number: 1 } } }],
+    }),
+  );
+  assert.deepEqual(lines(p), []);
+  assert.deepEqual(p.egress[0]?.peers, [{ kind: 'networks', cidrs: ['10.0.0.0/8'] }]);
+  assert.deepEqual(p.egress[0]?.protocols, [{ kind: 'port', protocol: 'TCP', port: 80, endPort: undefined }]);
 });

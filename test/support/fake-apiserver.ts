@@ -47,7 +47,10 @@ export type Resource =
   | 'workspaces'
   | 'namespacenetworkpolicies'
   | 'leases'
-  | 'nodepolicystatuses';
+  | 'nodepolicystatuses'
+  | 'clusternetworkpolicies'
+  | 'adminnetworkpolicies'
+  | 'baselineadminnetworkpolicies';
 export const RESOURCES: readonly Resource[] = [
   'pods',
   'namespaces',
@@ -58,9 +61,16 @@ export const RESOURCES: readonly Resource[] = [
   'namespacenetworkpolicies',
   'leases',
   'nodepolicystatuses',
+  'clusternetworkpolicies',
+  'adminnetworkpolicies',
+  'baselineadminnetworkpolicies',
 ];
-/** API groups of custom resources: served only while "installed" (see installCRDs/removeCRDs). */
-export const CRD_GROUPS = ['tenant.kubesphere.io', 'network.kubesphere.io'] as const;
+/**
+ * API groups of custom resources: served only while "installed" (see
+ * installCRDs/removeCRDs). One CRD of a group can be installed alone by its
+ * CRD name (`<plural>.<group>`, e.g. clusternetworkpolicies.policy.networking.k8s.io).
+ */
+export const CRD_GROUPS = ['tenant.kubesphere.io', 'network.kubesphere.io', 'policy.networking.k8s.io'] as const;
 
 interface ResourceInfo {
   readonly kind: string;
@@ -94,6 +104,28 @@ const INFO: Record<Resource, ResourceInfo> = {
     namespaced: true,
     generation: true,
   },
+  // sigs.k8s.io/network-policy-api: ClusterNetworkPolicy (v0.2) and the legacy v1alpha1 kinds.
+  clusternetworkpolicies: {
+    kind: 'ClusterNetworkPolicy',
+    apiVersion: 'policy.networking.k8s.io/v1alpha2',
+    namespaced: false,
+    statusSubresource: true,
+    generation: true,
+  },
+  adminnetworkpolicies: {
+    kind: 'AdminNetworkPolicy',
+    apiVersion: 'policy.networking.k8s.io/v1alpha1',
+    namespaced: false,
+    statusSubresource: true,
+    generation: true,
+  },
+  baselineadminnetworkpolicies: {
+    kind: 'BaselineAdminNetworkPolicy',
+    apiVersion: 'policy.networking.k8s.io/v1alpha1',
+    namespaced: false,
+    statusSubresource: true,
+    generation: true,
+  },
 };
 
 const KIND_TO_RESOURCE: Record<string, Resource> = {
@@ -107,6 +139,9 @@ const KIND_TO_RESOURCE: Record<string, Resource> = {
   Workspace: 'workspaces',
   WorkspaceTemplate: 'workspaces',
   NamespaceNetworkPolicy: 'namespacenetworkpolicies',
+  ClusterNetworkPolicy: 'clusternetworkpolicies',
+  AdminNetworkPolicy: 'adminnetworkpolicies',
+  BaselineAdminNetworkPolicy: 'baselineadminnetworkpolicies',
 };
 
 export interface ObjectMeta {
@@ -300,6 +335,11 @@ export function networkPolicy(namespace: string, name: string, spec: Record<stri
   return { apiVersion: 'networking.k8s.io/v1', kind: 'NetworkPolicy', metadata: { name, namespace }, spec };
 }
 
+/** A ClusterNetworkPolicy (policy.networking.k8s.io/v1alpha2, cluster-scoped). */
+export function clusterNetworkPolicy(name: string, spec: Record<string, unknown>): KubeObject {
+  return { apiVersion: 'policy.networking.k8s.io/v1alpha2', kind: 'ClusterNetworkPolicy', metadata: { name }, spec };
+}
+
 function keyOf(o: KubeObject): string {
   return `${o.metadata.namespace ?? ''}/${o.metadata.name}`;
 }
@@ -416,6 +456,12 @@ interface Route {
   readonly subresource: 'status' | undefined;
 }
 
+/** Is a CRD of `group` installed by its own name for the path after /apis/{group}/{version}? */
+function crdInstalled(crds: ReadonlySet<string>, group: string, rest: readonly string[]): boolean {
+  const plural = rest[0] === 'namespaces' && rest.length >= 3 ? rest[2] : rest[0];
+  return plural !== undefined && crds.has(`${plural}.${group}`);
+}
+
 function parseRoute(pathname: string, crds: ReadonlySet<string>): Route | undefined {
   const seg = pathname
     .split('/')
@@ -427,8 +473,9 @@ function parseRoute(pathname: string, crds: ReadonlySet<string>): Route | undefi
     api = 'v1';
     rest = seg.slice(2);
   } else if (seg[0] === 'apis' && seg[1] !== undefined && seg[2] !== undefined) {
-    // Custom resources exist only while their CRD is installed.
-    if ((CRD_GROUPS as readonly string[]).includes(seg[1]) && !crds.has(seg[1])) return undefined;
+    // Custom resources exist only while their CRD (or their whole group) is installed.
+    if ((CRD_GROUPS as readonly string[]).includes(seg[1]) && !crds.has(seg[1]) && !crdInstalled(crds, seg[1], seg.slice(3)))
+      return undefined;
     api = `${seg[1]}/${seg[2]}`;
     rest = seg.slice(3);
   } else return undefined;
@@ -471,6 +518,9 @@ export class FakeApiServer {
     services: new Map(),
     workspaces: new Map(),
     namespacenetworkpolicies: new Map(),
+    clusternetworkpolicies: new Map(),
+    adminnetworkpolicies: new Map(),
+    baselineadminnetworkpolicies: new Map(),
   };
   /** Installed CRD groups (all by default). */
   readonly #crds = new Set<string>(CRD_GROUPS);

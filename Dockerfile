@@ -66,8 +66,11 @@ LABEL org.opencontainers.image.title="nft-netpol-agent" \
     org.opencontainers.image.base.name="${NODE_IMAGE}"
 # Memory (docs/operations.md, NODE_OPTIONS): the young generation capped at
 # 2 x 8 MiB and two glibc malloc arenas. The DaemonSet sets both again, with
-# the heap limit that fits its memory limit.
+# the heap limit that fits its memory limit. NFTNP_COMMIT: the commit that
+# `--version`, the agent's start line and nftnp_build_info report (the image
+# has no .git to ask).
 ENV NODE_ENV=production \
+    NFTNP_COMMIT=${REVISION} \
     NODE_OPTIONS=--max-semi-space-size=8 \
     MALLOC_ARENA_MAX=2
 # uid 0 on purpose, as in daemonset/daemonset.yaml: nft needs CAP_NET_ADMIN

@@ -28,6 +28,9 @@
 //   node scripts/bench-datapath.ts                       everything (a few minutes)
 //   node scripts/bench-datapath.ts --policies 1,1000 --runs 5 --conns 20000
 //   node scripts/bench-datapath.ts --updates             also bench-update.ts at 100k pods
+//   node scripts/bench-datapath.ts --cnp                 1000 policies plus 100 ClusterNetworkPolicies of 25 rules
+//                                                        (50 selecting the server): the client accepted by an Admin
+//                                                        rule, or passed to the NetworkPolicy tier; denied by one
 //   node scripts/bench-datapath.ts --candidate FILE.ts   a module exporting render(state, node): string
 //                                                        measured instead of the project's renderer
 import { execa } from 'execa';
@@ -43,7 +46,17 @@ import { Cluster } from '../test/harness/cluster.ts';
 import { runIn } from '../test/harness/netns.ts';
 import { perfAvailable, profiled, symbolDelta } from './datapath/cpu-profile.ts';
 import type { CpuUse } from './datapath/cpu-profile.ts';
-import { ALLOWED_PORT, baseline, benchState, DENIED_PORT, NS, SYN_ALLOWED_PORT, TABLE } from './datapath/bench-state.ts';
+import {
+  ALLOWED_PORT,
+  baseline,
+  benchState,
+  cnpBenchState,
+  DENIED_PORT,
+  NS,
+  SYN_ALLOWED_PORT,
+  TABLE,
+} from './datapath/bench-state.ts';
+import type { CnpPath } from './datapath/bench-state.ts';
 const here = new URL('.', import.meta.url).pathname;
 
 const median = (xs: readonly number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? 0;
@@ -229,6 +242,7 @@ async function main(): Promise<void> {
       'no-self': { type: 'boolean' },
       verbose: { type: 'boolean' },
       updates: { type: 'boolean' },
+      cnp: { type: 'boolean' },
     },
   });
   const counts = (values.policies ?? '1,10,100,1000').split(',').map(Number);
@@ -287,13 +301,24 @@ async function main(): Promise<void> {
     const paths = ['conns', 'allowed SYN', 'denied SYN'] as const;
     const rate: string[][] = [['policies', 'egress too', ...paths.flatMap((p) => [`${p}/s`, 'base', 'ratio'])]];
     const cost: string[][] = [['policies', 'egress too', ...paths.flatMap((p) => [`${p} nft +ns`, 'CPU ratio'])]];
-    const configs: [number | undefined, boolean][] = values['no-self'] === true ? [] : [[undefined, false]];
+    // With --cnp: 1000 NetworkPolicies plus 100 ClusterNetworkPolicies of 25 rules (cnpBenchState), the client decided by an Admin Accept or Pass.
+    type Config = [number | CnpPath | undefined, boolean];
+    const configs: Config[] = values['no-self'] === true ? [] : [[undefined, false]];
     for (const egress of values['no-egress'] === true ? [false] : [false, true])
-      for (const n of counts) configs.push([n, egress]);
+      for (const n of values.cnp === true ? (['accept', 'pass'] as const) : counts) configs.push([n, egress]);
     for (const [n, egress] of configs) {
-      const text = n === undefined ? undefined : render(benchState(n, egress, b.client.ip, b.server.ip), 'node-1');
+      const state =
+        n === undefined
+          ? undefined
+          : typeof n === 'number'
+            ? benchState(n, egress, b.client.ip, b.server.ip)
+            : cnpBenchState(egress, n, b.client.ip, b.server.ip);
+      const text = state === undefined ? undefined : render(state, 'node-1');
       const r = await compare(b, text, o);
-      const head = [n === undefined ? 'baseline itself' : String(n), egress ? 'yes' : 'no'];
+      const head = [
+        n === undefined ? 'baseline itself' : typeof n === 'number' ? String(n) : `1000 + 100 CNP (${n})`,
+        egress ? 'yes' : 'no',
+      ];
       const fs = [r.conns, r.syns, r.denied];
       rate.push([...head, ...fs.flatMap((f) => [f.rate.toFixed(0), f.baseRate.toFixed(0), f.ratio.toFixed(2)])]);
       cost.push([...head, ...fs.flatMap((f) => [f.nftExtra.toFixed(0), f.cpuRatio.toFixed(2)])]);

@@ -6,7 +6,7 @@
 // whose pod peers have `namespaceSelector: {}`: the biggest sets).
 //
 //   node scripts/bench-render.ts            all cases (each in its own process, for clean RSS)
-//   node scripts/bench-render.ts --case 1k  one case
+//   node scripts/bench-render.ts --case 1k  one case (100k-cnp: the 100k cluster with 100 ClusterNetworkPolicies)
 //   node scripts/bench-render.ts --no-nft   skip the nft -f timing
 import { execa } from 'execa';
 import { randomBytes } from 'node:crypto';
@@ -17,21 +17,71 @@ import { getHeapStatistics } from 'node:v8';
 import { compileNode } from '../src/compile/compile.ts';
 import { selectorIsEmpty, selectorMatches } from '../src/model/selector.ts';
 import { isActivePod } from '../src/model/types.ts';
-import type { ClusterState } from '../src/model/types.ts';
+import type { ClusterNetworkPolicy, ClusterPolicyPeer, ClusterPolicyRule, ClusterState } from '../src/model/types.ts';
 import { runNft } from '../src/nft/exec.ts';
 import { renderRuleset } from '../src/nft/render.ts';
 import { generateCluster } from './gen-cluster.ts';
 import { DEFAULT_TENANCY } from '../src/model/tenancy-config.ts';
 import type { GenOptions } from './gen-cluster.ts';
 
-const CASES: Record<string, Partial<GenOptions> & { busiest?: boolean; workspaces?: number }> = {
+const CASES: Record<string, Partial<GenOptions> & { busiest?: boolean; workspaces?: number; clusterPolicies?: boolean }> = {
   '1k': { pods: 1_000, policies: 100, namespaces: 50, podsPerNode: 110 },
   '10k': { pods: 10_000, policies: 1_000, namespaces: 500, podsPerNode: 110 },
   '100k': { pods: 100_000, policies: 10_000, namespaces: 5_000, podsPerNode: 110 },
   '100k-busiest': { pods: 100_000, policies: 10_000, namespaces: 5_000, podsPerNode: 110, busiest: true },
   // The 100k cluster with tenancy: its namespaces in 500 workspaces, all isolated (docs/tenancy.md).
   '100k-tenancy': { pods: 100_000, policies: 10_000, namespaces: 5_000, podsPerNode: 110, workspaces: 500 },
+  // The 100k cluster with 100 ClusterNetworkPolicies of 25 rules each (withClusterPolicies).
+  '100k-cnp': { pods: 100_000, policies: 10_000, namespaces: 5_000, podsPerNode: 110, clusterPolicies: true },
 };
+
+/**
+ * 100 ClusterNetworkPolicies of 25 rules, half Admin, half Baseline, priorities
+ * 0..99. The first 50 apply to the namespaces of one env (a third of the pods:
+ * of every node), the others to the db pods of one team's namespaces. Rules
+ * cycle Accept, Deny, Pass over peers that select a team's namespaces, the
+ * frontend pods of an env, or a /24, on one port and one 50-port range each.
+ */
+export function withClusterPolicies(state: ClusterState): ClusterState {
+  const envs = ['prod', 'staging', 'dev'];
+  const actions = ['Accept', 'Deny', 'Pass'] as const;
+  const sel = (matchLabels: Record<string, string>) => ({ matchLabels, matchExpressions: [] });
+  const clusterPolicies: ClusterNetworkPolicy[] = Array.from({ length: 100 }, (_, i) => {
+    const rules: ClusterPolicyRule[] = Array.from({ length: 25 }, (_, j) => {
+      const k = (i * 25 + j) % 150;
+      const peer: ClusterPolicyPeer =
+        k % 3 === 0
+          ? { kind: 'pods', namespaceSelector: sel({ team: `team-${k % 50}` }), podSelector: sel({}) }
+          : k % 3 === 1
+            ? { kind: 'pods', namespaceSelector: sel({ env: envs[k % 3] ?? 'dev' }), podSelector: sel({ tier: 'frontend' }) }
+            : { kind: 'networks', cidrs: [`192.168.${k}.0/24`] };
+      return {
+        name: `r${j}`,
+        action: actions[(i + j) % 3] ?? 'Deny',
+        peers: [peer],
+        protocols: [
+          { kind: 'port', protocol: 'TCP', port: 1000 + j, endPort: undefined },
+          { kind: 'port', protocol: 'TCP', port: 20000 + 100 * j, endPort: 20000 + 100 * j + 50 },
+        ],
+        invalid: false,
+      };
+    });
+    return {
+      name: `cnp-${String(i).padStart(3, '0')}`,
+      sourceKind: 'ClusterNetworkPolicy',
+      tier: i % 2 === 0 ? 'Admin' : 'Baseline',
+      priority: i,
+      subject:
+        i < 50
+          ? { namespaceSelector: sel({ env: envs[i % 3] ?? 'dev' }), podSelector: sel({}) }
+          : { namespaceSelector: sel({ team: `team-${i % 50}` }), podSelector: sel({ tier: 'db' }) },
+      ingress: i % 4 < 2 ? rules : [],
+      egress: i % 4 < 2 ? [] : rules,
+      errors: [],
+    };
+  });
+  return { ...state, clusterPolicies };
+}
 
 /**
  * The state with tenancy on: every namespace but kube-system and monitoring
@@ -135,8 +185,9 @@ async function runCase(name: string, withNft: boolean): Promise<CaseResult> {
   if (opts === undefined) throw new Error(`unknown case ${name}; one of ${Object.keys(CASES).join(', ')}`);
   let t0 = process.hrtime.bigint();
   const generated = generateCluster(opts);
-  const cluster =
+  const withTenancy =
     opts.workspaces === undefined ? generated : { ...generated, state: withWorkspaces(generated.state, opts.workspaces) };
+  const cluster = opts.clusterPolicies === true ? { ...withTenancy, state: withClusterPolicies(withTenancy.state) } : withTenancy;
   const genMs = ms(t0);
   const stateRssMiB = mib(process.memoryUsage().rss);
   const { node, clusterWideRules } =

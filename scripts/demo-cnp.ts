@@ -53,6 +53,7 @@ export async function cnpScene(o: { style: NetworkStyle; denyAction: 'drop' | 'r
       );
       console.log(
         formatReport(expected, observed, {
+          layout: 'aligned',
           title: `\n==== ${protocol}/${port} IPv${o.family} to the pod (${o.style}, deny ${o.denyAction}); expected = verdict(), observed = packets ====`,
         }),
       );

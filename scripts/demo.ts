@@ -11,8 +11,8 @@
 import { parseArgs } from 'node:util';
 import { loadManifests } from '../src/model/load.ts';
 import { buildState } from '../src/model/normalize.ts';
-import { formatValidationError } from '../src/model/types.ts';
-import type { ClusterState, Family, Protocol } from '../src/model/types.ts';
+import { formatValidationError, PROTOCOLS } from '../src/model/types.ts';
+import type { ClusterState, Family } from '../src/model/types.ts';
 import { formatReport, observeTable } from '../test/support/truth-table.ts';
 import { Cluster } from '../test/harness/cluster.ts';
 import type { NetworkStyle } from '../test/harness/cluster.ts';
@@ -23,36 +23,66 @@ import { oracle } from '../test/harness/regression.ts';
 import { missingRequirements } from '../test/harness/requirements.ts';
 import { cnpScene } from './demo-cnp.ts';
 
-const { values } = parseArgs({
-  options: {
-    file: { type: 'string', short: 'f', multiple: true },
-    style: { type: 'string', default: 'routed' },
-    ports: { type: 'string', default: 'TCP/8080,TCP/5432,UDP/53' },
-    deny: { type: 'string', default: 'drop' },
-    ipv6: { type: 'boolean', default: false },
-    keep: { type: 'boolean', default: false },
-  },
-});
+const USAGE = `usage: npm run demo -- [-f DIR]... [--style routed|bridged] [--ports TCP/8080,UDP/53]
+                       [--deny drop|reject] [--ipv6] [--keep]
 
-const missing = missingRequirements();
-if (missing.length > 0) {
-  console.error(`demo needs: ${missing.join('; ')}`);
+Brings up a simulated cluster (network namespaces, as root) for the manifests
+(default examples/), applies each node's ruleset as the agent does, and prints
+for every port what the evaluator expects and what real packets did.
+
+  -f, --file DIR     manifests (repeatable; default examples/)
+  --style S          routed (default) or bridged pod networks
+  --ports LIST       PROTOCOL/PORT,... (default TCP/8080,TCP/5432,UDP/53)
+  --deny ACTION      drop (default) or reject
+  --ipv6             probe over IPv6 instead of IPv4
+  --keep             leave the cluster up until Ctrl-C
+  -h, --help         show this help`;
+
+function usage(message: string): never {
+  console.error(`usage error: ${message}\n(see 'npm run demo -- --help')`);
   process.exit(2);
 }
-const style = values.style as NetworkStyle;
-const denyAction = values.deny as 'drop' | 'reject';
+
+let values;
+try {
+  values = parseArgs({
+    options: {
+      file: { type: 'string', short: 'f', multiple: true },
+      style: { type: 'string', default: 'routed' },
+      ports: { type: 'string', default: 'TCP/8080,TCP/5432,UDP/53' },
+      deny: { type: 'string', default: 'drop' },
+      ipv6: { type: 'boolean', default: false },
+      keep: { type: 'boolean', default: false },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+  }).values;
+} catch (e) {
+  usage(e instanceof Error ? e.message : String(e));
+}
+if (values.help) {
+  console.log(USAGE);
+  process.exit(0);
+}
+const styleText = values.style;
+const denyText = values.deny;
+if (styleText !== 'routed' && styleText !== 'bridged') usage(`--style must be routed or bridged, not "${styleText}"`);
+if (denyText !== 'drop' && denyText !== 'reject') usage(`--deny must be drop or reject, not "${denyText}"`);
+const style: NetworkStyle = styleText;
+const denyAction = denyText;
 const family: Family = values.ipv6 ? 6 : 4;
 const ports = values.ports.split(',').map((s) => {
   const [proto, port] = s.trim().split('/');
-  const protocol = proto?.toUpperCase() as Protocol;
-  if (!['TCP', 'UDP', 'SCTP'].includes(protocol) || !Number.isInteger(Number(port)))
-    throw new Error(`--ports: "${s}" is not PROTOCOL/PORT`);
-  return { protocol, port: Number(port) };
+  const protocol = PROTOCOLS.find((p) => p === proto?.toUpperCase());
+  const n = Number(port);
+  if (protocol === undefined || !Number.isInteger(n) || n < 1 || n > 65535)
+    usage(`--ports: "${s}" is not PROTOCOL/PORT (TCP, UDP or SCTP; port 1-65535)`);
+  return { protocol, port: n };
 });
-if (!['routed', 'bridged'].includes(style) || !['drop', 'reject'].includes(denyAction)) {
-  console.error(
-    'usage: npm run demo -- [-f DIR] [--style routed|bridged] [--ports TCP/8080,UDP/53] [--deny drop|reject] [--ipv6] [--keep]',
-  );
+
+// After the flags: a usage mistake is told as such, also without root.
+const missing = missingRequirements();
+if (missing.length > 0) {
+  console.error(`demo needs: ${missing.join('; ')}`);
   process.exit(2);
 }
 
@@ -87,6 +117,7 @@ try {
       from === to ? undefined : oracle(c, state, byPair.get(`${from}\0${to}`)!.probe).allowed,
     );
     const report = formatReport(expected, observed, {
+      layout: 'aligned',
       title: `\n==== ${protocol}/${port} IPv${family} via ClusterIP (${style}, deny ${denyAction}); expected = verdict(), observed = packets ====`,
     });
     console.log(report);

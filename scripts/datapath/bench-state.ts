@@ -1,7 +1,14 @@
 // The cluster state and baseline ruleset of scripts/bench-datapath.ts (and
 // of its profile mode): a client and a server pod on node-1, `n` policies
 // selecting the server, optionally `n` more isolating the client for egress.
-import type { ClusterState, Pod } from '../../src/model/types.ts';
+import type {
+  ClusterNetworkPolicy,
+  ClusterPolicyAction,
+  ClusterPolicyRule,
+  ClusterState,
+  LabelSelector,
+  Pod,
+} from '../../src/model/types.ts';
 import { node, pod, podPeer, policy, port, rule, sel, state } from '../../test/support/state-builder.ts';
 
 export const TABLE = 'nft-netpol';
@@ -80,4 +87,61 @@ export function baseline(drop: boolean): string {
     '}',
     '',
   ].join('\n');
+}
+
+/** How the client's connections to the server are decided with --cnp. */
+export type CnpPath = 'accept' | 'pass';
+
+function cnpRule(
+  name: string,
+  action: ClusterPolicyAction,
+  podSelector: LabelSelector,
+  ports: readonly [number, number][],
+): ClusterPolicyRule {
+  return {
+    name,
+    action,
+    peers: [{ kind: 'pods', namespaceSelector: sel(), podSelector }],
+    protocols: ports.map(([lo, hi]) => ({ kind: 'port', protocol: 'TCP', port: lo, endPort: lo === hi ? undefined : hi })),
+    invalid: false,
+  };
+}
+
+/**
+ * benchState(1000, egress) plus 100 Admin ClusterNetworkPolicies of 25
+ * ingress rules each; the first 50 select the server, the others a label no
+ * pod has. Filler rules name the filler peers (Accept, Deny and Pass on
+ * various ports and ranges); the last rules of the last policy selecting the
+ * server decide the client: Deny on DENIED_PORT, then `path` (Accept, or
+ * Pass to the NetworkPolicy tier, which allows) on the allowed ports.
+ */
+export function cnpBenchState(egress: boolean, path: CnpPath, client: string, server: string): ClusterState {
+  const s = benchState(1000, egress, client, server);
+  const actions: ClusterPolicyAction[] = ['Accept', 'Deny', 'Pass'];
+  const policies: ClusterNetworkPolicy[] = Array.from({ length: 100 }, (_, i) => {
+    const selectsServer = i < 50;
+    const rules: ClusterPolicyRule[] = Array.from({ length: 25 }, (_, j) => {
+      const k = (i * 25 + j) % 999;
+      return cnpRule(`r${j}`, actions[(i + j) % 3]!, sel({ app: `peer-${k}` }), [
+        [1000 + j, 1000 + j],
+        [20000 + 100 * j, 20000 + 100 * j + 50],
+      ]);
+    });
+    if (i === 49) {
+      const c = sel({ app: 'client' });
+      rules[23] = cnpRule('deny-client', 'Deny', c, [[DENIED_PORT, DENIED_PORT]]);
+      rules[24] = cnpRule('client', path === 'accept' ? 'Accept' : 'Pass', c, [[ALLOWED_PORT, SYN_ALLOWED_PORT]]);
+    }
+    return {
+      name: `cnp-${String(i).padStart(3, '0')}`,
+      sourceKind: 'ClusterNetworkPolicy',
+      tier: 'Admin',
+      priority: i,
+      subject: { namespaceSelector: sel(), podSelector: sel({ app: selectsServer ? 'server' : 'nobody' }) },
+      ingress: rules,
+      egress: [],
+      errors: [],
+    };
+  });
+  return { ...s, clusterPolicies: policies };
 }

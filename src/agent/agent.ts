@@ -7,6 +7,7 @@ import type { ClusterSource, WatchStatus } from '../kube/source.ts';
 import type { ClusterState } from '../model/types.ts';
 import { NodeCompiler } from '../compile/node-compiler.ts';
 import type { RenderOptions } from '../ruleset/options.ts';
+import { localPodCidrSetName } from '../ruleset/ids.ts';
 import { renderRuleset } from '../nft/render.ts';
 import type { Metrics } from '../observability/metrics.ts';
 import { debugHandler, metricsHandler, type AgentView } from './debug-server.ts';
@@ -27,10 +28,29 @@ import { TableMonitor } from './table-monitor.ts';
  * compileNode, at the cost of the change). The script is rendered on first
  * use: an incremental apply never needs it.
  */
-export function nodeRenderer(node: string, opts: RenderOptions): RenderFn {
+export function nodeRenderer(node: string, opts: RenderOptions, log?: Logger): RenderFn {
   const compiler = new NodeCompiler(node, opts);
+  // --unknown-local-endpoints drop only acts when the Node has podCIDRs: say
+  // so whenever that changes (first render included), as kube-router does.
+  let guarding: boolean | undefined;
   return (state) => {
     const compiled = compiler.compile(state);
+    if (opts.unknownLocalEndpoints === 'drop' && log !== undefined) {
+      const now = compiled.sets.some((s) => s.name === localPodCidrSetName(4) || s.name === localPodCidrSetName(6));
+      if (now !== guarding) {
+        if (now)
+          log.info(
+            { event: 'unknown-local-endpoints', active: true },
+            "addresses of the node's pod CIDRs that are no known pod are dropped",
+          );
+        else
+          log.warn(
+            { event: 'unknown-local-endpoints', active: false },
+            `--unknown-local-endpoints drop has no effect: node ${node} has no spec.podCIDRs; pods the agent does not know yet pass unfiltered`,
+          );
+      }
+      guarding = now;
+    }
     let text: string | undefined;
     return {
       get text(): string {
@@ -80,12 +100,17 @@ export class Agent {
     this.#reconciler = new Reconciler(
       {
         source: parts.source,
-        render: nodeRenderer(c.node, {
-          table: c.table,
-          denyAction: c.denyAction,
-          unknownLocalEndpoints: c.unknownLocalEndpoints,
-          logDenied: c.logDenied,
-        }),
+        render: nodeRenderer(
+          c.node,
+          {
+            table: c.table,
+            denyAction: c.denyAction,
+            unknownLocalEndpoints: c.unknownLocalEndpoints,
+            allowPodToNode: c.allowPodToNode,
+            logDenied: c.logDenied,
+          },
+          parts.log,
+        ),
         dataplane: parts.dataplane,
         metrics: agentMetrics(parts.metrics),
         log: parts.log,
@@ -150,6 +175,7 @@ export class Agent {
     return {
       nodeName: this.#p.config.node,
       table: this.#p.config.table,
+      allowPodToNode: this.#p.config.allowPodToNode,
       health: () => r.health(),
       ready: () => r.ready(),
       status: () => r.status(),

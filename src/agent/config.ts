@@ -32,6 +32,8 @@ export interface AgentConfig {
   readonly incremental: boolean;
   /** Renderer option (docs/datapath.md "Unknown local endpoints"). */
   readonly unknownLocalEndpoints: 'allow' | 'drop';
+  /** Renderer and evaluator option: egress of local pods to this node itself always passes. */
+  readonly allowPodToNode: boolean;
   /** --log-denied: log the deny path to an NFLOG group and read it (undefined: off). */
   readonly logDenied: DenyLogConfig | undefined;
   /** Minimum time between two writes of the node's NodePolicyStatus; 0 disables it. */
@@ -94,6 +96,11 @@ by a previous run stays in force until then and on exit.
                           podCIDRs that are no known active local pod (opt-in;
                           only for CNIs that allocate from the node's podCIDRs)
                           (env UNKNOWN_LOCAL_ENDPOINTS)
+  --allow-pod-to-node     egress from local pods to this node itself (kubelet,
+                          host services) always passes, as the Kubernetes docs
+                          say (env ALLOW_POD_TO_NODE=true; off by default: an
+                          egress-isolated pod reaches its node only where a
+                          policy allows it)
   --log-denied            log denied connection attempts with the policy reason
                           (env LOG_DENIED=true; off by default): an nftables
                           'log group' in every pod chain's deny path, read with
@@ -204,6 +211,7 @@ export function parseRunConfig(argv: readonly string[], env: Env): ConfigResult 
         'no-conntrack': { type: 'boolean', default: false },
         'no-incremental': { type: 'boolean', default: false },
         'unknown-local-endpoints': { type: 'string' },
+        'allow-pod-to-node': { type: 'boolean', default: false },
         'log-denied': { type: 'boolean', default: false },
         'log-denied-rate': { type: 'string' },
         'log-denied-burst': { type: 'string' },
@@ -273,6 +281,10 @@ export function parseRunConfig(argv: readonly string[], env: Env): ConfigResult 
   if (unknownLocalEndpoints !== 'allow' && unknownLocalEndpoints !== 'drop') {
     return fail(`--unknown-local-endpoints must be allow or drop, not "${unknownLocalEndpoints}"`);
   }
+  const podToNodeEnv = env['ALLOW_POD_TO_NODE'];
+  if (podToNodeEnv !== undefined && podToNodeEnv !== '' && !['true', 'false', '1', '0'].includes(podToNodeEnv))
+    return fail(`ALLOW_POD_TO_NODE must be true or false, not "${podToNodeEnv}"`);
+  const allowPodToNode = values['allow-pod-to-node'] === true || podToNodeEnv === 'true' || podToNodeEnv === '1';
   const statusIntervalMs = duration(pick(values['status-interval'], 'STATUS_INTERVAL') ?? '5s', 'status-interval', 100);
   if (typeof statusIntervalMs === 'string') return fail(statusIntervalMs);
   const heartbeatIntervalMs = duration(
@@ -317,6 +329,7 @@ export function parseRunConfig(argv: readonly string[], env: Env): ConfigResult 
       conntrack: !values['no-conntrack'],
       incremental: !values['no-incremental'],
       unknownLocalEndpoints,
+      allowPodToNode,
       logDenied,
       statusIntervalMs,
       heartbeatIntervalMs,

@@ -10,8 +10,7 @@ import type { ClusterState } from '../model/types.ts';
 import type { WatchStatus } from '../kube/source.ts';
 import type { KernelCheck, ReconcilerStatus } from './reconciler.ts';
 import { localPodViews } from './local-view.ts';
-import { verdict } from '../policy/verdict.ts';
-import { explainJson, explainText, parseEndpoint, parsePortProto } from '../policy/explain.ts';
+import { answerExplain, explainJson, explainText, parseExplainParams } from '../policy/explain.ts';
 import { routes, type Handler, type Reply } from '../observability/http-server.ts';
 import { deniedReply, type DeniedView } from './denied-endpoint.ts';
 import { contributedPolicies } from '../kinds/registry.ts';
@@ -21,6 +20,8 @@ import { NETWORK_POLICY } from '../kinds/network-policy.ts';
 export interface AgentView {
   readonly nodeName: string;
   readonly table: string;
+  /** --allow-pod-to-node: /debug/explain judges as the ruleset does (default false). */
+  readonly allowPodToNode?: boolean;
   health(): { readonly ok: boolean; readonly detail: string };
   ready(): boolean;
   status(): ReconcilerStatus;
@@ -213,9 +214,8 @@ function explainReply(v: AgentView, url: URL): Reply {
     return bad('from, to and port are required, e.g. /debug/explain?from=shop/web-0&to=10.0.0.7&port=80/TCP');
   }
   const fam = q.get('family');
-  if (fam !== null && fam !== '4' && fam !== '6') return bad(`family must be 4 or 6, not "${fam}"`);
-  const pp = parsePortProto(port);
-  if (!pp.ok) return bad(`port: ${pp.error}`);
+  const query = parseExplainParams({ from, to, port, family: fam === null || fam === '' ? undefined : fam });
+  if (!query.ok) return bad(query.problems.map((p) => `${p.param}: ${p.message}`).join('; '));
   const state = v.snapshot();
   if (state === undefined)
     return {
@@ -223,19 +223,10 @@ function explainReply(v: AgentView, url: URL): Reply {
       body: { error: 'the cluster state has not synced yet' },
       text: 'error: the cluster state has not synced yet',
     };
-  const a = parseEndpoint(state, from);
-  const b = parseEndpoint(state, to);
-  if (!a.ok) return bad(`from: ${a.error}`);
-  if (!b.ok) return bad(`to: ${b.error}`);
-  const result = verdict(
-    state,
-    a.value,
-    b.value,
-    pp.value.protocol,
-    pp.value.port,
-    fam === null ? {} : { family: fam === '4' ? 4 : 6 },
-  );
-  return { status: 200, body: explainJson(result, a.value, b.value), text: explainText(result, a.value, b.value) };
+  const a = answerExplain(state, query.value, { allowPodToNode: v.allowPodToNode === true });
+  if (!a.ok) return bad(a.problems.map((p) => `${p.param}: ${p.message}`).join('; '));
+  const { verdict: result, from: src, to: dst } = a.value;
+  return { status: 200, body: explainJson(result, src, dst), text: explainText(result, src, dst) };
 }
 
 export type ErrorLog = (err: unknown, path: string) => void;

@@ -4,6 +4,7 @@
 // Exit codes: 0 ok, 1 the agent cannot be reached or answered an error, 2 usage.
 import { parseArgs } from 'node:util';
 import { formatListenAddr, parseDuration, parseListenAddr } from '../agent/config.ts';
+import { formatDocument, parseFormat } from './output.ts';
 
 export const DENIED_HELP = `Usage: nft-netpol-agent denied [--pod NS/NAME] [--namespace NS] [--direction D] [--since 5m] [-f]
 
@@ -16,7 +17,8 @@ entry with a count. Needs the agent to run with --log-denied.
   --direction D          ingress or egress
   --since D              only denials seen in the last D (30s, 5m, 1h; default all kept)
   -f, --follow           keep printing new denials (and new repeats) until interrupted
-  -o, --output FORMAT    text (default) or json (one object per entry and line with -f)
+  -o, --output FORMAT    text (default), json or yaml (with -f: one JSON object per
+                         line, or one YAML document per entry)
   --addr H:P             the agent's debug endpoint (env DEBUG_ADDR; default 127.0.0.1:9743)
   --interval D           how often -f asks the agent (default 2s)
   -h, --help             show this help`;
@@ -90,7 +92,8 @@ export async function deniedCommand(argv: string[], io: DeniedIo, env: NodeJS.Pr
   if (addr === undefined) return usage(io, `--addr must be host:port, not "${addrText}"`);
   // An agent listening on every address is reached on loopback.
   const host = addr.host === '0.0.0.0' ? '127.0.0.1' : addr.host === '::' ? '::1' : addr.host;
-  if (v.output !== 'text' && v.output !== 'json') return usage(io, `--output must be text or json, not "${v.output}"`);
+  const format = parseFormat(v.output);
+  if (format === undefined) return usage(io, `--output must be text, json or yaml, not "${v.output}"`);
   if (v.since !== undefined && parseDuration(v.since) === undefined)
     return usage(io, `--since must be a duration like 30s, 5m or 1h, not "${v.since}"`);
   const interval = parseDuration(v.interval);
@@ -118,16 +121,19 @@ export async function deniedCommand(argv: string[], io: DeniedIo, env: NodeJS.Pr
       return `cannot reach the agent's debug endpoint at ${base}: ${e instanceof Error ? e.message : String(e)}`;
     }
   };
-  const print = (e: EntryJson): void => io.out(v.output === 'json' ? JSON.stringify(e) : formatEntry(e));
+  const print = (e: EntryJson): void =>
+    io.out(format === 'json' ? JSON.stringify(e) : format === 'yaml' ? `---\n${formatDocument('yaml', e)}` : formatEntry(e));
 
   const first = await fetchOnce(v.since);
   if (typeof first === 'string') {
     io.err(`error: ${first}`);
+    // Scripts get a document with the error in the shape of every command's.
+    if (format !== 'text') io.out(formatDocument(format, { errors: [{ object: base, path: '', message: first }] }));
     return 1;
   }
   if (!first.logDenied) io.err('note: the agent runs without --log-denied (LOG_DENIED=true): no denied connections are recorded');
   if (!v.follow) {
-    if (v.output === 'json') io.out(JSON.stringify(first.entries, null, 2));
+    if (format !== 'text') io.out(formatDocument(format, first.entries));
     else if (first.entries.length === 0) io.out('no denied connections match');
     else for (const e of first.entries) print(e);
     return 0;

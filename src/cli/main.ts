@@ -7,8 +7,19 @@ import { buildState } from '../model/normalize.ts';
 import { formatValidationError, type ClusterState, type ValidationError } from '../model/types.ts';
 import { compileNode } from '../compile/compile.ts';
 import { renderRuleset } from '../nft/render.ts';
-import { verdict } from '../policy/verdict.ts';
-import { explainJson, explainText, parseEndpoint, parsePortProto } from '../policy/explain.ts';
+import { answerExplain, explainJson, explainText, parseExplainParams } from '../policy/explain.ts';
+import { buildInfo, versionText } from '../observability/build-info.ts';
+import {
+  countKinds,
+  countsText,
+  formatDocument,
+  loadErrorObject,
+  parseFormat,
+  validationErrorObject,
+  type ErrorObject,
+  type Format,
+  type KindCounts,
+} from './output.ts';
 import { tenancyConfig, TENANCY_FLAGS_HELP } from '../model/tenancy-config.ts';
 import { tenancyPolicies } from '../kinds/tenancy.ts';
 import type { TenancyNote } from '../kinds/tenancy.ts';
@@ -42,13 +53,15 @@ Commands:
   denied    show the connections the agent on this node denied, and why
   status    is a policy in force on every node that must enforce it? (exit 3 if not)
 
-Run 'nft-netpol-agent <command> --help' for the options of a command.
+Run 'nft-netpol-agent <command> --help' for the options of a command;
+'nft-netpol-agent --version' prints the version, commit and Node.js version.
 Exit codes: 0 ok, 1 invalid input or policy errors, 2 usage; status: 3 when
 something is not in force everywhere.`;
 
 const INPUT_HELP = `  -f, --filename PATH   manifest file or directory (YAML/JSON, multi-document,
                         kind: List; '-' reads stdin); repeatable, required
-  -o, --output FORMAT   text (default) or json
+  -o, --output FORMAT   text (default), json or yaml; errors in json and yaml
+                        are objects {object, path, message}
 ${TENANCY_FLAGS_HELP}
   -h, --help            show this help`;
 
@@ -65,10 +78,13 @@ NetworkPolicies of the given cluster objects on node NAME.
                         allow (default) or drop: drop addresses of the node's
                         podCIDRs that are no known active local pod (opt-in,
                         for CNIs that allocate from the node's podCIDRs)
+  --allow-pod-to-node   egress from local pods to the node itself always passes
+                        (as the Kubernetes docs say; off by default)
 ${INPUT_HELP}
 
 Invalid policies are still rendered, fail-closed; their errors go to stderr
-and the exit code is 1.`,
+(and into the json/yaml document) and the exit code is 1. Objects of kinds
+the engine does not read are counted on stderr ('ignored: 1 Deployment').`,
   explain: `Usage: nft-netpol-agent explain --from NS/POD|IP --to NS/POD|IP --port PORT[/PROTO] -f PATH...
 
 Say whether a connection is allowed by the NetworkPolicies of the given cluster
@@ -78,7 +94,11 @@ ingress at the destination).
   --from ENDPOINT       source pod (namespace/name) or IP address
   --to ENDPOINT         destination pod (namespace/name) or IP address
   --port PORT[/PROTO]   destination port, protocol TCP (default), UDP or SCTP
-  --family 4|6          address family for pod endpoints (default 4)
+  --family 4|6          address family when both endpoints are pods (default 4);
+                        an IP address on either side sets the family (a
+                        --family that contradicts it is a usage error)
+  --allow-pod-to-node   judge as an agent run with --allow-pod-to-node: egress
+                        from a pod to an address of its own node is allowed
 ${INPUT_HELP}`,
   validate: `Usage: nft-netpol-agent validate -f PATH...
 
@@ -86,6 +106,7 @@ List every invalid field of the given objects, one per line, as
 'namespace/name field.path: message' ('name field.path: message' for
 cluster-scoped objects: ClusterNetworkPolicy and the legacy
 AdminNetworkPolicy / BaselineAdminNetworkPolicy). Exit code 1 when there is any.
+What was read and what was ignored (kinds the engine does not read) goes to stderr.
 
 ${INPUT_HELP}`,
 };
@@ -107,13 +128,21 @@ function parse<O extends NonNullable<ParseArgsConfig['options']>>(args: string[]
   }
 }
 
-function outputFormat(v: string | undefined): 'text' | 'json' {
-  if (v === 'text' || v === 'json') return v;
-  throw new UsageError(`--output must be text or json, not "${v}"`);
+function outputFormat(v: string | undefined): Format {
+  const f = parseFormat(v);
+  if (f === undefined) throw new UsageError(`--output must be text, json or yaml, not "${v}"`);
+  return f;
+}
+
+/** Writes a json or yaml document. */
+function emit(io: Io, format: 'json' | 'yaml', doc: unknown): void {
+  io.out(formatDocument(format, doc));
 }
 
 interface Loaded {
   state: ClusterState;
+  /** Objects by kind, read and ignored. */
+  kinds: KindCounts;
   loadErrors: LoadError[];
   validationErrors: ValidationError[];
   /** Tenancy facts that are not errors (validate prints them). */
@@ -143,6 +172,7 @@ async function loadInputs(v: InputFlags): Promise<Loaded> {
   const t = tenancyPolicies(state);
   return {
     state,
+    kinds: countKinds(objects),
     loadErrors: errors,
     validationErrors: [...built.errors, ...[...t.errors.values()].flat()],
     notes: t.notes,
@@ -155,6 +185,16 @@ function reportProblems(io: Io, l: Loaded): boolean {
   return l.loadErrors.length > 0 || l.validationErrors.length > 0;
 }
 
+/** Objects of kinds the engine does not read are no error, but never skipped without a word. */
+function reportIgnored(io: Io, l: Loaded): void {
+  if (Object.keys(l.kinds.ignored).length > 0)
+    io.err(`ignored: ${countsText(l.kinds.ignored)} (kinds nft-netpol-agent does not read)`);
+}
+
+function errorObjects(l: Loaded): ErrorObject[] {
+  return [...l.loadErrors.map(loadErrorObject), ...l.validationErrors.map(validationErrorObject)];
+}
+
 async function renderCmd(args: string[], io: Io): Promise<number> {
   const { values: v } = parse(args, {
     ...INPUT_OPTIONS,
@@ -162,6 +202,7 @@ async function renderCmd(args: string[], io: Io): Promise<number> {
     table: { type: 'string', default: 'nft-netpol' },
     'deny-action': { type: 'string', default: 'drop' },
     'unknown-local-endpoints': { type: 'string', default: 'allow' },
+    'allow-pod-to-node': { type: 'boolean', default: false },
   });
   if (v.help) return help(io, 'render');
   const format = outputFormat(v.output);
@@ -177,23 +218,24 @@ async function renderCmd(args: string[], io: Io): Promise<number> {
     throw new UsageError(`--table must be a plain identifier (letters, digits, - and _), not "${v.table}"`);
   const loaded = await loadInputs(v);
   const bad = reportProblems(io, loaded);
-  if (loaded.loadErrors.length > 0) return EXIT_INVALID;
+  reportIgnored(io, loaded);
+  if (loaded.loadErrors.length > 0) {
+    // Nothing is rendered from input that could not be read; scripts still get a document.
+    if (format !== 'text') emit(io, format, { node: v.node, stats: null, errors: errorObjects(loaded), ruleset: null });
+    return EXIT_INVALID;
+  }
   if (!loaded.state.nodes.some((n) => n.name === v.node) && !loaded.state.pods.some((p) => p.nodeName === v.node)) {
     io.err(`warning: node "${v.node}" has no Node object and no pods in the input`);
   }
-  const compiled = compileNode(loaded.state, v.node, { table: v.table, denyAction, unknownLocalEndpoints });
-  const r = { text: renderRuleset(compiled), stats: compiled.stats };
-  if (format === 'json') {
-    io.out(
-      JSON.stringify(
-        { node: v.node, stats: r.stats, errors: loaded.validationErrors.map(formatValidationError), ruleset: r.text },
-        null,
-        2,
-      ),
-    );
-  } else {
-    io.out(r.text);
-  }
+  const compiled = compileNode(loaded.state, v.node, {
+    table: v.table,
+    denyAction,
+    unknownLocalEndpoints,
+    allowPodToNode: v['allow-pod-to-node'],
+  });
+  const text = renderRuleset(compiled);
+  if (format === 'text') io.out(text);
+  else emit(io, format, { node: v.node, stats: compiled.stats, errors: errorObjects(loaded), ruleset: text });
   return bad ? EXIT_INVALID : EXIT_OK;
 }
 
@@ -203,31 +245,33 @@ async function explainCmd(args: string[], io: Io): Promise<number> {
     from: { type: 'string' },
     to: { type: 'string' },
     port: { type: 'string' },
-    family: { type: 'string', default: '4' },
+    family: { type: 'string' },
+    'allow-pod-to-node': { type: 'boolean', default: false },
   });
   if (v.help) return help(io, 'explain');
   const format = outputFormat(v.output);
   if (v.from === undefined || v.to === undefined || v.port === undefined)
     throw new UsageError('--from, --to and --port are required');
-  if (v.family !== '4' && v.family !== '6') throw new UsageError(`--family must be 4 or 6, not "${v.family}"`);
-  const family = v.family === '4' ? 4 : 6;
-  const pp = parsePortProto(v.port);
-  if (!pp.ok) throw new UsageError(`--port: ${pp.error}`);
+  const query = parseExplainParams({ from: v.from, to: v.to, port: v.port, family: v.family });
+  if (!query.ok) throw new UsageError(query.problems.map((p) => `--${p.param}: ${p.message}`).join('; '));
   const loaded = await loadInputs(v);
+  reportIgnored(io, loaded);
+  const failed = (errors: ErrorObject[]): number => {
+    if (format !== 'text') emit(io, format, { allowed: null, errors });
+    return EXIT_INVALID;
+  };
   if (loaded.loadErrors.length > 0) {
     reportProblems(io, loaded);
-    return EXIT_INVALID;
+    return failed(errorObjects(loaded));
   }
-  const from = parseEndpoint(loaded.state, v.from);
-  const to = parseEndpoint(loaded.state, v.to);
-  if (!from.ok || !to.ok) {
-    if (!from.ok) io.err(`error: --from: ${from.error}`);
-    if (!to.ok) io.err(`error: --to: ${to.error}`);
-    return EXIT_INVALID;
+  const answer = answerExplain(loaded.state, query.value, { allowPodToNode: v['allow-pod-to-node'] });
+  if (!answer.ok) {
+    for (const p of answer.problems) io.err(`error: --${p.param}: ${p.message}`);
+    return failed(answer.problems.map((p) => ({ object: `--${p.param}`, path: '', message: p.message })));
   }
-  const result = verdict(loaded.state, from.value, to.value, pp.value.protocol, pp.value.port, { family });
-  if (format === 'json') io.out(JSON.stringify(explainJson(result, from.value, to.value), null, 2));
-  else io.out(explainText(result, from.value, to.value));
+  const { verdict: result, from, to } = answer.value;
+  if (format === 'text') io.out(explainText(result, from, to));
+  else emit(io, format, { ...explainJson(result, from, to), errors: errorObjects(loaded) });
   // Invalid policies are part of the answer (they fail closed), not a usage problem.
   for (const e of loaded.validationErrors) io.err(`invalid: ${formatValidationError(e)}`);
   return loaded.validationErrors.length > 0 ? EXIT_INVALID : EXIT_OK;
@@ -238,18 +282,16 @@ async function validateCmd(args: string[], io: Io): Promise<number> {
   if (v.help) return help(io, 'validate');
   const format = outputFormat(v.output);
   const loaded = await loadInputs(v);
-  const problems = [
-    ...loaded.loadErrors.map((e) => ({ object: e.source, path: '', message: e.message, text: `${e.source}: ${e.message}` })),
-    ...loaded.validationErrors.map((e) => ({
-      object: e.namespace === undefined ? `${e.kind}/${e.name}` : `${e.kind} ${e.namespace}/${e.name}`,
-      path: e.path,
-      message: e.message,
-      text: formatValidationError(e),
-    })),
+  const errors = errorObjects(loaded);
+  // The text form keeps the familiar "ns/name path: message" of the validation errors.
+  const lines = [
+    ...loaded.loadErrors.map((e) => `${e.source}: ${e.message}`),
+    ...loaded.validationErrors.map(formatValidationError),
   ];
-  if (format === 'json') {
-    io.out(JSON.stringify({ valid: problems.length === 0, errors: problems.map(({ text: _t, ...rest }) => rest) }, null, 2));
-  } else if (problems.length === 0) {
+  const { read, ignored } = loaded.kinds;
+  if (format !== 'text') {
+    emit(io, format, { valid: errors.length === 0, errors, read, ignored });
+  } else if (errors.length === 0) {
     const s = loaded.state;
     const cn = s.clusterPolicies?.length ?? 0;
     const clusterPolicies = cn === 0 ? '' : `${cn} cluster network ${cn === 1 ? 'policy' : 'policies'}, `;
@@ -257,11 +299,13 @@ async function validateCmd(args: string[], io: Io): Promise<number> {
       `ok: ${s.policies.length} policies, ${clusterPolicies}${s.pods.length} pods, ${s.namespaces.length} namespaces, ${s.nodes.length} nodes; no errors`,
     );
   } else {
-    for (const p of problems) io.out(p.text);
+    for (const l of lines) io.out(l);
   }
+  io.err(`read: ${Object.keys(read).length === 0 ? 'nothing' : countsText(read)}`);
+  reportIgnored(io, loaded);
   // Notes are facts, not errors: they never change the exit code (and stay off stdout for -o json).
   for (const n of loaded.notes) io.err(`note: ${n.message}`);
-  return problems.length > 0 ? EXIT_INVALID : EXIT_OK;
+  return errors.length > 0 ? EXIT_INVALID : EXIT_OK;
 }
 
 function help(io: Io, cmd?: string): number {
@@ -296,6 +340,10 @@ export async function main(argv: string[], io: Io = stdio): Promise<number> {
         const agent = await import('./run.ts');
         return cmd === 'run' ? await agent.runCommand(rest) : await agent.cleanupCommand(rest);
       }
+      case '--version':
+      case 'version':
+        io.out(versionText(await buildInfo()));
+        return EXIT_OK;
       case undefined:
       case '-h':
       case '--help':
@@ -314,6 +362,31 @@ export async function main(argv: string[], io: Io = stdio): Promise<number> {
   }
 }
 
+/** 128 + SIGPIPE: what a shell reports for kubectl (or cat) whose reader went away. */
+export const EXIT_BROKEN_PIPE = 141;
+
+/**
+ * A reader that goes away (`render ... | head -1`) ends the command quietly,
+ * as kubectl does: no stack trace, exit status 141. The agent (`run`) writes
+ * only logs there and keeps enforcing.
+ */
+function quietOnBrokenPipe(cmd: string | undefined): void {
+  for (const stream of [process.stdout, process.stderr]) {
+    stream.on('error', (e: NodeJS.ErrnoException) => {
+      if (cmd === 'run') return;
+      if (e.code === 'EPIPE') process.exit(EXIT_BROKEN_PIPE);
+      if (stream === process.stdout) process.stderr.write(`error: cannot write the output: ${e.message}\n`);
+      process.exit(EXIT_INVALID);
+    });
+  }
+}
+
+/** The process's entry point (bin/nft-netpol-agent.js, `node src/cli/main.ts`, the image's dist/cli/main.js). */
+export async function runMain(argv: string[]): Promise<void> {
+  quietOnBrokenPipe(argv[0]);
+  process.exitCode = await main(argv);
+}
+
 if (import.meta.main) {
-  process.exitCode = await main(process.argv.slice(2));
+  await runMain(process.argv.slice(2));
 }

@@ -20,15 +20,7 @@ import { ListenError } from '../observability/http-server.ts';
 import { errorMessage } from '../observability/errors.ts';
 import { createLogger, type Logger } from '../observability/logger.ts';
 import { createMetrics } from '../observability/metrics.ts';
-
-function version(): string {
-  try {
-    const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version?: unknown };
-    return typeof pkg.version === 'string' ? pkg.version : 'unknown';
-  } catch {
-    return 'unknown';
-  }
-}
+import { buildInfo } from '../observability/build-info.ts';
 
 function usage(cmd: string, message: string): number {
   process.stderr.write(`usage error: ${message}\n(see 'nft-netpol-agent ${cmd} --help')\n`);
@@ -101,11 +93,13 @@ export async function runCommand(argv: string[]): Promise<number> {
   }
   const c = parsed.config;
   const log = createLogger({ level: c.logLevel, base: { node: c.node } });
-  const ver = version();
+  const build = await buildInfo();
   log.info(
     {
       event: 'start',
-      version: ver,
+      version: build.version,
+      commit: build.commit,
+      nodejs: build.nodejs,
       table: c.table,
       denyAction: c.denyAction,
       driftIntervalMs: c.driftIntervalMs,
@@ -126,7 +120,7 @@ export async function runCommand(argv: string[]): Promise<number> {
     );
 
   const metrics = createMetrics();
-  metrics.setBuildInfo(ver, c.node);
+  metrics.setBuildInfo(build, c.node);
   const made = makeSource(c, log);
   if ('error' in made) {
     log.error({ event: 'start' }, made.error);
@@ -142,7 +136,7 @@ export async function runCommand(argv: string[]): Promise<number> {
     metrics,
     log,
     ...(made.statusApi === undefined ? {} : { statusApi: made.statusApi }),
-    agentVersion: ver,
+    agentVersion: build.version,
     nftVersion: () => nftVersion,
   });
   try {

@@ -1,13 +1,26 @@
-// `nft-netpol-agent status [-n NS] [[TYPE/]NAME | TYPE NAME] [-o json|wide]`:
+// `nft-netpol-agent status [-n NS] [[TYPE/]NAME | TYPE NAME] [-o wide|json|yaml]`:
 // reads the NodePolicyStatus objects, the agents' Leases, policies (with
 // tenancy NamespaceNetworkPolicies, Namespaces and Workspaces too; for the
 // whole cluster or `cnp/NAME` ClusterNetworkPolicies and Namespaces), pods and
 // Nodes with the user's kubeconfig and answers whether policies are in force
 // on every node that must enforce them (src/status/report.ts decides).
 // Exit codes: 0 everything in force, 3 something lags or an agent is not
-// reporting, 1 the API cannot be read or the policy is not found, 2 usage.
+// reporting, 1 no usable kubeconfig, the API cannot be read or the policy is
+// not found, 2 usage. Every request is retried on 429/503 as kubectl does
+// (kube/api-retry.ts); every failure is one line on stderr.
+import { homedir } from 'node:os';
 import { parseArgs } from 'node:util';
-import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, KubeConfig, NetworkingV1Api } from '@kubernetes/client-node';
+import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, NetworkingV1Api } from '@kubernetes/client-node';
+import type { KubeConfig } from '@kubernetes/client-node';
+import {
+  ApiNotReadyError,
+  DEFAULT_RETRY,
+  apiErrorText,
+  isConnectionError,
+  withRetry,
+  type RetryPolicy,
+} from '../kube/api-retry.ts';
+import { KubeConfigError, loadKubeConfig } from '../kube/kubeconfig.ts';
 import { apiCode } from '../kube/status-client.ts';
 import {
   normalizeNamespace,
@@ -25,7 +38,8 @@ import {
 } from '../model/normalize-cluster-policy.ts';
 import type { ClusterNetworkPolicy, Namespace, NamespaceNetworkPolicy, NetworkPolicy, Pod, Workspace } from '../model/types.ts';
 import { errorMessage } from '../observability/errors.ts';
-import { buildReport, policyText, summaryText, type ReportInput } from '../status/report.ts';
+import { buildReport, policyText, summaryText, type ClusterReport, type ReportInput } from '../status/report.ts';
+import { formatDocument, type ErrorObject } from './output.ts';
 import {
   DEFAULT_AGENT_NAMESPACE,
   STATUS_GROUP,
@@ -38,7 +52,7 @@ import {
 
 export const EXIT_LAGGING = 3;
 
-export const STATUS_HELP = `Usage: nft-netpol-agent status [-n NAMESPACE] [[TYPE/]NAME | TYPE NAME] [-o json|wide]
+export const STATUS_HELP = `Usage: nft-netpol-agent status [-n NAMESPACE] [[TYPE/]NAME | TYPE NAME] [-o wide|json|yaml]
 
 Is a policy in force on every node that hosts pods it selects? Reads the
 per-node ${STATUS_KIND} objects (written by each node's agent after it applied a
@@ -60,9 +74,12 @@ with tenancy the NamespaceNetworkPolicies, Namespaces and Workspaces.
                           else NAMESPACE/NAME of a NetworkPolicy)
   -n, --namespace NS      only policies of NS
   -A, --all-namespaces    all namespaces (the default without a policy)
-  -o, --output FORMAT     text (default), wide (every node and policy) or json
+  -o, --output FORMAT     text (default), wide (every node and policy), json or
+                          yaml (errors, e.g. invalid fields, as {object, path, message})
   --agent-namespace NS    where the agents' Leases live (default ${DEFAULT_AGENT_NAMESPACE})
   --no-tenancy            the agents run with --no-tenancy: check NetworkPolicies only
+  --kubeconfig FILE       the client configuration (default: KUBECONFIG, else
+                          ~/.kube/config, else the pod's service account)
   -h, --help              show this help
 
 Without a policy: a cluster summary (nodes in sync, lagging, agents not
@@ -72,9 +89,12 @@ agent is not reporting when its Lease expired. A change shows as lagging for a
 few seconds while the agents apply it and write their status (coalesced, at
 most once per 5 s by default).
 
+Answers 429 and 503 (an API server starting or overloaded) are retried after
+their Retry-After, as kubectl does (at most 10 attempts, 30 s of waiting).
+
 Exit codes: 0 everything is in force, 3 something lags or an agent is not
-reporting, 1 the API server could not be read or the policy was not found, 2 usage.
-The API server is found through KUBECONFIG or ~/.kube/config.`;
+reporting, 1 no usable kubeconfig, the API server could not be read or the
+policy was not found, 2 usage.`;
 
 interface Io {
   out(s: string): void;
@@ -91,9 +111,11 @@ export type StatusTarget =
 export interface StatusArgs {
   readonly namespace: string | undefined;
   readonly policy: StatusTarget | undefined;
-  readonly output: 'text' | 'wide' | 'json';
+  readonly output: 'text' | 'wide' | 'json' | 'yaml';
   readonly agentNamespace: string;
   readonly tenancy: boolean;
+  /** --kubeconfig. */
+  readonly kubeconfig?: string | undefined;
 }
 
 // kubectl's names of the types (plural, singular, short, with group), lower case.
@@ -146,6 +168,7 @@ export function parseStatusArgs(argv: string[]): StatusArgs | 'help' {
         output: { type: 'string', short: 'o', default: 'text' },
         'agent-namespace': { type: 'string', default: DEFAULT_AGENT_NAMESPACE },
         'no-tenancy': { type: 'boolean', default: false },
+        kubeconfig: { type: 'string' },
         help: { type: 'boolean', short: 'h', default: false },
       },
     });
@@ -155,8 +178,8 @@ export function parseStatusArgs(argv: string[]): StatusArgs | 'help' {
   const v = parsed.values;
   if (v.help) return 'help';
   const output = v.output;
-  if (output !== 'text' && output !== 'wide' && output !== 'json')
-    throw new StatusUsageError(`--output must be text, wide or json, not "${output}"`);
+  if (output !== 'text' && output !== 'wide' && output !== 'json' && output !== 'yaml')
+    throw new StatusUsageError(`--output must be text, wide, json or yaml, not "${output}"`);
   if (parsed.positionals.length > 2) throw new StatusUsageError('at most one policy: [TYPE/]NAME or TYPE NAME');
   if (v['all-namespaces'] && v.namespace !== undefined) throw new StatusUsageError('-n and -A exclude each other');
   const [first, second] = parsed.positionals;
@@ -180,7 +203,8 @@ export function parseStatusArgs(argv: string[]): StatusArgs | 'help' {
   let namespace = v.namespace;
   if (policy?.kind === 'namespace') namespace = policy.name;
   else if (policy?.kind === 'NetworkPolicy' || policy?.kind === 'NamespaceNetworkPolicy') namespace = policy.namespace;
-  return { namespace, policy, output, agentNamespace: v['agent-namespace'], tenancy };
+  if (v.kubeconfig === '') throw new StatusUsageError('--kubeconfig needs a file');
+  return { namespace, policy, output, agentNamespace: v['agent-namespace'], tenancy, kubeconfig: v.kubeconfig };
 }
 
 function normalized<T>(items: readonly unknown[], f: (o: unknown) => { ok: true; value: T } | { ok: false }): T[] {
@@ -192,35 +216,42 @@ function normalized<T>(items: readonly unknown[], f: (o: unknown) => { ok: true;
   return out;
 }
 
+/** Every request of the command, retried on 429/503. */
+type Retry = <T>(call: () => Promise<T>) => Promise<T>;
+
 /** A custom resource's items; none when its CRD is not installed (404). */
 async function customItems(
   custom: CustomObjectsApi,
+  retry: Retry,
   apiVersion: string,
   plural: string,
   namespace: string | undefined,
 ): Promise<unknown[]> {
   const [group = '', version = ''] = apiVersion.split('/');
   try {
-    const l: { items?: unknown[] } = await (namespace === undefined
-      ? custom.listClusterCustomObject({ group, version, plural })
-      : custom.listNamespacedCustomObject({ group, version, namespace, plural }));
+    const l: { items?: unknown[] } = await retry(() =>
+      namespace === undefined
+        ? custom.listClusterCustomObject({ group, version, plural })
+        : custom.listNamespacedCustomObject({ group, version, namespace, plural }),
+    );
     return l.items ?? [];
   } catch (e) {
     if (apiCode(e) === 404) return [];
-    throw new Error(`cannot list ${plural}.${group}: ${errorMessage(e)} (--no-tenancy skips the tenancy kinds)`, { cause: e });
+    if (e instanceof ApiNotReadyError) throw e;
+    throw new Error(`cannot list ${plural}.${group}: ${apiErrorText(e)} (--no-tenancy skips the tenancy kinds)`, { cause: e });
   }
 }
 
 /** The tenancy objects the report needs: NamespaceNetworkPolicies and Namespaces of the scope, every Workspace. */
-async function readTenancy(kc: KubeConfig, ns: string | undefined): Promise<NonNullable<ReportInput['tenancy']>> {
+async function readTenancy(kc: KubeConfig, retry: Retry, ns: string | undefined): Promise<NonNullable<ReportInput['tenancy']>> {
   const custom = kc.makeApiClient(CustomObjectsApi);
   const core = kc.makeApiClient(CoreV1Api);
   const [nsnps, workspaces, namespaces] = await Promise.all([
-    customItems(custom, NSNP_API_VERSION, 'namespacenetworkpolicies', ns),
-    customItems(custom, WORKSPACE_API_VERSIONS[0], 'workspaces', undefined),
+    customItems(custom, retry, NSNP_API_VERSION, 'namespacenetworkpolicies', ns),
+    customItems(custom, retry, WORKSPACE_API_VERSIONS[0], 'workspaces', undefined),
     ns === undefined
-      ? core.listNamespace().then((l) => l.items)
-      : core.readNamespace({ name: ns }).then(
+      ? retry(() => core.listNamespace()).then((l) => l.items)
+      : retry(() => core.readNamespace({ name: ns })).then(
           (n) => [n],
           (e: unknown) => {
             if (apiCode(e) === 404) return [];
@@ -249,6 +280,7 @@ const CLUSTER_RESOURCES: readonly (readonly [ClusterPolicyKind, string, string])
  */
 async function readClusterPolicies(
   kc: KubeConfig,
+  retry: Retry,
   asked: ClusterPolicyKind | undefined,
 ): Promise<NonNullable<ReportInput['clusterPolicies']>> {
   const custom = kc.makeApiClient(CustomObjectsApi);
@@ -257,7 +289,7 @@ async function readClusterPolicies(
     CLUSTER_RESOURCES.filter(([kind]) => asked === undefined || kind === asked).map(async ([kind, apiVersion, plural]) => {
       const [group = '', version = ''] = apiVersion.split('/');
       try {
-        const l: { items?: unknown[] } = await custom.listClusterCustomObject({ group, version, plural });
+        const l: { items?: unknown[] } = await retry(() => custom.listClusterCustomObject({ group, version, plural }));
         const norm = clusterPolicyNormalizer(kind);
         return norm === undefined ? [] : normalized<ClusterNetworkPolicy>(l.items ?? [], norm);
       } catch (e) {
@@ -267,7 +299,7 @@ async function readClusterPolicies(
       }
     }),
   );
-  const namespaces = normalized<Namespace>((await core.listNamespace()).items, normalizeNamespace);
+  const namespaces = normalized<Namespace>((await retry(() => core.listNamespace())).items, normalizeNamespace);
   return { policies: lists.flat(), namespaces };
 }
 
@@ -332,19 +364,24 @@ function notFound(t: StatusTarget): string {
   }
 }
 
-/** Reads everything the report needs. */
-export async function readStatusInput(kc: KubeConfig, a: StatusArgs, now: number): Promise<ReportInput> {
+/** Reads everything the report needs; every request is retried on 429/503 as `policy` allows. */
+export async function readStatusInput(
+  kc: KubeConfig,
+  a: StatusArgs,
+  now: number,
+  policy: RetryPolicy = DEFAULT_RETRY,
+): Promise<ReportInput> {
   const custom = kc.makeApiClient(CustomObjectsApi);
   const coord = kc.makeApiClient(CoordinationV1Api);
   const core = kc.makeApiClient(CoreV1Api);
   const net = kc.makeApiClient(NetworkingV1Api);
+  const retry: Retry = (call) => withRetry(call, policy);
   const ns = a.namespace;
   const asked = a.policy !== undefined && isClusterKind(a.policy.kind) ? a.policy.kind : undefined;
   // Cluster-scoped policies are read for the whole cluster (no -n) or when asked about.
   const withCluster = ns === undefined && (a.policy === undefined || asked !== undefined);
   const [statuses, leases, policies, pods, nodes, tenancy, clusterPolicies] = await Promise.all([
-    custom
-      .listClusterCustomObject({ group: STATUS_GROUP, version: STATUS_VERSION, plural: STATUS_PLURAL })
+    retry(() => custom.listClusterCustomObject({ group: STATUS_GROUP, version: STATUS_VERSION, plural: STATUS_PLURAL }))
       .then((l: { items?: NodePolicyStatusObject[] }) => l.items ?? [])
       .catch((e: unknown) => {
         if (apiCode(e) === 404)
@@ -353,7 +390,7 @@ export async function readStatusInput(kc: KubeConfig, a: StatusArgs, now: number
           });
         throw e;
       }),
-    coord.listNamespacedLease({ namespace: a.agentNamespace }).then((l) =>
+    retry(() => coord.listNamespacedLease({ namespace: a.agentNamespace })).then((l) =>
       l.items.map((x): LeaseObject => ({
         metadata: { name: x.metadata?.name ?? '' },
         spec: {
@@ -363,15 +400,15 @@ export async function readStatusInput(kc: KubeConfig, a: StatusArgs, now: number
         },
       })),
     ),
-    (ns === undefined ? net.listNetworkPolicyForAllNamespaces() : net.listNamespacedNetworkPolicy({ namespace: ns })).then((l) =>
-      normalized<NetworkPolicy>(l.items, normalizePolicy),
-    ),
-    (ns === undefined ? core.listPodForAllNamespaces() : core.listNamespacedPod({ namespace: ns })).then((l) =>
+    retry(() =>
+      ns === undefined ? net.listNetworkPolicyForAllNamespaces() : net.listNamespacedNetworkPolicy({ namespace: ns }),
+    ).then((l) => normalized<NetworkPolicy>(l.items, normalizePolicy)),
+    retry(() => (ns === undefined ? core.listPodForAllNamespaces() : core.listNamespacedPod({ namespace: ns }))).then((l) =>
       normalized<Pod>(l.items, normalizePod),
     ),
-    core.listNode().then((l) => l.items.map((n) => n.metadata?.name ?? '').filter((n) => n !== '')),
-    a.tenancy && asked === undefined ? readTenancy(kc, ns) : undefined,
-    withCluster ? readClusterPolicies(kc, asked) : undefined,
+    retry(() => core.listNode()).then((l) => l.items.map((n) => n.metadata?.name ?? '').filter((n) => n !== '')),
+    a.tenancy && asked === undefined ? readTenancy(kc, retry, ns) : undefined,
+    withCluster ? readClusterPolicies(kc, retry, asked) : undefined,
   ]);
   const input: ReportInput = {
     now,
@@ -386,7 +423,13 @@ export async function readStatusInput(kc: KubeConfig, a: StatusArgs, now: number
   return a.policy === undefined ? input : narrow(input, a.policy);
 }
 
-export async function statusCommand(argv: string[], io: Io, kubeConfig?: KubeConfig): Promise<number> {
+/** What a test may replace: the retry timing, and where a kubeconfig is looked for. */
+export interface StatusOptions {
+  readonly retry?: RetryPolicy;
+  readonly env?: Readonly<Record<string, string | undefined>>;
+}
+
+export async function statusCommand(argv: string[], io: Io, kubeConfig?: KubeConfig, opts: StatusOptions = {}): Promise<number> {
   let a;
   try {
     a = parseStatusArgs(argv);
@@ -399,33 +442,68 @@ export async function statusCommand(argv: string[], io: Io, kubeConfig?: KubeCon
     io.out(STATUS_HELP);
     return 0;
   }
+  const format = a.output === 'json' || a.output === 'yaml' ? a.output : undefined;
+  // A failure is a document too under -o json/yaml, with the error in the shape of every command's.
+  const fail = (e: ErrorObject): number => {
+    io.err(`error: ${e.message}`);
+    if (format !== undefined) io.out(formatDocument(format, { errors: [e] }));
+    return 1;
+  };
   let kc = kubeConfig;
   if (kc === undefined) {
-    kc = new KubeConfig();
+    const env = opts.env ?? process.env;
     try {
-      kc.loadFromDefault();
+      kc = loadKubeConfig({
+        explicit: a.kubeconfig,
+        kubeconfigEnv: env.KUBECONFIG,
+        home: env.HOME ?? homedir(),
+        serviceHost: env.KUBERNETES_SERVICE_HOST,
+      });
     } catch (e) {
-      io.err(`error: cannot load the Kubernetes client configuration: ${errorMessage(e)}`);
-      return 1;
+      return fail({
+        object: 'kubeconfig',
+        path: '',
+        message: e instanceof KubeConfigError ? e.message : apiErrorText(e),
+      });
     }
   }
   const now = Date.now();
   let input: ReportInput;
   try {
-    input = await readStatusInput(kc, a, now);
+    input = await readStatusInput(kc, a, now, opts.retry ?? DEFAULT_RETRY);
   } catch (e) {
-    io.err(`error: ${errorMessage(e)}`);
-    return 1;
+    const server = kc.getCurrentCluster()?.server ?? '';
+    return fail({
+      object: 'API server',
+      path: '',
+      message: `${isConnectionError(e) ? `cannot reach the API server ${server}: ` : ''}${apiErrorText(e)}`,
+    });
   }
   const r = buildReport(input);
   if (a.policy !== undefined && r.policies.length === 0) {
-    io.err(`error: ${notFound(a.policy)}`);
-    return 1;
+    return fail({ object: targetLabel(a.policy), path: '', message: notFound(a.policy) });
   }
-  if (a.output === 'json') io.out(JSON.stringify(a.policy === undefined ? r : { ...r, policy: r.policies[0] }, null, 2));
-  else if (a.policy !== undefined) io.out(r.policies.map((p) => policyText(r, p, now)).join('\n'));
+  if (format !== undefined) {
+    const doc = { ...r, errors: reportErrors(r), ...(a.policy === undefined ? {} : { policy: r.policies[0] }) };
+    io.out(formatDocument(format, doc));
+  } else if (a.policy !== undefined) io.out(r.policies.map((p) => policyText(r, p, now)).join('\n'));
   else io.out(summaryText(r, now, a.output === 'wide'));
   if (a.policy !== undefined)
     return r.policies.every((p) => p.lagging.length === 0 && p.notReporting.length === 0) ? 0 : EXIT_LAGGING;
   return r.ok ? 0 : EXIT_LAGGING;
+}
+
+function targetLabel(t: StatusTarget): string {
+  return 'namespace' in t ? `${t.kind} ${t.namespace}/${t.name}` : `${t.kind} ${t.name}`;
+}
+
+/** The invalid fields of the report's policies ("path: message", as the agents report them) as error objects. */
+export function reportErrors(r: ClusterReport): ErrorObject[] {
+  return r.policies.flatMap((p) =>
+    p.invalidFields.map((f) => {
+      const i = f.indexOf(': ');
+      const object = `${p.kind} ${p.namespace}/${p.name}`;
+      return i < 0 ? { object, path: '', message: f } : { object, path: f.slice(0, i), message: f.slice(i + 2) };
+    }),
+  );
 }

@@ -97,7 +97,7 @@ function compileRulesWith(
   const decisions = tiers.decisions;
 
   const sets = [...local.podCidrs.map((c) => c.set), ...shared.all()];
-  const chains = [...policies.chains, ...tiers.chains, ...podChains, ...baseChains(local.podCidrs)];
+  const chains = [...policies.chains, ...tiers.chains, ...podChains, ...baseChains(local.podCidrs, o)];
   const names = new Set<string>();
   for (const n of [...chains.map((c) => c.name), ...sets.map((s) => s.name), ...decisions.map((m) => m.name)]) {
     // 48-bit hashes: a collision is practically impossible, but would be a confusing nft error.

@@ -6,7 +6,7 @@ import { denyPathRules } from './deny-path.ts';
 import { DIRECTIONS, FAMILIES, objectKey } from '../model/types.ts';
 import type { Direction, Pod } from '../model/types.ts';
 import { dispatchMapName, podChainName, podId, sanitizeComment, tierLookupChainName } from '../ruleset/ids.ts';
-import type { Chain, MapElement, Rule, VerdictMap } from '../ruleset/ir.ts';
+import type { Chain, MapElement, Match, Rule, VerdictMap } from '../ruleset/ir.ts';
 import type { RenderOptions } from '../ruleset/options.ts';
 import type { ClusterIndex } from './cluster-index.ts';
 import type { PodCidrSet } from './local-endpoints.ts';
@@ -27,6 +27,8 @@ const ND_TYPES = ['nd-neighbor-solicit', 'nd-neighbor-advert', 'nd-router-solici
  * `unknown`: the local pod CIDR sets, per family. After the dispatch, an
  * address in them that no map element claimed is a local endpoint the agent
  * does not know yet (a pod created a moment ago): dropped, fail closed.
+ * `before`: rules between the fixed accepts and the dispatch.
+ * `unknownMatches`: what the unknown-endpoint drop also requires.
  */
 function baseChain(
   name: string,
@@ -35,6 +37,8 @@ function baseChain(
   d: Direction,
   comment: string,
   unknown: readonly PodCidrSet[],
+  before: readonly Rule[] = [],
+  unknownMatches: readonly Match[] = [],
 ): Chain {
   const field = d === 'ingress' ? 'daddr' : 'saddr';
   const rules: Rule[] = [
@@ -46,6 +50,7 @@ function baseChain(
       comment: undefined,
     },
     { matches: [{ kind: 'icmpv6Types', types: ND_TYPES }], counter: false, verdict: { kind: 'accept' }, comment: undefined },
+    ...before,
     ...FAMILIES.map((f): Rule => ({
       matches: [],
       counter: false,
@@ -53,7 +58,7 @@ function baseChain(
       comment: undefined,
     })),
     ...unknown.map((c): Rule => ({
-      matches: [{ kind: 'addrSet', family: c.family, field, set: c.set.name }],
+      matches: [{ kind: 'addrSet', family: c.family, field, set: c.set.name }, ...unknownMatches],
       counter: true,
       verdict: { kind: 'drop' },
       comment: 'unknown local endpoint',
@@ -62,7 +67,17 @@ function baseChain(
   return { name, role: 'base', base: { hook, priority }, comment, rules };
 }
 
-export function baseChains(podCidrs: readonly PodCidrSet[]): Chain[] {
+// --allow-pod-to-node: what reaches the input hook addressed to one of the
+// node's own addresses is traffic to the node itself; accepted before any
+// pod's egress is looked at (broadcast and multicast still are).
+const POD_TO_NODE: Rule = {
+  matches: [{ kind: 'fibLocal', field: 'daddr', local: true }],
+  counter: false,
+  verdict: { kind: 'accept' },
+  comment: 'pod to its own node (--allow-pod-to-node)',
+};
+
+export function baseChains(podCidrs: readonly PodCidrSet[], o: Pick<RenderOptions, 'allowPodToNode'>): Chain[] {
   return [
     baseChain(
       BASE_CHAINS.forwardEgress,
@@ -81,8 +96,18 @@ export function baseChains(podCidrs: readonly PodCidrSet[]): Chain[] {
       'ingress of local pods: routed, bridged and DNATed traffic',
       podCidrs,
     ),
-    // Not on input: the node's own gateway address may lie in its pod CIDR.
-    baseChain(BASE_CHAINS.inputEgress, 'input', 0, 'egress', 'egress of local pods to this node itself', []),
+    // On input, the node's own addresses as sources are the node talking to
+    // itself (its gateway address may lie in its pod CIDR), never a pod.
+    baseChain(
+      BASE_CHAINS.inputEgress,
+      'input',
+      0,
+      'egress',
+      'egress of local pods to this node itself',
+      podCidrs,
+      o.allowPodToNode ? [POD_TO_NODE] : [],
+      [{ kind: 'fibLocal', field: 'saddr', local: false }],
+    ),
   ];
 }
 

@@ -200,6 +200,16 @@ const DENY_REJECT: readonly Rule[] = [
   { matches: [], counter: true, verdict: { kind: 'reject', with: 'icmpx port-unreachable' }, comment: 'Deny' },
 ];
 
+/** A source whose addresses are resolved once per family (each tier and direction asks). */
+function memoized(s: Source): Source {
+  if (s.kind === 'hash') {
+    const memo = new Map<Family, readonly Addr[]>();
+    return { ...s, addrs: (f) => memo.get(f) ?? (memo.set(f, s.addrs(f)).get(f) as readonly Addr[]) };
+  }
+  const memo = new Map<Family, readonly Interval[]>();
+  return { ...s, ivs: (f) => memo.get(f) ?? (memo.set(f, s.ivs(f)).get(f) as readonly Interval[]) };
+}
+
 /** The chain of one tiered rule: counts what it decides, then does it. */
 function ruleChain(e: Entry, o: RenderOptions): Chain {
   const comment = sanitizeComment(`${e.rule.origin.description}`);
@@ -299,14 +309,15 @@ interface Decided {
   readonly addr: DecisionElement[];
 }
 
-function decideLocal(
-  entries: readonly Entry[],
-  local: Pod,
-  addr: string,
-  named: ReadonlyMap<string, readonly NamedPort[]>,
-  into: Decided,
-): void {
-  for (const proto of PROTOCOLS) {
+/** What one list of matching rules decides for one local pod: per protocol its default and the differing pieces. */
+interface Decision {
+  readonly protos: readonly { readonly p4: string; readonly best: Entry | undefined; readonly pieces: readonly Piece[] }[];
+  /** Protocols without ports. */
+  readonly other: Entry | undefined;
+}
+
+function decide(entries: readonly Entry[], local: Pod, named: ReadonlyMap<string, readonly NamedPort[]>): Decision {
+  const protos = PROTOCOLS.map((proto) => {
     const pieces = partition(entries, proto, local, named);
     // The protocol's default: the decision covering most ports (ties: no match, then evaluation order).
     const cover = new Map<Entry | undefined, number>();
@@ -316,19 +327,28 @@ function decideLocal(
     for (const [e, n] of [...cover].sort((a, b) => (a[0]?.order ?? -1) - (b[0]?.order ?? -1))) {
       if (n > bestCount) [best, bestCount] = [e, n];
     }
-    const p4 = nftProto(proto);
+    return { p4: nftProto(proto), best, pieces: pieces.filter((p) => p.entry !== best) };
+  });
+  // Protocols without ports (ICMP, ...): the first rule matching every protocol.
+  return { protos, other: entries.find((e) => e.rule.ports === undefined) };
+}
+
+function addDecision(d: Decision, addr: string, into: Decided): void {
+  for (const { p4, best, pieces } of d.protos) {
     if (best !== undefined) into.proto.push({ key: `${addr} . ${p4}`, verdict: verdictOf(best) });
     for (const p of pieces) {
-      if (p.entry === best) continue;
       if (p.hi - p.lo < SPLIT_RANGE_UP_TO) {
         for (let port = p.lo; port <= p.hi; port++)
           into.port.push({ key: `${addr} . ${p4} . ${port}`, verdict: verdictOf(p.entry) });
       } else into.range.push({ key: `${addr} . ${p4} . ${p.lo}-${p.hi}`, verdict: verdictOf(p.entry) });
     }
   }
-  // Protocols without ports (ICMP, ...): the first rule matching every protocol.
-  const other = entries.find((e) => e.rule.ports === undefined);
-  if (other !== undefined) into.addr.push({ key: addr, verdict: verdictOf(other) });
+  if (d.other !== undefined) into.addr.push({ key: addr, verdict: verdictOf(d.other) });
+}
+
+/** Does a rule name a port by name on the local side (ingress), so that the decision depends on the local pod's ports? */
+function localNamed(e: Entry): boolean {
+  return e.direction === 'ingress' && (e.rule.ports ?? []).some((p) => p.kind === 'named');
 }
 
 interface Identity {
@@ -371,7 +391,8 @@ function rangeSegments(
   return out;
 }
 
-function segmentAt(segs: readonly { iv: Interval; tokens: string[] }[], value: bigint): readonly string[] {
+/** The index of the segment holding `value`, or -1. */
+function segmentIndex(segs: readonly { iv: Interval; tokens: string[] }[], value: bigint): number {
   let lo = 0;
   let hi = segs.length - 1;
   while (lo <= hi) {
@@ -379,9 +400,9 @@ function segmentAt(segs: readonly { iv: Interval; tokens: string[] }[], value: b
     const s = segs[mid]!;
     if (value < s.iv.lo) hi = mid - 1;
     else if (value > s.iv.hi) lo = mid + 1;
-    else return s.tokens;
+    else return mid;
   }
-  return [];
+  return -1;
 }
 
 const NAMED = 'named:';
@@ -411,7 +432,7 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
         const keys = new Set<string>();
         for (const peer of rule.peers) {
           const s = sourceOf(peer, ctx);
-          if (!sources.has(s.key)) sources.set(s.key, s);
+          if (!sources.has(s.key)) sources.set(s.key, memoized(s));
           keys.add(s.key);
         }
         const e: Entry = {
@@ -466,27 +487,34 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
         const rangeElements: MapElement[] = [];
         if (locals.length > 0) {
           const ranges: { key: string; ivs: readonly Interval[] }[] = [];
-          const hashTokens = new Map<string, { addr: Addr; tokens: Set<string> }>();
+          // Address -> its hash sources' keys, `|`-joined: sources are visited in key order, so the list comes sorted.
+          const hashTokens = new Map<string, { addr: Addr; key: string }>();
           for (const key of [...usedSources].sort()) {
             const s = sources.get(key)!;
             if (s.kind === 'range') ranges.push({ key, ivs: s.ivs(f) });
             else
               for (const a of s.addrs(f)) {
-                let h = hashTokens.get(a.text);
-                if (h === undefined) hashTokens.set(a.text, (h = { addr: a, tokens: new Set() }));
-                h.tokens.add(key);
-                if (a.pod !== undefined && h.addr.pod === undefined) h.addr = a;
+                const h = hashTokens.get(a.text);
+                if (h === undefined) hashTokens.set(a.text, { addr: a, key });
+                else {
+                  h.key = `${h.key}|${key}`;
+                  if (a.pod !== undefined && h.addr.pod === undefined) h.addr = a;
+                }
               }
           }
           const segments = rangeSegments(ranges, f);
+          const segmentKeys = segments.map((sg) => sg.tokens.join('|'));
           const namedPorts = new Map<string, { name: string; ports: NamedPort[] }>();
+          const namedOrder = [...namedNames].sort();
           const identities = new Map<string, Identity>();
           const hashIds: { addr: Addr; key: string }[] = [];
           for (const h of hashTokens.values()) {
-            const tokens = new Set([...h.tokens, ...segmentAt(segments, h.addr.value)]);
+            // The canonical key: hash tokens, range tokens, named tokens (each part sorted).
+            const seg = segmentIndex(segments, h.addr.value);
+            let named = '';
             const pod = h.addr.pod;
-            if (pod !== undefined) {
-              for (const name of [...namedNames].sort()) {
+            if (pod !== undefined && namedOrder.length > 0) {
+              for (const name of namedOrder) {
                 const ports = pod.ports
                   .filter((cp) => cp.name === name)
                   .map((cp) => ({ protocol: cp.protocol, port: cp.port }))
@@ -494,18 +522,24 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
                 if (ports.length === 0) continue;
                 const token = `${NAMED}${name}=${ports.map((p) => `${nftProto(p.protocol)}/${p.port}`).join(',')}`;
                 namedPorts.set(token, { name, ports });
-                tokens.add(token);
+                named = `${named}|${token}`;
               }
             }
-            const sorted = [...tokens].sort();
-            const key = sorted.join('|');
-            if (!identities.has(key)) identities.set(key, { key, tokens: sorted });
+            const key = `${h.key}#${seg < 0 ? '' : segmentKeys[seg]}#${named}`;
+            if (!identities.has(key)) {
+              const tokens = [
+                ...h.key.split('|'),
+                ...(seg < 0 ? [] : segments[seg]!.tokens),
+                ...(named === '' ? [] : named.slice(1).split('|')),
+              ];
+              identities.set(key, { key, tokens });
+            }
             hashIds.push({ addr: h.addr, key });
           }
-          for (const s of segments) {
-            const key = s.tokens.join('|');
-            if (!identities.has(key)) identities.set(key, { key, tokens: s.tokens });
-          }
+          segments.forEach((sg, i) => {
+            const key = `#${segmentKeys[i]}#`;
+            if (!identities.has(key)) identities.set(key, { key, tokens: sg.tokens });
+          });
           const chainOf = new Map<string, string | undefined>();
           for (const id of [...identities.values()].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0))) {
             const tokens = new Set(id.tokens);
@@ -515,9 +549,24 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
               if (np !== undefined) named.set(np.name, [...(named.get(np.name) ?? []), ...np.ports]);
             }
             const decided: Decided = { port: [], range: [], proto: [], addr: [] };
+            // Local pods with the same applicable rules (and, for local named ports, the same ports) decide alike.
+            const byRules = new Map<readonly Entry[], readonly Entry[]>();
+            const memo = new Map<string, Decision>();
             for (const { pod, addr } of locals) {
-              const matching = applies(pod, tier, d).filter((e) => [...e.sources].some((k) => tokens.has(k)));
-              if (matching.length > 0) decideLocal(matching, pod, addr.text, named, decided);
+              const all = applies(pod, tier, d);
+              let matching = byRules.get(all);
+              if (matching === undefined) {
+                matching = all.filter((e) => {
+                  for (const k of e.sources) if (tokens.has(k)) return true;
+                  return false;
+                });
+                byRules.set(all, matching);
+              }
+              if (matching.length === 0) continue;
+              const key = `${matching.map((e) => e.order).join(',')}${matching.some(localNamed) ? `|${JSON.stringify(pod.ports)}` : ''}`;
+              let dec = memo.get(key);
+              if (dec === undefined) memo.set(key, (dec = decide(matching, pod, named)));
+              addDecision(dec, addr.text, decided);
             }
             if (decided.port.length + decided.range.length + decided.proto.length + decided.addr.length === 0) {
               chainOf.set(id.key, undefined);
@@ -565,10 +614,10 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
             const chain = chainOf.get(key);
             if (chain !== undefined) hashElements.push({ key: addr.text, chain });
           }
-          for (const s of segments) {
-            const chain = chainOf.get(s.tokens.join('|'));
-            if (chain !== undefined) rangeElements.push({ key: formatElement(s.iv), chain });
-          }
+          segments.forEach((sg, i) => {
+            const chain = chainOf.get(`#${segmentKeys[i]}#`);
+            if (chain !== undefined) rangeElements.push({ key: formatElement(sg.iv), chain });
+          });
           const field = d === 'ingress' ? 'saddr' : 'daddr';
           for (const ranges2 of [false, true]) {
             lookupRules.push({

@@ -54,6 +54,11 @@ const KINDS: Readonly<Record<string, { readonly namespaced: boolean }>> = {
   BaselineAdminNetworkPolicy: { namespaced: false },
 };
 
+/** Whether buildState reads objects of this kind (the CLI names the others it ignored). */
+export function readsKind(kind: string): boolean {
+  return Object.hasOwn(KINDS, kind);
+}
+
 function identity(obj: unknown, namespaced: boolean): { namespace: string | undefined; name: string } {
   const meta = isRecord(obj) ? field(obj, 'metadata') : undefined;
   const name = isRecord(meta) ? field(meta, 'name') : undefined;

@@ -43,6 +43,8 @@ function matchText(m: Match): string {
       return `${fam(m.family)} daddr . meta l4proto . th dport @${m.set}`;
     case 'localPortSet':
       return `${fam(m.family)} ${m.field} . meta l4proto . th dport @${m.set}`;
+    case 'fibLocal':
+      return `fib ${m.field} type ${m.local ? '' : '!= '}local`;
     case 'limit':
       return `limit name ${quoted(m.name)}`;
   }

@@ -241,8 +241,8 @@ const DEFINITIONS = [
   {
     name: 'nftnp_build_info',
     type: 'gauge',
-    help: 'Always 1; the labels tell the agent version and the node it runs on.',
-    labelNames: ['version', 'node'],
+    help: 'Always 1; the labels tell the agent version, the git commit it was built from, its Node.js version and the node it runs on.',
+    labelNames: ['version', 'commit', 'nodejs', 'node'],
     felix: undefined,
   },
 ] as const satisfies readonly MetricDefinition[];
@@ -285,7 +285,7 @@ export interface Metrics {
   readonly lastSuccessfulApply: Gauge;
   readonly lastChange: Gauge;
   readonly statusWrites: Counter<'object' | 'result'>;
-  readonly buildInfo: Gauge<'version' | 'node'>;
+  readonly buildInfo: Gauge<'version' | 'commit' | 'nodejs' | 'node'>;
   readonly deniedPackets: Counter<'direction'>;
   readonly podDeniedPackets: Counter<'namespace' | 'pod' | 'direction'>;
   readonly deniedLogPackets: Counter;
@@ -293,8 +293,8 @@ export interface Metrics {
   readonly deniedLogReaderRestarts: Counter;
   /** Sets nftnp_resync_state and keeps nftnp_in_sync consistent with it. */
   setResyncState(state: ResyncStateValue): void;
-  /** Sets nftnp_build_info{version,node} to 1 (replacing any earlier labels). */
-  setBuildInfo(version: string, node: string): void;
+  /** Sets nftnp_build_info{version,commit,nodejs,node} to 1 (replacing any earlier labels). */
+  setBuildInfo(build: { readonly version: string; readonly commit: string; readonly nodejs: string }, node: string): void;
 }
 
 function def(name: MetricName): MetricDefinition {
@@ -330,10 +330,10 @@ export function createMetrics(registry: Registry = new Registry(), options: Metr
   resyncState.set(ResyncState.WaitingForInitialSync);
   inSync.set(0);
 
-  const buildInfo = new Gauge<'version' | 'node'>({
+  const buildInfo = new Gauge<'version' | 'commit' | 'nodejs' | 'node'>({
     name: buildInfoDef.name,
     help: buildInfoDef.help,
-    labelNames: ['version', 'node'],
+    labelNames: ['version', 'commit', 'nodejs', 'node'],
     registers: [registry],
   });
 
@@ -392,9 +392,9 @@ export function createMetrics(registry: Registry = new Registry(), options: Metr
       resyncState.set(state);
       inSync.set(state === ResyncState.InSync ? 1 : 0);
     },
-    setBuildInfo(version: string, node: string): void {
+    setBuildInfo(build, node): void {
       buildInfo.reset();
-      buildInfo.set({ version, node }, 1);
+      buildInfo.set({ version: build.version, commit: build.commit, nodejs: build.nodejs, node }, 1);
     },
   };
 

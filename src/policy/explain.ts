@@ -3,7 +3,7 @@
 import { formatIP, parseIP } from '../model/ip.ts';
 import { isActivePod, objectKey, PROTOCOLS } from '../model/types.ts';
 import type { ClusterState, Direction, Family, Protocol } from '../model/types.ts';
-import { podAddress, ruleName } from './verdict.ts';
+import { podAddress, ruleName, verdict } from './verdict.ts';
 import type { DecidingTier, DirectionVerdict, Endpoint, TieredRuleRef, Verdict } from './verdict.ts';
 
 export type Parsed<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: string };
@@ -49,6 +49,89 @@ export function parsePortProto(text: string): Parsed<{ readonly port: number; re
   const protocol = PROTOCOLS.find((p) => p === protoText);
   if (protocol === undefined) return { ok: false, error: `unknown protocol "${m[2] ?? ''}": use TCP, UDP or SCTP` };
   return { ok: true, value: { port, protocol } };
+}
+
+/** The parameters of an explain question as the user typed them (CLI flags, /debug/explain query). */
+export interface ExplainParams {
+  readonly from: string;
+  readonly to: string;
+  readonly port: string;
+  /** `4` or `6`; undefined when not given. */
+  readonly family: string | undefined;
+}
+
+/** An explain question, checked: the endpoints are still text (they need the cluster state). */
+export interface ExplainQuery {
+  readonly from: string;
+  readonly to: string;
+  readonly port: number;
+  readonly protocol: Protocol;
+  readonly family: Family;
+}
+
+/** Which parameter a problem is about, to name it as the caller spells it (`--from`, `from`). */
+export type ExplainParam = 'from' | 'to' | 'port' | 'family';
+
+export type Checked<T> =
+  | { readonly ok: true; readonly value: T }
+  | { readonly ok: false; readonly problems: readonly { readonly param: ExplainParam; readonly message: string }[] };
+
+/**
+ * The address family of the question. An address given on either side fixes
+ * it (a pod named by one of its addresses is looked at in that family); pods
+ * named NS/POD alone use `family`, default 4. A family that contradicts an
+ * address, or addresses of two families, are the caller's mistake.
+ */
+export function queryFamily(from: string, to: string, family: string | undefined): Parsed<Family> {
+  if (family !== undefined && family !== '4' && family !== '6') return { ok: false, error: `must be 4 or 6, not "${family}"` };
+  const given: Family | undefined = family === undefined ? undefined : family === '4' ? 4 : 6;
+  const addrs = [from, to].flatMap((t) => {
+    const ip = parseIP(t.trim());
+    return ip === undefined ? [] : [{ text: formatIP(ip), family: ip.family }];
+  });
+  const [a, b] = addrs;
+  if (a !== undefined && b !== undefined && a.family !== b.family)
+    return { ok: false, error: `${a.text} is IPv${a.family} and ${b.text} IPv${b.family}: a connection has one address family` };
+  if (a !== undefined && given !== undefined && a.family !== given)
+    return { ok: false, error: `${given} contradicts the IPv${a.family} address ${a.text}` };
+  return { ok: true, value: a?.family ?? given ?? 4 };
+}
+
+/** Everything about a question that can be checked without the cluster state (the CLI's usage errors). */
+export function parseExplainParams(p: ExplainParams): Checked<ExplainQuery> {
+  const pp = parsePortProto(p.port);
+  if (!pp.ok) return { ok: false, problems: [{ param: 'port', message: pp.error }] };
+  const fam = queryFamily(p.from, p.to, p.family);
+  if (!fam.ok) return { ok: false, problems: [{ param: 'family', message: fam.error }] };
+  return { ok: true, value: { from: p.from, to: p.to, port: pp.value.port, protocol: pp.value.protocol, family: fam.value } };
+}
+
+export interface ExplainAnswer {
+  readonly verdict: Verdict;
+  readonly from: Endpoint;
+  readonly to: Endpoint;
+}
+
+/** The one path from a checked question to its answer: the CLI and the agent's /debug/explain both take it. */
+export function answerExplain(
+  state: ClusterState,
+  q: ExplainQuery,
+  opts: { readonly allowPodToNode?: boolean } = {},
+): Checked<ExplainAnswer> {
+  const from = parseEndpoint(state, q.from);
+  const to = parseEndpoint(state, q.to);
+  if (!from.ok || !to.ok) {
+    const problems = [
+      ...(from.ok ? [] : [{ param: 'from' as const, message: from.error }]),
+      ...(to.ok ? [] : [{ param: 'to' as const, message: to.error }]),
+    ];
+    return { ok: false, problems };
+  }
+  const v = verdict(state, from.value, to.value, q.protocol, q.port, {
+    family: q.family,
+    allowPodToNode: opts.allowPodToNode === true,
+  });
+  return { ok: true, value: { verdict: v, from: from.value, to: to.value } };
 }
 
 /** `ns/pod (10.0.0.1)`, or the bare address. */

@@ -116,6 +116,8 @@ interface Conn {
   readonly port: number;
   readonly src: Side;
   readonly dst: Side;
+  /** --allow-pod-to-node (see podToNode). */
+  readonly allowPodToNode: boolean;
 }
 
 export function ruleName(r: RuleRef): string {
@@ -403,6 +405,11 @@ function judge(c: Conn, dir: Direction): DirectionVerdict {
       reason: `${c.src.ip} is an address of ${self.label}'s node ${node}: traffic from a pod's own node is always allowed.`,
     };
   }
+  // With --allow-pod-to-node, egress to the pod's own node is accepted before the dispatch: ahead of every tier too.
+  const toNode = podToNode(c, pod, dir);
+  if (toNode !== undefined) {
+    return { ...base, allowed: true, allowedBy: npAllowedBy, tier: 'default', decidedBy: undefined, reason: toNode };
+  }
 
   const decided = (ref: TieredRuleRef, lead: string, tail: string): DirectionVerdict => {
     const allowed = ref.action === 'Accept';
@@ -496,6 +503,18 @@ function judge(c: Conn, dir: Direction): DirectionVerdict {
 }
 
 /**
+ * --allow-pod-to-node: egress from a pod to an address of its own node is
+ * allowed whatever isolates it (the reason), as the Kubernetes docs say.
+ * Off (the default) such egress is judged like any other.
+ */
+function podToNode(c: Conn, pod: Pod, dir: Direction): string | undefined {
+  if (!c.allowPodToNode || dir !== 'egress') return undefined;
+  const node = nodeAddressOf(c, pod, c.dst.ip);
+  if (node === undefined) return undefined;
+  return `${c.dst.ip} is an address of ${objectKey(pod)}'s node ${node}: traffic to a pod's own node is allowed (--allow-pod-to-node).`;
+}
+
+/**
  * Is a connection from `from` to `to` on protocol/port allowed? Egress is judged
  * at the source, ingress at the destination, each only when that side is an
  * active pod. `family` (default: that of an IP endpoint, else 4) picks the pod
@@ -507,7 +526,7 @@ export function verdict(
   to: Endpoint,
   protocol: Protocol,
   port: number,
-  opts?: { family?: Family; kinds?: readonly PolicyKind[] },
+  opts?: { family?: Family; kinds?: readonly PolicyKind[]; allowPodToNode?: boolean },
 ): Verdict {
   const ipFamily = [from, to].flatMap((e) => (e.kind === 'ip' ? [parseIP(e.ip)?.family] : [])).find((f) => f !== undefined);
   const family: Family = opts?.family ?? ipFamily ?? 4;
@@ -523,7 +542,17 @@ export function verdict(
     }
   }
   const tiered = tieredPolicies(state, kinds);
-  const c: Conn = { state, allowList, tiered, family, protocol, port, src: side(from, family), dst: side(to, family) };
+  const c: Conn = {
+    state,
+    allowList,
+    tiered,
+    family,
+    protocol,
+    port,
+    src: side(from, family),
+    dst: side(to, family),
+    allowPodToNode: opts?.allowPodToNode ?? false,
+  };
   const egress = judge(c, 'egress');
   const ingress = judge(c, 'ingress');
   return { allowed: egress.allowed && ingress.allowed, family, protocol, port, egress, ingress };

@@ -31,6 +31,11 @@ export type Match =
   | { readonly kind: 'namedPortSet'; readonly family: Family; readonly set: string }
   /** `ip saddr . meta l4proto . th dport @set` (egress) / `ip daddr ...` (ingress): the local pod, protocol and port. */
   | { readonly kind: 'localPortSet'; readonly family: Family; readonly field: AddrField; readonly set: string }
+  /**
+   * `fib daddr type local` / `fib saddr type != local`: the address is (not)
+   * one the node itself holds, whatever its interface.
+   */
+  | { readonly kind: 'fibLocal'; readonly field: AddrField; readonly local: boolean }
   /** `limit name "x"`: true while the named limit (a table object) has budget left. */
   | { readonly kind: 'limit'; readonly name: string };
 

@@ -14,6 +14,13 @@ export interface RenderOptions {
    * as without podCIDRs).
    */
   readonly unknownLocalEndpoints: 'drop' | 'allow';
+  /**
+   * --allow-pod-to-node: egress from a local pod to this node itself (any
+   * address the node holds) is always allowed, as the Kubernetes docs say.
+   * Off by default: an egress-isolated pod cannot reach its kubelet or other
+   * host services unless a policy allows it (docs/operations.md, "Pod to its own node").
+   */
+  readonly allowPodToNode: boolean;
   /** --log-denied: the deny path also logs to an NFLOG group (compile/deny-path.ts); undefined = off. */
   readonly logDenied: DenyLogOptions | undefined;
 }
@@ -29,6 +36,7 @@ export const DEFAULT_OPTIONS: RenderOptions = {
   table: DEFAULT_TABLE,
   denyAction: 'drop',
   unknownLocalEndpoints: 'allow',
+  allowPodToNode: false,
   logDenied: undefined,
 };
 
@@ -39,6 +47,7 @@ export function resolveOptions(opts?: Partial<RenderOptions>): RenderOptions {
     table: opts?.table ?? DEFAULT_OPTIONS.table,
     denyAction: opts?.denyAction ?? DEFAULT_OPTIONS.denyAction,
     unknownLocalEndpoints: opts?.unknownLocalEndpoints ?? DEFAULT_OPTIONS.unknownLocalEndpoints,
+    allowPodToNode: opts?.allowPodToNode ?? DEFAULT_OPTIONS.allowPodToNode,
     logDenied: opts?.logDenied ?? DEFAULT_OPTIONS.logDenied,
   };
   if (!TABLE_NAME.test(o.table)) throw new Error(`invalid nft table name "${o.table}": use letters, digits, '_' and '-'`);
@@ -47,6 +56,8 @@ export function resolveOptions(opts?: Partial<RenderOptions>): RenderOptions {
   if (o.unknownLocalEndpoints !== 'drop' && o.unknownLocalEndpoints !== 'allow') {
     throw new Error(`invalid unknownLocalEndpoints "${String(o.unknownLocalEndpoints)}": drop or allow`);
   }
+  if (typeof o.allowPodToNode !== 'boolean')
+    throw new Error(`invalid allowPodToNode "${String(o.allowPodToNode)}": true or false`);
   const l = o.logDenied;
   if (l !== undefined && !(Number.isInteger(l.group) && l.group >= 0 && l.group <= 65535 && l.ratePerSecond >= 1 && l.burst >= 0))
     throw new Error('invalid logDenied: group 0-65535, rate at least 1/second, burst at least 0');

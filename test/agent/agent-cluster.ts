@@ -13,6 +13,8 @@ export interface AgentCluster {
   readonly api: FakeApiServer;
   /** One per node, in node order, once started. */
   readonly agents: AgentProcess[];
+  /** The kubeconfig the agents use (to start one again). */
+  readonly kubeconfig: string;
   /** The pod object of harness pod `key` (its node and both IPs), named and labelled. */
   podObject(key: string, name: string, labels: Record<string, string>): KubeObject;
   /** Starts one agent per node with these arguments and waits until all are ready. */
@@ -36,6 +38,7 @@ export async function agentCluster(t: TestContext, spec: ClusterSpec, apiOptions
     c,
     api,
     agents,
+    kubeconfig: s.kubeconfig,
     podObject: (key, name, labels) => {
       const p = c.pod(key);
       return pod(p.namespace, name, labels, p.node, p.ips.v4, { ips: [p.ips.v4, p.ips.v6] });

@@ -42,26 +42,26 @@ test('usage errors exit 2 with the reason', async () => {
   }
 });
 
-test('a port in use is a clear error, exit 1, before anything is applied', async (t) => {
+test('a port in use is a clear error, exit 1, before anything is applied; the start line names the build', async (t) => {
   const busy = createServer();
   await new Promise<void>((resolve) => busy.listen(0, '127.0.0.1', resolve));
   t.after(() => busy.close());
   const port = (busy.address() as { port: number }).port;
   const dir = await mkdtemp(join(tmpdir(), 'nftnp-run-'));
   t.after(() => rm(dir, { recursive: true, force: true }));
-  const r = await cli([
-    'run',
-    '--node',
-    'n1',
-    '--from-dir',
-    dir,
-    '--metrics-addr',
-    `127.0.0.1:${port}`,
-    '--debug-addr',
-    '',
-    ...SAFE,
-  ]);
+  const r = await cli(
+    ['run', '--node', 'n1', '--from-dir', dir, '--metrics-addr', `127.0.0.1:${port}`, '--debug-addr', '', ...SAFE],
+    { NFTNP_COMMIT: '0123456789abcdef0123456789abcdef01234567' },
+  );
   assert.equal(r.code, 1);
+  const start = r.out
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l) as Record<string, unknown>)
+    .find((l) => l['event'] === 'start');
+  assert.equal(start?.['commit'], '0123456789abcdef0123456789abcdef01234567');
+  assert.equal(start?.['nodejs'], process.version);
+  assert.match(String(start?.['version']), /^\d+\.\d+\.\d+/);
   assert.match(
     r.err,
     new RegExp(`cannot listen on 127\\.0\\.0\\.1:${port} for metrics \\(--metrics-addr\\): the address is already in use`),

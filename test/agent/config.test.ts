@@ -41,6 +41,7 @@ test('run: defaults, env, flags over env', () => {
     conntrack: true,
     incremental: true,
     unknownLocalEndpoints: 'allow',
+    allowPodToNode: false,
     logDenied: undefined,
     statusIntervalMs: 5000,
     heartbeatIntervalMs: 30_000,
@@ -140,6 +141,26 @@ test('--log-denied: off by default; flag or LOG_DENIED turns it on; rate, burst 
     assert.ok(!r.ok && !r.help);
     assert.match(r.error, re);
   }
+});
+
+test('--allow-pod-to-node: off by default; the flag or ALLOW_POD_TO_NODE turns it on', () => {
+  const def = parseRunConfig(['--node', 'n'], {});
+  assert.ok(def.ok);
+  assert.equal(def.config.allowPodToNode, false);
+  const flag = parseRunConfig(['--node', 'n', '--allow-pod-to-node'], {});
+  assert.ok(flag.ok);
+  assert.equal(flag.config.allowPodToNode, true);
+  for (const v of ['true', '1']) {
+    const env = parseRunConfig(['--node', 'n'], { ALLOW_POD_TO_NODE: v });
+    assert.ok(env.ok);
+    assert.equal(env.config.allowPodToNode, true, v);
+  }
+  const off = parseRunConfig(['--node', 'n'], { ALLOW_POD_TO_NODE: 'false' });
+  assert.ok(off.ok);
+  assert.equal(off.config.allowPodToNode, false);
+  const bad = parseRunConfig(['--node', 'n'], { ALLOW_POD_TO_NODE: 'yes' });
+  assert.ok(!bad.ok && !bad.help);
+  assert.match(bad.error, /ALLOW_POD_TO_NODE must be true or false/);
 });
 
 test('run: status and heartbeat intervals, agent namespace', () => {

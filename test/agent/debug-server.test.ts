@@ -11,7 +11,7 @@ import { captureLogger, FakeDataplane, FakeEvents, FakeSource, testMetrics, wait
 
 const NODE = 'node-1';
 
-async function fixture(t: { after: (fn: () => Promise<void>) => void }) {
+async function fixture(t: { after: (fn: () => Promise<void>) => void }, o: { allowPodToNode?: boolean } = {}) {
   const s = state({
     pods: [
       pod('shop', 'web', { labels: { app: 'web' }, ips: ['10.0.0.1'] }),
@@ -24,8 +24,11 @@ async function fixture(t: { after: (fn: () => Promise<void>) => void }) {
         ingress: [rule([podPeer(sel({ app: 'web' }))], [port('TCP', 5432)])],
       }),
       withErrors(policy('shop', 'broken', { podSelector: sel({ app: 'nothing' }) }), 'must be >= port (8080)'),
+      ...(o.allowPodToNode === undefined
+        ? []
+        : [policy('shop', 'db-no-egress', { podSelector: sel({ app: 'db' }), types: { ingress: false, egress: true } })]),
     ],
-    nodes: [node(NODE)],
+    nodes: [node(NODE, o.allowPodToNode === undefined ? [] : ['192.168.100.1'])],
   });
   const source = new FakeSource(s);
   source.isSynced = false;
@@ -39,6 +42,7 @@ async function fixture(t: { after: (fn: () => Promise<void>) => void }) {
   const view: AgentView = {
     nodeName: NODE,
     table: 'nft-netpol',
+    ...(o.allowPodToNode === undefined ? {} : { allowPodToNode: o.allowPodToNode }),
     health: () => r.health(),
     ready: () => r.ready(),
     status: () => r.status(),
@@ -210,7 +214,7 @@ test('/debug/explain answers live and rejects bad parameters with 400', async (t
     ['/debug/explain?from=shop/web&to=shop/db', /from, to and port are required/],
     ['/debug/explain?from=shop/web&to=shop/db&port=http', /port: .*not PORT/],
     ['/debug/explain?from=shop/nope&to=shop/db&port=80', /from: .*not found/],
-    ['/debug/explain?from=shop/web&to=shop/db&port=80&family=5', /family must be 4 or 6/],
+    ['/debug/explain?from=shop/web&to=shop/db&port=80&family=5', /family: must be 4 or 6/],
   ];
   for (const [path, re] of cases) {
     const r = await f.debug(path);
@@ -220,6 +224,19 @@ test('/debug/explain answers live and rejects bad parameters with 400', async (t
   assert.equal((await f.debug('/nope')).status, 404);
   assert.equal((await fetch(`http://127.0.0.1:${f.debugPort}/debug/state`, { method: 'POST' })).status, 405, 'read-only');
   assert.deepEqual(f.errors, []);
+});
+
+test('/debug/explain judges egress to the own node as the agent was told (--allow-pod-to-node)', async (t) => {
+  for (const allowPodToNode of [false, true]) {
+    const f = await fixture(t, { allowPodToNode });
+    f.source.isSynced = true;
+    await waitFor('ready', () => f.r.ready());
+    const r = await f.debug('/debug/explain?from=shop/db&to=192.168.100.1&port=10250');
+    assert.equal(r.status, 200);
+    const v = JSON.parse(r.body) as { allowed: boolean };
+    assert.equal(v.allowed, allowPodToNode, r.body);
+    if (allowPodToNode) assert.match(r.body, /--allow-pod-to-node/);
+  }
 });
 
 test('a port in use is a clear error', async () => {

@@ -46,6 +46,7 @@ function setup(opts: Partial<ReconcilerOptions> = {}, initial: ClusterState = cl
         table: 'nft-netpol',
         denyAction: 'drop',
         unknownLocalEndpoints: 'allow',
+        allowPodToNode: false,
         logDenied: undefined,
       }),
       dataplane,

@@ -40,7 +40,7 @@ test('usage errors exit 2 with a hint, help exits 0', async () => {
     [['frobnicate'], 2, /unknown command "frobnicate"/],
     [['render', '-f', 'examples/'], 2, /--node is required/],
     [['render', '--node', 'n', '-f', 'examples/', '--bogus'], 2, /bogus/],
-    [['render', '--node', 'n', '-f', 'examples/', '-o', 'yaml'], 2, /--output must be text or json/],
+    [['render', '--node', 'n', '-f', 'examples/', '-o', 'xml'], 2, /--output must be text, json or yaml/],
     [['render', '--node', 'n', '-f', 'examples/', '--deny-action', 'maybe'], 2, /--deny-action/],
     [['render', '--node', 'n', '-f', 'examples/', '--table', 'bad name;'], 2, /--table/],
     [['render', '--node', 'n', '-f', 'examples/', '--unknown-local-endpoints', 'maybe'], 2, /--unknown-local-endpoints/],
@@ -150,7 +150,7 @@ test('validate, render and explain read ClusterNetworkPolicies: errors as for Ne
   const parsed = JSON.parse(vj.out) as { valid: boolean; errors: { object: string; path: string }[] };
   assert.equal(parsed.valid, false);
   assert.deepEqual(parsed.errors[0], {
-    object: 'ClusterNetworkPolicy/bad-guardrails',
+    object: 'ClusterNetworkPolicy bad-guardrails',
     path: 'spec.priority',
     message: 'Invalid value: 2000: spec.priority in body should be less than or equal to 1000',
   });
@@ -173,4 +173,28 @@ test('validate, render and explain read ClusterNetworkPolicies: errors as for Ne
   ]);
   assert.equal(e.code, 1);
   assert.match(e.err, /^invalid: bad-guardrails spec\.ingress\[0\]\.action: Unsupported value: "Allow"/m);
+});
+
+test('--allow-pod-to-node: explain judges egress to the pod’s own node as the ruleset render --allow-pod-to-node does', async () => {
+  const ask = ['explain', '-f', 'examples/', '--from', 'shop/cart-5c8b7', '--to', '192.168.56.11', '--port', '10250'];
+  const off = await run(ask);
+  assert.equal(off.code, 0, off.err);
+  assert.match(off.out, /^DENIED: .*\(192\.168\.56\.11\)/m);
+  const on = await run([...ask, '--allow-pod-to-node']);
+  assert.equal(on.code, 0, on.err);
+  assert.match(on.out, /^ALLOWED: /m);
+  assert.match(on.out, /address of shop\/cart-5c8b7's node node-1: .*--allow-pod-to-node/);
+  // Another node's address stays denied.
+  const other = await run([...ask.slice(0, 6), '192.168.56.12', '--port', '10250', '--allow-pod-to-node']);
+  assert.match(other.out, /^DENIED: /m);
+
+  const rule = 'fib daddr type local accept comment "pod to its own node (--allow-pod-to-node)"';
+  const plain = await run(['render', '--node', 'node-1', '-f', 'examples/']);
+  assert.ok(!plain.out.includes(rule));
+  const r = await run(['render', '--node', 'node-1', '-f', 'examples/', '--allow-pod-to-node']);
+  assert.equal(r.code, 0, r.err);
+  // In input-egress, before the dispatch.
+  const input = r.out.slice(r.out.indexOf('chain input-egress {'));
+  assert.ok(input.includes(`${rule}\n\t\tip saddr vmap @egress-v4`), input);
+  assert.equal(r.out.split(rule).length, 2, 'once');
 });

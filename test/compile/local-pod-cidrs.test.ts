@@ -62,7 +62,7 @@ test('with podCIDRs: every active local pod is dispatched; not isolated = accept
   );
 });
 
-test('with podCIDRs: unknown local endpoints dropped after the dispatch, in forward only', () => {
+test('with podCIDRs: unknown local endpoints dropped after the dispatch, in forward and (not from the node itself) input', () => {
   const c = compile('cidrs chains', withCIDRs(['10.0.1.0/24', 'fd00:1::/64']));
   assert.deepEqual(
     c.sets.filter((s) => s.name.startsWith('local-')).map((s) => [s.name, s.type, s.interval, s.elements]),
@@ -96,13 +96,22 @@ test('with podCIDRs: unknown local endpoints dropped after the dispatch, in forw
     'ip daddr @local-pod-cidrs-v4 counter drop comment "unknown local endpoint"',
     'ip6 daddr @local-pod-cidrs-v6 counter drop comment "unknown local endpoint"',
   ]);
-  // The node's own gateway address may lie in its pod CIDR: input is never affected.
+  // An unknown pod reaching the node (its kubelet) is dropped too; the node's own gateway address
+  // may lie in its pod CIDR, so sources the node holds itself (the node talking to itself) pass.
   assert.deepEqual(rules(chain(c, 'input-egress')!), [
     'ct state established,related accept',
     nd,
     'ip saddr vmap @egress-v4',
     'ip6 saddr vmap @egress-v6',
+    'ip saddr @local-pod-cidrs-v4 fib saddr type != local counter drop comment "unknown local endpoint"',
+    'ip6 saddr @local-pod-cidrs-v6 fib saddr type != local counter drop comment "unknown local endpoint"',
   ]);
+  // --allow-pod-to-node: traffic to the node's own addresses is accepted before the dispatch, from any pod.
+  const open = compile('cidrs chains, pod to node', withCIDRs(['10.0.1.0/24', 'fd00:1::/64']), { allowPodToNode: true });
+  assert.deepEqual(rules(chain(open, 'input-egress')!).slice(2, 3), [
+    'fib daddr type local accept comment "pod to its own node (--allow-pod-to-node)"',
+  ]);
+  assert.deepEqual(rules(chain(open, 'forward-egress')!), rules(chain(c, 'forward-egress')!), 'forward is not affected');
 });
 
 test('one family of podCIDRs: only that family is dropped', () => {
@@ -130,6 +139,10 @@ test('without podCIDRs, or with unknownLocalEndpoints allow: exactly the behavio
   assert.throws(
     () => compile('bad option', withCIDRs(), { unknownLocalEndpoints: 'maybe' as 'drop' }),
     /invalid unknownLocalEndpoints "maybe": drop or allow/,
+  );
+  assert.throws(
+    () => compile('bad option', withCIDRs(), { allowPodToNode: 'yes' as unknown as boolean }),
+    /invalid allowPodToNode "yes": true or false/,
   );
 });
 

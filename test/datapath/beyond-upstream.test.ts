@@ -293,6 +293,57 @@ for (const style of NETWORK_STYLES) {
       failIfAny(await checkProbes(c, exps), 'pod -> node');
     });
 
+    test('--allow-pod-to-node: an egress-isolated pod reaches its own node, and nothing else; off, it does not (the oracle agrees)', async () => {
+      const policies = [
+        // z/a (node-1): no egress at all; x/b (node-2): egress only to x/a.
+        networkPolicy('z', 'a-deny-egress', { podSelector: { matchLabels: { pod: 'a' } }, policyTypes: ['Egress'], egress: [] }),
+        networkPolicy('x', 'b-to-a', {
+          podSelector: { matchLabels: { pod: 'b' } },
+          policyTypes: ['Egress'],
+          egress: [{ to: [{ podSelector: { matchLabels: { pod: 'a' } } }] }],
+        }),
+      ];
+      const state = stateOf([...upstreamObjects(c), ...policies]);
+      const own = (pod: string) => c.pod(pod).node;
+      assert.equal(own('z/a'), 'node-1');
+      assert.equal(own('x/b'), 'node-2');
+      for (const allowPodToNode of [false, true]) {
+        await applyState(c, state, { allowPodToNode });
+        const exps: Expectation[] = [];
+        for (const family of FAMILIES) {
+          for (const protocol of ['TCP', 'UDP'] as const) {
+            const p = (from: string, to: string): Probe => ({ from, to, protocol, port: 80, family });
+            const tag = allowPodToNode ? 'on' : 'off';
+            exps.push(
+              expectation(p('z/a', nodeKey('node-1')), allowPodToNode, `own node, flag ${tag}`),
+              expectation(p('x/b', nodeKey('node-2')), allowPodToNode, `own node, flag ${tag}`),
+              expectation(p('z/a', nodeKey('node-2')), false, 'another node: egress: []'),
+              expectation(p('x/b', nodeKey('node-1')), false, 'another node: only x/a allowed'),
+              expectation(p('z/a', OUTSIDE_KEY), false, 'egress: []'),
+              expectation(p('z/a', 'x/c'), false, 'egress: []'),
+              expectation(p('x/b', 'x/a'), true, 'allowed by x/b-to-a'),
+            );
+          }
+        }
+        // The oracle, told the same setting, agrees with every expectation.
+        const endpoint = (key: string, family: Family) =>
+          key.startsWith('node:')
+            ? { kind: 'ip' as const, ip: family === 4 ? c.node(key.slice(5)).addresses.v4 : c.node(key.slice(5)).addresses.v6 }
+            : key === OUTSIDE_KEY
+              ? { kind: 'ip' as const, ip: family === 4 ? OUTSIDE.v4 : OUTSIDE.v6 }
+              : { kind: 'pod' as const, pod: state.pods.find((x) => `${x.namespace}/${x.name}` === key)! };
+        for (const e of exps) {
+          const f = e.probe.family;
+          const v = verdict(state, endpoint(e.probe.from, f), endpoint(e.probe.to, f), e.probe.protocol, 80, {
+            family: f,
+            allowPodToNode,
+          });
+          assert.equal(v.allowed, e.allowed, `oracle (allowPodToNode ${allowPodToNode}): ${e.probe.from} -> ${e.probe.to}`);
+        }
+        failIfAny(await checkProbes(c, exps), `pod -> node, --allow-pod-to-node ${allowPodToNode ? 'on' : 'off'}`);
+      }
+    });
+
     test('the outside host is what the truth tables call outside: TEST-NET addresses', () => {
       assert.deepEqual(c.outside.ips, OUTSIDE);
     });

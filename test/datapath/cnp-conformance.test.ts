@@ -142,13 +142,10 @@ test('the placement: every house has a same-node and a cross-node pair, the cent
   }
   // Only SCTP to the centaurs is left to the evaluator.
   const all = CASES.flatMap((k) => k.steps.flatMap((s) => s.probes));
-  assert.deepEqual(
-    all.filter((p) => !probeable(p)).map(describeCnpProbe),
-    [
-      'network-policy-conformance-gryffindor/harry-potter-1 -> network-policy-conformance-forbidden-forrest/centaur-1 SCTP/34351: blocked',
-      'network-policy-conformance-gryffindor/harry-potter-1 -> network-policy-conformance-forbidden-forrest/centaur-1 SCTP/34351: blocked',
-    ],
-  );
+  assert.deepEqual(all.filter((p) => !probeable(p)).map(describeCnpProbe), [
+    'network-policy-conformance-gryffindor/harry-potter-1 -> network-policy-conformance-forbidden-forrest/centaur-1 SCTP/34351: blocked',
+    'network-policy-conformance-gryffindor/harry-potter-1 -> network-policy-conformance-forbidden-forrest/centaur-1 SCTP/34351: blocked',
+  ]);
 });
 
 for (const style of NETWORK_STYLES) {

@@ -91,7 +91,7 @@ describe('image rules', () => {
     assert.match(base, /^node:(\d+)\.\d+\.\d+-(bookworm|trixie)-slim(@sha256:[0-9a-f]{64})?$/);
     const major = Number(/^node:(\d+)/.exec(base)?.[1]);
     assert.equal(major % 2, 0, 'an LTS (even) Node.js major');
-    assert.ok(major >= 22, 'package.json engines: node >= 22.19');
+    assert.ok(major >= 22, 'the code needs Node.js >= 22.19 (README)');
     assert.match(TEXT, /pin it by\s*\n?#?\s*digest/i, 'the digest-pinning note is there');
   });
 
@@ -150,6 +150,14 @@ describe('image rules', () => {
       assert.match(TEXT, new RegExp(`org\\.opencontainers\\.image\\.${label}=`), label);
     }
     assert.match(TEXT, /org\.opencontainers\.image\.version="\$\{VERSION\}"/);
+  });
+
+  test('the commit reaches the agent: NFTNP_COMMIT from ARG REVISION, in the final stage (no .git in the image)', () => {
+    const ins = finalStage?.getInstructions() ?? [];
+    const argAt = ins.findIndex((i) => i.getKeyword() === 'ARG' && args(i).startsWith('REVISION'));
+    const envAt = ins.findIndex((i) => i.getKeyword() === 'ENV' && /\bNFTNP_COMMIT=\$\{REVISION\}/.test(args(i)));
+    assert.ok(argAt >= 0, 'ARG REVISION in the final stage');
+    assert.ok(envAt > argAt, 'ENV NFTNP_COMMIT=${REVISION} after it');
   });
 
   test('.dockerignore: an allow-list that lets in exactly what the Dockerfile copies', () => {

@@ -59,11 +59,61 @@ function kustomize(t: TestContext, dir: string): K8sObject[] | undefined {
   return parseYamlStream(r.stdout, `kustomize ${dir}`).map((o, i) => asObject(o, `${dir} object ${i}`));
 }
 
+/** A kustomization's `images:` entry. */
+interface ImageEntry {
+  readonly name: string;
+  readonly newName?: string;
+  readonly newTag?: string;
+  readonly digest?: string;
+}
+
+function imageEntries(k: Record<string, unknown>): ImageEntry[] {
+  return arr(k.images ?? [], 'images').map((e, i) => {
+    const x = rec(e, `images[${i}]`);
+    const opt = (f: string): Record<string, string> => (x[f] === undefined ? {} : { [f]: str(x[f], `images[${i}].${f}`) });
+    return { name: str(x.name, `images[${i}].name`), ...opt('newName'), ...opt('newTag'), ...opt('digest') };
+  });
+}
+
+/**
+ * kustomize's image transformer on one image reference: an entry whose name is
+ * the reference's name (without tag or digest) replaces the name (newName),
+ * the tag (newTag) or sets a digest (digest, dropping the tag).
+ */
+function setImage(image: string, entries: readonly ImageEntry[]): string {
+  const at = image.indexOf('@');
+  const beforeDigest = at < 0 ? image : image.slice(0, at);
+  const colon = beforeDigest.lastIndexOf(':');
+  const hasTag = colon > beforeDigest.lastIndexOf('/');
+  const name = hasTag ? beforeDigest.slice(0, colon) : beforeDigest;
+  let suffix = image.slice(name.length);
+  const e = entries.find((x) => x.name === name);
+  if (e === undefined) return image;
+  if (e.newTag !== undefined) suffix = `:${e.newTag}`;
+  if (e.digest !== undefined) suffix = `@${e.digest}`;
+  return `${e.newName ?? name}${suffix}`;
+}
+
+/** Applies `images:` to the containers and init containers of pod templates. */
+function applyImages(o: K8sObject, entries: readonly ImageEntry[]): K8sObject {
+  const spec = at(o, 'spec.template.spec');
+  if (entries.length === 0 || !isRecord(spec)) return o;
+  const out = structuredClone(o);
+  const podSpec = rec(at(out, 'spec.template.spec'), 'pod spec');
+  for (const key of ['containers', 'initContainers'])
+    for (const c of arr(podSpec[key] ?? [], key)) {
+      const container = rec(c, key);
+      if (typeof container.image === 'string') container.image = setImage(container.image, entries);
+    }
+  return out;
+}
+
 /**
  * A minimal, documented kustomization loader (no kustomize needed): resolves
  * `resources:` (files only) and `configMapGenerator` files of DIR, parses
- * every file, and applies `namespace:` to namespaced objects. It checks that
- * everything listed exists and parses; it does not implement patches.
+ * every file, applies `namespace:` to namespaced objects and `images:` to pod
+ * templates. It checks that everything listed exists and parses; it does not
+ * implement patches.
  */
 function loadKustomization(dir: string): K8sObject[] {
   const k = rec(readYaml(join(dir, 'kustomization.yaml')), `${dir}/kustomization.yaml`);
@@ -93,8 +143,12 @@ function loadKustomization(dir: string): K8sObject[] {
     'ValidatingAdmissionPolicy',
     'ValidatingAdmissionPolicyBinding',
   ]);
+  const images = imageEntries(k);
   return out.map((o) =>
-    ns !== undefined && !clusterScoped.has(o.kind) ? { ...o, metadata: { ...o.metadata, namespace: ns } } : o,
+    applyImages(
+      ns !== undefined && !clusterScoped.has(o.kind) ? { ...o, metadata: { ...o.metadata, namespace: ns } } : o,
+      images,
+    ),
   );
 }
 
@@ -214,7 +268,8 @@ describe('kustomize renders', () => {
       const rendered = kustomize(t, dir);
       if (rendered === undefined) return;
       assert.deepEqual(rendered.map(id).sort(), loaded.map(id).sort(), `${name}: kustomize and the loader disagree`);
-      // Apart from the generated ConfigMap, kustomize output equals the files (nothing renamed or patched).
+      // Apart from the generated ConfigMap, kustomize output equals the files with the loader's
+      // namespace and images applied (nothing renamed or patched).
       for (const o of rendered.filter((x) => x.kind !== 'ConfigMap')) {
         const mine = loaded.find((x) => id(x) === id(o));
         assert.deepEqual(o, mine, `${id(o)} differs between kustomize and the files`);
@@ -343,16 +398,37 @@ describe('project rules', () => {
     assert.equal(at(sc, 'seccompProfile.type'), 'RuntimeDefault');
   });
 
-  test('container: NODE_NAME from the downward API, args run, pinned image tag = package version', () => {
+  test('container: NODE_NAME from the downward API, args run; the image comes from images: alone, tag = package version', () => {
     const env = arr(agent.env, 'env').map((e) => rec(e, 'env'));
     const nodeName = env.find((e) => e.name === 'NODE_NAME');
     assert.deepEqual(nodeName?.valueFrom, { fieldRef: { fieldPath: 'spec.nodeName' } });
     assert.deepEqual(agent.args, ['run']);
+    // One place: daemonset.yaml names the image without registry or tag, the kustomization sets both.
+    const entries = imageEntries(rec(readYaml(join(DAEMONSET_DIR, 'kustomization.yaml')), 'kustomization'));
+    assert.equal(entries.length, 1, 'one images: entry');
+    const [entry] = entries;
+    assert.ok(entry !== undefined);
+    const file = parseYamlStream(readText(join(DAEMONSET_DIR, 'daemonset.yaml')), 'daemonset.yaml').map((d) => rec(d, 'doc'));
+    const raw = str(at(file[0], 'spec.template.spec.containers.0.image'), 'daemonset.yaml image');
+    assert.equal(raw, entry.name, 'daemonset.yaml names the image exactly as the images: entry, with no tag or registry');
+    assert.match(raw, /^[a-z0-9-]+$/);
+    assert.ok(entry.newName !== undefined && entry.newTag !== undefined && entry.digest === undefined);
     const image = str(agent.image, 'image');
-    const m = /^ghcr\.io\/nft-netpol-agent\/nft-netpol-agent:([^:@/]+)$/.exec(image);
-    assert.ok(m !== null, `image ${image} must be the project image with a tag`);
-    assert.equal(m[1], packageVersion, 'the image tag follows package.json');
-    assert.notEqual(m[1], 'latest');
+    assert.equal(image, `${entry.newName}:${entry.newTag}`, 'the rendered DaemonSet runs the images: entry');
+    assert.equal(entry.newTag, packageVersion, 'the image tag follows package.json');
+    assert.notEqual(entry.newTag, 'latest');
+    // It is the name scripts/image/build.sh tags by default.
+    assert.match(readText(join(ROOT, 'scripts', 'image', 'build.sh')), new RegExp(`^tag="${entry.newName}:\\$version"$`, 'm'));
+    // kustomize's semantics for a registry of one's own, a tag, a digest.
+    assert.equal(
+      setImage('nft-netpol-agent', [{ name: 'nft-netpol-agent', newName: 'r.example:5000/a/b', newTag: '1' }]),
+      'r.example:5000/a/b:1',
+    );
+    assert.equal(
+      setImage('nft-netpol-agent:0.1.0', [{ name: 'nft-netpol-agent', digest: 'sha256:ab' }]),
+      'nft-netpol-agent@sha256:ab',
+    );
+    assert.equal(setImage('other:1', [{ name: 'nft-netpol-agent', newTag: '2' }]), 'other:1');
     const byName = Object.fromEntries(env.filter((e) => typeof e.value === 'string').map((e) => [e.name, e.value]));
     assert.equal(byName.METRICS_ADDR, '0.0.0.0:9742');
     assert.equal(byName.DEBUG_ADDR, '127.0.0.1:9743', 'the debug endpoint stays on loopback');

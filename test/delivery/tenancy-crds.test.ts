@@ -93,6 +93,9 @@ test('the schemas reject what the model rejects, and accept what it accepts', (t
     ['an unknown protocol', { egress: [{ ports: [{ protocol: 'ICMP', port: 1 }] }] }, false],
     ['a port out of range', { egress: [{ ports: [{ port: 70000 }] }] }, false],
     ['a bad port name', { egress: [{ ports: [{ port: 'Not_A_Name' }] }] }, false],
+    ['port 0', { egress: [{ ports: [{ port: 0 }] }] }, false],
+    ['a port name longer than 15', { egress: [{ ports: [{ port: 'a-very-long-port-name' }] }] }, false],
+    ['a port neither number nor name', { egress: [{ ports: [{ port: true }] }] }, false],
     ['an unknown policy type', { policyTypes: ['Sideways'] }, false],
   ];
   for (const [what, spec, ok] of cases) {

@@ -515,12 +515,13 @@ export class Cluster {
     return p;
   }
 
-  /** Node objects with the underlay addresses as InternalIPs, for the cluster state. */
+  /** Node objects with the underlay addresses as InternalIPs and the pod CIDRs, for the cluster state. */
   nodeObjects(): RawObject[] {
     return this.nodes.map((n) => ({
       apiVersion: 'v1',
       kind: 'Node',
       metadata: { name: n.name, labels: { 'kubernetes.io/hostname': n.name } },
+      spec: { podCIDR: n.podCIDRs.v4, podCIDRs: [n.podCIDRs.v4, n.podCIDRs.v6] },
       status: {
         addresses: [
           { type: 'InternalIP', address: n.addresses.v4 },

@@ -14,6 +14,8 @@ export interface EnforceOptions {
   readonly denyAction?: 'drop' | 'reject';
   /** Default nft-netpol (the agent's table). */
   readonly table?: string;
+  /** Default off, as the agent's --allow-pod-to-node. */
+  readonly allowPodToNode?: boolean;
   /** Test hook: changes a rendered script before it is applied (to check that the harness notices a broken ruleset). */
   readonly mutate?: (text: string, node: string) => string;
 }
@@ -26,7 +28,11 @@ export interface AppliedRuleset {
 
 /** Renders and applies every node's ruleset (in parallel). Throws with nft's message and the script on failure. */
 export async function applyState(c: Cluster, state: ClusterState, opts: EnforceOptions = {}): Promise<AppliedRuleset[]> {
-  const renderOpts = { denyAction: opts.denyAction ?? 'reject', ...(opts.table === undefined ? {} : { table: opts.table }) };
+  const renderOpts = {
+    denyAction: opts.denyAction ?? 'reject',
+    allowPodToNode: opts.allowPodToNode ?? false,
+    ...(opts.table === undefined ? {} : { table: opts.table }),
+  };
   return Promise.all(
     c.nodes.map(async (n) => {
       const rendered = renderNode(state, n.name, renderOpts);

@@ -1,8 +1,9 @@
 // Real packets: a node namespace routes between a "pods" namespace (two
 // addresses of the node's pod CIDR, only one of them a known pod) and a
 // "remote" namespace. With podCIDRs the unknown address is dropped both ways
-// (fail closed) while the known, non-isolated pod passes, the node itself
-// stays reachable, and an element update that adds the pod opens it.
+// and towards the node itself (fail closed) while the known, non-isolated pod
+// passes, the node still talks to itself from its gateway address, and an
+// element update that adds the pod opens it.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { compileNode } from '../../src/compile/compile.ts';
@@ -84,7 +85,11 @@ test('kernel: an address of the pod CIDR that is no known pod is dropped; known 
     assert.ok((await unknownDrops(n, 'forward-ingress')) > 0, 'dropped by forward-ingress');
     assert.equal(await tcpProbe(p, REMOTE, PORT, UNKNOWN), 'timeout', 'unknown address -> remote');
     assert.ok((await unknownDrops(n, 'forward-egress')) > 0, 'dropped by forward-egress');
-    assert.equal(await tcpProbe(p, GATEWAY, PORT, UNKNOWN), 'refused', 'the node itself (input) is not affected');
+    assert.equal(await tcpProbe(p, GATEWAY, PORT, UNKNOWN), 'timeout', 'unknown address -> the node itself');
+    assert.ok((await unknownDrops(n, 'input-egress')) > 0, 'dropped by input-egress');
+    assert.equal(await tcpProbe(p, GATEWAY, PORT, KNOWN), 'refused', 'known pod -> the node itself');
+    // The gateway address lies in the pod CIDR: the node talking to itself from it is not a pod.
+    assert.equal(await tcpProbe(n, GATEWAY, PORT, GATEWAY), 'refused', 'node -> itself, from its gateway address');
 
     // The pod becomes known: one element update, and it passes.
     const next = compile([known, pod('a', 'new', { ips: [UNKNOWN] }), remote]);
@@ -94,6 +99,7 @@ test('kernel: an address of the pod CIDR that is no known pod is dropped; known 
     assert.ok(updated.ok, updated.ok ? '' : updated.error);
     assert.equal(await tcpProbe(r, UNKNOWN, PORT), 'refused', 'remote -> newly known pod');
     assert.equal(await tcpProbe(p, REMOTE, PORT, UNKNOWN), 'refused', 'newly known pod -> remote');
+    assert.equal(await tcpProbe(p, GATEWAY, PORT, UNKNOWN), 'refused', 'newly known pod -> the node itself');
 
     // Switched off: unknown addresses pass as without podCIDRs.
     const allow = await runNft(renderRuleset(compile([known, remote], { unknownLocalEndpoints: 'allow' })), { netns: n });

@@ -42,7 +42,7 @@ const EXPECTED: Record<string, { type: MetricType; labels?: string[] }> = {
   nftnp_denied_log_reader_restarts_total: { type: 'counter' },
   nftnp_last_change_timestamp_seconds: { type: 'gauge' },
   nftnp_status_writes_total: { type: 'counter', labels: ['object', 'result'] },
-  nftnp_build_info: { type: 'gauge', labels: ['version', 'node'] },
+  nftnp_build_info: { type: 'gauge', labels: ['version', 'commit', 'nodejs', 'node'] },
 };
 
 interface Family {
@@ -184,8 +184,8 @@ describe('createMetrics', () => {
     m.watchRestarts.inc({ resource: 'pods', reason: 'closed' });
     m.nftSetElements.set(1234);
     m.lastSuccessfulApply.set(1_700_000_000);
-    m.setBuildInfo('0.1.0', 'node-1');
-    m.setBuildInfo('0.1.1', 'node-1');
+    m.setBuildInfo({ version: '0.1.0', commit: 'unknown', nodejs: 'v24.0.0' }, 'node-1');
+    m.setBuildInfo({ version: '0.1.1', commit: '0123456789abcdef0123456789abcdef01234567', nodejs: 'v24.0.0' }, 'node-1');
     const families = parseExposition(await m.registry.metrics());
     for (const def of METRIC_DEFINITIONS) {
       const f = families.get(def.name);
@@ -210,7 +210,13 @@ describe('createMetrics', () => {
     const build = families.get('nftnp_build_info')?.samples ?? [];
     assert.deepEqual(
       build,
-      [{ name: 'nftnp_build_info', labels: { version: '0.1.1', node: 'node-1' }, value: 1 }],
+      [
+        {
+          name: 'nftnp_build_info',
+          labels: { version: '0.1.1', commit: '0123456789abcdef0123456789abcdef01234567', nodejs: 'v24.0.0', node: 'node-1' },
+          value: 1,
+        },
+      ],
       'one build_info series, the latest',
     );
     assert.ok(families.has('process_cpu_seconds_total'));
@@ -239,7 +245,7 @@ describe('createMetrics', () => {
     const promtool = requireTool(t, 'promtool', "Debian package 'prometheus', listed in .ci/apt-packages");
     if (promtool === undefined) return;
     const m = createMetrics();
-    m.setBuildInfo('0.1.0', 'node-1');
+    m.setBuildInfo({ version: '0.1.0', commit: 'unknown', nodejs: 'v24.0.0' }, 'node-1');
     const r = run(promtool, ['check', 'metrics'], { input: await m.registry.metrics() });
     // Exit 1 = unparsable; 3 = parsed, with lint findings. The only findings
     // allowed are on prom-client's own default metrics (nodejs_*_total gauges).
@@ -252,7 +258,7 @@ describe('createMetrics', () => {
     const promtool = requireTool(t, 'promtool', "Debian package 'prometheus', listed in .ci/apt-packages");
     if (promtool === undefined) return;
     const m = createMetrics(new Registry(), { defaultMetrics: false });
-    m.setBuildInfo('0.1.0', 'node-1');
+    m.setBuildInfo({ version: '0.1.0', commit: 'unknown', nodejs: 'v24.0.0' }, 'node-1');
     m.watchRestarts.inc({ resource: 'pods', reason: 'stalled' });
     const r = run(promtool, ['check', 'metrics'], { input: await m.registry.metrics() });
     assert.equal(r.status, 0, r.stdout + r.stderr);

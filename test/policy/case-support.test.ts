@@ -10,6 +10,7 @@ import {
   cell,
   compareTables,
   diffTables,
+  alignedTable,
   formatReport,
   observeTable,
   prettyPrint,
@@ -93,6 +94,22 @@ describe('printing and comparing', () => {
     const out = formatReport(expected, observed, { title: 'case 1' });
     assert.match(out, /^case 1\nreachability: correct:4, incorrect:2, ignored:3, result=false\n/);
     for (const h of ['expected:', 'observed:', 'comparison:']) assert.ok(out.includes(`\n${h}\n\n-\tx/a\tx/b\ty/a\n`), h);
+  });
+
+  test('the aligned layout (the demo): a legend, numbered columns that line up with names of any length', () => {
+    const long = observeTable(['x/a', 'kube-system/coredns-5d78c'], (f, t) => (f === t ? undefined : f === 'x/a'));
+    assert.equal(
+      alignedTable(long),
+      ['  from \\ to                  1  2', '1 x/a                        ?  .', '2 kube-system/coredns-5d78c  X  ?'].join('\n'),
+    );
+    const out = formatReport(expected, observed, { layout: 'aligned' });
+    assert.match(out, /^legend: \. connected {3}X blocked {3}\? not probed/m);
+    assert.match(out, /^comparison \(\. same, X different, \? not probed\):$/m);
+    // Every row of a table is as long as its header: the columns line up.
+    for (const table of out.split('\n\n').filter((b) => b.includes('from \\ to'))) {
+      const widths = new Set(table.split('\n').map((l) => l.length));
+      assert.equal(widths.size, 1, table);
+    }
   });
 
   test('tables over different pods cannot be compared', () => {

@@ -734,6 +734,51 @@ table('traffic from the destination pod’s own node is allowed at ingress', [
   },
 ]);
 
+describe('--allow-pod-to-node: egress to the source pod’s own node', () => {
+  const denyOut = stateWith([pol('app', 'deny-out', { podSelector: {}, policyTypes: ['Egress', 'Ingress'] })]);
+  const judgeWith = (allowPodToNode: boolean, conn: Conn) =>
+    verdict(denyOut, endpoint(denyOut, conn.from), endpoint(denyOut, conn.to), conn.protocol ?? 'TCP', conn.port, {
+      allowPodToNode,
+      ...(conn.family === undefined ? {} : { family: conn.family }),
+    });
+
+  test('off (the default): judged like any other egress', () => {
+    for (const conn of [c('app/web', '192.168.0.1', 10250), c('app/web', 'fd00:ffff::1', 10250)]) {
+      assert.equal(judge(denyOut, conn).allowed, false, show(conn));
+      assert.equal(judgeWith(false, conn).allowed, false, show(conn));
+    }
+  });
+
+  test('on: every address of its own node (both families, any port and protocol), nothing else', () => {
+    const rows: [Conn, boolean][] = [
+      [c('app/web', '192.168.0.1', 10250), true],
+      [c('app/web', 'fd00:ffff::1', 22), true],
+      [c('app/web', '192.168.0.1', 53, 'UDP'), true],
+      [c('app/client', '192.168.0.1', 10250), true],
+      // node-2's address, from a pod of node-1; and from node-2's own pod.
+      [c('app/web', '192.168.0.2', 10250), false],
+      [c('app/db', '192.168.0.2', 10250), true],
+      [c('app/db', '192.168.0.1', 10250), false],
+      // A hostNetwork pod of the same node listens on the node's address: that is the node.
+      [c('app/web', 'app/hostnet', 80), true],
+      // Not an address of any node.
+      [c('app/web', '10.0.1.3', 80), false],
+      [c('app/web', 'app/client', 80), false],
+    ];
+    const wrong = rows.filter(([conn, want]) => judgeWith(true, conn).allowed !== want).map(([conn]) => show(conn));
+    assert.deepEqual(wrong, []);
+    const v = judgeWith(true, c('app/web', '192.168.0.1', 10250));
+    assert.equal(v.egress.isolated, true);
+    assert.deepEqual(v.egress.policies, ['app/deny-out']);
+    assert.match(v.egress.reason, /192\.168\.0\.1 is an address of app\/web's node node-1: .*--allow-pod-to-node/);
+  });
+
+  test('ingress is not changed by it: a pod’s own node reaches it either way, other pods do not', () => {
+    assert.equal(judgeWith(true, c('app/client', 'app/web', 80)).allowed, false);
+    assert.equal(judgeWith(true, c('192.168.0.1', 'app/web', 80)).allowed, true);
+  });
+});
+
 /** State where policy `name` has its rules replaced (typed, bypassing the normalizer). */
 function withRules(s: ClusterState, name: string, ingress: NetworkPolicy['ingress']): ClusterState {
   return { ...s, policies: s.policies.map((p) => (p.name === name ? { ...p, ingress } : p)) };

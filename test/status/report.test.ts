@@ -159,7 +159,8 @@ test('status arguments: POLICY as NAME in -n or NS/NAME, outputs, usage errors',
     tenancy: true,
   });
   assert.equal(parseStatusArgs(['-h']), 'help');
-  assert.throws(() => parseStatusArgs(['-o', 'yaml']), /--output must be text, wide or json/);
+  assert.throws(() => parseStatusArgs(['-o', 'xml']), /--output must be text, wide, json or yaml/);
+  assert.equal((parseStatusArgs(['-o', 'yaml']) as { output: string }).output, 'yaml');
   assert.throws(() => parseStatusArgs(['a', 'b', 'c']), /at most one policy/);
   assert.throws(() => parseStatusArgs(['a', 'b']), /unknown TYPE "a"/);
   assert.throws(() => parseStatusArgs(['a/b/c']), /NAME, NAMESPACE\/NAME or TYPE\/NAME/);

@@ -4,6 +4,7 @@
 // installed (no objects, not an error).
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
+import { parse as parseYaml } from 'yaml';
 import { statusCommand } from '../../src/cli/status.ts';
 import { FakeApiServer, namespace, node, pod, type KubeObject } from '../support/fake-apiserver.ts';
 
@@ -110,4 +111,43 @@ test('status command: tenancy CRDs not installed count as no objects', async (t)
   const r = await status(api);
   assert.equal(r.code, 0, r.out);
   assert.match(r.out, /Everything is in force/);
+});
+
+test('status command: -o json and -o yaml hold invalid fields and failures as {object, path, message}', async (t) => {
+  const api = await server(t);
+  api.create('networkpolicies', {
+    apiVersion: 'networking.k8s.io/v1',
+    kind: 'NetworkPolicy',
+    metadata: { namespace: 'shop', name: 'web' },
+    spec: { podSelector: { matchLabels: { app: 'web' } }, ingress: [{ ports: [{ port: 8080, endPort: 8000 }] }] },
+  });
+  reports(api, []);
+  const expected = [
+    { object: 'NetworkPolicy shop/web', path: 'spec.ingress[0].ports[0].endPort', message: 'must be >= port (8080)' },
+  ];
+  for (const format of ['json', 'yaml']) {
+    for (const args of [
+      ['-o', format],
+      ['shop/web', '-o', format],
+    ]) {
+      let out = '';
+      const code = await statusCommand(
+        [...args, '--agent-namespace', AGENT_NS],
+        { out: (x) => (out += x), err: () => {} },
+        api.kubeConfig(),
+      );
+      assert.equal(code, 3, args.join(' '));
+      const doc = (format === 'json' ? JSON.parse(out) : parseYaml(out)) as { errors: unknown };
+      assert.deepEqual(doc.errors, expected, args.join(' '));
+    }
+    let out = '';
+    const code = await statusCommand(
+      ['shop/nope', '-o', format, '--agent-namespace', AGENT_NS],
+      { out: (x) => (out += x), err: () => {} },
+      api.kubeConfig(),
+    );
+    assert.equal(code, 1);
+    const doc = (format === 'json' ? JSON.parse(out) : parseYaml(out)) as { errors: unknown };
+    assert.deepEqual(doc.errors, [{ object: 'NetworkPolicy shop/nope', path: '', message: 'NetworkPolicy shop/nope not found' }]);
+  }
 });

@@ -15,7 +15,7 @@
 // lives under /_fake/ (no auth, never subject to injected faults):
 //   POST   /_fake/objects               JSON or YAML (object, list, multi-doc): create or replace
 //   DELETE /_fake/objects/{resource}/{ns}/{name}   (cluster-scoped: /{resource}/{name})
-//   POST   /_fake/fail?count=N&status=500[&only=list|watch|write]
+//   POST   /_fake/fail?count=N&status=500[&only=list|watch|write][&retryAfter=S][&message=M]
 //   POST   /_fake/reset-connections | end-streams | silence | compact | bookmark
 //   POST   /_fake/crds?installed=true|false[&groups=G,G]   (un)install custom resource groups
 //   POST   /_fake/refuse?ms=N            close the listener for N ms, then reopen on the same port
@@ -30,6 +30,11 @@
 // /status, and owner references as data: deleting an owner deletes its
 // dependents, and a dependent whose owners are all gone is collected, like the
 // garbage collector's background propagation.
+//
+// CustomResourceDefinitions and ValidatingAdmissionPolicies (and bindings)
+// POSTed or PUT to their real paths are checked with the API server's rules
+// and refused with 422 Invalid like the real one (fake-definitions.ts);
+// creating the CRD of a custom resource group served here installs that group.
 import { createServer } from 'node:http';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
@@ -37,6 +42,7 @@ import { readFileSync } from 'node:fs';
 import { isDeepStrictEqual, parseArgs } from 'node:util';
 import { parseAllDocuments } from 'yaml';
 import { KubeConfig } from '@kubernetes/client-node';
+import { DefinitionStore, definitionRoute } from './fake-definitions.ts';
 
 export type Resource =
   | 'pods'
@@ -445,6 +451,22 @@ interface Fault {
   readonly status: number;
   readonly only: 'list' | 'watch' | 'write' | undefined;
   readonly resource: Resource | undefined;
+  /** Retry-After header (seconds) and Status details.retryAfterSeconds, as a 429/503 carries. */
+  readonly retryAfterSeconds: number | undefined;
+  readonly message: string | undefined;
+}
+
+/** Options of failNext beyond count and status. */
+export interface FaultOptions {
+  readonly only?: 'list' | 'watch' | 'write';
+  readonly resource?: Resource;
+  /**
+   * Answer with `Retry-After: N` and details.retryAfterSeconds, like the real
+   * server's 429 "storage is (re)initializing" right after a restart (1 s).
+   */
+  readonly retryAfterSeconds?: number;
+  /** The Status message (default "injected failure CODE"). */
+  readonly message?: string;
 }
 
 interface Route {
@@ -527,6 +549,7 @@ export class FakeApiServer {
   readonly #watchers = new Set<Watcher>();
   readonly #sockets = new Set<Socket>();
   #faults: Fault[] = [];
+  readonly #definitions = new DefinitionStore();
   /** List snapshots of paged lists in progress, by continue-token id. */
   readonly #pages = new Map<string, { rv: number; items: KubeObject[] }>();
   #nextWatcher = 1;
@@ -663,8 +686,15 @@ export class FakeApiServer {
   }
 
   /** The next `count` API requests (optionally only lists or only watches, of one resource) fail with `status`. */
-  failNext(count: number, statusCode = 500, opts: { only?: 'list' | 'watch' | 'write'; resource?: Resource } = {}): void {
-    this.#faults.push({ remaining: count, status: statusCode, only: opts.only, resource: opts.resource });
+  failNext(count: number, statusCode = 500, opts: FaultOptions = {}): void {
+    this.#faults.push({
+      remaining: count,
+      status: statusCode,
+      only: opts.only,
+      resource: opts.resource,
+      retryAfterSeconds: opts.retryAfterSeconds,
+      message: opts.message,
+    });
   }
 
   /** Forgets faults not yet used up. */
@@ -952,7 +982,44 @@ export class FakeApiServer {
       route,
     );
     if (fault !== undefined) {
-      fail(fault, `injected failure ${fault}`);
+      const message = fault.message ?? `injected failure ${fault.status}`;
+      const after = fault.retryAfterSeconds;
+      if (after === undefined) return fail(fault.status, message);
+      record(fault.status);
+      const body = {
+        ...status(fault.status, REASONS[fault.status] ?? 'Unknown', message),
+        details: { retryAfterSeconds: after },
+      };
+      const text = JSON.stringify(body);
+      res.writeHead(fault.status, {
+        'Content-Type': 'application/json',
+        'Content-Length': Buffer.byteLength(text),
+        'Retry-After': String(after),
+      });
+      res.end(text);
+      return;
+    }
+    const definition = route === undefined ? definitionRoute(url.pathname) : undefined;
+    if (definition !== undefined) {
+      const answer = (body: unknown): void => {
+        const a = this.#definitions.handle(method, definition, body, () => ++this.#rv);
+        this.#definitionInstalled(definition.key, method, a.stored);
+        record(a.code);
+        this.#send(res, a.code, a.body);
+      };
+      if (method !== 'POST' && method !== 'PUT') return answer(undefined);
+      readBody(req).then(
+        (text) => {
+          let body: unknown;
+          try {
+            body = JSON.parse(text);
+          } catch {
+            return fail(400, 'invalid JSON');
+          }
+          answer(body);
+        },
+        () => res.destroy(),
+      );
       return;
     }
     if (route === undefined) {
@@ -1166,16 +1233,33 @@ export class FakeApiServer {
     pump();
   }
 
-  #takeFault(kind: 'list' | 'watch' | 'write' | undefined, route: Route | undefined): number | undefined {
+  #takeFault(kind: 'list' | 'watch' | 'write' | undefined, route: Route | undefined): Fault | undefined {
     for (const f of this.#faults) {
       if (f.remaining <= 0) continue;
       if (f.only !== undefined && f.only !== kind) continue;
       if (f.resource !== undefined && route?.resource !== f.resource) continue;
       f.remaining--;
       this.#faults = this.#faults.filter((x) => x.remaining > 0);
-      return f.status;
+      return f;
     }
     return undefined;
+  }
+
+  /** Creating a CRD of a custom resource group served here installs the group; deleting it uninstalls it. */
+  #definitionInstalled(key: string, method: string, stored: Record<string, unknown> | undefined): void {
+    if (stored === undefined || !key.startsWith('apiextensions.k8s.io/')) return;
+    const spec = stored.spec as { group?: unknown } | undefined;
+    const group = typeof spec?.group === 'string' ? spec.group : '';
+    if (!(CRD_GROUPS as readonly string[]).includes(group)) return;
+    if (method === 'DELETE') this.removeCRDs([group]);
+    else this.installCRDs([group]);
+  }
+
+  /** CustomResourceDefinitions and ValidatingAdmissionPolicies (and bindings) accepted through the API. */
+  definitions(
+    kind: 'CustomResourceDefinition' | 'ValidatingAdmissionPolicy' | 'ValidatingAdmissionPolicyBinding',
+  ): Record<string, unknown>[] {
+    return this.#definitions.list(kind);
   }
 
   #matches(
@@ -1370,9 +1454,13 @@ export class FakeApiServer {
           case 'fail': {
             const only = q.get('only');
             const resource = q.get('resource');
+            const retryAfter = q.get('retryAfter');
+            const message = q.get('message');
             this.failNext(Number(q.get('count') ?? '1'), Number(q.get('status') ?? '500'), {
               ...(only === 'list' || only === 'watch' || only === 'write' ? { only } : {}),
               ...(resource !== null && RESOURCES.includes(resource as Resource) ? { resource: resource as Resource } : {}),
+              ...(retryAfter === null ? {} : { retryAfterSeconds: Number(retryAfter) }),
+              ...(message === null ? {} : { message }),
             });
             return ok();
           }

@@ -115,6 +115,33 @@ export function prettyPrint(tt: TruthTable, indent = ''): string {
   return lines.join('\n');
 }
 
+/**
+ * For people (the demo): columns that line up whatever the pod names' length.
+ * Destinations are numbered; a row's number is that pod's column.
+ *
+ *   from \ to            1  2
+ *    1 shop/web          ?  .
+ *    2 shop/db           X  ?
+ */
+export function alignedTable(tt: TruthTable, indent = ''): string {
+  const num = (k: PodKey): string => String(tt.tos.indexOf(k) + 1);
+  const numW = String(tt.tos.length).length;
+  const nameW = Math.max('from \\ to'.length, ...tt.froms.map((f) => f.length));
+  const colW = numW + 2;
+  const rowHead = (n: string, name: string): string => `${indent}${n.padStart(numW)} ${name.padEnd(nameW)}`;
+  const lines = [rowHead('', 'from \\ to') + tt.tos.map((_, i) => String(i + 1).padStart(colW)).join('')];
+  for (const f of tt.froms) {
+    const marks = tt.tos.map((t) => {
+      const v = cell(tt, f, t);
+      return (v === undefined ? '?' : v ? '.' : 'X').padStart(colW);
+    });
+    lines.push(rowHead(tt.tos.includes(f) ? num(f) : '', f) + marks.join(''));
+  }
+  const unnamed = tt.tos.filter((t) => !tt.froms.includes(t));
+  if (unnamed.length > 0) lines.push(`${indent}to: ${unnamed.map((t) => `${num(t)} ${t}`).join(', ')}`);
+  return lines.map((l) => l.trimEnd()).join('\n');
+}
+
 function sameAxes(a: TruthTable, b: TruthTable): void {
   const eq = (x: readonly string[], y: readonly string[]) => x.length === y.length && x.every((v, i) => v === y[i]);
   if (!eq(a.froms, b.froms) || !eq(a.tos, b.tos)) throw new Error('truth tables over different pods cannot be compared');
@@ -160,13 +187,22 @@ export function diffTables(expected: TruthTable, observed: TruthTable, opts: { i
 export function formatReport(
   expected: TruthTable,
   observed: TruthTable,
-  opts: { ignoreLoopback?: boolean; title?: string } = {},
+  opts: { ignoreLoopback?: boolean; title?: string; layout?: 'upstream' | 'aligned' } = {},
 ): string {
   const ignoreLoopback = opts.ignoreLoopback ?? true;
   const wrong = diffTables(expected, observed, { ignoreLoopback }).length;
   const total = expected.froms.length * expected.tos.length;
   const ignored = ignoreLoopback ? expected.froms.filter((f) => expected.tos.includes(f)).length : 0;
   const head = opts.title === undefined ? '' : `${opts.title}\n`;
+  if (opts.layout === 'aligned') {
+    return [
+      `${head}${total - ignored - wrong} correct, ${wrong} incorrect, ${ignored} not probed (a pod to itself)`,
+      'legend: . connected   X blocked   ? not probed; a row is the source, a column the destination (numbered as the rows)',
+      `expected (the evaluator):\n\n${alignedTable(expected, '  ')}`,
+      `observed (real packets):\n\n${alignedTable(observed, '  ')}`,
+      `comparison (. same, X different, ? not probed):\n\n${alignedTable(compareTables(expected, observed), '  ')}`,
+    ].join('\n\n');
+  }
   return [
     `${head}reachability: correct:${total - ignored - wrong}, incorrect:${wrong}, ignored:${ignored}, result=${wrong === 0}`,
     `expected:\n\n${prettyPrint(expected)}`,

@@ -13,7 +13,13 @@ import { buildReport, policyText, summaryText, type ReportInput } from '../../sr
 import { parseStatusArgs, statusCommand } from '../../src/cli/status.ts';
 import type { AppliedPolicy, NodePolicyStatusObject } from '../../src/status/types.ts';
 import { pod, state } from '../support/state-builder.ts';
-import { FakeApiServer, namespace as nsObject, node as nodeObject } from '../support/fake-apiserver.ts';
+import {
+  FakeApiServer,
+  namespace as nsObject,
+  node as nodeObject,
+  pod as podObject,
+  type KubeObject,
+} from '../support/fake-apiserver.ts';
 
 const AT = Date.UTC(2026, 0, 1, 10);
 const NOW = Date.UTC(2026, 0, 1, 12);
@@ -179,6 +185,7 @@ test('status arguments: cnp/NAME, clusternetworkpolicy NAME and the legacy kinds
       output: 'text',
       agentNamespace: 'nft-netpol-system',
       tenancy: true,
+      kubeconfig: undefined,
     });
   assert.deepEqual((parseStatusArgs(['anp/x']) as { policy: unknown }).policy, { kind: 'AdminNetworkPolicy', name: 'x' });
   assert.deepEqual((parseStatusArgs(['banp', 'default']) as { policy: unknown }).policy, {
@@ -189,8 +196,66 @@ test('status arguments: cnp/NAME, clusternetworkpolicy NAME and the legacy kinds
   assert.throws(() => parseStatusArgs(['-n', 'shop', 'cnp/x']), /cluster-scoped: no -n/);
 });
 
-test('status command: cnp/NAME where the ClusterNetworkPolicy CRD is not installed is not found (exit 1)', async (t) => {
+test('status command: cnp/NAME in force on the nodes its subject concerns, lagging after an edit, in the summary', async (t) => {
   const api = await FakeApiServer.start();
+  t.after(() => api.close());
+  api.create('namespaces', nsObject('shop', { team: 'a' }));
+  api.create('namespaces', nsObject('lab', { team: 'b' }));
+  api.create('nodes', nodeObject('node-1', ['172.18.0.11']));
+  api.create('nodes', nodeObject('node-2', ['172.18.0.12']));
+  api.create('pods', podObject('shop', 'web', { app: 'web' }, 'node-1', '10.244.1.10'));
+  api.create('pods', podObject('lab', 'job', { app: 'web' }, 'node-2', '10.244.2.10'));
+  const renew = new Date().toISOString();
+  for (const n of ['node-1', 'node-2'])
+    api.create('leases', {
+      apiVersion: 'coordination.k8s.io/v1',
+      kind: 'Lease',
+      metadata: { namespace: 'nft-netpol-system', name: n },
+      spec: { holderIdentity: `nft-netpol-agent/${n}`, leaseDurationSeconds: 90, renewTime: renew },
+    });
+  const cnpObject = (priority: number): KubeObject => ({
+    apiVersion: 'policy.networking.k8s.io/v1alpha2',
+    kind: 'ClusterNetworkPolicy',
+    metadata: { name: 'guard' },
+    spec: {
+      tier: 'Admin',
+      priority,
+      subject: { namespaces: { matchLabels: { team: 'a' } } },
+      ingress: [{ action: 'Deny', from: [{ namespaces: {} }] }],
+    },
+  });
+  const created = api.create('clusternetworkpolicies', cnpObject(5));
+  api.create('nodepolicystatuses', {
+    apiVersion: 'nft-netpol.io/v1alpha1',
+    kind: 'NodePolicyStatus',
+    metadata: { name: 'node-1' },
+    spec: { nodeName: 'node-1' },
+    status: {
+      inSync: true,
+      lastApplyResult: 'Applied',
+      policies: [{ ...entry('guard', 1, created.metadata.uid), appliedTime: new Date().toISOString() }],
+    },
+  });
+  let out = '';
+  const io = { out: (x: string) => (out += `${x}\n`), err: (x: string) => (out += `${x}\n`) };
+  const run = async (...args: string[]): Promise<number> => {
+    out = '';
+    return statusCommand([...args, '--agent-namespace', 'nft-netpol-system'], io, api.kubeConfig());
+  };
+  // lab's pod (node-2) is not a subject: only node-1 is concerned.
+  assert.equal(await run('cnp/guard'), 0, out);
+  assert.match(out, /^ClusterNetworkPolicy guard \(generation 1\)\n {2}in force on 1 of 1 nodes/);
+  api.update('clusternetworkpolicies', cnpObject(6));
+  assert.equal(await run('clusternetworkpolicy', 'guard'), 3, out);
+  assert.match(out, /\(generation 2\)\n {2}in force on 0 of 1 nodes.*\n {2}lagging: node-1 has generation 1 since/);
+  assert.equal(await run(), 3, out);
+  assert.match(out, /ClusterNetworkPolicy guard: 0\/1 nodes; lagging: node-1 \(gen 1\)/);
+  assert.equal(await run('cnp/nope'), 1, out);
+  assert.match(out, /ClusterNetworkPolicy nope not found/);
+});
+
+test('status command: cnp/NAME where the ClusterNetworkPolicy CRD is not installed is not found (exit 1)', async (t) => {
+  const api = await FakeApiServer.start({ crds: [] });
   t.after(() => api.close());
   api.create('namespaces', nsObject('shop'));
   api.create('nodes', nodeObject('node-1', ['172.18.0.11']));

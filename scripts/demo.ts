@@ -28,7 +28,8 @@ const USAGE = `usage: npm run demo -- [-f DIR]... [--style routed|bridged] [--po
 
 Brings up a simulated cluster (network namespaces, as root) for the manifests
 (default examples/), applies each node's ruleset as the agent does, and prints
-for every port what the evaluator expects and what real packets did.
+for every port what the evaluator expects and what real packets did. Without
+-f and --keep, a ClusterNetworkPolicy scene follows (scripts/demo-cnp.ts).
 
   -f, --file DIR     manifests (repeatable; default examples/)
   --style S          routed (default) or bridged pod networks

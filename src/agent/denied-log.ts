@@ -128,10 +128,10 @@ export class DeniedLog {
       return;
     }
     const reason =
-      tag.kind === 'rule'
-        ? ruleReason(attempt, tag, policy)
-        : state === undefined
-          ? 'the cluster state is not synced yet'
+      state === undefined
+        ? 'the cluster state is not synced yet'
+        : tag.kind === 'rule'
+          ? ruleReason(attempt, tag, policy)
           : reasonFor(state, attempt, idx);
     const e = this.ring.add(key, attempt, reason);
     if (this.#budget()) {

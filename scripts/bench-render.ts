@@ -24,37 +24,53 @@ import { generateCluster } from './gen-cluster.ts';
 import { DEFAULT_TENANCY } from '../src/model/tenancy-config.ts';
 import type { GenOptions } from './gen-cluster.ts';
 
-const CASES: Record<string, Partial<GenOptions> & { busiest?: boolean; workspaces?: number; clusterPolicies?: boolean }> = {
+const CASES: Record<
+  string,
+  Partial<GenOptions> & { busiest?: boolean; workspaces?: number; clusterPolicies?: 'narrow' | 'wide' }
+> = {
   '1k': { pods: 1_000, policies: 100, namespaces: 50, podsPerNode: 110 },
   '10k': { pods: 10_000, policies: 1_000, namespaces: 500, podsPerNode: 110 },
   '100k': { pods: 100_000, policies: 10_000, namespaces: 5_000, podsPerNode: 110 },
   '100k-busiest': { pods: 100_000, policies: 10_000, namespaces: 5_000, podsPerNode: 110, busiest: true },
   // The 100k cluster with tenancy: its namespaces in 500 workspaces, all isolated (docs/tenancy.md).
   '100k-tenancy': { pods: 100_000, policies: 10_000, namespaces: 5_000, podsPerNode: 110, workspaces: 500 },
-  // The 100k cluster with 100 ClusterNetworkPolicies of 25 rules each (withClusterPolicies).
-  '100k-cnp': { pods: 100_000, policies: 10_000, namespaces: 5_000, podsPerNode: 110, clusterPolicies: true },
+  // The 100k cluster with 100 ClusterNetworkPolicies of 25 rules each (withClusterPolicies): rules naming
+  // a few pods each (as bench-datapath's), or (wide) whole teams' namespaces and an env's frontends.
+  '100k-cnp': { pods: 100_000, policies: 10_000, namespaces: 5_000, podsPerNode: 110, clusterPolicies: 'narrow' },
+  '100k-cnp-wide': { pods: 100_000, policies: 10_000, namespaces: 5_000, podsPerNode: 110, clusterPolicies: 'wide' },
 };
 
 /**
  * 100 ClusterNetworkPolicies of 25 rules, half Admin, half Baseline, priorities
  * 0..99. The first 50 apply to the namespaces of one env (a third of the pods:
  * of every node), the others to the db pods of one team's namespaces. Rules
- * cycle Accept, Deny, Pass over peers that select a team's namespaces, the
- * frontend pods of an env, or a /24, on one port and one 50-port range each.
+ * cycle Accept, Deny, Pass on one port and one 50-port range each, over
+ * peers that select (narrow) one app of one namespace or a /24, or (wide) a
+ * team's namespaces, the frontend pods of an env, or a /24: together nearly
+ * every pod of the cluster.
  */
-export function withClusterPolicies(state: ClusterState): ClusterState {
+export function withClusterPolicies(state: ClusterState, peers: 'narrow' | 'wide'): ClusterState {
   const envs = ['prod', 'staging', 'dev'];
   const actions = ['Accept', 'Deny', 'Pass'] as const;
   const sel = (matchLabels: Record<string, string>) => ({ matchLabels, matchExpressions: [] });
   const clusterPolicies: ClusterNetworkPolicy[] = Array.from({ length: 100 }, (_, i) => {
     const rules: ClusterPolicyRule[] = Array.from({ length: 25 }, (_, j) => {
       const k = (i * 25 + j) % 150;
+      const ns = state.namespaces[2 + ((i * 25 + j) % Math.max(1, state.namespaces.length - 2))]?.name ?? 'default';
       const peer: ClusterPolicyPeer =
-        k % 3 === 0
-          ? { kind: 'pods', namespaceSelector: sel({ team: `team-${k % 50}` }), podSelector: sel({}) }
-          : k % 3 === 1
-            ? { kind: 'pods', namespaceSelector: sel({ env: envs[k % 3] ?? 'dev' }), podSelector: sel({ tier: 'frontend' }) }
-            : { kind: 'networks', cidrs: [`192.168.${k}.0/24`] };
+        peers === 'narrow'
+          ? k % 3 === 2
+            ? { kind: 'networks', cidrs: [`192.168.${k}.0/24`] }
+            : {
+                kind: 'pods',
+                namespaceSelector: sel({ 'kubernetes.io/metadata.name': ns }),
+                podSelector: sel({ app: `app-${j % 6}` }),
+              }
+          : k % 3 === 0
+            ? { kind: 'pods', namespaceSelector: sel({ team: `team-${k % 50}` }), podSelector: sel({}) }
+            : k % 3 === 1
+              ? { kind: 'pods', namespaceSelector: sel({ env: envs[k % 3] ?? 'dev' }), podSelector: sel({ tier: 'frontend' }) }
+              : { kind: 'networks', cidrs: [`192.168.${k}.0/24`] };
       return {
         name: `r${j}`,
         action: actions[(i + j) % 3] ?? 'Deny',
@@ -187,7 +203,10 @@ async function runCase(name: string, withNft: boolean): Promise<CaseResult> {
   const generated = generateCluster(opts);
   const withTenancy =
     opts.workspaces === undefined ? generated : { ...generated, state: withWorkspaces(generated.state, opts.workspaces) };
-  const cluster = opts.clusterPolicies === true ? { ...withTenancy, state: withClusterPolicies(withTenancy.state) } : withTenancy;
+  const cluster =
+    opts.clusterPolicies === undefined
+      ? withTenancy
+      : { ...withTenancy, state: withClusterPolicies(withTenancy.state, opts.clusterPolicies) };
   const genMs = ms(t0);
   const stateRssMiB = mib(process.memoryUsage().rss);
   const { node, clusterWideRules } =

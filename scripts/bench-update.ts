@@ -15,6 +15,11 @@
 //   local-isolated   a pod a policy isolates starts on this node (new chains: full)
 //   policy-edit      a policy isolating pods of this node gets one more ingress rule
 //                    (a new port on TCP, from the same peers)
+// With --cnp the cluster also has the 100 ClusterNetworkPolicies of bench-render.ts (100k-cnp),
+// and three more scenarios edit one that selects pods of this node:
+//   cnp-priority     its priority moves behind every other policy
+//   cnp-action       its first rule's action changes (Accept <-> Deny, Pass -> Accept)
+//   cnp-rule-swap    its first two rules change places
 import { execa } from 'execa';
 import { randomBytes } from 'node:crypto';
 import { cpus } from 'node:os';
@@ -25,7 +30,7 @@ import { runNft } from '../src/nft/exec.ts';
 import { renderRuleset } from '../src/nft/render.ts';
 import { renderUpdate } from '../src/nft/update.ts';
 import type { ClusterState, Pod } from '../src/model/types.ts';
-import { busiestNode } from './bench-render.ts';
+import { busiestNode, withClusterPolicies } from './bench-render.ts';
 import { generateCluster } from './gen-cluster.ts';
 
 const RUNS = 5;
@@ -35,6 +40,34 @@ const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floo
 interface Scenario {
   readonly name: string;
   readonly next: ClusterState;
+}
+
+/** Edits of one ClusterNetworkPolicy whose subject selects a pod of `node` (the first one, by name). */
+function cnpScenarios(state: ClusterState, node: string): Scenario[] {
+  const local = state.pods.filter((p) => p.nodeName === node);
+  const env = (ns: string): string | undefined => state.namespaces.find((n) => n.name === ns)?.labels.env;
+  const cnps = state.clusterPolicies ?? [];
+  const target = cnps.find((c) =>
+    local.some(
+      (p) =>
+        Object.entries(c.subject.namespaceSelector.matchLabels).every(([k, v]) => k === 'env' && env(p.namespace) === v) &&
+        Object.keys(c.subject.podSelector.matchLabels).length === 0,
+    ),
+  );
+  if (target === undefined) throw new Error('no ClusterNetworkPolicy selects a pod of the node');
+  const edit = (changed: typeof target): ClusterState => ({
+    ...state,
+    clusterPolicies: cnps.map((c) => (c === target ? changed : c)),
+  });
+  const rules = target.ingress.length > 0 ? 'ingress' : 'egress';
+  const list = target[rules];
+  const [r0, r1] = [list[0]!, list[1]!];
+  const flipped = { ...r0, action: r0.action === 'Accept' ? ('Deny' as const) : ('Accept' as const) };
+  return [
+    { name: 'cnp-priority', next: edit({ ...target, priority: 1000 }) },
+    { name: 'cnp-action', next: edit({ ...target, [rules]: [flipped, ...list.slice(1)] }) },
+    { name: 'cnp-rule-swap', next: edit({ ...target, [rules]: [r1, r0, ...list.slice(2)] }) },
+  ];
 }
 
 function scenarios(state: ClusterState, node: string): Scenario[] {
@@ -102,6 +135,7 @@ async function main(): Promise<void> {
       policies: { type: 'string' },
       namespaces: { type: 'string' },
       'no-nft': { type: 'boolean' },
+      cnp: { type: 'boolean' },
     },
   });
   const pods = Number(values.pods ?? 100_000);
@@ -115,10 +149,11 @@ async function main(): Promise<void> {
   const idx = Number(node.replace(/^node-0*/, '') || '0');
   // The generator gives node n the addresses 10.(n >> 8).(n & 255).x.
   const podCIDR = `10.${(idx >> 8) & 255}.${idx & 255}.0/24`;
-  const state: ClusterState = {
+  const withNode: ClusterState = {
     ...cluster.state,
     nodes: cluster.state.nodes.map((n) => (n.name === node ? { ...n, podCIDRs: [podCIDR] } : n)),
   };
+  const state = values.cnp === true ? withClusterPolicies(withNode, 'narrow') : withNode;
   // Unknown local endpoints dropped (opt-in in the agent): pods nothing isolates are `accept` map elements.
   const prev: CompiledRuleset = compileNode(state, node, { unknownLocalEndpoints: 'drop' });
   const prevText = renderRuleset(prev);
@@ -137,7 +172,7 @@ async function main(): Promise<void> {
     const rows: string[][] = [
       ['scenario', 'kind', 'elements +/-', 'update ms', 'update bytes', 'nft ms', 'full bytes', 'full nft ms'],
     ];
-    for (const sc of scenarios(state, node)) {
+    for (const sc of [...scenarios(state, node), ...(values.cnp === true ? cnpScenarios(state, node) : [])]) {
       const next = compileNode(sc.next, node, { unknownLocalEndpoints: 'drop' });
       const times: number[] = [];
       let u = renderUpdate(prev, next);
@@ -153,7 +188,7 @@ async function main(): Promise<void> {
       rows.push([
         sc.name,
         u.kind,
-        u.kind === 'incremental' ? `+${u.added} -${u.removed}` : '-',
+        u.kind === 'incremental' ? `+${u.added} -${u.removed}` : u.reason,
         updateMs.toFixed(1),
         String(Buffer.byteLength(u.text)),
         nftMs,

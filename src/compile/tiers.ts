@@ -188,18 +188,6 @@ function sourceOf(peer: TieredPeer, ctx: TierContext): Source {
   }
 }
 
-const DENY_DROP: readonly Rule[] = [{ matches: [], counter: true, verdict: { kind: 'drop' }, comment: 'Deny' }];
-// --deny-action reject: as the pod chains' deny path (deny-path.ts).
-const DENY_REJECT: readonly Rule[] = [
-  {
-    matches: [{ kind: 'l4proto', proto: 'tcp' }],
-    counter: true,
-    verdict: { kind: 'reject', with: 'tcp reset' },
-    comment: 'Deny',
-  },
-  { matches: [], counter: true, verdict: { kind: 'reject', with: 'icmpx port-unreachable' }, comment: 'Deny' },
-];
-
 /** A source whose addresses are resolved once per family (each tier and direction asks). */
 function memoized(s: Source): Source {
   if (s.kind === 'hash') {
@@ -212,23 +200,34 @@ function memoized(s: Source): Source {
 
 /** The chain of one tiered rule: counts what it decides, then does it. */
 function ruleChain(e: Entry, o: RenderOptions): Chain {
-  const comment = sanitizeComment(`${e.rule.origin.description}`);
+  // The chain's declaration names only the policy, direction and index (what
+  // names the chain): priority, action and rule name live in the rule's
+  // comment, which an incremental update can replace (a chain's cannot).
+  const chainComment = sanitizeComment(`${e.policy.origin.label} ${e.direction} rule ${e.index}`);
+  const what = e.rule.action === e.rule.origin.action ? '' : ` (read as ${e.rule.action}: not enforceable as written)`;
+  const comment = sanitizeComment(`${e.rule.origin.description}${what}`);
+  const rule = (verdict: Rule['verdict'], matches: Rule['matches'] = []): Rule => ({ matches, counter: true, verdict, comment });
   let rules: Rule[];
   switch (e.rule.action) {
     case 'Accept':
-      rules = [{ matches: [], counter: true, verdict: { kind: 'accept' }, comment: 'Accept' }];
+      rules = [rule({ kind: 'accept' })];
       break;
     case 'Pass':
-      rules = [{ matches: [], counter: true, verdict: { kind: 'return' }, comment: 'Pass' }];
+      rules = [rule({ kind: 'return' })];
       break;
     case 'Deny':
       rules = [
         ...denyLogRule(tierDenyLogPrefix(policyKeyId(e.policy.key), e.direction, e.index), o),
-        ...(o.denyAction === 'drop' ? DENY_DROP : DENY_REJECT),
+        ...(o.denyAction === 'drop'
+          ? [rule({ kind: 'drop' })]
+          : [
+              rule({ kind: 'reject', with: 'tcp reset' }, [{ kind: 'l4proto', proto: 'tcp' }]),
+              rule({ kind: 'reject', with: 'icmpx port-unreachable' }),
+            ]),
       ];
       break;
   }
-  return { name: e.chain, role: 'rule', base: undefined, comment, rules };
+  return { name: e.chain, role: 'rule', base: undefined, comment: chainComment, rules };
 }
 
 /** Sorted, merged port intervals of one protocol that a rule matches for this local pod and identity. */
@@ -467,6 +466,13 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
   for (const tier of ORDERED_TIERS) {
     for (const d of DIRECTIONS) {
       const tierEntries = entries.filter((e) => e.tier === tier && e.direction === d);
+      const entriesBySource = new Map<string, Entry[]>();
+      for (const e of tierEntries)
+        for (const k of e.sources) {
+          let l = entriesBySource.get(k);
+          if (l === undefined) entriesBySource.set(k, (l = []));
+          l.push(e);
+        }
       const usedSources = new Set(tierEntries.flatMap((e) => [...e.sources]));
       const namedNames = new Set<string>();
       if (d === 'egress')
@@ -483,6 +489,16 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
           }
         }
         locals.sort((a, b) => byValue(a.addr, b.addr));
+        // Local pods grouped by the rules that apply to them (the policies whose subject selects them).
+        const classMap = new Map<string, { key: string; entries: Set<Entry>; locals: { pod: Pod; addr: Addr }[] }>();
+        for (const l of locals) {
+          const all = applies(l.pod, tier, d);
+          const key = all.map((e) => e.order).join(',');
+          let cls = classMap.get(key);
+          if (cls === undefined) classMap.set(key, (cls = { key, entries: new Set(all), locals: [] }));
+          cls.locals.push(l);
+        }
+        const classes = [...classMap.values()];
         const hashElements: MapElement[] = [];
         const rangeElements: MapElement[] = [];
         if (locals.length > 0) {
@@ -549,24 +565,22 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
               if (np !== undefined) named.set(np.name, [...(named.get(np.name) ?? []), ...np.ports]);
             }
             const decided: Decided = { port: [], range: [], proto: [], addr: [] };
-            // Local pods with the same applicable rules (and, for local named ports, the same ports) decide alike.
-            const byRules = new Map<readonly Entry[], readonly Entry[]>();
+            // The rules naming a source of this identity, in evaluation order.
+            const seen = new Set<Entry>();
+            for (const t of id.tokens) for (const e of entriesBySource.get(t) ?? []) seen.add(e);
+            const idEntries = [...seen].sort((a, b) => a.order - b.order);
             const memo = new Map<string, Decision>();
-            for (const { pod, addr } of locals) {
-              const all = applies(pod, tier, d);
-              let matching = byRules.get(all);
-              if (matching === undefined) {
-                matching = all.filter((e) => {
-                  for (const k of e.sources) if (tokens.has(k)) return true;
-                  return false;
-                });
-                byRules.set(all, matching);
-              }
+            for (const cls of classes) {
+              // Local pods of one class (the same applicable rules) decide alike, unless local named ports differ.
+              const matching = idEntries.filter((e) => cls.entries.has(e));
               if (matching.length === 0) continue;
-              const key = `${matching.map((e) => e.order).join(',')}${matching.some(localNamed) ? `|${JSON.stringify(pod.ports)}` : ''}`;
-              let dec = memo.get(key);
-              if (dec === undefined) memo.set(key, (dec = decide(matching, pod, named)));
-              addDecision(dec, addr.text, decided);
+              const named1 = matching.some(localNamed);
+              for (const { pod, addr } of cls.locals) {
+                const key = `${cls.key}${named1 ? `|${JSON.stringify(pod.ports)}` : ''}`;
+                let dec = memo.get(key);
+                if (dec === undefined) memo.set(key, (dec = decide(matching, pod, named)));
+                addDecision(dec, addr.text, decided);
+              }
             }
             if (decided.port.length + decided.range.length + decided.proto.length + decided.addr.length === 0) {
               chainOf.set(id.key, undefined);

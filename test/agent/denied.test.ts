@@ -571,7 +571,7 @@ describe('the deny path in the ruleset', () => {
     const text = renderRuleset(compileNode(cs, 'node-1', { logDenied }));
     assert.ok(
       chain(text, 2).includes(
-        `\t\tlimit name "denied-log" log prefix "cnp:${pid}:IN:2" group 1742 snaplen 128\n\t\tcounter drop comment "Deny"`,
+        `\t\tlimit name "denied-log" log prefix "cnp:${pid}:IN:2" group 1742 snaplen 128\n\t\tcounter drop comment "ClusterNetworkPolicy admin (Admin tier, priority 1) ingress rule 2`,
       ),
       chain(text, 2),
     );

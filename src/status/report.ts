@@ -8,6 +8,7 @@
 // generation (a Namespace has none; a Workspace's counts): reported with the
 // same uid is in force.
 import { isolationOf } from '../kinds/tenancy.ts';
+import { tierPlace } from '../kinds/cluster-network-policy.ts';
 import { EVERYTHING, selectorMatches } from '../model/selector.ts';
 import { isActivePod } from '../model/types.ts';
 import type {
@@ -94,6 +95,8 @@ export interface PolicyReport {
   /** Nodes among `nodes` whose agent does not report (Lease expired or missing). */
   readonly notReporting: readonly string[];
   readonly invalidFields: readonly string[];
+  /** A ClusterNetworkPolicy's tier and priority, `Admin tier, priority 10` (absent for the namespaced kinds). */
+  readonly place?: string;
 }
 
 export interface ClusterReport {
@@ -152,6 +155,7 @@ interface Expected {
   readonly podSelector: LabelSelector;
   /** A cluster-scoped kind: pods of any namespace it selects (`namespace` and `podSelector` unused). */
   readonly subject?: (pod: Pod) => boolean;
+  readonly place?: string;
   readonly errors: readonly ValidationError[];
   /** Its invalid fields are also those the agents find (a NamespaceNetworkPolicy's missing Service). */
   readonly reportedErrors: boolean;
@@ -187,6 +191,7 @@ function expected(input: ReportInput): Expected[] {
         },
         errors: p.errors,
         reportedErrors: false,
+        place: tierPlace(p.tier === 'Admin' ? 'admin' : 'baseline', p.priority),
       });
   }
   const t = input.tenancy;
@@ -293,6 +298,7 @@ export function buildReport(input: ReportInput): ClusterReport {
       lagging,
       notReporting,
       invalidFields: [...invalid],
+      ...(p.place === undefined ? {} : { place: p.place }),
     });
   }
 
@@ -372,7 +378,9 @@ function nodeReason(now: number, n: NodeReport | undefined, name: string): strin
 /** One policy, in detail. */
 export function policyText(r: ClusterReport, p: PolicyReport, now: number): string {
   const nodes = new Map(r.nodes.map((n) => [n.name, n]));
-  const head = p.kind === 'NetworkPolicy' ? `NetworkPolicy ${p.namespace}/${p.name}` : policyLabel(p);
+  const head =
+    (p.kind === 'NetworkPolicy' ? `NetworkPolicy ${p.namespace}/${p.name}` : policyLabel(p)) +
+    (p.place === undefined ? '' : ` (${p.place})`);
   const lines = [`${head}${p.generation === undefined ? '' : ` (generation ${p.generation})`}`];
   if (p.nodes.length === 0) lines.push('  selects no running pod: nothing to enforce');
   else lines.push(`  in force on ${p.inForce.length} of ${p.nodes.length} nodes that host pods it selects`);

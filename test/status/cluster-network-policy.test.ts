@@ -149,7 +149,7 @@ test('status of a ClusterNetworkPolicy: in force on the nodes its subject concer
   const text = policyText(r, guard!, NOW);
   assert.match(
     text,
-    /^ClusterNetworkPolicy web-guard \(generation 2\)\n {2}in force on 1 of 2 nodes that host pods it selects\n {2}lagging: node-2 has generation 1/,
+    /^ClusterNetworkPolicy web-guard \(Admin tier, priority 5\) \(generation 2\)\n {2}in force on 1 of 2 nodes that host pods it selects\n {2}lagging: node-2 has generation 1/,
   );
   const base = r.policies.find((p) => p.name === 'baseline');
   // hostNetwork pods are never subjects: node-4 is not concerned.
@@ -244,7 +244,7 @@ test('status command: cnp/NAME in force on the nodes its subject concerns, laggi
   };
   // lab's pod (node-2) is not a subject: only node-1 is concerned.
   assert.equal(await run('cnp/guard'), 0, out);
-  assert.match(out, /^ClusterNetworkPolicy guard \(generation 1\)\n {2}in force on 1 of 1 nodes/);
+  assert.match(out, /^ClusterNetworkPolicy guard \(Admin tier, priority 5\) \(generation 1\)\n {2}in force on 1 of 1 nodes/);
   api.update('clusternetworkpolicies', cnpObject(6));
   assert.equal(await run('clusternetworkpolicy', 'guard'), 3, out);
   assert.match(out, /\(generation 2\)\n {2}in force on 0 of 1 nodes.*\n {2}lagging: node-1 has generation 1 since/);

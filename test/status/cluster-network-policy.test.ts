@@ -185,7 +185,6 @@ test('status arguments: cnp/NAME, clusternetworkpolicy NAME and the legacy kinds
       output: 'text',
       agentNamespace: 'nft-netpol-system',
       tenancy: true,
-      kubeconfig: undefined,
     });
   assert.deepEqual((parseStatusArgs(['anp/x']) as { policy: unknown }).policy, { kind: 'AdminNetworkPolicy', name: 'x' });
   assert.deepEqual((parseStatusArgs(['banp', 'default']) as { policy: unknown }).policy, {

@@ -5,7 +5,13 @@ import { ANY, object, unknownFieldMessage, unknownFields } from './field-tree.ts
 import type { FieldTree } from './field-tree.ts';
 import { field, isRecord, show, UNNAMED } from './normalize-common.ts';
 import type { Normalized } from './normalize-common.ts';
-import { clusterPolicyKey, clusterPolicyNormalizer } from './normalize-cluster-policy.ts';
+import {
+  ADMIN_NETWORK_POLICY_FIELDS,
+  BASELINE_ADMIN_NETWORK_POLICY_FIELDS,
+  CLUSTER_NETWORK_POLICY_FIELDS,
+  clusterPolicyKey,
+  clusterPolicyNormalizer,
+} from './normalize-cluster-policy.ts';
 import { isListObject, listItems } from './normalize-list.ts';
 import { NAMESPACE_FIELDS, normalizeNamespace } from './normalize-namespace.ts';
 import { NODE_FIELDS, normalizeNode } from './normalize-node.ts';
@@ -76,7 +82,9 @@ export const FIELD_TREES: Readonly<Record<string, FieldTree>> = {
   WorkspaceTemplate: WORKSPACE_FIELDS,
   NamespaceNetworkPolicy: NAMESPACE_POLICY_FIELDS,
   Service: SERVICE_FIELDS,
-  // ClusterNetworkPolicy and the legacy admin kinds: not yet; their tree belongs beside normalize-cluster-policy.ts.
+  ClusterNetworkPolicy: CLUSTER_NETWORK_POLICY_FIELDS,
+  AdminNetworkPolicy: ADMIN_NETWORK_POLICY_FIELDS,
+  BaselineAdminNetworkPolicy: BASELINE_ADMIN_NETWORK_POLICY_FIELDS,
 };
 
 /** `kind: List` and typed lists (metav1.ListMeta as metadata). */

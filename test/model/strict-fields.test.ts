@@ -59,6 +59,9 @@ test('every kind read from files has a field tree that catches a top-level and a
     ['WorkspaceTemplate', 'tenant.kubesphere.io/v1alpha2'],
     ['NamespaceNetworkPolicy', 'network.kubesphere.io/v1alpha1'],
     ['Service', 'v1'],
+    ['ClusterNetworkPolicy', 'policy.networking.k8s.io/v1alpha2'],
+    ['AdminNetworkPolicy', 'policy.networking.k8s.io/v1alpha1'],
+    ['BaselineAdminNetworkPolicy', 'policy.networking.k8s.io/v1alpha1'],
   ];
   assert.deepEqual(Object.keys(FIELD_TREES).sort(), kinds.map(([k]) => k).sort());
   for (const [kind, apiVersion] of kinds) {
@@ -304,4 +307,57 @@ test('the API-server path never checks fields: only the CLI passes unknownFields
     const text = await readFile(f, 'utf8');
     assert.doesNotMatch(text, /unknownFields|field-tree/, f);
   }
+});
+
+test('ClusterNetworkPolicy and the legacy admin kinds: unknown fields are errors; every example passes', async () => {
+  const cnp = parse(`
+apiVersion: policy.networking.k8s.io/v1alpha2
+kind: ClusterNetworkPolicy
+metadata: {name: guard}
+spec:
+  tier: Admin
+  priority: 10
+  subject: {namespaces: {}}
+  ingres:
+  - {action: Deny, from: [{namespaces: {}}]}
+  egress:
+  - action: Deny
+    to: [{networks: [169.254.169.254/32]}]
+    protocols: [{tcp: {destinationPort: {nummber: 80}}}]
+  - action: Accept
+    to: [{pods: {namespaceSelector: {}, podselector: {}}}]
+`) as unknown;
+  const anp = parse(`
+apiVersion: policy.networking.k8s.io/v1alpha1
+kind: AdminNetworkPolicy
+metadata: {name: old}
+spec:
+  priority: 3
+  subject: {namespaces: {}}
+  ingress:
+  - {action: Allow, from: [{namespaces: {}}], ports: [{portNumber: {protocol: TCP, port: 80, extra: 1}}]}
+`) as unknown;
+  const { errors } = buildState([cnp, anp], { unknownFields: 'error' });
+  assert.deepEqual(errors.filter((e) => e.message.startsWith('unknown field')).map(formatValidationError), [
+    'guard spec.ingres: unknown field "spec.ingres"',
+    'guard spec.egress[0].protocols[0].tcp.destinationPort.nummber: unknown field "spec.egress[0].protocols[0].tcp.destinationPort.nummber"',
+    'guard spec.egress[1].to[0].pods.podselector: unknown field "spec.egress[1].to[0].pods.podselector"',
+    'old spec.ingress[0].ports[0].portNumber.extra: unknown field "spec.ingress[0].ports[0].portNumber.extra"',
+  ]);
+  const examples = parse(
+    await readFile('examples/cluster-network-policies.yaml', 'utf8').then(
+      (t) =>
+        `[${t
+          .split(/^---$/m)
+          .map((d) => JSON.stringify(parse(d)))
+          .join(',')}]`,
+    ),
+  ) as unknown[];
+  assert.deepEqual(
+    buildState(
+      examples.filter((o) => o !== null),
+      { unknownFields: 'error' },
+    ).errors,
+    [],
+  );
 });

@@ -2,15 +2,16 @@
 // cleanup (the node agent). Exit codes: 0 ok, 1 invalid input or policy
 // errors, 2 usage.
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { loadManifests, type LoadError } from '../model/load.ts';
-import { buildState } from '../model/normalize.ts';
+import { setFlagsFromString } from 'node:v8';
+import { readManifests, type LoadError } from '../model/load.ts';
+import { stateBuilder } from '../model/normalize.ts';
 import { formatValidationError, type ClusterState, type ValidationError } from '../model/types.ts';
 import { compileNode } from '../compile/compile.ts';
 import { renderRuleset } from '../nft/render.ts';
 import { answerExplain, explainJson, explainText, parseExplainParams } from '../policy/explain.ts';
 import { buildInfo, versionText } from '../observability/build-info.ts';
 import {
-  countKinds,
+  kindCounter,
   countsText,
   formatDocument,
   loadErrorObject,
@@ -60,6 +61,9 @@ something is not in force everywhere.`;
 
 const INPUT_HELP = `  -f, --filename PATH   manifest file or directory (YAML/JSON, multi-document,
                         kind: List; '-' reads stdin); repeatable, required
+  --strict=BOOL         true (default): a field the API server does not know
+                        (a typo such as podselector) is an error, as with
+                        kubectl apply; false: a warning
   -o, --output FORMAT   text (default), json or yaml; errors in json and yaml
                         are objects {object, path, message}
 ${TENANCY_FLAGS_HELP}
@@ -115,6 +119,7 @@ const INPUT_OPTIONS = {
   filename: { type: 'string', short: 'f', multiple: true },
   output: { type: 'string', short: 'o', default: 'text' },
   help: { type: 'boolean', short: 'h', default: false },
+  strict: { type: 'string', default: 'true' },
   'isolation-dns-service': { type: 'string' },
   'isolation-node-local-dns': { type: 'string' },
   'isolation-node-addresses': { type: 'string' },
@@ -122,7 +127,9 @@ const INPUT_OPTIONS = {
 
 function parse<O extends NonNullable<ParseArgsConfig['options']>>(args: string[], options: O) {
   try {
-    return parseArgs({ args, options, strict: true, allowPositionals: false });
+    // A bare `--strict` means true (parseArgs' boolean options take no `=false`, so the flag is a string).
+    const normalized = 'strict' in options ? args.map((a) => (a === '--strict' ? '--strict=true' : a)) : args;
+    return parseArgs({ args: normalized, options, strict: true, allowPositionals: false });
   } catch (e) {
     throw new UsageError(e instanceof Error ? e.message : String(e));
   }
@@ -145,12 +152,15 @@ interface Loaded {
   kinds: KindCounts;
   loadErrors: LoadError[];
   validationErrors: ValidationError[];
+  /** Unknown fields under --strict=false. */
+  warnings: ValidationError[];
   /** Tenancy facts that are not errors (validate prints them). */
   notes: readonly TenancyNote[];
 }
 
 interface InputFlags {
   readonly filename?: string[] | undefined;
+  readonly strict?: string | undefined;
   readonly 'isolation-dns-service'?: string | undefined;
   readonly 'isolation-node-local-dns'?: string | undefined;
   readonly 'isolation-node-addresses'?: string | undefined;
@@ -165,22 +175,37 @@ async function loadInputs(v: InputFlags): Promise<Loaded> {
     nodeAddresses: v['isolation-node-addresses'],
   });
   if (config instanceof Error) throw new UsageError(config.message);
-  const { objects, errors } = await loadManifests(files);
-  const built = buildState(objects);
+  const strict = v.strict ?? 'true';
+  if (strict !== 'true' && strict !== 'false') throw new UsageError(`--strict must be true or false, not "${strict}"`);
+  // Each object is normalized as it is parsed: a big file's raw objects never pile up.
+  const builder = stateBuilder({ unknownFields: strict === 'true' ? 'error' : 'warn' });
+  const kinds = kindCounter();
+  const push = (o: unknown): void => {
+    kinds.add(o);
+    builder.add(o);
+  };
+  const errors = await readManifests(files, { push, list: builder.list });
+  const built = builder.finish();
   // Offline commands always judge tenancy (the agent can turn it off).
   const state: ClusterState = { ...built.state, tenancy: config };
   const t = tenancyPolicies(state);
   return {
     state,
-    kinds: countKinds(objects),
+    kinds: kinds.counts(),
     loadErrors: errors,
     validationErrors: [...built.errors, ...[...t.errors.values()].flat()],
+    warnings: built.warnings,
     notes: t.notes,
   };
 }
 
+function reportWarnings(io: Io, l: Loaded): void {
+  for (const w of l.warnings) io.err(`warning: ${formatValidationError(w)}`);
+}
+
 function reportProblems(io: Io, l: Loaded): boolean {
   for (const e of l.loadErrors) io.err(`error: ${e.source}: ${e.message}`);
+  reportWarnings(io, l);
   for (const e of l.validationErrors) io.err(`invalid: ${formatValidationError(e)}`);
   return l.loadErrors.length > 0 || l.validationErrors.length > 0;
 }
@@ -193,6 +218,11 @@ function reportIgnored(io: Io, l: Loaded): void {
 
 function errorObjects(l: Loaded): ErrorObject[] {
   return [...l.loadErrors.map(loadErrorObject), ...l.validationErrors.map(validationErrorObject)];
+}
+
+/** Unknown fields under --strict=false, as error objects are. */
+function warningObjects(l: Loaded): ErrorObject[] {
+  return l.warnings.map(validationErrorObject);
 }
 
 async function renderCmd(args: string[], io: Io): Promise<number> {
@@ -235,7 +265,14 @@ async function renderCmd(args: string[], io: Io): Promise<number> {
   });
   const text = renderRuleset(compiled);
   if (format === 'text') io.out(text);
-  else emit(io, format, { node: v.node, stats: compiled.stats, errors: errorObjects(loaded), ruleset: text });
+  else
+    emit(io, format, {
+      node: v.node,
+      stats: compiled.stats,
+      errors: errorObjects(loaded),
+      warnings: warningObjects(loaded),
+      ruleset: text,
+    });
   return bad ? EXIT_INVALID : EXIT_OK;
 }
 
@@ -271,8 +308,9 @@ async function explainCmd(args: string[], io: Io): Promise<number> {
   }
   const { verdict: result, from, to } = answer.value;
   if (format === 'text') io.out(explainText(result, from, to));
-  else emit(io, format, { ...explainJson(result, from, to), errors: errorObjects(loaded) });
+  else emit(io, format, { ...explainJson(result, from, to), errors: errorObjects(loaded), warnings: warningObjects(loaded) });
   // Invalid policies are part of the answer (they fail closed), not a usage problem.
+  reportWarnings(io, loaded);
   for (const e of loaded.validationErrors) io.err(`invalid: ${formatValidationError(e)}`);
   return loaded.validationErrors.length > 0 ? EXIT_INVALID : EXIT_OK;
 }
@@ -290,7 +328,7 @@ async function validateCmd(args: string[], io: Io): Promise<number> {
   ];
   const { read, ignored } = loaded.kinds;
   if (format !== 'text') {
-    emit(io, format, { valid: errors.length === 0, errors, read, ignored });
+    emit(io, format, { valid: errors.length === 0, errors, warnings: warningObjects(loaded), read, ignored });
   } else if (errors.length === 0) {
     const s = loaded.state;
     const cn = s.clusterPolicies?.length ?? 0;
@@ -303,7 +341,8 @@ async function validateCmd(args: string[], io: Io): Promise<number> {
   }
   io.err(`read: ${Object.keys(read).length === 0 ? 'nothing' : countsText(read)}`);
   reportIgnored(io, loaded);
-  // Notes are facts, not errors: they never change the exit code (and stay off stdout for -o json).
+  // Warnings and notes never change the exit code (and stay off stdout for -o json).
+  reportWarnings(io, loaded);
   for (const n of loaded.notes) io.err(`note: ${n.message}`);
   return errors.length > 0 ? EXIT_INVALID : EXIT_OK;
 }
@@ -381,9 +420,28 @@ function quietOnBrokenPipe(cmd: string | undefined): void {
   }
 }
 
+/** The commands that read manifest files into one big state. */
+const OFFLINE = new Set(['render', 'explain', 'validate']);
+
+/**
+ * Keeps V8's young generation at its start size for the offline commands: a
+ * big manifest file builds a large state object by object, and V8 grows the
+ * young generation with what survives, to about 100 MiB resident for a 20 MB
+ * file, for no measurable gain (docs/benchmarks.md, "Big manifest files").
+ * The agent caps it with --max-semi-space-size in NODE_OPTIONS instead, a flag
+ * that only works at start-up; the growth factor is read whenever V8 resizes.
+ * Left alone when the user sized the young generation.
+ */
+function keepYoungGenerationSmall(cmd: string | undefined): void {
+  if (cmd === undefined || !OFFLINE.has(cmd)) return;
+  if ([...process.execArgv, process.env['NODE_OPTIONS'] ?? ''].some((a) => a.includes('semi-space'))) return;
+  setFlagsFromString('--semi-space-growth-factor=1');
+}
+
 /** The process's entry point (bin/nft-netpol-agent.js, `node src/cli/main.ts`, the image's dist/cli/main.js). */
 export async function runMain(argv: string[]): Promise<void> {
   quietOnBrokenPipe(argv[0]);
+  keepYoungGenerationSmall(argv[0]);
   process.exitCode = await main(argv);
 }
 

@@ -51,15 +51,18 @@ export interface KindCounts {
   readonly ignored: Readonly<Record<string, number>>;
 }
 
-export function countKinds(objects: readonly unknown[]): KindCounts {
+/** Objects by kind, read and ignored, counted as they are parsed (the CLI does not keep them). */
+export function kindCounter(): { add(o: unknown): void; counts(): KindCounts } {
   const read = new Map<string, number>();
   const ignored = new Map<string, number>();
-  for (const o of objects) {
-    const kind = typeof o === 'object' && o !== null && 'kind' in o && typeof o.kind === 'string' ? o.kind : '<no kind>';
-    const into = readsKind(kind) ? read : ignored;
-    into.set(kind, (into.get(kind) ?? 0) + 1);
-  }
-  return { read: Object.fromEntries(read), ignored: Object.fromEntries(ignored) };
+  return {
+    add(o) {
+      const kind = typeof o === 'object' && o !== null && 'kind' in o && typeof o.kind === 'string' ? o.kind : '<no kind>';
+      const into = readsKind(kind) ? read : ignored;
+      into.set(kind, (into.get(kind) ?? 0) + 1);
+    },
+    counts: () => ({ read: Object.fromEntries(read), ignored: Object.fromEntries(ignored) }),
+  };
 }
 
 /** `1 Service, 2 Deployment` */

@@ -6,9 +6,10 @@
 // normalize's job.
 import { readdir, readFile, realpath, stat } from 'node:fs/promises';
 import { extname, join } from 'node:path';
-import { parseAllDocuments } from 'yaml';
+import { parseAllDocuments, parseDocument } from 'yaml';
 import { field, isRecord, show } from './normalize-common.ts';
 import { isListObject, listItems } from './normalize-list.ts';
+import { FALLBACK, parseSubset, splitDocuments } from './yaml-subset.ts';
 
 export interface LoadError {
   /** "path/file.yaml", "path/file.yaml#3" (1-based document number in a multi-document file) or "<stdin>". */
@@ -18,8 +19,24 @@ export interface LoadError {
 
 const MANIFEST_EXTENSIONS = new Set(['.yaml', '.yml', '.json']);
 
+/**
+ * Where parsed objects go: an array, or a consumer that need not keep them
+ * (normalize.ts's stateBuilder). Lists arrive as their items; `list`, when
+ * present, sees each list wrapper first (its own fields, for strict checks).
+ */
+export interface ObjectSink {
+  push(value: unknown): unknown;
+  list?(wrapper: unknown): void;
+}
+
 export async function loadManifests(paths: readonly string[]): Promise<{ objects: unknown[]; errors: LoadError[] }> {
   const objects: unknown[] = [];
+  const errors = await readManifests(paths, objects);
+  return { objects, errors };
+}
+
+/** loadManifests into a sink: a big file's raw objects need not pile up. */
+export async function readManifests(paths: readonly string[], objects: ObjectSink): Promise<LoadError[]> {
   const errors: LoadError[] = [];
   for (const p of paths) {
     if (p === '-') {
@@ -39,7 +56,7 @@ export async function loadManifests(paths: readonly string[]): Promise<{ objects
       parseManifestText(text, f, objects, errors);
     }
   }
-  return { objects, errors };
+  return errors;
 }
 
 async function readStdin(): Promise<string> {
@@ -112,14 +129,51 @@ async function walk(dir: string, files: string[], errors: LoadError[], seen: Set
   }
 }
 
+const YAML_OPTIONS = { merge: true, prettyErrors: true } as const;
+
 /**
  * Parses one file's text (YAML, which includes JSON) into objects. Exported for
  * tests and for callers that already hold the text.
+ *
+ * Documents are split on `---` lines and read by the fast subset reader
+ * (yaml-subset.ts); a document it declines is read by the full library, one
+ * document at a time, so a big file never holds every document's syntax tree
+ * at once. Streams that can't be split on lines go to the library whole.
  */
-export function parseManifestText(text: string, source: string, objects: unknown[], errors: LoadError[]): void {
+export function parseManifestText(text: string, source: string, objects: ObjectSink, errors: LoadError[]): void {
+  const docs = splitDocuments(text);
+  if (docs === undefined) {
+    parseStream(text, source, objects, errors);
+    return;
+  }
+  docs.forEach((d, i) => {
+    const src = docs.length > 1 ? `${source}#${i + 1}` : source;
+    let value = parseSubset(d.text);
+    if (value === FALLBACK) {
+      const doc = parseDocument(d.text, YAML_OPTIONS);
+      const first = doc.errors[0];
+      if (first !== undefined) {
+        errors.push({ source: src, message: `not valid YAML or JSON: ${yamlErrorMessage(first, d.line)}` });
+        return;
+      }
+      try {
+        value = doc.toJS({ maxAliasCount: 1000 });
+      } catch (e) {
+        errors.push({ source: src, message: `not valid YAML or JSON: ${e instanceof Error ? e.message : String(e)}` });
+        return;
+      }
+    }
+    // Empty documents (a trailing `---`, only comments) are skipped, as kubectl does.
+    if (value === null || value === undefined) return;
+    checkObject(value, src, '', objects, errors);
+  });
+}
+
+/** The whole stream through the library (directives, `...` markers: what line splitting can't handle). */
+function parseStream(text: string, source: string, objects: ObjectSink, errors: LoadError[]): void {
   let docs;
   try {
-    docs = parseAllDocuments(text, { merge: true, prettyErrors: true });
+    docs = parseAllDocuments(text, YAML_OPTIONS);
   } catch (e) {
     errors.push({ source, message: `not valid YAML or JSON: ${e instanceof Error ? e.message : String(e)}` });
     return;
@@ -146,14 +200,17 @@ export function parseManifestText(text: string, source: string, objects: unknown
   });
 }
 
-function yamlErrorMessage(e: { message: string; linePos?: readonly { line: number; col: number }[] | undefined }): string {
+function yamlErrorMessage(
+  e: { message: string; linePos?: readonly { line: number; col: number }[] | undefined },
+  lineOffset = 0,
+): string {
   // The yaml library's message is "<what> at line L, column C:\n\n<excerpt>"; keep the first line, position first.
   const what = (e.message.split('\n')[0] ?? '').replace(/ at line \d+, column \d+:?$/, '').replace(/:$/, '');
   const pos = e.linePos?.[0];
-  return pos === undefined ? what : `line ${pos.line}, column ${pos.col}: ${what}`;
+  return pos === undefined ? what : `line ${pos.line + lineOffset}, column ${pos.col}: ${what}`;
 }
 
-function checkObject(value: unknown, source: string, itemPath: string, objects: unknown[], errors: LoadError[]): void {
+function checkObject(value: unknown, source: string, itemPath: string, objects: ObjectSink, errors: LoadError[]): void {
   const fail = (m: string): void => {
     errors.push({ source, message: itemPath === '' ? m : `${itemPath}: ${m}` });
   };
@@ -162,6 +219,7 @@ function checkObject(value: unknown, source: string, itemPath: string, objects: 
     return;
   }
   if (isListObject(value)) {
+    objects.list?.(value);
     // listItems flattens nested lists; the index is into the flattened items.
     listItems(value).forEach((item, i) => checkObject(item, source, `items[${i}]`, objects, errors));
     return;

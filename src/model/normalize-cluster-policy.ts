@@ -23,6 +23,7 @@
 // - domainNames are only supported in Accept rules (the API says so; the
 //   CRD does not check it): elsewhere the rule is invalid, so a Deny naming
 //   domains denies everything rather than nothing.
+import { ANY, LABEL_SELECTOR, listOf, object, objectFields } from './field-tree.ts';
 import { formatCIDR, parseCIDR } from './ip.ts';
 import { field, isObjectAt, isRecord, normalizeSelector, objectVersion, readHead, show } from './normalize-common.ts';
 import type { Normalized, Raw, Report } from './normalize-common.ts';
@@ -39,6 +40,62 @@ import type {
   NamespacedPods,
   Protocol,
 } from './types.ts';
+
+// Strict field checks of files (field-tree.ts): every field of the v1alpha2
+// ClusterNetworkPolicy and the v1alpha1 admin kinds. A peer field this version
+// does not know is an unknown field here; from the API server it is read as
+// an unknown peer instead (fail closed), never checked.
+const NAMESPACED_POD_FIELDS = object({ namespaceSelector: LABEL_SELECTOR, podSelector: LABEL_SELECTOR });
+const SUBJECT_FIELDS = object({ namespaces: LABEL_SELECTOR, pods: NAMESPACED_POD_FIELDS });
+const PORT_MATCH_FIELDS = object({ destinationPort: object({ number: ANY, range: object({ start: ANY, end: ANY }) }) });
+const PROTOCOL_TREE = object({
+  tcp: PORT_MATCH_FIELDS,
+  udp: PORT_MATCH_FIELDS,
+  sctp: PORT_MATCH_FIELDS,
+  destinationNamedPort: ANY,
+});
+const INGRESS_PEER_FIELDS = object({ namespaces: LABEL_SELECTOR, pods: NAMESPACED_POD_FIELDS });
+const EGRESS_PEER_FIELDS = object({
+  namespaces: LABEL_SELECTOR,
+  pods: NAMESPACED_POD_FIELDS,
+  nodes: LABEL_SELECTOR,
+  networks: ANY,
+  domainNames: ANY,
+});
+
+/** Every field of a policy.networking.k8s.io/v1alpha2 ClusterNetworkPolicy. */
+export const CLUSTER_NETWORK_POLICY_FIELDS = objectFields({
+  spec: object({
+    tier: ANY,
+    priority: ANY,
+    subject: SUBJECT_FIELDS,
+    ingress: listOf(object({ name: ANY, action: ANY, from: listOf(INGRESS_PEER_FIELDS), protocols: listOf(PROTOCOL_TREE) })),
+    egress: listOf(object({ name: ANY, action: ANY, to: listOf(EGRESS_PEER_FIELDS), protocols: listOf(PROTOCOL_TREE) })),
+  }),
+  status: ANY,
+});
+
+const LEGACY_PORT_FIELDS = object({
+  portNumber: object({ protocol: ANY, port: ANY }),
+  namedPort: ANY,
+  portRange: object({ protocol: ANY, start: ANY, end: ANY }),
+});
+
+function legacyFields(withPriority: boolean): ReturnType<typeof objectFields> {
+  return objectFields({
+    spec: object({
+      ...(withPriority ? { priority: ANY } : {}),
+      subject: SUBJECT_FIELDS,
+      ingress: listOf(object({ name: ANY, action: ANY, from: listOf(INGRESS_PEER_FIELDS), ports: listOf(LEGACY_PORT_FIELDS) })),
+      egress: listOf(object({ name: ANY, action: ANY, to: listOf(EGRESS_PEER_FIELDS), ports: listOf(LEGACY_PORT_FIELDS) })),
+    }),
+    status: ANY,
+  });
+}
+
+/** policy.networking.k8s.io/v1alpha1 AdminNetworkPolicy and BaselineAdminNetworkPolicy (no priority). */
+export const ADMIN_NETWORK_POLICY_FIELDS = legacyFields(true);
+export const BASELINE_ADMIN_NETWORK_POLICY_FIELDS = legacyFields(false);
 
 export const POLICY_API_GROUP = 'policy.networking.k8s.io';
 export const CLUSTER_NETWORK_POLICY_API_VERSION = `${POLICY_API_GROUP}/v1alpha2`;

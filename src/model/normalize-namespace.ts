@@ -1,4 +1,5 @@
 // Namespace (v1) -> normalized Namespace.
+import { ANY, objectFields } from './field-tree.ts';
 import { field, isRecord, normalizeLabels, objectVersion, readHead, sortedLabels } from './normalize-common.ts';
 import type { Normalized } from './normalize-common.ts';
 import type { Namespace } from './types.ts';
@@ -6,6 +7,9 @@ import type { Namespace } from './types.ts';
 export const NAMESPACE_NAME_LABEL = 'kubernetes.io/metadata.name';
 /** KubeSphere's project isolation switch (see docs/tenancy.md). */
 export const NETWORK_ISOLATE_ANNOTATION = 'kubesphere.io/network-isolate';
+
+/** v1 Namespace fields (strict field checks, field-tree.ts). */
+export const NAMESPACE_FIELDS = objectFields({ spec: ANY, status: ANY });
 
 export function normalizeNamespace(obj: unknown): Normalized<Namespace> {
   const h = readHead(obj, 'Namespace', false, 'v1');

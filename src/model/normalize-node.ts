@@ -1,9 +1,16 @@
 // Node (v1) -> normalized Node: its InternalIP/ExternalIP addresses and its pod CIDRs.
+import { ANY, listOf, object, objectFields, openObject } from './field-tree.ts';
 import { formatCIDR, formatIP, parseCIDR, parseIP } from './ip.ts';
 import type { CIDR, IP } from './ip.ts';
 import { field, isRecord, listField, normalizeLabels, readHead, show, subObject } from './normalize-common.ts';
 import type { Normalized, Raw, Report } from './normalize-common.ts';
 import type { Node } from './types.ts';
+
+/** v1 Node fields checked strictly (field-tree.ts): top level, metadata and status.addresses; the rest is open. */
+export const NODE_FIELDS = objectFields({
+  spec: ANY,
+  status: openObject({ addresses: listOf(object({ type: ANY, address: ANY })) }),
+});
 
 const ADDRESS_TYPES = new Set(['InternalIP', 'ExternalIP']);
 

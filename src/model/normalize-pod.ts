@@ -4,6 +4,7 @@
 // lists, container ports and the repeated strings (namespace, node name,
 // phase) are shared between pods (normalize-intern.ts), and lists are exactly
 // as long as their contents.
+import { ANY, listOf, object, objectFields, openObject } from './field-tree.ts';
 import { formatIP, parseIP } from './ip.ts';
 import type { IP } from './ip.ts';
 import { isPortNumber, portNameErrors, PORT_RANGE_MESSAGE } from './k8s-names.ts';
@@ -45,6 +46,20 @@ function internPorts(ports: readonly ContainerPort[]): readonly ContainerPort[] 
   for (const p of shared) h = portHash(p, h);
   return portListPool.intern(h, Object.freeze(shared));
 }
+
+const CONTAINERS = listOf(
+  openObject({ ports: listOf(object({ name: ANY, hostPort: ANY, containerPort: ANY, protocol: ANY, hostIP: ANY })) }),
+);
+
+/**
+ * v1 Pod fields the project reads (strict field checks, field-tree.ts): the
+ * top level, metadata and container ports are checked; the rest of spec and
+ * status is open (their fields change with every Kubernetes release).
+ */
+export const POD_FIELDS = objectFields({
+  spec: openObject({ containers: CONTAINERS, initContainers: CONTAINERS }),
+  status: openObject({ podIPs: listOf(object({ ip: ANY })) }),
+});
 
 export function normalizePod(obj: unknown): Normalized<Pod> {
   const h = readHead(obj, 'Pod', true, 'v1');

@@ -3,6 +3,7 @@
 // KEP-2079 endPort rules; defaulting mirrors SetDefaults_NetworkPolicy. Every
 // problem fails closed: a bad rule allows nothing, a bad podSelector isolates
 // the whole namespace, garbage in spec isolates it in both directions.
+import { ANY, LABEL_SELECTOR, listOf, object, objectFields } from './field-tree.ts';
 import { cidrWithin, formatCIDR, parseCIDR } from './ip.ts';
 import type { CIDR } from './ip.ts';
 import { isPortNumber, portNameErrors, PORT_RANGE_MESSAGE } from './k8s-names.ts';
@@ -23,6 +24,24 @@ import { PROTOCOLS } from './types.ts';
 import type { LabelSelector, NetworkPolicy, Peer, PortSpec, Protocol, Rule } from './types.ts';
 
 export const NETWORK_POLICY_API_VERSION = 'networking.k8s.io/v1';
+
+/** networking.k8s.io/v1 NetworkPolicyPort and IPBlock (NamespaceNetworkPolicy uses both too). */
+export const POLICY_PORT_FIELDS = object({ protocol: ANY, port: ANY, endPort: ANY });
+export const IP_BLOCK_FIELDS = object({ cidr: ANY, except: ANY });
+
+const PEER_FIELDS = object({ podSelector: LABEL_SELECTOR, namespaceSelector: LABEL_SELECTOR, ipBlock: IP_BLOCK_FIELDS });
+
+/** Every field of a networking.k8s.io/v1 NetworkPolicy (strict field checks, field-tree.ts). */
+export const NETWORK_POLICY_FIELDS = objectFields({
+  spec: object({
+    podSelector: LABEL_SELECTOR,
+    policyTypes: ANY,
+    ingress: listOf(object({ from: listOf(PEER_FIELDS), ports: listOf(POLICY_PORT_FIELDS) })),
+    egress: listOf(object({ to: listOf(PEER_FIELDS), ports: listOf(POLICY_PORT_FIELDS) })),
+  }),
+  // NetworkPolicyStatus (conditions) existed in 1.24-1.25; kubectl get -o yaml of that time prints it.
+  status: ANY,
+});
 
 /**
  * What an invalid rule becomes: empty lists (not undefined = "all"), so it

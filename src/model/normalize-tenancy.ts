@@ -4,6 +4,7 @@
 //   v1 Service (only what service peers use: selector and ports).
 // Validation follows normalize-policy.ts: field paths as the API server
 // prints them, and a bad rule allows nothing.
+import { ANY, listOf, object, objectFields, openObject } from './field-tree.ts';
 import { dns1123LabelErrors, isPortNumber, PORT_RANGE_MESSAGE, portNameErrors } from './k8s-names.ts';
 import {
   field,
@@ -18,7 +19,14 @@ import {
   subObject,
 } from './normalize-common.ts';
 import type { Normalized, Report } from './normalize-common.ts';
-import { normalizeIPBlock, normalizePort, policySpec, policyTypes } from './normalize-policy.ts';
+import {
+  IP_BLOCK_FIELDS,
+  normalizeIPBlock,
+  normalizePort,
+  POLICY_PORT_FIELDS,
+  policySpec,
+  policyTypes,
+} from './normalize-policy.ts';
 import { PROTOCOLS } from './types.ts';
 import type {
   NamespaceNetworkPolicy,
@@ -36,6 +44,51 @@ export const WORKSPACE_API_VERSIONS = [`${WORKSPACE_GROUP}/v1alpha1`, `${WORKSPA
 export const NSNP_API_VERSION = 'network.kubesphere.io/v1alpha1';
 /** The namespace label that puts a namespace ("project") into a workspace. */
 export const WORKSPACE_LABEL = 'kubesphere.io/workspace';
+
+const WORKSPACE_SPEC = { manager: ANY, networkIsolation: ANY };
+
+/**
+ * Workspace and WorkspaceTemplate fields (strict field checks, field-tree.ts):
+ * the v1alpha1 spec, inline or under the federated template, whose placement
+ * and overrides are not read here.
+ */
+export const WORKSPACE_FIELDS = objectFields({
+  spec: object({
+    ...WORKSPACE_SPEC,
+    template: object({ metadata: ANY, spec: object(WORKSPACE_SPEC) }),
+    placement: ANY,
+    overrides: ANY,
+  }),
+  status: ANY,
+});
+
+const NSNP_PEER_FIELDS = object({
+  namespace: object({ name: ANY }),
+  ipBlock: IP_BLOCK_FIELDS,
+  service: object({ name: ANY, namespace: ANY }),
+});
+
+/** NamespaceNetworkPolicy fields, as its CRD (daemonset/tenancy/) and KubeSphere's define them. */
+export const NAMESPACE_POLICY_FIELDS = objectFields({
+  spec: object({
+    policyTypes: ANY,
+    ingress: listOf(object({ from: listOf(NSNP_PEER_FIELDS), ports: listOf(POLICY_PORT_FIELDS) })),
+    egress: listOf(object({ to: listOf(NSNP_PEER_FIELDS), ports: listOf(POLICY_PORT_FIELDS) })),
+  }),
+  status: ANY,
+});
+
+/**
+ * v1 Service: only the ports' fields are checked (a target port misspelled
+ * there changes what a service peer allows); the rest of the spec is open.
+ */
+export const SERVICE_FIELDS = objectFields({
+  spec: openObject({
+    selector: ANY,
+    ports: listOf(object({ name: ANY, protocol: ANY, appProtocol: ANY, port: ANY, targetPort: ANY, nodePort: ANY })),
+  }),
+  status: ANY,
+});
 
 /**
  * Workspace (v1alpha1, spec.networkIsolation) or the v1alpha2 shapes: a

@@ -1,15 +1,30 @@
 // Raw Kubernetes objects -> validated normalized model. Entry points for the
 // CLI (buildState over loaded manifests) and the watch layer (one object at a
 // time with normalize*, then makeState).
+import { ANY, object, unknownFieldMessage, unknownFields } from './field-tree.ts';
+import type { FieldTree } from './field-tree.ts';
 import { field, isRecord, show, UNNAMED } from './normalize-common.ts';
 import type { Normalized } from './normalize-common.ts';
-import { clusterPolicyKey, clusterPolicyNormalizer } from './normalize-cluster-policy.ts';
-import { flattenLists } from './normalize-list.ts';
-import { normalizeNamespace } from './normalize-namespace.ts';
-import { normalizeNode } from './normalize-node.ts';
-import { normalizePod } from './normalize-pod.ts';
-import { normalizePolicy } from './normalize-policy.ts';
-import { normalizeNamespacePolicy, normalizeService, normalizeWorkspace } from './normalize-tenancy.ts';
+import {
+  ADMIN_NETWORK_POLICY_FIELDS,
+  BASELINE_ADMIN_NETWORK_POLICY_FIELDS,
+  CLUSTER_NETWORK_POLICY_FIELDS,
+  clusterPolicyKey,
+  clusterPolicyNormalizer,
+} from './normalize-cluster-policy.ts';
+import { isListObject, listItems } from './normalize-list.ts';
+import { NAMESPACE_FIELDS, normalizeNamespace } from './normalize-namespace.ts';
+import { NODE_FIELDS, normalizeNode } from './normalize-node.ts';
+import { normalizePod, POD_FIELDS } from './normalize-pod.ts';
+import { NETWORK_POLICY_FIELDS, normalizePolicy } from './normalize-policy.ts';
+import {
+  NAMESPACE_POLICY_FIELDS,
+  normalizeNamespacePolicy,
+  normalizeService,
+  normalizeWorkspace,
+  SERVICE_FIELDS,
+  WORKSPACE_FIELDS,
+} from './normalize-tenancy.ts';
 import { makeState } from './state.ts';
 import type {
   ClusterNetworkPolicy,
@@ -54,6 +69,49 @@ const KINDS: Readonly<Record<string, { readonly namespaced: boolean }>> = {
   BaselineAdminNetworkPolicy: { namespaced: false },
 };
 
+/**
+ * The field tree of every kind read from files, for strict field checks
+ * (field-tree.ts says how to add one). A kind missing here is not checked.
+ */
+export const FIELD_TREES: Readonly<Record<string, FieldTree>> = {
+  Namespace: NAMESPACE_FIELDS,
+  Pod: POD_FIELDS,
+  NetworkPolicy: NETWORK_POLICY_FIELDS,
+  Node: NODE_FIELDS,
+  Workspace: WORKSPACE_FIELDS,
+  WorkspaceTemplate: WORKSPACE_FIELDS,
+  NamespaceNetworkPolicy: NAMESPACE_POLICY_FIELDS,
+  Service: SERVICE_FIELDS,
+  ClusterNetworkPolicy: CLUSTER_NETWORK_POLICY_FIELDS,
+  AdminNetworkPolicy: ADMIN_NETWORK_POLICY_FIELDS,
+  BaselineAdminNetworkPolicy: BASELINE_ADMIN_NETWORK_POLICY_FIELDS,
+};
+
+/** `kind: List` and typed lists (metav1.ListMeta as metadata). */
+const LIST_FIELDS = object({
+  apiVersion: ANY,
+  kind: ANY,
+  metadata: object({ selfLink: ANY, resourceVersion: ANY, continue: ANY, remainingItemCount: ANY }),
+  items: ANY,
+});
+
+/**
+ * What unknown fields are: errors (strict, as `kubectl apply` and the API
+ * server's strict field validation), warnings, or not looked for (objects
+ * from an API server, which stored none).
+ */
+export type UnknownFields = 'error' | 'warn' | 'ignore';
+
+export interface BuildOptions {
+  /** Default 'ignore'. */
+  readonly unknownFields?: UnknownFields;
+}
+
+/** A List or typed list (`PodList`), items misspelled or not. */
+function isListKind(kind: string): boolean {
+  return kind === 'List' || (kind.endsWith('List') && Object.hasOwn(KINDS, kind.slice(0, -'List'.length)));
+}
+
 /** Whether buildState reads objects of this kind (the CLI names the others it ignored). */
 export function readsKind(kind: string): boolean {
   return Object.hasOwn(KINDS, kind);
@@ -69,14 +127,43 @@ function identity(obj: unknown, namespaced: boolean): { namespace: string | unde
   };
 }
 
+export interface Built {
+  readonly state: ClusterState;
+  readonly errors: ValidationError[];
+  /** Unknown fields under `unknownFields: 'warn'`. */
+  readonly warnings: ValidationError[];
+}
+
 /**
  * Normalizes every object (lists flattened) into a ClusterState. Objects that
  * can't be identified are skipped with an error; policies with errors are kept
  * (enforced fail-closed) and their errors are listed here too. Other kinds are
  * ignored silently. A repeated object replaces the earlier one, with an error.
  */
-export function buildState(objects: readonly unknown[]): { state: ClusterState; errors: ValidationError[] } {
+export function buildState(objects: readonly unknown[], options: BuildOptions = {}): Built {
+  const b = stateBuilder(options);
+  for (const o of objects) b.add(o);
+  return b.finish();
+}
+
+/**
+ * buildState one object at a time, so a caller reading a big file need not
+ * hold every raw object at once (the CLI's loader hands each over as parsed).
+ */
+export function stateBuilder(options: BuildOptions = {}): {
+  add(obj: unknown): void;
+  /** A list wrapper whose items come through add() (the loader flattens lists): its own fields are checked. */
+  list(wrapper: unknown): void;
+  finish(): Built;
+} {
   const errors: ValidationError[] = [];
+  const warnings: ValidationError[] = [];
+  const strict = options.unknownFields ?? 'ignore';
+  const unknown = (obj: unknown, tree: FieldTree, kind: string, id: { namespace: string | undefined; name: string }): void => {
+    if (strict === 'ignore') return;
+    const into = strict === 'error' ? errors : warnings;
+    for (const path of unknownFields(obj, tree)) into.push({ kind, ...id, path, message: unknownFieldMessage(path) });
+  };
   const namespaces = new Map<string, Namespace>();
   const pods = new Map<string, Pod>();
   const policies = new Map<string, NetworkPolicy>();
@@ -86,7 +173,7 @@ export function buildState(objects: readonly unknown[]): { state: ClusterState; 
   const services = new Map<string, Service>();
   const clusterPolicies = new Map<string, ClusterNetworkPolicy>();
 
-  const add = <T extends { readonly name: string; readonly namespace?: string }>(
+  const keep = <T extends { readonly name: string; readonly namespace?: string }>(
     kind: string,
     into: Map<string, T>,
     r: Normalized<T>,
@@ -107,7 +194,7 @@ export function buildState(objects: readonly unknown[]): { state: ClusterState; 
     into.set(key, v);
   };
 
-  for (const obj of flattenLists(objects)) {
+  const addObject = (obj: unknown): void => {
     if (!isRecord(obj)) {
       errors.push({
         kind: '<unknown>',
@@ -116,7 +203,7 @@ export function buildState(objects: readonly unknown[]): { state: ClusterState; 
         path: '<root>',
         message: `must be an object, not ${show(obj)}`,
       });
-      continue;
+      return;
     }
     const kind = field(obj, 'kind');
     const apiVersion = field(obj, 'apiVersion');
@@ -131,27 +218,29 @@ export function buildState(objects: readonly unknown[]): { state: ClusterState; 
         path,
         message: v === undefined || v === '' ? 'Required value' : `must be a string, not ${show(v)}`,
       });
-      continue;
+      return;
     }
+    const tree = Object.hasOwn(FIELD_TREES, kind) ? FIELD_TREES[kind] : undefined;
+    if (tree !== undefined) unknown(obj, tree, kind, id);
     switch (kind) {
       case 'Namespace':
-        add(kind, namespaces, normalizeNamespace(obj));
+        keep(kind, namespaces, normalizeNamespace(obj));
         break;
       case 'Pod':
-        add(kind, pods, normalizePod(obj));
+        keep(kind, pods, normalizePod(obj));
         break;
       case 'NetworkPolicy':
-        add(kind, policies, normalizePolicy(obj));
+        keep(kind, policies, normalizePolicy(obj));
         break;
       case 'Node':
-        add(kind, nodes, normalizeNode(obj));
+        keep(kind, nodes, normalizeNode(obj));
         break;
       case 'Workspace':
       case 'WorkspaceTemplate':
-        add('Workspace', workspaces, normalizeWorkspace(obj));
+        keep('Workspace', workspaces, normalizeWorkspace(obj));
         break;
       case 'NamespaceNetworkPolicy':
-        add(kind, namespacePolicies, normalizeNamespacePolicy(obj));
+        keep(kind, namespacePolicies, normalizeNamespacePolicy(obj));
         break;
       case 'Service': {
         // Services are not ours to validate: an unusable one just selects nothing (a peer naming it says so).
@@ -182,16 +271,28 @@ export function buildState(objects: readonly unknown[]): { state: ClusterState; 
       default:
         break;
     }
-  }
-  const state = makeState({
-    namespaces: [...namespaces.values()],
-    pods: [...pods.values()],
-    policies: [...policies.values()],
-    nodes: [...nodes.values()],
-    workspaces: [...workspaces.values()],
-    namespacePolicies: [...namespacePolicies.values()],
-    services: [...services.values()],
-    clusterPolicies: [...clusterPolicies.values()],
-  });
-  return { state, errors };
+  };
+  const list = (o: unknown): void => {
+    const k = isRecord(o) ? field(o, 'kind') : undefined;
+    if (typeof k === 'string' && isListKind(k)) unknown(o, LIST_FIELDS, k, { namespace: undefined, name: UNNAMED });
+  };
+  const add = (o: unknown): void => {
+    list(o);
+    if (isListObject(o)) for (const item of listItems(o)) addObject(item);
+    else addObject(o);
+  };
+  const finish = (): Built => {
+    const state = makeState({
+      namespaces: [...namespaces.values()],
+      pods: [...pods.values()],
+      policies: [...policies.values()],
+      nodes: [...nodes.values()],
+      workspaces: [...workspaces.values()],
+      namespacePolicies: [...namespacePolicies.values()],
+      services: [...services.values()],
+      clusterPolicies: [...clusterPolicies.values()],
+    });
+    return { state, errors, warnings };
+  };
+  return { add, list, finish };
 }

@@ -3,7 +3,7 @@
 import { formatIP, parseIP } from '../model/ip.ts';
 import { isActivePod, objectKey, PROTOCOLS } from '../model/types.ts';
 import type { ClusterState, Direction, Family, Protocol } from '../model/types.ts';
-import { podAddress, ruleName, verdict } from './verdict.ts';
+import { MAX_NAMES, podAddress, ruleName, verdict } from './verdict.ts';
 import type { DecidingTier, DirectionVerdict, Endpoint, TieredRuleRef, Verdict } from './verdict.ts';
 
 export type Parsed<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: string };
@@ -141,17 +141,23 @@ export function endpointLabel(e: Endpoint, family: Family): string {
   return `${objectKey(e.pod)} (${ip ?? `no IPv${family} address`})`;
 }
 
+/** Comma-separated, at most MAX_NAMES, then how many more (-o json has them all). */
+function names(xs: readonly string[]): string {
+  const shown = xs.slice(0, MAX_NAMES).join(', ');
+  return xs.length > MAX_NAMES ? `${shown} and ${xs.length - MAX_NAMES} more` : shown;
+}
+
 function section(dir: Direction, at: string, d: DirectionVerdict): string[] {
   const lines = [`${dir} at ${at}: ${d.allowed ? 'allowed' : 'DENIED'}`];
-  lines.push(`  policies: ${d.policies.length === 0 ? 'none (not isolated)' : d.policies.join(', ')}`);
+  lines.push(`  policies: ${d.policies.length === 0 ? 'none (not isolated)' : names(d.policies)}`);
   // The ordered tiers (ClusterNetworkPolicy), only when some policy of theirs selects the pod.
-  if (d.clusterPolicies.length > 0) lines.push(`  cluster policies: ${d.clusterPolicies.join(', ')}`);
+  if (d.clusterPolicies.length > 0) lines.push(`  cluster policies: ${names(d.clusterPolicies)}`);
   if (d.decidedBy !== undefined) lines.push(`  decided by: ${d.decidedBy.description}`);
   for (const p of d.passed) lines.push(`  passed on by: ${p.description}`);
   for (const n of d.notEnforced) lines.push(`  not enforced: ${n}`);
   // The reason usually names the allowing rules already; list them when it doesn't.
-  if (d.allowedBy.some((r) => !d.reason.includes(ruleName(r))))
-    lines.push(`  allowed by: ${d.allowedBy.map(ruleName).join(', ')}`);
+  if (d.allowedBy.slice(0, MAX_NAMES).some((r) => !d.reason.includes(ruleName(r))))
+    lines.push(`  allowed by: ${names(d.allowedBy.map(ruleName))}`);
   lines.push(`  ${d.reason}`);
   return lines;
 }

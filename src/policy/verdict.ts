@@ -215,7 +215,12 @@ function nodeAddressOf(c: Conn, pod: Pod, ip: string | undefined): string | unde
   return node?.addresses.includes(ip) === true ? node.name : undefined;
 }
 
+/** At most this many names in a sentence: a pod selected by thousands of policies must not print them all. */
+export const MAX_NAMES = 20;
+
+/** `a, b and c`; past MAX_NAMES, `a, b, ... t and 980 more`. */
 function list(xs: readonly string[]): string {
+  if (xs.length > MAX_NAMES) return `${xs.slice(0, MAX_NAMES).join(', ')} and ${xs.length - MAX_NAMES} more`;
   if (xs.length <= 1) return xs.join('');
   return `${xs.slice(0, -1).join(', ')} and ${xs[xs.length - 1]}`;
 }
@@ -465,7 +470,11 @@ function judge(c: Conn, dir: Direction): DirectionVerdict {
 
   // Baseline tier, for pods no allow-list policy isolates: Accept and Deny are
   // final, Pass and no match end in the default.
-  const notIsolated = `no policy selects ${self.label} for ${dir}: not isolated`;
+  // With ClusterNetworkPolicies around, say which tier does not isolate it.
+  const notIsolated =
+    clusterPolicies.length === 0
+      ? `no policy selects ${self.label} for ${dir}: not isolated`
+      : `no policy of the NetworkPolicy tier selects ${self.label} for ${dir}: not isolated`;
   const baseline = runTier(c, dir, pod, 'baseline', notEnforced);
   if (baseline.kind === 'matched' && baseline.ref.action !== 'Pass') {
     return decided(baseline.ref, `${prefix()}${notIsolated}; `, '');
@@ -482,7 +491,12 @@ function judge(c: Conn, dir: Direction): DirectionVerdict {
       reason: `${lead.join('; ')}: allowed.`,
     };
   }
-  const none = clusterPolicies.length > 0 ? `; no rule of ${list(clusterPolicies)} matched` : '';
+  const none =
+    clusterPolicies.length === 0
+      ? ''
+      : passed.length === 0
+        ? `; no rule of ${list(clusterPolicies)} matched`
+        : '; no later rule matched';
   return {
     ...base,
     allowed: true,

@@ -131,6 +131,69 @@ test('explain answers in words and in JSON', async () => {
   assert.match(bad.err, /--from/);
 });
 
+const MISSPELLED = `
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: db, namespace: default}
+spec:
+  podselector: {matchLabels: {app: db}}
+  ingres:
+  - from: [{podSelector: {matchLabels: {app: web}}}]
+`;
+
+test('--strict (default): misspelled fields are errors with their path, as kubectl apply rejects them', async () => {
+  await withFile('typo.yaml', MISSPELLED, async (p) => {
+    const r = await run(['validate', '-f', p]);
+    assert.equal(r.code, 1);
+    assert.equal(
+      r.out,
+      'default/db spec.podselector: unknown field "spec.podselector"\ndefault/db spec.ingres: unknown field "spec.ingres"\n',
+    );
+    const j = await run(['validate', '-f', p, '--strict', '-o', 'json']);
+    assert.equal(j.code, 1);
+    const parsed = JSON.parse(j.out) as { valid: boolean; errors: { path: string; message: string }[]; warnings: unknown[] };
+    assert.equal(parsed.valid, false);
+    assert.deepEqual(
+      parsed.errors.map((e) => e.path),
+      ['spec.podselector', 'spec.ingres'],
+    );
+    assert.deepEqual(parsed.warnings, []);
+    const rendered = await run(['render', '--node', 'node-1', '-f', p]);
+    assert.equal(rendered.code, 1);
+    assert.match(rendered.err, /invalid: default\/db spec\.podselector: unknown field "spec\.podselector"/);
+    const explained = await run(['explain', '-f', p, '--from', '10.0.0.1', '--to', '10.0.0.2', '--port', '80']);
+    assert.equal(explained.code, 1);
+    assert.match(explained.err, /unknown field "spec\.ingres"/);
+  });
+});
+
+test('--strict=false: unknown fields are warnings (stderr and -o json), exit 0', async () => {
+  await withFile('typo.yaml', MISSPELLED, async (p) => {
+    const r = await run(['validate', '-f', p, '--strict=false']);
+    assert.equal(r.code, 0);
+    assert.match(r.out, /^ok: 1 policies/);
+    assert.match(r.err, /^warning: default\/db spec\.podselector: unknown field "spec\.podselector"$/m);
+    const j = await run(['validate', '-f', p, '--strict=false', '-o', 'json']);
+    assert.equal(j.code, 0);
+    const parsed = JSON.parse(j.out) as { valid: boolean; warnings: { object: string; path: string; message: string }[] };
+    assert.equal(parsed.valid, true);
+    assert.deepEqual(parsed.warnings[1], {
+      object: 'NetworkPolicy default/db',
+      path: 'spec.ingres',
+      message: 'unknown field "spec.ingres"',
+    });
+    const rendered = await run(['render', '--node', 'node-1', '-f', p, '--strict=false', '-o', 'json']);
+    assert.equal(rendered.code, 0);
+    assert.deepEqual((JSON.parse(rendered.out) as { warnings: unknown[] }).warnings, [
+      { object: 'NetworkPolicy default/db', path: 'spec.podselector', message: 'unknown field "spec.podselector"' },
+      { object: 'NetworkPolicy default/db', path: 'spec.ingres', message: 'unknown field "spec.ingres"' },
+    ]);
+    const bad = await run(['validate', '-f', p, '--strict=maybe']);
+    assert.equal(bad.code, 2);
+    assert.match(bad.err, /--strict must be true or false/);
+  });
+});
+
 test('validate, render and explain read ClusterNetworkPolicies: errors as for NetworkPolicies, fail-closed render', async () => {
   const ok = await run(['validate', '-f', 'examples/']);
   assert.equal(ok.code, 0, ok.out);
@@ -197,4 +260,25 @@ test('--allow-pod-to-node: explain judges egress to the pod’s own node as the 
   const input = r.out.slice(r.out.indexOf('chain input-egress {'));
   assert.ok(input.includes(`${rule}\n\t\tip saddr vmap @egress-v4`), input);
   assert.equal(r.out.split(rule).length, 2, 'once');
+});
+
+test('--strict checks List wrappers read from files, and the items in them', async () => {
+  const list = `
+apiVersion: v1
+kind: List
+metdata: {}
+items:
+- apiVersion: networking.k8s.io/v1
+  kind: NetworkPolicy
+  metadata: {name: db, namespace: default}
+  spec: {podSelector: {}, policyType: [Egress]}
+`;
+  await withFile('list.yaml', list, async (p) => {
+    const r = await run(['validate', '-f', p]);
+    assert.equal(r.code, 1);
+    assert.equal(
+      r.out,
+      '<unnamed> metdata: unknown field "metdata"\ndefault/db spec.policyType: unknown field "spec.policyType"\n',
+    );
+  });
 });

@@ -111,7 +111,11 @@ test('/debug/explain gives the CLI answer for the same question', async (t) => {
     const argv = ['--from', q['from'] ?? '', '--to', q['to'] ?? '', '--port', q['port'] ?? ''];
     if (q['family'] !== undefined) argv.push('--family', q['family']);
     const cli = await explain(...argv, '-o', 'json');
-    const { errors: _e, ...cliAnswer } = JSON.parse(cli.out) as ExplainJson & { errors: unknown };
+    const {
+      errors: _e,
+      warnings: _w,
+      ...cliAnswer
+    } = JSON.parse(cli.out) as ExplainJson & { errors: unknown; warnings: unknown };
     assert.deepEqual(http.body, cliAnswer, JSON.stringify(q));
   }
   assert.equal((await ask({ from: '2001:db8:1::1', to: 'fd00:10:244:1::a', port: '8080' })).body.family, 6);

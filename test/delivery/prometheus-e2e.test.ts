@@ -459,7 +459,18 @@ test(
       assert.deepEqual(
         errors.map((x) => x.metric['resource']).sort(),
         // Tenancy (on by default) adds its watches: Services, Workspaces, NamespaceNetworkPolicies.
-        ['namespacenetworkpolicies', 'namespaces', 'networkpolicies', 'nodes', 'pods', 'services', 'workspaces'],
+        [
+          'adminnetworkpolicies',
+          'baselineadminnetworkpolicies',
+          'clusternetworkpolicies',
+          'namespacenetworkpolicies',
+          'namespaces',
+          'networkpolicies',
+          'nodes',
+          'pods',
+          'services',
+          'workspaces',
+        ],
         'restart counters exported from the start',
       );
       assert.ok(

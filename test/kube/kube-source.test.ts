@@ -116,7 +116,10 @@ test('initial sync: local pods, needed peers only, every namespace and policy, t
     snap.policies.map((p) => p.name),
     ['web-from-db'],
   );
-  assert.deepEqual(snap.nodes, [{ name: 'node-1', addresses: ['192.168.0.1'], internalIPs: ['192.168.0.1'] }]);
+  // Node labels are kept (ClusterNetworkPolicy `nodes` peers select by them).
+  assert.deepEqual(snap.nodes, [
+    { name: 'node-1', addresses: ['192.168.0.1'], labels: { 'kubernetes.io/hostname': 'node-1' }, internalIPs: ['192.168.0.1'] },
+  ]);
   assert.ok(changes.includes('synced'));
   assert.deepEqual(
     s.status().map((w) => w.resource),

@@ -248,3 +248,33 @@ describe('explainJson', () => {
     assert.deepEqual([d.egress.allowed, d.egress.isolated], [true, false]);
   });
 });
+
+describe('explainText with thousands of policies', () => {
+  // 1000 policies select app/web; half of them allow port 80 from anywhere.
+  const many = stateWith(
+    Array.from({ length: 1000 }, (_, i) =>
+      pol('app', `p-${String(i).padStart(4, '0')}`, {
+        podSelector: web,
+        ingress: i % 2 === 0 ? [{ ports: [{ port: 80 }] }] : [{ ports: [{ port: 81 }] }],
+      }),
+    ),
+  );
+  const f = parseEndpoint(many, 'app/client');
+  const t = parseEndpoint(many, 'app/web');
+  assert.ok(f.ok && t.ok);
+
+  test('each line names at most 20 and says how many more; JSON keeps them all', () => {
+    for (const port of [80, 8080]) {
+      const v = verdict(many, f.value, t.value, 'TCP', port);
+      const out = explainText(v, f.value, t.value);
+      const ingress = out.slice(out.indexOf('\ningress at') + 1);
+      const policiesLine = ingress.split('\n')[1] ?? '';
+      assert.equal(policiesLine.match(/app\/p-/g)?.length, 20, policiesLine);
+      assert.match(policiesLine, /app\/p-0019 and 980 more$/);
+      for (const line of out.split('\n')) assert.ok((line.match(/app\/p-/g)?.length ?? 0) <= 40, line);
+      assert.match(ingress, / and 980 more;/);
+      assert.ok(out.length < 6000, `${out.length} characters`);
+      assert.equal(explainJson(v, f.value, t.value).ingress.policies.length, 1000);
+    }
+  });
+});

@@ -32,7 +32,7 @@ import type { Interval } from '../model/ip.ts';
 import { DIRECTIONS, FAMILIES } from '../model/types.ts';
 import type { Direction, Family } from '../model/types.ts';
 import { addressType, countObjects, namedPortType } from '../ruleset/ir.ts';
-import type { Chain, CompiledRuleset, MapElement, Match, NamedSet, Rule, VerdictMap } from '../ruleset/ir.ts';
+import type { Chain, CompiledRuleset, MapElement, Match, NamedSet, Proto, Rule, SetElement, VerdictMap } from '../ruleset/ir.ts';
 import {
   allowAllSetName,
   allowRangeSetName,
@@ -46,7 +46,7 @@ import {
 } from '../ruleset/ids.ts';
 import type { PortRange } from './ports.ts';
 import type { Term, TermSource } from './terms.ts';
-import { formatElement, parseV4 } from './v4.ts';
+import { parseV4 } from './v4.ts';
 
 const ANYWHERE = '*';
 
@@ -65,10 +65,10 @@ const SPLIT_RANGE_UP_TO = 16;
 
 /** What one identity allows: per local address, per protocol, port ranges; and local addresses open on every port. */
 class Allowed {
-  readonly ports = new Map<string, Map<string, LabelledRange[]>>();
+  readonly ports = new Map<string, Map<Proto, LabelledRange[]>>();
   readonly all = new Map<string, Set<string>>();
 
-  addPort(local: string, proto: string, lo: number, hi: number, label: string): void {
+  addPort(local: string, proto: Proto, lo: number, hi: number, label: string): void {
     let byProto = this.ports.get(local);
     if (byProto === undefined) this.ports.set(local, (byProto = new Map()));
     let list = byProto.get(proto);
@@ -91,8 +91,8 @@ class Allowed {
    * overlaps) with their labels joined; single ports (and short ranges, port
    * by port) apart from ranges.
    */
-  portElements(): { single: string[]; ranges: string[] } {
-    const out = { single: [] as string[], ranges: [] as string[] };
+  portElements(): { single: SetElement[]; ranges: SetElement[] } {
+    const out = { single: [] as SetElement[], ranges: [] as SetElement[] };
     for (const local of sortAddresses(this.ports.keys())) {
       const byProto = this.ports.get(local)!;
       for (const proto of [...byProto.keys()].sort()) {
@@ -108,17 +108,20 @@ class Allowed {
             };
           } else merged.push({ lo: r.lo, hi: r.hi, labels: new Set(r.labels) });
         }
-        for (const r of merged)
+        for (const r of merged) {
+          const comment = labelComment(r.labels);
           if (r.hi - r.lo < SPLIT_RANGE_UP_TO)
-            for (let p = r.lo; p <= r.hi; p++) out.single.push(`${local} . ${proto} . ${p}${labelComment(r.labels)}`);
-          else out.ranges.push(`${local} . ${proto} . ${r.lo}-${r.hi}${labelComment(r.labels)}`);
+            for (let port = r.lo; port <= r.hi; port++)
+              out.single.push({ kind: 'addr-proto-port', addr: local, proto, port, comment });
+          else out.ranges.push({ kind: 'addr-proto-port', addr: local, proto, port: { lo: r.lo, hi: r.hi }, comment });
+        }
       }
     }
     return out;
   }
 
-  allElements(): string[] {
-    return sortAddresses(this.all.keys()).map((local) => `${local}${labelComment(this.all.get(local)!)}`);
+  allElements(): SetElement[] {
+    return sortAddresses(this.all.keys()).map((addr) => ({ kind: 'addr', addr, comment: labelComment(this.all.get(addr)!) }));
   }
 }
 
@@ -135,8 +138,9 @@ function sortAddresses(list: Iterable<string>): string[] {
   return order.map((i) => all[i]!);
 }
 
+/** An allow element's comment: the policy rules it comes from. */
 function labelComment(labels: ReadonlySet<string>): string {
-  return ` comment "${sanitizeComment([...labels].sort().join(' '))}"`;
+  return sanitizeComment([...labels].sort().join(' '));
 }
 
 function sourceKey(s: TermSource): string {
@@ -434,7 +438,7 @@ export function flattenRuleset(prev: CompiledRuleset, all: readonly Term[]): Com
       const rangeElements: MapElement[] = [];
       for (const r of ranges) {
         const chain = builtRanges.chainOf.get(r.id.key);
-        if (chain !== undefined) rangeElements.push({ key: formatElement(r.iv), chain });
+        if (chain !== undefined) rangeElements.push({ key: r.iv, chain });
       }
       for (const b of [builtPods, builtRanges]) {
         peerChains.push(...b.chains);

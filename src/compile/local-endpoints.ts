@@ -9,7 +9,7 @@ import { addressType } from '../ruleset/ir.ts';
 import type { NamedSet } from '../ruleset/ir.ts';
 import type { RenderOptions } from '../ruleset/options.ts';
 import type { ClusterIndex } from './cluster-index.ts';
-import { formatElement } from './v4.ts';
+import { addressElements } from './v4.ts';
 
 /** Active pods scheduled on the node, sorted by namespace/name. */
 export function localPods(state: ClusterState, nodeName: string): Pod[] {
@@ -61,7 +61,7 @@ function localCidrSets(state: ClusterState, nodeName: string): PodCidrSet[] {
       name: localPodCidrSetName(family),
       type: addressType(family),
       interval: true,
-      elements: mergeIntervals(ivs).map(formatElement),
+      elements: addressElements(mergeIntervals(ivs)),
       comment: sanitizeComment(`pod CIDRs of node ${nodeName}`),
     };
     out.push({ family, set });

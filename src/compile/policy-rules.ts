@@ -14,8 +14,17 @@ import type { Chain, Match, NamedSet, Rule } from '../ruleset/ir.ts';
 import { describePeers, hasPodPeers, peersDefinition } from './peers.ts';
 import type { PeerResolver } from './peers.ts';
 import type { SharedSets } from './shared-sets.ts';
-import { addressElements, formatElement } from './v4.ts';
-import { egressNamedPorts, hasNumericPorts, ingressNamedPorts, namedPorts, numericPortRanges, tripleText } from './ports.ts';
+import { addressElements, addresses } from './v4.ts';
+import {
+  egressNamedPorts,
+  hasNumericPorts,
+  ingressNamedPorts,
+  namedPorts,
+  numericPortElements,
+  numericPortRanges,
+  portRangeText,
+  tripleElement,
+} from './ports.ts';
 import type { NamedPortRef, PortTriple } from './ports.ts';
 import type { Term, TermPorts, TermSource } from './terms.ts';
 
@@ -44,6 +53,18 @@ export interface PolicyChainOutput {
   readonly sets: readonly NamedSet[];
   /** What each of its rules allows, as values (identities.ts flattens these). */
   readonly terms: readonly Term[];
+}
+
+/**
+ * The addresses of a hash peer set, as canonical text (the values a term
+ * needs), kept when the set is made: the set is shared by every rule with
+ * the same peers.
+ */
+const hashAddressesOf = new WeakMap<NamedSet, readonly string[]>();
+function hashAddresses(set: NamedSet): readonly string[] {
+  return (
+    hashAddressesOf.get(set) ?? set.elements.flatMap((e) => (e.kind === 'addr' && typeof e.addr === 'string' ? [e.addr] : []))
+  );
 }
 
 function accept(matches: Match[], comment: string): Rule {
@@ -123,18 +144,18 @@ function compileRuleInto(
     // before each command, so big pod sets must not be interval sets, or every
     // element update would cost as much as the whole set.
     const interval = !hasPodPeers(peers) || peers.some((p) => p.kind === 'ipBlock');
-    const set = use(name, def, () => ({
-      name,
-      type: addressType(f),
-      interval,
-      elements: interval ? addrs[f].map(formatElement) : addressElements(addrs[f]),
-      comment: sanitizeComment(`IPv${f} peers: ${describePeers(peers, policy.namespace, f)}`),
-    }));
+    const set = use(name, def, () => {
+      const comment = sanitizeComment(`IPv${f} peers: ${describePeers(peers, policy.namespace, f)}`);
+      if (interval) return { name, type: addressType(f), interval, elements: addressElements(addrs[f]), comment };
+      const list = addresses(addrs[f]);
+      const made: NamedSet = { name, type: addressType(f), interval, elements: addressElements(list), comment };
+      hashAddressesOf.set(made, list);
+      return made;
+    });
     const about = (set.comment ?? name).replace(/^IPv[46] peers: /, '');
-    // A hash set's elements are canonical addresses: the same values the term needs.
     const source: TermSource = interval
       ? { kind: 'ranges', key: name, about, ivs: addrs[f] }
-      : { kind: 'pods', key: name, about, addrs: set.elements };
+      : { kind: 'pods', key: name, about, addrs: hashAddresses(set) };
     return { match: { kind: 'addrSet', family: f, field, set: name }, source };
   };
 
@@ -144,16 +165,16 @@ function compileRuleInto(
     if (ports === undefined) return { matches: [], ports: { kind: 'all' } };
     if (!hasNumericPorts(ports)) return undefined;
     const ranges = numericPortRanges(ports);
-    const elements = ranges.map((r) => `${r.proto} . ${r.lo === r.hi ? r.lo : `${r.lo}-${r.hi}`}`);
-    // The elements are the whole definition: a policy edit renames the set.
-    const def = `ports\0${elements.join(',')}`;
+    const texts = ranges.map(portRangeText);
+    // The ranges are the whole definition: a policy edit renames the set.
+    const def = `ports\0${texts.join(',')}`;
     const name = portSetName(setId(def));
     use(name, def, () => ({
       name,
       type: 'inet_proto . inet_service',
       interval: true,
-      elements,
-      comment: sanitizeComment(`ports: ${elements.join(', ')}`),
+      elements: numericPortElements(ranges),
+      comment: sanitizeComment(`ports: ${texts.join(', ')}`),
     }));
     return { matches: [{ kind: 'portSet', set: name }], ports: { kind: 'numeric', ranges } };
   };
@@ -191,7 +212,7 @@ function compileRuleInto(
         name,
         type: namedPortType(f),
         interval: false,
-        elements: list.map(tripleText),
+        elements: list.map(tripleElement),
         comment: sanitizeComment(`IPv${f} named ports ${wanted} of ${about}`),
       };
     });

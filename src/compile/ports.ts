@@ -5,6 +5,7 @@
 // `address . protocol . port` triples of the pods that serve them.
 import { PROTOCOLS } from '../model/types.ts';
 import type { Family, Pod, PortSpec, Protocol } from '../model/types.ts';
+import type { Proto, SetElement } from '../ruleset/ir.ts';
 import type { ClusterIndex } from './cluster-index.ts';
 import { intervalsContain } from './peers.ts';
 import type { PeerDestinations } from './peers.ts';
@@ -22,7 +23,7 @@ export interface PortRange {
   readonly hi: number;
 }
 
-export type NftProto = 'tcp' | 'udp' | 'sctp';
+export type NftProto = Proto;
 
 /** Numeric ports, endPort ranges and protocol-only entries (every port) as merged intervals, per protocol in order. */
 export function numericPortRanges(specs: readonly PortSpec[]): PortRange[] {
@@ -46,9 +47,14 @@ export function numericPortRanges(specs: readonly PortSpec[]): PortRange[] {
   return out;
 }
 
-/** `tcp . 80`, `tcp . 30000-32767`, `udp . 0-65535` (every port), merged per protocol. */
-export function numericPortElements(specs: readonly PortSpec[]): string[] {
-  return numericPortRanges(specs).map((r) => `${r.proto} . ${r.lo === r.hi ? r.lo : `${r.lo}-${r.hi}`}`);
+/** Port set elements of merged ranges: `tcp . 80`, `tcp . 30000-32767`, `udp . 0-65535` (every port). */
+export function numericPortElements(ranges: readonly PortRange[]): SetElement[] {
+  return ranges.map((r) => ({ kind: 'proto-port', proto: r.proto, port: r.lo === r.hi ? r.lo : { lo: r.lo, hi: r.hi } }));
+}
+
+/** `tcp . 80`, `tcp . 1000-2000`: a range in a set's name definition and comment (not nft syntax: src/nft prints elements). */
+export function portRangeText(r: PortRange): string {
+  return `${r.proto} . ${r.lo === r.hi ? r.lo : `${r.lo}-${r.hi}`}`;
 }
 
 export function hasNumericPorts(specs: readonly PortSpec[]): boolean {
@@ -76,9 +82,9 @@ export interface PortTriple {
   readonly key: bigint;
 }
 
-/** nft element text of a triple. */
-export function tripleText(t: PortTriple): string {
-  return `${t.addr} . ${t.proto} . ${t.port}`;
+/** A triple as a named-port set element. */
+export function tripleElement(t: PortTriple): SetElement {
+  return { kind: 'addr-proto-port', addr: t.addr, proto: t.proto, port: t.port };
 }
 
 function triple(ipText: string, ip: bigint, proto: Protocol, port: number): PortTriple {

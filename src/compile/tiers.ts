@@ -50,13 +50,12 @@ import {
   tierPeerMapName,
   tierRuleChainName,
 } from '../ruleset/ids.ts';
-import type { Chain, DecisionElement, DecisionKey, DecisionMap, MapElement, Rule, VerdictMap } from '../ruleset/ir.ts';
+import type { Chain, DecisionElement, DecisionKey, DecisionMap, MapElement, Proto, Rule, VerdictMap } from '../ruleset/ir.ts';
 import type { RenderOptions } from '../ruleset/options.ts';
 import type { ClusterIndex } from './cluster-index.ts';
 import { denyLogRule } from './deny-path.ts';
 import type { PeerResolver } from './peers.ts';
 import { nftProto } from './ports.ts';
-import { formatElement } from './v4.ts';
 
 export const ORDERED_TIERS: readonly OrderedTier[] = ['admin', 'baseline'];
 const MAX_PORT = 65535;
@@ -310,7 +309,7 @@ interface Decided {
 
 /** What one list of matching rules decides for one local pod: per protocol its default and the differing pieces. */
 interface Decision {
-  readonly protos: readonly { readonly p4: string; readonly best: Entry | undefined; readonly pieces: readonly Piece[] }[];
+  readonly protos: readonly { readonly p4: Proto; readonly best: Entry | undefined; readonly pieces: readonly Piece[] }[];
   /** Protocols without ports. */
   readonly other: Entry | undefined;
 }
@@ -333,16 +332,20 @@ function decide(entries: readonly Entry[], local: Pod, named: ReadonlyMap<string
 }
 
 function addDecision(d: Decision, addr: string, into: Decided): void {
-  for (const { p4, best, pieces } of d.protos) {
-    if (best !== undefined) into.proto.push({ key: `${addr} . ${p4}`, verdict: verdictOf(best) });
+  for (const { p4: proto, best, pieces } of d.protos) {
+    if (best !== undefined) into.proto.push({ key: { kind: 'addr-proto', addr, proto }, verdict: verdictOf(best) });
     for (const p of pieces) {
       if (p.hi - p.lo < SPLIT_RANGE_UP_TO) {
         for (let port = p.lo; port <= p.hi; port++)
-          into.port.push({ key: `${addr} . ${p4} . ${port}`, verdict: verdictOf(p.entry) });
-      } else into.range.push({ key: `${addr} . ${p4} . ${p.lo}-${p.hi}`, verdict: verdictOf(p.entry) });
+          into.port.push({ key: { kind: 'addr-proto-port', addr, proto, port }, verdict: verdictOf(p.entry) });
+      } else
+        into.range.push({
+          key: { kind: 'addr-proto-port', addr, proto, port: { lo: p.lo, hi: p.hi } },
+          verdict: verdictOf(p.entry),
+        });
     }
   }
-  if (d.other !== undefined) into.addr.push({ key: addr, verdict: verdictOf(d.other) });
+  if (d.other !== undefined) into.addr.push({ key: { kind: 'addr', addr }, verdict: verdictOf(d.other) });
 }
 
 /** Does a rule name a port by name on the local side (ingress), so that the decision depends on the local pod's ports? */
@@ -629,7 +632,7 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
           }
           segments.forEach((sg, i) => {
             const chain = chainOf.get(`#${segmentKeys[i]}#`);
-            if (chain !== undefined) rangeElements.push({ key: formatElement(sg.iv), chain });
+            if (chain !== undefined) rangeElements.push({ key: sg.iv, chain });
           });
           const field = d === 'ingress' ? 'saddr' : 'daddr';
           for (const ranges2 of [false, true]) {

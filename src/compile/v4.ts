@@ -1,8 +1,11 @@
 // IPv4 fast paths for the hot loops of big clusters: pod addresses as plain
-// numbers (no bigint, no regex) while collecting and sorting, and element
-// text without bigint shifts. Results are identical to model/ip.ts (tested).
-import { formatIP, formatIntervalElement } from '../model/ip.ts';
+// numbers (no bigint, no regex) while collecting and sorting. Results are
+// identical to model/ip.ts (tested).
+import { formatIP, formatV4 } from '../model/ip.ts';
 import type { Interval } from '../model/ip.ts';
+import type { SetElement } from '../ruleset/ir.ts';
+
+export { formatV4 };
 
 /** A canonical dotted quad as a number; undefined for anything else (callers fall back to parseIP). */
 export function parseV4(s: string): number | undefined {
@@ -30,10 +33,6 @@ export function parseV4(s: string): number | undefined {
   return v * 256 + part;
 }
 
-export function formatV4(n: number): string {
-  return `${Math.floor(n / 16777216) % 256}.${Math.floor(n / 65536) % 256}.${Math.floor(n / 256) % 256}.${n % 256}`;
-}
-
 /** Sorted, merged intervals of a list of IPv4 addresses (numbers; duplicates fine). */
 export function mergeV4(addrs: readonly number[]): Interval[] {
   const sorted = Float64Array.from(addrs).sort();
@@ -49,29 +48,21 @@ export function mergeV4(addrs: readonly number[]): Interval[] {
   return out;
 }
 
-/** Same text as formatIntervalElement, faster for IPv4. */
-export function formatElement(iv: Interval): string {
-  if (iv.family !== 4) return formatIntervalElement(iv);
-  const lo = Number(iv.lo);
-  const hi = Number(iv.hi);
-  if (lo === hi) return formatV4(lo);
-  const size = hi - lo + 1;
-  // Power-of-two size and aligned start: a prefix (sizes reach 2^32: no int32 bit tricks).
-  const bits = Math.round(Math.log2(size));
-  if (2 ** bits === size && lo % size === 0) return `${formatV4(lo)}/${32 - bits}`;
-  return `${formatV4(lo)}-${formatV4(hi)}`;
-}
-
 /**
  * Every address of the intervals, in order: the elements of a plain (hash)
  * set. Only for intervals merged from single pod addresses, where every
  * address in a range is one of them.
  */
-export function addressElements(ivs: readonly Interval[]): string[] {
+export function addresses(ivs: readonly Interval[]): string[] {
   const out: string[] = [];
   for (const iv of ivs) {
     if (iv.family === 4) for (let n = Number(iv.lo); n <= Number(iv.hi); n++) out.push(formatV4(n));
     else for (let v = iv.lo; v <= iv.hi; v++) out.push(formatIP({ family: 6, value: v }));
   }
   return out;
+}
+
+/** Address elements, one per address or interval. */
+export function addressElements(addrs: readonly (string | Interval)[]): SetElement[] {
+  return addrs.map((addr) => ({ kind: 'addr', addr }));
 }

@@ -4,6 +4,7 @@
 // nothing outside our table is touched. This full script is also the
 // recovery path of the incremental updates of nft/update.ts.
 import { sanitizeComment } from '../ruleset/ids.ts';
+import { addressText, elementText, keyText } from './elements.ts';
 import { resolveOptions } from '../ruleset/options.ts';
 import { addressType, decisionKeyType } from '../ruleset/ir.ts';
 import type {
@@ -107,13 +108,14 @@ function elementsBlock(out: string[], elements: readonly string[]): void {
  * returns to the pod chain, whose next rules and deny tail still apply).
  */
 export function mapElementText(m: VerdictMap, e: MapElement): string {
-  if (e.chain === undefined) return `${e.key} : accept`;
-  return `${e.key} : ${m.kind === 'peers' ? 'jump' : 'goto'} ${e.chain}`;
+  const key = addressText(e.key);
+  if (e.chain === undefined) return `${key} : accept`;
+  return `${key} : ${m.kind === 'peers' ? 'jump' : 'goto'} ${e.chain}`;
 }
 
 /** `10.0.0.5 . tcp . 80 : goto KUBE-NWPLCY-…`, `10.0.0.5 . tcp : return`. */
 export function decisionElementText(e: DecisionElement): string {
-  return `${e.key} : ${e.verdict.kind === 'goto' ? `goto ${e.verdict.chain}` : 'return'}`;
+  return `${keyText(e.key)} : ${e.verdict.kind === 'goto' ? `goto ${e.verdict.chain}` : 'return'}`;
 }
 
 /** A decision map's declaration on one line (`add map ... { this }`); equal text, equal declaration. */
@@ -151,7 +153,7 @@ function renderSet(out: string[], s: NamedSet): void {
   out.push(`\tset ${s.name} {`, `\t\ttype ${s.type}`);
   if (s.interval) out.push('\t\tflags interval');
   if (s.comment !== undefined) out.push(`\t\tcomment ${quoted(s.comment)}`);
-  elementsBlock(out, s.elements);
+  elementsBlock(out, s.elements.map(elementText));
   out.push('\t}', '');
 }
 

@@ -14,7 +14,8 @@
 // and the table itself are fixed per node; a change to them (or to an
 // object's declaration, which `add` cannot change in place) falls back to the
 // full script (render.ts), which is always the recovery path.
-import type { Chain, CompiledRuleset, MapElement } from '../ruleset/ir.ts';
+import type { Chain, CompiledRuleset, DecisionElement, MapElement, SetElement } from '../ruleset/ir.ts';
+import { addressText, elementText, keyText, sameAddress, sameElement, sameKey } from './elements.ts';
 import {
   decisionDeclaration,
   decisionElementText,
@@ -58,23 +59,42 @@ interface Diff {
 
 /**
  * Elements only in `prev` (removed) and only in `next` (added), each in its
- * list's order. Both lists hold unique elements in the compiler's order, so a
- * common head and tail are in both and only the window between them needs
- * hashing: for one pod's churn that is a handful of elements, not the set.
+ * list's order, as text. Both lists hold unique elements in the compiler's
+ * order, so a common head and tail are in both (found by comparing values,
+ * no text) and only the window between them is printed and hashed: for one
+ * pod's churn that is a handful of elements, not the set.
  */
-function diffElements(prev: readonly string[], next: readonly string[]): Diff {
+function diffElements(prev: readonly SetElement[], next: readonly SetElement[]): Diff {
   let head = 0;
   const max = Math.min(prev.length, next.length);
-  while (head < max && prev[head] === next[head]) head++;
+  while (head < max && sameElement(prev[head]!, next[head]!)) head++;
   let tail = 0;
-  while (tail < max - head && prev[prev.length - 1 - tail] === next[next.length - 1 - tail]) tail++;
+  while (tail < max - head && sameElement(prev[prev.length - 1 - tail]!, next[next.length - 1 - tail]!)) tail++;
   if (head === prev.length && head === next.length) return { removed: [], added: [] };
-  const a = prev.slice(head, prev.length - tail);
-  const b = next.slice(head, next.length - tail);
+  const a = prev.slice(head, prev.length - tail).map(elementText);
+  const b = next.slice(head, next.length - tail).map(elementText);
   const before = new Set(a);
   const after = new Set(b);
   return { removed: a.filter((e) => !after.has(e)), added: b.filter((e) => !before.has(e)) };
 }
+
+/** The window of two sorted lists between their common head and tail (compared with `same`). */
+function window<T>(prev: readonly T[], next: readonly T[], same: (a: T, b: T) => boolean): [T[], T[]] | undefined {
+  const max = Math.min(prev.length, next.length);
+  let head = 0;
+  while (head < max && same(prev[head]!, next[head]!)) head++;
+  let tail = 0;
+  while (tail < max - head && same(prev[prev.length - 1 - tail]!, next[next.length - 1 - tail]!)) tail++;
+  if (head === prev.length && head === next.length) return undefined;
+  return [prev.slice(head, prev.length - tail), next.slice(head, next.length - tail)];
+}
+
+const sameMapElement = (a: MapElement, b: MapElement): boolean => a.chain === b.chain && sameAddress(a.key, b.key);
+
+const sameDecision = (a: DecisionElement, b: DecisionElement): boolean =>
+  a.verdict.kind === b.verdict.kind &&
+  (a.verdict.kind !== 'goto' || b.verdict.kind !== 'goto' || a.verdict.chain === b.verdict.chain) &&
+  sameKey(a.key, b.key);
 
 function full(next: CompiledRuleset, reason: string): RulesetUpdate {
   return { kind: 'full', text: renderRuleset(next), reason };
@@ -130,7 +150,7 @@ export function renderUpdate(prev: CompiledRuleset | undefined, next: CompiledRu
     const old = prevSets.get(s.name);
     if (old === undefined) {
       addSets.push(`add set ${t} ${s.name} { ${setDeclaration(s)} }`);
-      if (s.elements.length > 0) addSets.push(`add element ${t} ${s.name} ${elementList(s.elements, '\t')}`);
+      if (s.elements.length > 0) addSets.push(`add element ${t} ${s.name} ${elementList(s.elements.map(elementText), '\t')}`);
       added += s.elements.length;
       continue;
     }
@@ -150,22 +170,16 @@ export function renderUpdate(prev: CompiledRuleset | undefined, next: CompiledRu
   }
 
   next.maps.forEach((m, i) => {
-    const all = prev.maps[i]?.elements ?? [];
     // As diffElements: both lists are sorted by key, so only the window between a common head and tail can differ.
-    const same = (a: MapElement | undefined, b: MapElement | undefined): boolean => a?.key === b?.key && a?.chain === b?.chain;
-    const max = Math.min(all.length, m.elements.length);
-    let head = 0;
-    while (head < max && same(all[head], m.elements[head])) head++;
-    let tail = 0;
-    while (tail < max - head && same(all[all.length - 1 - tail], m.elements[m.elements.length - 1 - tail])) tail++;
-    if (head === all.length && head === m.elements.length) return;
-    const before = all.slice(head, all.length - tail);
-    const after = m.elements.slice(head, m.elements.length - tail);
-    const nextText = new Map(after.map((e) => [e.key, mapElementText(m, e)]));
-    const prevText = new Map(before.map((e) => [e.key, mapElementText(m, e)]));
+    const w = window(prev.maps[i]?.elements ?? [], m.elements, sameMapElement);
+    if (w === undefined) return;
+    const [before, after] = w;
+    const keyed = (e: MapElement): [string, string] => [addressText(e.key), mapElementText(m, e)];
+    const nextText = new Map(after.map(keyed));
+    const prevText = new Map(before.map(keyed));
     // A key whose verdict changed is deleted (by key alone) and added again.
-    const gone = before.filter((e) => nextText.get(e.key) !== prevText.get(e.key)).map((e) => e.key);
-    const come = after.filter((e) => prevText.get(e.key) !== nextText.get(e.key)).map((e) => mapElementText(m, e));
+    const gone = [...prevText].filter(([k, text]) => nextText.get(k) !== text).map(([k]) => k);
+    const come = [...nextText].filter(([k, text]) => prevText.get(k) !== text).map(([, text]) => text);
     if (gone.length > 0) deleteElements.push(`delete element ${t} ${m.name} ${elementList(gone, '\t')}`);
     if (come.length > 0) addElements.push(`add element ${t} ${m.name} ${elementList(come, '\t')}`);
     added += come.length;
@@ -186,10 +200,14 @@ export function renderUpdate(prev: CompiledRuleset | undefined, next: CompiledRu
       continue;
     }
     if (decisionDeclaration(old) !== decisionDeclaration(m)) return full(next, `map ${m.name} declared differently`);
-    const before = new Map(old.elements.map((e) => [e.key, decisionElementText(e)]));
-    const after = new Map(m.elements.map((e) => [e.key, decisionElementText(e)]));
-    const gone = old.elements.filter((e) => after.get(e.key) !== before.get(e.key)).map((e) => e.key);
-    const come = m.elements.filter((e) => before.get(e.key) !== after.get(e.key)).map(decisionElementText);
+    // Sorted by key like the verdict maps: only the window between a common head and tail can differ.
+    const w = window(old.elements, m.elements, sameDecision);
+    if (w === undefined) continue;
+    const keyed = (e: DecisionElement): [string, string] => [keyText(e.key), decisionElementText(e)];
+    const before = new Map(w[0].map(keyed));
+    const after = new Map(w[1].map(keyed));
+    const gone = [...before].filter(([k, text]) => after.get(k) !== text).map(([k]) => k);
+    const come = [...after].filter(([k, text]) => before.get(k) !== text).map(([, text]) => text);
     if (gone.length > 0) deleteElements.push(`delete element ${t} ${m.name} ${elementList(gone, '\t')}`);
     if (come.length > 0) addElements.push(`add element ${t} ${m.name} ${elementList(come, '\t')}`);
     added += come.length;

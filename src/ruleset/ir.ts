@@ -2,6 +2,7 @@
 // what the renderer prints and what compile tests assert on. It sits beneath
 // both (see docs/architecture.md): neither imports the other. Everything is
 // already sorted; rendering is a straight walk.
+import type { Interval } from '../model/ip.ts';
 import type { Direction, Family } from '../model/types.ts';
 
 export interface RulesetStats {
@@ -113,18 +114,66 @@ export function namedPortType(f: Family): `${'ipv4_addr' | 'ipv6_addr'} . inet_p
   return `${addressType(f)} . inet_proto . inet_service`;
 }
 
+// Set and map elements are values; src/nft prints them (`10.0.0.0/24`,
+// `10.0.0.5 . tcp . 80-90 comment "..."`).
+
+export type Proto = 'tcp' | 'udp' | 'sctp';
+
+/**
+ * An address: canonical text (the model's form, as in Pod.ips), or, in
+ * interval sets and maps, an interval of addresses (printed as an address, a
+ * prefix or a range).
+ */
+export type AddressKey = string | Interval;
+
+/** A port, or an interval of ports (both ends included; printed `lo-hi` even when they are equal). */
+export type PortKey = number | { readonly lo: number; readonly hi: number };
+
+/** An element's key: its parts in the order of the set type's concatenation (see keyKindOf). */
+export type ElementKey =
+  /** `ipv4_addr` / `ipv6_addr` */
+  | { readonly kind: 'addr'; readonly addr: AddressKey }
+  /** `inet_proto . inet_service` */
+  | { readonly kind: 'proto-port'; readonly proto: Proto; readonly port: PortKey }
+  /** `ipv4_addr . inet_proto . inet_service` */
+  | { readonly kind: 'addr-proto-port'; readonly addr: AddressKey; readonly proto: Proto; readonly port: PortKey }
+  /** `ipv4_addr . inet_proto` */
+  | { readonly kind: 'addr-proto'; readonly addr: AddressKey; readonly proto: Proto };
+
+export type ElementKind = ElementKey['kind'];
+
+/** The key form of a set type. */
+export function keyKindOf(t: SetType): ElementKind {
+  switch (t) {
+    case 'ipv4_addr':
+    case 'ipv6_addr':
+      return 'addr';
+    case 'inet_proto . inet_service':
+      return 'proto-port';
+    case 'ipv4_addr . inet_proto . inet_service':
+    case 'ipv6_addr . inet_proto . inet_service':
+      return 'addr-proto-port';
+    case 'ipv4_addr . inet_proto':
+    case 'ipv6_addr . inet_proto':
+      return 'addr-proto';
+  }
+}
+
+/** A set element: its key and an optional comment (already sanitized, like every comment of the IR). */
+export type SetElement = ElementKey & { readonly comment?: string };
+
 export interface NamedSet {
   readonly name: string;
   readonly type: SetType;
   readonly interval: boolean;
-  /** nft element text, sorted and (for interval sets) non-overlapping. */
-  readonly elements: readonly string[];
+  /** Keys of the form keyKindOf(type), sorted and (for interval sets) non-overlapping. */
+  readonly elements: readonly SetElement[];
   readonly comment: string | undefined;
 }
 
 export interface MapElement {
-  /** Canonical pod address (dispatch, peer maps) or interval element text (range maps). */
-  readonly key: string;
+  /** Canonical pod address (dispatch, peer maps) or an address interval (range maps). */
+  readonly key: AddressKey;
   /**
    * Dispatch maps: `goto` target; undefined = `accept`: a known local pod
    * nothing isolates in this direction (only listed when unknown local
@@ -164,8 +213,8 @@ export type DecisionVerdict =
   | { readonly kind: 'return' };
 
 export interface DecisionElement {
-  /** Element key text: `10.0.0.5 . tcp . 80`, `10.0.0.5 . tcp . 1000-2000`, `10.0.0.5 . tcp`, `10.0.0.5`. */
-  readonly key: string;
+  /** Of the map's decisionKeyType: `10.0.0.5 . tcp . 80`, `10.0.0.5 . tcp . 1000-2000`, `10.0.0.5 . tcp`, `10.0.0.5`. */
+  readonly key: Extract<ElementKey, { readonly kind: 'addr' | 'addr-proto-port' | 'addr-proto' }>;
   readonly verdict: DecisionVerdict;
 }
 

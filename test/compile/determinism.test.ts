@@ -5,6 +5,9 @@ import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { compileNode } from '../../src/compile/compile.ts';
 import { renderRuleset } from '../../src/nft/render.ts';
+import { elementText, elementTexts } from '../../src/nft/elements.ts';
+import { decisionKeyType, keyKindOf } from '../../src/ruleset/ir.ts';
+import type { PortKey } from '../../src/ruleset/ir.ts';
 import type { ClusterState, LabelSelector, NetworkPolicy, Peer, Pod, PortSpec, Rule } from '../../src/model/types.ts';
 import { cport, ipBlock, ns, pod, podPeer, policy, port, rule, sel } from '../support/state-builder.ts';
 import { renderLog } from '../nft/nft-support.ts';
@@ -148,13 +151,20 @@ test('interval sets never hold overlapping elements', () => {
   fc.assert(
     fc.property(stateArb, (s) => {
       const c = compileNode(s, 'node-1');
-      for (const st of c.sets) assert.equal(new Set(st.elements).size, st.elements.length, `${st.name} has duplicates`);
+      for (const st of c.sets) {
+        const texts = elementTexts(st);
+        assert.equal(new Set(texts).size, texts.length, `${st.name} has duplicates`);
+        // Every element has the key form of its set's declared type.
+        for (const e of st.elements) assert.equal(e.kind, keyKindOf(st.type), `${st.name} ${elementText(e)}`);
+      }
+      for (const m of c.decisions)
+        for (const e of m.elements) assert.equal(e.key.kind, keyKindOf(decisionKeyType(m.family, m.key)), m.name);
+      const range = (p: PortKey): [number, number] => (typeof p === 'number' ? [p, p] : [p.lo, p.hi]);
       for (const st of c.sets.filter((x) => x.type === 'inet_proto . inet_service')) {
         const byProto = new Map<string, [number, number][]>();
         for (const e of st.elements) {
-          const [proto = '', range = ''] = e.split(' . ');
-          const [lo = 0, hi = lo] = range.split('-').map(Number);
-          byProto.set(proto, [...(byProto.get(proto) ?? []), [lo, hi]]);
+          assert.ok(e.kind === 'proto-port');
+          byProto.set(e.proto, [...(byProto.get(e.proto) ?? []), range(e.port)]);
         }
         for (const [proto, rs] of byProto)
           for (let i = 1; i < rs.length; i++)
@@ -164,9 +174,9 @@ test('interval sets never hold overlapping elements', () => {
       for (const st of c.sets.filter((x) => x.interval && x.type.endsWith('. inet_proto . inet_service'))) {
         const byKey = new Map<string, [number, number][]>();
         for (const e of st.elements) {
-          const [local = '', proto = '', range = ''] = e.replace(/ comment "[^"]*"$/, '').split(' . ');
-          const [lo = 0, hi = lo] = range.split('-').map(Number);
-          byKey.set(`${local} ${proto}`, [...(byKey.get(`${local} ${proto}`) ?? []), [lo, hi]]);
+          assert.ok(e.kind === 'addr-proto-port' && typeof e.addr === 'string');
+          const key = `${e.addr} ${e.proto}`;
+          byKey.set(key, [...(byKey.get(key) ?? []), range(e.port)]);
         }
         for (const [key, rs] of byKey) {
           rs.sort((a, b) => a[0] - b[0]);

@@ -5,6 +5,7 @@ import type { Chain, CompiledRuleset, Match, NamedSet, VerdictMap } from '../../
 import type { Direction, Family } from '../../src/model/types.ts';
 import { dispatchMapName, podChainName, podId, policyChainName, policyId } from '../../src/ruleset/ids.ts';
 import { ruleText } from '../../src/nft/render.ts';
+import { addressText, elementTexts } from '../../src/nft/elements.ts';
 
 export function chain(c: CompiledRuleset, name: string): Chain | undefined {
   return c.chains.find((ch) => ch.name === name);
@@ -38,7 +39,7 @@ export function map(c: CompiledRuleset, d: Direction, f: Family): VerdictMap {
 
 /** Map keys -> goto targets ('accept' for a known pod nothing isolates), for compact assertions. */
 export function mapEntries(c: CompiledRuleset, d: Direction, f: Family): Record<string, string> {
-  return Object.fromEntries(map(c, d, f).elements.map((e) => [e.key, e.chain ?? 'accept']));
+  return Object.fromEntries(map(c, d, f).elements.map((e) => [addressText(e.key), e.chain ?? 'accept']));
 }
 
 export function rules(ch: Chain): string[] {
@@ -51,7 +52,7 @@ function setsOf(m: Match): string[] {
 
 /** For each rule of the chain: the elements of every set it matches on, in match order. */
 export function ruleSets(c: CompiledRuleset, ch: Chain): string[][][] {
-  return ch.rules.map((r) => r.matches.flatMap(setsOf).map((n) => [...set(c, n).elements]));
+  return ch.rules.map((r) => r.matches.flatMap(setsOf).map((n) => elementTexts(set(c, n))));
 }
 
 /** Elements of the sets of one kind a chain's rules use, e.g. all peer4 sets. */
@@ -64,7 +65,7 @@ export function elementsByKind(c: CompiledRuleset, ch: Chain, kind: Match['kind'
       for (const n of setsOf(m)) names.add(n);
     }
   }
-  return [...names].map((n) => [...set(c, n).elements]);
+  return [...names].map((n) => elementTexts(set(c, n)));
 }
 
 /**

@@ -14,6 +14,7 @@ import type { ClusterState, Node } from '../../src/model/types.ts';
 import { pod, policy, sel, state } from '../support/state-builder.ts';
 import { renderLog } from '../nft/nft-support.ts';
 import { chain, mapEntries, rules } from './ir-query.ts';
+import { elementTexts } from '../../src/nft/elements.ts';
 
 const log = renderLog();
 
@@ -65,7 +66,7 @@ test('with podCIDRs: every active local pod is dispatched; not isolated = accept
 test('with podCIDRs: unknown local endpoints dropped after the dispatch, in forward and (not from the node itself) input', () => {
   const c = compile('cidrs chains', withCIDRs(['10.0.1.0/24', 'fd00:1::/64']));
   assert.deepEqual(
-    c.sets.filter((s) => s.name.startsWith('local-')).map((s) => [s.name, s.type, s.interval, s.elements]),
+    c.sets.filter((s) => s.name.startsWith('local-')).map((s) => [s.name, s.type, s.interval, elementTexts(s)]),
     [
       ['local-pod-cidrs-v4', 'ipv4_addr', true, ['10.0.1.0/24']],
       ['local-pod-cidrs-v6', 'ipv6_addr', true, ['fd00:1::/64']],

@@ -4,13 +4,14 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { compileRules } from '../../src/compile/compile.ts';
-import { numericPortElements } from '../../src/compile/ports.ts';
+import { numericPortElements, numericPortRanges } from '../../src/compile/ports.ts';
 import { buildState } from '../../src/model/normalize.ts';
 import { renderRuleset } from '../../src/nft/render.ts';
 import type { Peer, Pod, PortSpec } from '../../src/model/types.ts';
 import { cport, ipBlock, pod, podPeer, policy, port, rule, sel, state } from '../support/state-builder.ts';
 import { renderLog } from '../nft/nft-support.ts';
 import { elementsByKind, mustPolicyChain, setOf, shapes } from './ir-query.ts';
+import { elementTexts } from '../../src/nft/elements.ts';
 
 const log = renderLog();
 
@@ -64,10 +65,10 @@ test('numeric ports: single ports, endPort ranges, merging, protocol-only', () =
     },
   ];
   for (const k of cases) {
-    assert.deepEqual(numericPortElements(k.ports), k.want, k.name);
+    assert.deepEqual(elementTexts({ elements: numericPortElements(numericPortRanges(k.ports)) }), k.want, k.name);
     const { c, ch } = compileIngress(k.name, k.ports);
     const ps = setOf(c, ch, 'portSet');
-    assert.deepEqual(ps.elements, k.want, k.name);
+    assert.deepEqual(elementTexts(ps), k.want, k.name);
     assert.equal(ps.type, 'inet_proto . inet_service');
     assert.ok(ps.interval);
     assert.deepEqual(shapes(ch), ['meta l4proto . th dport @port-* accept comment "ingress[0]"'], k.name);
@@ -98,8 +99,8 @@ test('default protocol: a port without protocol (raw manifest) is TCP', () => {
   const c = compileRules(s, 'node-1');
   log.add('default protocol', renderRuleset(c));
   const ch = mustPolicyChain(c, 'a', 'p', 'ingress');
-  assert.deepEqual(setOf(c, ch, 'portSet').elements, ['tcp . 443', 'tcp . 8000-8010']);
-  assert.deepEqual(setOf(c, ch, 'namedPortSet', 4).elements, ['10.0.0.1 . tcp . 8080']);
+  assert.deepEqual(elementTexts(setOf(c, ch, 'portSet')), ['tcp . 443', 'tcp . 8000-8010']);
+  assert.deepEqual(elementTexts(setOf(c, ch, 'namedPortSet', 4)), ['10.0.0.1 . tcp . 8080']);
 });
 
 test('ports undefined: every port and protocol (no port match)', () => {
@@ -122,8 +123,8 @@ const servers = [
 test('named ports, ingress: resolved on the selected local pods, protocol must match', () => {
   const { c, ch } = compileIngress('named ingress', [port('TCP', 'http'), port('UDP', 'dns')], servers);
   const named4 = setOf(c, ch, 'namedPortSet', 4);
-  assert.deepEqual(named4.elements, ['10.0.0.1 . tcp . 8080', '10.0.0.1 . udp . 53', '10.0.0.2 . tcp . 80']);
-  assert.deepEqual(setOf(c, ch, 'namedPortSet', 6).elements, ['fd00::1 . tcp . 8080', 'fd00::1 . udp . 53']);
+  assert.deepEqual(elementTexts(named4), ['10.0.0.1 . tcp . 8080', '10.0.0.1 . udp . 53', '10.0.0.2 . tcp . 80']);
+  assert.deepEqual(elementTexts(setOf(c, ch, 'namedPortSet', 6)), ['fd00::1 . tcp . 8080', 'fd00::1 . udp . 53']);
   assert.equal(named4.type, 'ipv4_addr . inet_proto . inet_service');
   assert.equal(named4.interval, false);
   assert.deepEqual(shapes(ch), [
@@ -150,8 +151,8 @@ test('named and numeric ports in one rule: one rule each', () => {
     'ip saddr @peer4-* ip daddr . meta l4proto . th dport @named4-* accept comment "ingress[0]"',
   ]);
   // Both rules match on the same peer set.
-  assert.deepEqual(setOf(c, ch, 'addrSet', 4).elements, ['10.8.0.0/16']);
-  assert.deepEqual(setOf(c, ch, 'namedPortSet', 4).elements, ['10.0.0.1 . tcp . 9090']);
+  assert.deepEqual(elementTexts(setOf(c, ch, 'addrSet', 4)), ['10.8.0.0/16']);
+  assert.deepEqual(elementTexts(setOf(c, ch, 'namedPortSet', 4)), ['10.0.0.1 . tcp . 9090']);
 });
 
 test('a named port nobody serves allows nothing', () => {

@@ -18,6 +18,7 @@ import { policyChainName, policyKeyId } from '../../src/ruleset/ids.ts';
 import { haveNft } from '../nft/nft-support.ts';
 import { chain, podChain, rules } from '../compile/ir-query.ts';
 import { ALL, ns, pod, podPeer, policy, port, rule, sel, state } from '../support/state-builder.ts';
+import { elementTexts } from '../../src/nft/elements.ts';
 
 // A toy kind: namespaces labelled isolate=yes isolate every pod for ingress;
 // allowed: the same namespace (rule 0), and TCP 9100 from anywhere (rule 1,
@@ -110,8 +111,8 @@ test('a registered kind is compiled: its chain, jumped to after the NetworkPolic
   // Flattened into peer identities (what the kernel gets), its rules still name their origin.
   const flat = compileNode(s, 'node-1', {}, KINDS);
   assert.ok(
-    flat.sets.some((x) => x.elements.some((e) => e.endsWith('"isolation of ns shop ingress[1]"'))),
-    flat.sets.flatMap((x) => x.elements).join('\n'),
+    flat.sets.some((x) => elementTexts(x).some((e) => e.endsWith('"isolation of ns shop ingress[1]"'))),
+    flat.sets.flatMap(elementTexts).join('\n'),
   );
   // Without the kind, only the NetworkPolicy is compiled.
   assert.equal(compileNode(s, 'node-1').stats.policies, 1);

@@ -11,6 +11,7 @@ import type { ClusterState } from '../../src/model/types.ts';
 import { ipBlock, pod, podPeer, policy, port, rule, sel, state } from '../support/state-builder.ts';
 import { podChain, policyChain, rules } from '../compile/ir-query.ts';
 import { assertNftAccepts, haveNft, renderLog } from './nft-support.ts';
+import { addressText, elementTexts } from '../../src/nft/elements.ts';
 
 const log = renderLog();
 
@@ -152,13 +153,13 @@ test('invalid rules render nothing (fail closed) but leave a trace in the chain 
   // Still isolating: the pod chain jumps to it and then denies.
   assert.equal(podChain(c, 'a', 'web', 'ingress')!.rules.length, 3);
   // Nothing of the invalid rules' addresses or ports made it into a set.
-  const all = c.sets.flatMap((x) => x.elements);
+  const all = c.sets.flatMap(elementTexts);
   assert.ok(!all.includes('10.0.0.0/8') && !all.includes('tcp . 80'), all.join(' '));
   // Nor into the rendered form: the one valid rule is the only allow element.
-  const allowed = flat.sets.flatMap((x) => x.elements);
+  const allowed = flat.sets.flatMap(elementTexts);
   assert.deepEqual(allowed, ['10.0.0.1 . tcp . 443 comment "a/web ingress[1]"']);
   assert.deepEqual(
-    flat.maps.find((m) => m.name === 'ingress-ranges-v4')?.elements.map((e) => e.key),
+    flat.maps.find((m) => m.name === 'ingress-ranges-v4')?.elements.map((e) => addressText(e.key)),
     ['192.168.0.0/16'],
   );
 });

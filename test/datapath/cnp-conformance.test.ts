@@ -6,24 +6,18 @@
 // re-rendered from the updated state and applied, and every probe upstream
 // makes (to the server pod's own address, as PokeServer does) must connect or
 // not as upstream expects.
-//
-// The suite needs the compiler to enforce the tiers. While it does not (a
-// ClusterNetworkPolicy leaves the rendered ruleset unchanged), the tests are
-// skipped with that message; once it does, they run.
+
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { buildState } from '../../src/model/normalize.ts';
 import type { Family } from '../../src/model/types.ts';
-import { applyCnpChanges, cnpConformanceCases, clusterNetworkPolicy, describeCnpProbe } from '../cases/cnp-conformance.ts';
+import { applyCnpChanges, cnpConformanceCases, describeCnpProbe } from '../cases/cnp-conformance.ts';
 import type { CnpCase, CnpContext, CnpProbe } from '../cases/cnp-conformance.ts';
 import {
   CNP_PODS,
   DEFAULT_HOST_NETWORK_PORTS,
-  DEFAULT_MODEL_OPTIONS,
   cnpModel,
   defaultPlacement,
   hostNetworkServed,
-  houseNamespace,
   isHostNetworkPod,
   podAddress,
 } from '../cases/cnp-conformance-model.ts';
@@ -35,34 +29,10 @@ import type { ClusterSpec, NetworkStyle } from '../harness/cluster.ts';
 import { applyState, stateOf } from '../harness/enforce.ts';
 import { nodeKey } from '../harness/probe.ts';
 import { datapathSkip } from '../harness/requirements.ts';
-import { renderNode } from '../support/render-node.ts';
 
 const HOST_NETWORK_PORTS = DEFAULT_HOST_NETWORK_PORTS;
 
-/**
- * Why the tiers cannot be tested yet, or false. Asks the real pieces: the
- * normalizer must read a ClusterNetworkPolicy into the state, and the
- * compiled ruleset must change when an Admin policy denies something.
- */
-function tierSupportMissing(): string | false {
-  const base = cnpModel();
-  const denyAll = clusterNetworkPolicy('tier-support-probe', {
-    tier: 'Admin',
-    priority: 0,
-    subject: { namespaces: { matchLabels: { 'kubernetes.io/metadata.name': houseNamespace('gryffindor') } } },
-    ingress: [{ name: 'deny-all', action: 'Deny', from: [{ namespaces: {} }] }],
-  });
-  const withPolicy = buildState([...base, denyAll]).state;
-  if ((withPolicy.clusterPolicies?.length ?? 0) === 0)
-    return 'the normalizer does not read ClusterNetworkPolicy objects yet (state.clusterPolicies is empty)';
-  const without = buildState(base).state;
-  const node = DEFAULT_MODEL_OPTIONS.placement(CNP_PODS[0]!);
-  if (renderNode(withPolicy, node).text === renderNode(without, node).text)
-    return 'the compiled ruleset has no tier support yet: an Admin ClusterNetworkPolicy leaves it unchanged';
-  return false;
-}
-
-const skip = datapathSkip() || tierSupportMissing();
+const skip = datapathSkip();
 
 const CASES = cnpConformanceCases();
 

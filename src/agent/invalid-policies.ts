@@ -110,7 +110,7 @@ export function eventMessage(p: InvalidPolicy): string {
     p.object !== undefined && p.namespace === ''
       ? 'its invalid Accept rules match nothing, its invalid Deny and Pass rules everything'
       : 'its invalid parts allow nothing';
-  const text = `${p.object?.kind ?? 'NetworkPolicy'} is invalid and enforced fail-closed (${how}): ${p.errors.join('; ')}`;
+  const text = `${p.object?.kind ?? NETWORK_POLICY_API.kind} is invalid and enforced fail-closed (${how}): ${p.errors.join('; ')}`;
   return text.length <= MAX_MESSAGE ? text : `${text.slice(0, MAX_MESSAGE - 3)}...`;
 }
 

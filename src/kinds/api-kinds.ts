@@ -52,6 +52,19 @@ export type StatusTargetKind =
   | 'AdminNetworkPolicy'
   | 'BaselineAdminNetworkPolicy';
 
+/**
+ * The kinds of the entries of NodePolicyStatus (status/types.ts PolicyKind):
+ * the policy objects, and a namespace's project or workspace isolation.
+ */
+export type StatusEntryKind =
+  | 'NetworkPolicy'
+  | 'NamespaceNetworkPolicy'
+  | 'ProjectIsolation'
+  | 'WorkspaceIsolation'
+  | 'ClusterNetworkPolicy'
+  | 'AdminNetworkPolicy'
+  | 'BaselineAdminNetworkPolicy';
+
 export interface ApiKind<T> {
   /** The object's kind, as in its manifests. */
   readonly kind: string;
@@ -76,7 +89,7 @@ export interface ApiKind<T> {
   readonly status:
     { readonly names: readonly string[]; readonly aliases: readonly string[]; readonly target: StatusTargetKind } | undefined;
   /** The NodePolicyStatus entry kinds its policies are reported as (status/types.ts PolicyKind). */
-  readonly statusEntries: readonly string[];
+  readonly statusEntries: readonly StatusEntryKind[];
   /**
    * The engine kinds (registry.ts POLICY_KINDS, by `kind`) whose policies its
    * objects are or turn on; none for the inputs every kind reads (pods, nodes, services).
@@ -334,3 +347,6 @@ export function statusTypeNames(): ReadonlyMap<string, StatusTargetKind> {
   }
   return out;
 }
+
+/** Every NodePolicyStatus entry kind, in the order of API_KINDS. */
+export const STATUS_ENTRY_KINDS: readonly StatusEntryKind[] = API_KINDS.flatMap((d) => d.statusEntries);

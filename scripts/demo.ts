@@ -21,13 +21,15 @@ import { clusterSpecFromState, placeablePods } from '../test/harness/from-state.
 import { describeOutcome, probeMatrix } from '../test/harness/probe.ts';
 import { oracle } from '../test/harness/regression.ts';
 import { missingRequirements } from '../test/harness/requirements.ts';
+import { cnpScene } from './demo-cnp.ts';
 
 const USAGE = `usage: npm run demo -- [-f DIR]... [--style routed|bridged] [--ports TCP/8080,UDP/53]
                        [--deny drop|reject] [--ipv6] [--keep]
 
 Brings up a simulated cluster (network namespaces, as root) for the manifests
 (default examples/), applies each node's ruleset as the agent does, and prints
-for every port what the evaluator expects and what real packets did.
+for every port what the evaluator expects and what real packets did. Without
+-f and --keep, a ClusterNetworkPolicy scene follows (scripts/demo-cnp.ts).
 
   -f, --file DIR     manifests (repeatable; default examples/)
   --style S          routed (default) or bridged pod networks
@@ -143,3 +145,7 @@ try {
   await c.destroy();
   console.log(`removed ${c.namespaces.length} namespaces`);
 }
+
+// The ClusterNetworkPolicy scene (scripts/demo-cnp.ts) after the examples, unless other manifests were asked for.
+if (values.file === undefined && !values.keep && process.exitCode === 0 && (await cnpScene({ style, denyAction, family })) > 0)
+  process.exitCode = 1;

@@ -143,6 +143,8 @@ function stateReply(v: AgentView): Reply {
     lines.push(`  ${p.pod}  ${p.ips.join(' ')}`);
     lines.push(`    ingress: ${p.ingress.length === 0 ? 'not isolated' : p.ingress.join(', ')}`);
     lines.push(`    egress:  ${p.egress.length === 0 ? 'not isolated' : p.egress.join(', ')}`);
+    if (p.clusterPolicies.length > 0)
+      lines.push(`    cluster: ${p.clusterPolicies.map((c) => `${c.policy} (${c.place})`).join(', ')}`);
   }
   lines.push('', `invalid policies (${s.invalidPolicies.length}):`);
   for (const p of s.invalidPolicies) for (const e of p.errors) lines.push(`  ${e}`);

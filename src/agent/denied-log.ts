@@ -1,15 +1,28 @@
 // Turns logged deny-path packets into what a person reads: the pods on both
 // sides (from the live state), the reason from the reference evaluator
 // (policy/verdict.ts), one log line per new denial and aggregated repeats.
+// A packet a ClusterNetworkPolicy Deny rule logged (prefix `cnp:...`) names
+// that rule: its policy, tier, priority and name from the live state.
 // Bounded everywhere: the ring has a fixed capacity, log lines have a
 // per-second budget (the rest is counted), and a repeat costs a map lookup,
 // not an evaluation.
 import type { Logger } from 'pino';
-import { parseDenyLogPrefix, podId } from '../ruleset/ids.ts';
+import { parseDenyLogPrefix, parseTierDenyLogPrefix, podId, policyKeyId, tierRuleChainName } from '../ruleset/ids.ts';
 import { isActivePod, objectKey, type ClusterState, type Direction, type Pod, type Protocol } from '../model/types.ts';
+import type { TieredPolicy } from '../kinds/kind.ts';
+import { tieredPolicies } from '../kinds/registry.ts';
+import { tieredRuleName } from '../kinds/cluster-network-policy.ts';
 import { verdict, type Endpoint } from '../policy/verdict.ts';
 import { protoName, type LoggedPacket } from './nflog-pcap.ts';
-import { attemptKey, DeniedRing, entryJson, type DeniedAttempt, type DeniedEntry, type DeniedPeer } from './denied-ring.ts';
+import {
+  attemptKey,
+  DeniedRing,
+  entryJson,
+  type DeniedAttempt,
+  type DeniedEntry,
+  type DeniedPeer,
+  type DeniedRule,
+} from './denied-ring.ts';
 
 export interface DeniedLogOptions {
   readonly nodeName: string;
@@ -29,6 +42,20 @@ interface Index {
   readonly local: Map<string, Pod>;
   /** address -> the pod owning it (an active one first) */
   readonly owners: Map<string, Pod>;
+  /** policy id (ruleset/ids.ts policyKeyId) -> tiered policy (a ClusterNetworkPolicy), built on first use */
+  tiered: Map<string, TieredPolicy> | undefined;
+}
+
+/** Where a logged packet was denied: a pod chain's deny path or a tiered Deny rule's chain. */
+type Tag =
+  | { readonly kind: 'pod'; readonly podId: string; readonly direction: Direction }
+  | { readonly kind: 'rule'; readonly policyId: string; readonly direction: Direction; readonly index: number };
+
+function parseTag(prefix: string): Tag | undefined {
+  const pod = parseDenyLogPrefix(prefix);
+  if (pod !== undefined) return { kind: 'pod', ...pod };
+  const rule = parseTierDenyLogPrefix(prefix);
+  return rule === undefined ? undefined : { kind: 'rule', ...rule };
 }
 
 export class DeniedLog {
@@ -46,27 +73,53 @@ export class DeniedLog {
 
   /** One packet from the NFLOG group. */
   onPacket(p: LoggedPacket): void {
-    const tag = parseDenyLogPrefix(p.prefix);
+    const tag = parseTag(p.prefix);
     if (tag === undefined) {
       this.#o.onUnknownPrefix?.(); // another program logging to our group
       return;
     }
     const state = this.#o.snapshot();
     const idx = state === undefined ? undefined : this.#indexOf(state);
-    const localPod = idx?.local.get(tag.podId);
     const peer = (ip: string): DeniedPeer => {
       const owner = idx?.owners.get(ip);
       return { ip, pod: owner === undefined ? undefined : objectKey(owner) };
     };
+    const src = peer(p.src);
+    const dst = peer(p.dst);
+    let pod: string;
+    let rule: DeniedRule | undefined;
+    let policy: TieredPolicy | undefined;
+    if (tag.kind === 'pod') {
+      const localPod = idx?.local.get(tag.podId);
+      pod = localPod === undefined ? `(pod chain ${tag.podId}, no longer a local pod)` : objectKey(localPod);
+    } else {
+      // A rule chain is shared by every local pod its policy selects: the
+      // local side of the packet names the pod.
+      const local = tag.direction === 'ingress' ? p.dst : p.src;
+      const owner = idx?.owners.get(local);
+      pod = owner !== undefined && owner.nodeName === this.#o.nodeName ? objectKey(owner) : `(${local}, no local pod)`;
+      policy = state === undefined || idx === undefined ? undefined : tieredOf(state, idx).get(tag.policyId);
+      const r = policy === undefined ? undefined : (tag.direction === 'ingress' ? policy.ingress : policy.egress)[tag.index];
+      rule = {
+        policyId: tag.policyId,
+        index: tag.index,
+        kind: policy?.origin.kind,
+        name: policy?.origin.name,
+        tier: policy === undefined ? undefined : policy.tier === 'admin' ? 'Admin' : 'Baseline',
+        priority: policy?.priority,
+        ruleName: r?.origin.name,
+      };
+    }
     const attempt: DeniedAttempt = {
       atMs: p.atMs,
       direction: tag.direction,
-      pod: localPod === undefined ? `(pod chain ${tag.podId}, no longer a local pod)` : objectKey(localPod),
+      pod,
       family: p.family,
-      src: peer(p.src),
-      dst: peer(p.dst),
+      src,
+      dst,
       protocol: protoName(p.proto),
       port: p.dport,
+      rule,
     };
     const key = attemptKey(attempt);
     const seen = this.ring.get(key);
@@ -74,7 +127,12 @@ export class DeniedLog {
       this.ring.repeat(seen, p.atMs);
       return;
     }
-    const reason = state === undefined ? 'the cluster state is not synced yet' : reasonFor(state, attempt, idx);
+    const reason =
+      state === undefined
+        ? 'the cluster state is not synced yet'
+        : tag.kind === 'rule'
+          ? ruleReason(attempt, tag, policy)
+          : reasonFor(state, attempt, idx);
     const e = this.ring.add(key, attempt, reason);
     if (this.#budget()) {
       e.logged = e.count;
@@ -124,7 +182,7 @@ export class DeniedLog {
         if (prev === undefined || (!isActivePod(prev) && isActivePod(p))) owners.set(ip, p);
       }
     }
-    const index = { local, owners };
+    const index: Index = { local, owners, tiered: undefined };
     this.#index = { state, index };
     return index;
   }
@@ -133,6 +191,39 @@ export class DeniedLog {
   entries(filter: Parameters<DeniedRing['query']>[0]): DeniedEntry[] {
     return this.ring.query(filter);
   }
+}
+
+function tieredOf(state: ClusterState, idx: Index): Map<string, TieredPolicy> {
+  if (idx.tiered === undefined) {
+    idx.tiered = new Map();
+    for (const t of tieredPolicies(state)) idx.tiered.set(policyKeyId(t.key), t);
+  }
+  return idx.tiered;
+}
+
+/**
+ * `ingress at shop/db-0: denied by ClusterNetworkPolicy deny-monitoring (Admin
+ * tier, priority 10) ingress rule 0 "no-monitoring"`: the rule whose chain
+ * logged the packet (the kernel's decision), named through the live state.
+ */
+export function ruleReason(
+  a: DeniedAttempt,
+  tag: { readonly policyId: string; readonly direction: Direction; readonly index: number },
+  policy: TieredPolicy | undefined,
+): string {
+  const at = `${a.direction} at ${a.pod}`;
+  const chain = tierRuleChainName(tag.policyId, tag.direction, tag.index);
+  if (policy === undefined) return `${at}: denied by a ClusterNetworkPolicy rule no longer in the cluster state (chain ${chain})`;
+  const r = (tag.direction === 'ingress' ? policy.ingress : policy.egress)[tag.index];
+  const place = (name: string): string =>
+    tieredRuleName(policy.origin.label, policy.tier, policy.priority, tag.direction, tag.index, name);
+  if (r === undefined)
+    return `${at}: denied by ${place('')}, a rule ${policy.origin.label} no longer has (chain ${chain}, the ruleset in force at the time)`;
+  if (r.action !== 'Deny')
+    return `${at}: denied by ${place(r.origin.name)}, which is now ${r.origin.action} (the ruleset in force at the time)`;
+  // A rule read as Deny all (fail closed) says why.
+  const note = r.notEnforced === undefined ? '' : ` (${r.notEnforced})`;
+  return `${at}: denied by ${place(r.origin.name)}${note}`;
 }
 
 const PORT_PROTOCOLS: Readonly<Record<string, Protocol>> = { TCP: 'TCP', UDP: 'UDP', SCTP: 'SCTP' };
@@ -157,6 +248,8 @@ export function reasonFor(state: ClusterState, a: DeniedAttempt, idx: Index | un
   });
   const d = v[a.direction as Direction];
   if (proto === undefined) {
+    // A ClusterNetworkPolicy rule without protocols matches any protocol: it names itself.
+    if (!d.allowed && d.decidedBy !== undefined) return `${at}: ${a.protocol} denied by ${d.decidedBy.description}`;
     if (!d.allowed) {
       const policies = d.policies.length === 0 ? '' : ` by ${d.policies.join(', ')}`;
       return `${at}: isolated for ${a.direction}${policies}; no rule without ports admits ${a.direction === 'ingress' ? peerText(a.src) : peerText(a.dst)}, the only kind that allows ${a.protocol}`;

@@ -1,6 +1,6 @@
 // The most recent denials, aggregated: identical denials (same direction,
-// pod chain, source, destination, protocol and port; any source port) are one
-// entry with a count and first/last seen. Bounded: at most `capacity`
+// pod chain or ClusterNetworkPolicy rule, source, destination, protocol and
+// port; any source port) are one entry with a count and first/last seen. Bounded: at most `capacity`
 // entries, the least recently seen evicted first. Pure data and formatting;
 // the agent feeds it (agent/denied-log.ts) and /debug/denied reads it.
 import type { Direction, Family } from '../model/types.ts';
@@ -10,6 +10,20 @@ export interface DeniedPeer {
   readonly ip: string;
   /** `namespace/name`, or undefined for an address that is no known pod. */
   readonly pod: string | undefined;
+}
+
+/** The tiered rule (a ClusterNetworkPolicy Deny rule) whose chain logged a denial, as the live state names it. */
+export interface DeniedRule {
+  /** The policy id of the log prefix (ruleset/ids.ts policyKeyId). */
+  readonly policyId: string;
+  readonly index: number;
+  /** The policy's kind and name; undefined when the live state has no such policy any more. */
+  readonly kind: string | undefined;
+  readonly name: string | undefined;
+  readonly tier: 'Admin' | 'Baseline' | undefined;
+  readonly priority: number | undefined;
+  /** The rule's `name` ('' when not given). */
+  readonly ruleName: string | undefined;
 }
 
 export interface DeniedAttempt {
@@ -23,6 +37,8 @@ export interface DeniedAttempt {
   /** TCP, UDP, SCTP, ICMP, ICMPv6 or the protocol number. */
   readonly protocol: string;
   readonly port: number | undefined;
+  /** Set when a ClusterNetworkPolicy Deny rule denied it (its chain logged), not a pod chain's deny path. */
+  readonly rule?: DeniedRule | undefined;
 }
 
 export interface DeniedEntry extends DeniedAttempt {
@@ -36,7 +52,8 @@ export interface DeniedEntry extends DeniedAttempt {
 }
 
 export function attemptKey(a: Omit<DeniedAttempt, 'atMs'>): string {
-  return [a.direction, a.pod, a.src.ip, a.dst.ip, a.protocol, a.port ?? '-'].join(' ');
+  const by = a.rule === undefined ? [] : [`cnp:${a.rule.policyId}:${a.rule.index}`];
+  return [a.direction, a.pod, a.src.ip, a.dst.ip, a.protocol, a.port ?? '-', ...by].join(' ');
 }
 
 export interface DeniedFilter {
@@ -132,6 +149,19 @@ export function entryJson(e: DeniedEntry): Record<string, unknown> {
     firstSeen: new Date(e.firstSeenMs).toISOString(),
     lastSeen: new Date(e.lastSeenMs).toISOString(),
     reason: e.reason,
+    rule: e.rule === undefined ? null : ruleJson(e.rule),
+  };
+}
+
+function ruleJson(r: DeniedRule): Record<string, unknown> {
+  return {
+    kind: r.kind ?? null,
+    name: r.name ?? null,
+    tier: r.tier ?? null,
+    priority: r.priority ?? null,
+    index: r.index,
+    ruleName: r.ruleName ?? null,
+    policyId: r.policyId,
   };
 }
 

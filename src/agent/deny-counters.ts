@@ -1,13 +1,13 @@
 // The deny path's packet counters as Prometheus counters. The kernel counts
 // in each pod chain's deny rule (and in the base chains' drop of unknown
-// local endpoints); the agent reads them with a terse listing of its table
+// local endpoints, and in ClusterNetworkPolicy Deny rules' chains); the agent reads them with a terse listing of its table
 // (`nft -t -j list table`: chains and rules, no set elements, so the cost
 // follows the local pods and policies, not the cluster size) and adds the
 // increase since the last read. nft counters restart at 0 when their rule is
 // replaced (a full apply, a changed chain): a rule handle not seen before or
 // a value that went down counts from 0.
 import { BASE_CHAINS } from '../compile/dispatch.ts';
-import { parsePodChainName } from '../ruleset/ids.ts';
+import { parsePodChainName, parseTierRuleChainName } from '../ruleset/ids.ts';
 import type { Direction } from '../model/types.ts';
 
 /** A denied-packet counter in the kernel: which rule, which pod chain (or base chain) and direction. */
@@ -15,7 +15,7 @@ export interface KernelDenyCounter {
   /** chain name + rule handle: stable while the rule exists. */
   readonly rule: string;
   readonly direction: Direction;
-  /** The pod chain's pod id, undefined for the base chains' unknown-endpoint drops. */
+  /** The pod chain's pod id, undefined for the base chains' unknown-endpoint drops and tiered Deny rules. */
   readonly podId: string | undefined;
   readonly packets: number;
 }
@@ -40,7 +40,8 @@ export function denyCountersFromJson(json: string): KernelDenyCounter[] {
     const r = item.rule;
     if (r?.chain === undefined || r.handle === undefined) continue;
     const pod = parsePodChainName(r.chain);
-    const baseDir = BASE_DIRECTION[r.chain];
+    // A ClusterNetworkPolicy Deny rule's chain: shared by the pods its policy selects, so node totals only.
+    const baseDir = BASE_DIRECTION[r.chain] ?? parseTierRuleChainName(r.chain)?.direction;
     if (pod === undefined && baseDir === undefined) continue;
     let packets: number | undefined;
     let denies = false;

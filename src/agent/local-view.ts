@@ -1,9 +1,11 @@
 // What /debug/state shows about this node, derived from a snapshot: the local
 // pods and, per direction, the policies of every kind selecting each (the
 // policies whose rules are the pod's allow list; an isolated pod with no rule
-// matching is denied).
-import type { ContributedPolicy } from '../kinds/kind.ts';
-import { contributedPolicies } from '../kinds/registry.ts';
+// matching is denied), and the ClusterNetworkPolicies whose subject selects
+// each (with tier and priority).
+import type { ContributedPolicy, TieredPolicy } from '../kinds/kind.ts';
+import { contributedPolicies, tieredPolicies } from '../kinds/registry.ts';
+import { tierPlace } from '../kinds/cluster-network-policy.ts';
 import { selectorMatches } from '../model/selector.ts';
 import { byObjectKey } from '../model/state.ts';
 import { isActivePod, objectKey } from '../model/types.ts';
@@ -18,14 +20,37 @@ export interface LocalPodView {
   /** The policies selecting the pod for ingress (isolated when non-empty), as explain names them (ns/name for NetworkPolicies). */
   readonly ingress: readonly string[];
   readonly egress: readonly string[];
+  /** The ClusterNetworkPolicies whose subject selects the pod, in evaluation order (Admin, then Baseline; by priority). */
+  readonly clusterPolicies: readonly ClusterPolicyView[];
+}
+
+export interface ClusterPolicyView {
+  /** `ClusterNetworkPolicy NAME` (the legacy kind's name for legacy objects). */
+  readonly policy: string;
+  readonly tier: 'Admin' | 'Baseline';
+  readonly priority: number;
+  /** `Admin tier, priority 10`. */
+  readonly place: string;
+  /** Its rules per direction (a selected pod is not isolated by them: the first matching rule decides). */
+  readonly ingressRules: number;
+  readonly egressRules: number;
 }
 
 export function localPodViews(state: ClusterState, nodeName: string): LocalPodView[] {
   const policies = contributedPolicies(state);
-  return state.pods.filter((p) => p.nodeName === nodeName && isActivePod(p)).map((p) => viewOf(policies, p));
+  const tiered = tieredPolicies(state);
+  const nsLabels = new Map(state.namespaces.map((n) => [n.name, n.labels]));
+  return state.pods
+    .filter((p) => p.nodeName === nodeName && isActivePod(p))
+    .map((p) => viewOf(policies, tiered, nsLabels.get(p.namespace), p));
 }
 
-function viewOf(policies: readonly ContributedPolicy[], pod: Pod): LocalPodView {
+function viewOf(
+  policies: readonly ContributedPolicy[],
+  tiered: readonly TieredPolicy[],
+  nsLabels: Labels | undefined,
+  pod: Pod,
+): LocalPodView {
   const ingress: string[] = [];
   const egress: string[] = [];
   for (const pol of policies) {
@@ -33,7 +58,21 @@ function viewOf(policies: readonly ContributedPolicy[], pod: Pod): LocalPodView 
     if (pol.types.ingress) ingress.push(pol.origin.label);
     if (pol.types.egress) egress.push(pol.origin.label);
   }
-  return { pod: objectKey(pod), ips: pod.ips, phase: pod.phase, labels: pod.labels, ingress, egress };
+  const clusterPolicies: ClusterPolicyView[] = [];
+  if (nsLabels !== undefined)
+    for (const t of tiered) {
+      if (!selectorMatches(t.subject.namespaceSelector, nsLabels) || !selectorMatches(t.subject.podSelector, pod.labels))
+        continue;
+      clusterPolicies.push({
+        policy: t.origin.label,
+        tier: t.tier === 'admin' ? 'Admin' : 'Baseline',
+        priority: t.priority,
+        place: tierPlace(t.tier, t.priority),
+        ingressRules: t.ingress.length,
+        egressRules: t.egress.length,
+      });
+    }
+  return { pod: objectKey(pod), ips: pod.ips, phase: pod.phase, labels: pod.labels, ingress, egress, clusterPolicies };
 }
 
 /** IP -> owning active pod (ns/name). */

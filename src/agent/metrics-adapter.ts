@@ -19,6 +19,11 @@ export function agentMetrics(m: Metrics): AgentMetrics {
       m.nftSetElements.set(s.elements);
     },
     clusterPolicies: (n) => m.clusterNumPolicies.set(n),
+    clusterNetworkPolicies: (admin, baseline, invalid) => {
+      m.clusterNumClusterPolicies.set({ tier: 'Admin' }, admin);
+      m.clusterNumClusterPolicies.set({ tier: 'Baseline' }, baseline);
+      m.invalidClusterPolicies.set(invalid);
+    },
     driftRepair: () => m.driftRepairs.inc(),
     watchRestarts: (resource, delta, reason) => m.watchRestarts.inc({ resource, reason }, delta),
     invalidPolicies: (n) => m.invalidPolicies.set(n),

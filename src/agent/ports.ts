@@ -74,6 +74,8 @@ export interface AgentMetrics {
   resyncState(s: 1 | 2 | 3): void;
   rulesetStats(s: RenderStats): void;
   clusterPolicies(n: number): void;
+  /** ClusterNetworkPolicies (with the legacy kinds) by tier, and how many of them are invalid. */
+  clusterNetworkPolicies(admin: number, baseline: number, invalid: number): void;
   driftRepair(): void;
   /** `reason`: error, stalled, gone or closed (kube/source.ts RestartReason). */
   watchRestarts(resource: string, delta: number, reason: string): void;
@@ -90,6 +92,7 @@ export const NOOP_METRICS: AgentMetrics = {
   resyncState() {},
   rulesetStats() {},
   clusterPolicies() {},
+  clusterNetworkPolicies() {},
   driftRepair() {},
   watchRestarts() {},
   invalidPolicies() {},

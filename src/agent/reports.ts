@@ -20,7 +20,12 @@ const round1 = (ms: number): number => Math.round(ms * 10) / 10;
 
 /** Metrics and the log line of one run. `pending`: changes are already waiting for the next run. */
 export function reportApply(o: ApplyOutcome, pending: boolean, metrics: AgentMetrics, log: Logger): void {
-  if (o.state !== undefined) metrics.clusterPolicies(o.state.policies.length);
+  if (o.state !== undefined) {
+    metrics.clusterPolicies(o.state.policies.length);
+    const cnps = o.state.clusterPolicies ?? [];
+    const admin = cnps.filter((p) => p.tier === 'Admin').length;
+    metrics.clusterNetworkPolicies(admin, cnps.length - admin, cnps.filter((p) => p.errors.length > 0).length);
+  }
   if (o.stats !== undefined) metrics.rulesetStats(o.stats);
   if (o.result === 'failed') {
     metrics.dataplaneFailure();

@@ -1,6 +1,7 @@
 // `nft-netpol-agent status [-n NS] [[TYPE/]NAME | TYPE NAME] [-o wide|json|yaml]`:
 // reads the NodePolicyStatus objects, the agents' Leases, policies (with
-// tenancy NamespaceNetworkPolicies, Namespaces and Workspaces too), pods and
+// tenancy NamespaceNetworkPolicies, Namespaces and Workspaces too; for the
+// whole cluster or `cnp/NAME` ClusterNetworkPolicies and Namespaces), pods and
 // Nodes with the user's kubeconfig and answers whether policies are in force
 // on every node that must enforce them (src/status/report.ts decides).
 // Exit codes: 0 everything in force, 3 something lags or an agent is not
@@ -29,7 +30,13 @@ import {
   normalizeWorkspace,
 } from '../model/normalize.ts';
 import { NSNP_API_VERSION, WORKSPACE_API_VERSIONS, WORKSPACE_LABEL } from '../model/normalize-tenancy.ts';
-import type { Namespace, NamespaceNetworkPolicy, NetworkPolicy, Pod, Workspace } from '../model/types.ts';
+import {
+  ADMIN_NETWORK_POLICY_API_VERSION,
+  CLUSTER_NETWORK_POLICY_API_VERSION,
+  clusterPolicyNormalizer,
+  type ClusterPolicyKind,
+} from '../model/normalize-cluster-policy.ts';
+import type { ClusterNetworkPolicy, Namespace, NamespaceNetworkPolicy, NetworkPolicy, Pod, Workspace } from '../model/types.ts';
 import { errorMessage } from '../observability/errors.ts';
 import { buildReport, policyText, summaryText, type ClusterReport, type ReportInput } from '../status/report.ts';
 import { formatDocument, type ErrorObject } from './output.ts';
@@ -61,6 +68,8 @@ with tenancy the NamespaceNetworkPolicies, Namespaces and Workspaces.
                                                               (project or workspace isolation)
                             workspace                         workspace NAME's isolation of
                                                               each of its namespaces
+                            clusternetworkpolicy, cnp         a ClusterNetworkPolicy (cluster-scoped;
+                                                              anp, banp: the legacy kinds)
                           (X/Y is TYPE/NAME when X is one of these types,
                           else NAMESPACE/NAME of a NetworkPolicy)
   -n, --namespace NS      only policies of NS
@@ -97,7 +106,7 @@ class StatusUsageError extends Error {}
 /** What `status` is asked about: one object, a namespace's isolation, or a workspace's. */
 export type StatusTarget =
   | { readonly kind: 'NetworkPolicy' | 'NamespaceNetworkPolicy'; readonly namespace: string; readonly name: string }
-  | { readonly kind: 'namespace' | 'workspace'; readonly name: string };
+  | { readonly kind: 'namespace' | 'workspace' | ClusterPolicyKind; readonly name: string };
 
 export interface StatusArgs {
   readonly namespace: string | undefined;
@@ -123,13 +132,27 @@ const TYPES: ReadonlyMap<string, StatusTarget['kind']> = new Map([
   ...['workspace', 'workspaces', 'workspace.tenant.kubesphere.io', 'workspaces.tenant.kubesphere.io', 'workspaceisolation'].map(
     (t) => [t, 'workspace'] as const,
   ),
+  ...(
+    [
+      ['ClusterNetworkPolicy', ['clusternetworkpolicy', 'clusternetworkpolicies', 'cnp', 'cnps']],
+      ['AdminNetworkPolicy', ['adminnetworkpolicy', 'adminnetworkpolicies', 'anp', 'anps']],
+      ['BaselineAdminNetworkPolicy', ['baselineadminnetworkpolicy', 'baselineadminnetworkpolicies', 'banp', 'banps']],
+    ] as const
+  ).flatMap(([kind, names]) => names.flatMap((t) => [[t, kind] as const, [`${t}.policy.networking.k8s.io`, kind] as const])),
 ]);
+
+/** The cluster-scoped kinds: a name, no namespace. */
+function isClusterKind(k: StatusTarget['kind']): k is ClusterPolicyKind {
+  return k === 'ClusterNetworkPolicy' || k === 'AdminNetworkPolicy' || k === 'BaselineAdminNetworkPolicy';
+}
 
 function target(type: string, name: string, namespace: string | undefined): StatusTarget {
   const kind = TYPES.get(type.toLowerCase());
   if (kind === undefined) throw new StatusUsageError(`unknown TYPE "${type}" (see --help)`);
   if (name === '' || name.includes('/')) throw new StatusUsageError(`NAME must be a name, not "${name}"`);
-  return kind === 'namespace' || kind === 'workspace' ? { kind, name } : { kind, namespace: namespace ?? 'default', name };
+  return kind === 'namespace' || kind === 'workspace' || isClusterKind(kind)
+    ? { kind, name }
+    : { kind, namespace: namespace ?? 'default', name };
 }
 
 export function parseStatusArgs(argv: string[]): StatusArgs | 'help' {
@@ -172,8 +195,10 @@ export function parseStatusArgs(argv: string[]): StatusArgs | 'help' {
     else policy = { kind: 'NetworkPolicy', namespace: a, name: b };
   }
   const tenancy = !v['no-tenancy'];
-  if (!tenancy && policy !== undefined && policy.kind !== 'NetworkPolicy')
-    throw new StatusUsageError(`--no-tenancy checks NetworkPolicies only, not a ${policy.kind}`);
+  if (policy !== undefined && isClusterKind(policy.kind) && v.namespace !== undefined)
+    throw new StatusUsageError(`a ${policy.kind} is cluster-scoped: no -n`);
+  if (!tenancy && policy !== undefined && policy.kind !== 'NetworkPolicy' && !isClusterKind(policy.kind))
+    throw new StatusUsageError(`--no-tenancy checks NetworkPolicies only (and the cluster-scoped kinds), not a ${policy.kind}`);
   // What to read: the policy's namespace, the namespace whose isolation is asked, or -n.
   let namespace = v.namespace;
   if (policy?.kind === 'namespace') namespace = policy.name;
@@ -241,17 +266,64 @@ async function readTenancy(kc: KubeConfig, retry: Retry, ns: string | undefined)
   };
 }
 
+// The cluster-scoped kinds and where they are served (v1alpha2; the legacy kinds v1alpha1).
+const CLUSTER_RESOURCES: readonly (readonly [ClusterPolicyKind, string, string])[] = [
+  ['ClusterNetworkPolicy', CLUSTER_NETWORK_POLICY_API_VERSION, 'clusternetworkpolicies'],
+  ['AdminNetworkPolicy', ADMIN_NETWORK_POLICY_API_VERSION, 'adminnetworkpolicies'],
+  ['BaselineAdminNetworkPolicy', ADMIN_NETWORK_POLICY_API_VERSION, 'baselineadminnetworkpolicies'],
+];
+
+/**
+ * ClusterNetworkPolicies (and the legacy kinds) with every Namespace. A kind
+ * whose CRD is not installed has none; one the user may not list is an error
+ * when asked about, else skipped (the summary of a user without access to them).
+ */
+async function readClusterPolicies(
+  kc: KubeConfig,
+  retry: Retry,
+  asked: ClusterPolicyKind | undefined,
+): Promise<NonNullable<ReportInput['clusterPolicies']>> {
+  const custom = kc.makeApiClient(CustomObjectsApi);
+  const core = kc.makeApiClient(CoreV1Api);
+  const lists = await Promise.all(
+    CLUSTER_RESOURCES.filter(([kind]) => asked === undefined || kind === asked).map(async ([kind, apiVersion, plural]) => {
+      const [group = '', version = ''] = apiVersion.split('/');
+      try {
+        const l: { items?: unknown[] } = await retry(() => custom.listClusterCustomObject({ group, version, plural }));
+        const norm = clusterPolicyNormalizer(kind);
+        return norm === undefined ? [] : normalized<ClusterNetworkPolicy>(l.items ?? [], norm);
+      } catch (e) {
+        const code = apiCode(e);
+        if (code === 404 || (asked === undefined && code === 403)) return [];
+        throw new Error(`cannot list ${plural}.${group}: ${errorMessage(e)}`, { cause: e });
+      }
+    }),
+  );
+  const namespaces = normalized<Namespace>((await retry(() => core.listNamespace())).items, normalizeNamespace);
+  return { policies: lists.flat(), namespaces };
+}
+
 /** The input narrowed to what a target asks about. */
 function narrow(input: ReportInput, t: StatusTarget): ReportInput {
   const tenancy = input.tenancy ?? { namespacePolicies: [], namespaces: [], workspaces: [] };
+  const { clusterPolicies: _c, ...namespaced } = input;
+  if (isClusterKind(t.kind)) {
+    const { tenancy: _t, ...rest } = input;
+    const c = input.clusterPolicies ?? { policies: [], namespaces: [] };
+    return {
+      ...rest,
+      policies: [],
+      clusterPolicies: { ...c, policies: c.policies.filter((p) => p.sourceKind === t.kind && p.name === t.name) },
+    };
+  }
   switch (t.kind) {
     case 'NetworkPolicy': {
-      const { tenancy: _, ...rest } = input;
+      const { tenancy: _, ...rest } = namespaced;
       return { ...rest, policies: input.policies.filter((p) => p.namespace === t.namespace && p.name === t.name) };
     }
     case 'NamespaceNetworkPolicy':
       return {
-        ...input,
+        ...namespaced,
         policies: [],
         tenancy: {
           ...tenancy,
@@ -261,13 +333,13 @@ function narrow(input: ReportInput, t: StatusTarget): ReportInput {
       };
     case 'namespace':
       return {
-        ...input,
+        ...namespaced,
         policies: [],
         tenancy: { ...tenancy, namespacePolicies: [], namespaces: tenancy.namespaces.filter((n) => n.name === t.name) },
       };
     case 'workspace':
       return {
-        ...input,
+        ...namespaced,
         policies: [],
         tenancy: {
           ...tenancy,
@@ -287,6 +359,8 @@ function notFound(t: StatusTarget): string {
       return `namespace ${t.name} not found or not isolated (neither project nor workspace isolation)`;
     case 'workspace':
       return `workspace ${t.name} isolates no namespace (not found, spec.networkIsolation not true, or no namespace labelled ${WORKSPACE_LABEL}=${t.name})`;
+    default:
+      return `${t.kind} ${t.name} not found`;
   }
 }
 
@@ -303,7 +377,10 @@ export async function readStatusInput(
   const net = kc.makeApiClient(NetworkingV1Api);
   const retry: Retry = (call) => withRetry(call, policy);
   const ns = a.namespace;
-  const [statuses, leases, policies, pods, nodes, tenancy] = await Promise.all([
+  const asked = a.policy !== undefined && isClusterKind(a.policy.kind) ? a.policy.kind : undefined;
+  // Cluster-scoped policies are read for the whole cluster (no -n) or when asked about.
+  const withCluster = ns === undefined && (a.policy === undefined || asked !== undefined);
+  const [statuses, leases, policies, pods, nodes, tenancy, clusterPolicies] = await Promise.all([
     retry(() => custom.listClusterCustomObject({ group: STATUS_GROUP, version: STATUS_VERSION, plural: STATUS_PLURAL }))
       .then((l: { items?: NodePolicyStatusObject[] }) => l.items ?? [])
       .catch((e: unknown) => {
@@ -330,9 +407,19 @@ export async function readStatusInput(
       normalized<Pod>(l.items, normalizePod),
     ),
     retry(() => core.listNode()).then((l) => l.items.map((n) => n.metadata?.name ?? '').filter((n) => n !== '')),
-    a.tenancy ? readTenancy(kc, retry, ns) : undefined,
+    a.tenancy && asked === undefined ? readTenancy(kc, retry, ns) : undefined,
+    withCluster ? readClusterPolicies(kc, retry, asked) : undefined,
   ]);
-  const input: ReportInput = { now, nodes, statuses, leases, policies, pods, ...(tenancy === undefined ? {} : { tenancy }) };
+  const input: ReportInput = {
+    now,
+    nodes,
+    statuses,
+    leases,
+    policies,
+    pods,
+    ...(tenancy === undefined ? {} : { tenancy }),
+    ...(clusterPolicies === undefined ? {} : { clusterPolicies }),
+  };
   return a.policy === undefined ? input : narrow(input, a.policy);
 }
 

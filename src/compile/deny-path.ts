@@ -7,7 +7,8 @@
 //   2. the counted verdict: `counter drop`, or for --deny-action reject a TCP
 //      reset and ICMP(v6) port unreachable for the rest.
 // The counters are what agent/deny-counters.ts exports as metrics; the log
-// prefix is what agent/denied-log.ts maps back to the pod.
+// prefix is what agent/denied-log.ts maps back to the pod. A ClusterNetworkPolicy
+// Deny rule's chain (tiers.ts) logs with the same rule, its own prefix.
 import type { Direction, Pod } from '../model/types.ts';
 import { objectKey } from '../model/types.ts';
 import { DENY_LOG_LIMIT, denyLogPrefix, podId, sanitizeComment } from '../ruleset/ids.ts';
@@ -17,24 +18,23 @@ import type { RenderOptions } from '../ruleset/options.ts';
 /** Bytes of each logged packet sent to the NFLOG group: the IP and transport headers. */
 export const DENY_LOG_SNAPLEN = 128;
 
+/** With --log-denied: the log rule under the shared limit, with this prefix (also a tiered Deny rule's, tiers.ts). */
+export function denyLogRule(prefix: string, o: RenderOptions): Rule[] {
+  return o.logDenied === undefined
+    ? []
+    : [
+        {
+          matches: [{ kind: 'limit', name: DENY_LOG_LIMIT }],
+          counter: false,
+          verdict: { kind: 'log', group: o.logDenied.group, prefix, snaplen: DENY_LOG_SNAPLEN },
+          comment: undefined,
+        },
+      ];
+}
+
 export function denyPathRules(pod: Pod, d: Direction, o: RenderOptions): Rule[] {
   const comment = sanitizeComment(`deny ${d} ${d === 'ingress' ? 'to' : 'from'} ${objectKey(pod)}`);
-  const log: Rule[] =
-    o.logDenied === undefined
-      ? []
-      : [
-          {
-            matches: [{ kind: 'limit', name: DENY_LOG_LIMIT }],
-            counter: false,
-            verdict: {
-              kind: 'log',
-              group: o.logDenied.group,
-              prefix: denyLogPrefix(podId(pod.namespace, pod.name), d),
-              snaplen: DENY_LOG_SNAPLEN,
-            },
-            comment: undefined,
-          },
-        ];
+  const log = denyLogRule(denyLogPrefix(podId(pod.namespace, pod.name), d), o);
   if (o.denyAction === 'drop') return [...log, { matches: [], counter: true, verdict: { kind: 'drop' }, comment }];
   // TCP gets a reset (fast failure for clients); everything else ICMP(v6) port unreachable.
   return [

@@ -30,7 +30,9 @@
 // its lookup is a `goto`, so the range map is only consulted for addresses no
 // pod or node source holds. Each rule of a tiered policy is one chain,
 // KUBE-NWPLCY-<policy>-<dir>-<index>, with its counter and action: `nft list
-// chain` of it says what the rule does and how often it decided.
+// chain` of it says what the rule does and how often it decided. With
+// --log-denied a Deny rule's chain logs first, like a pod chain's deny path
+// (deny-path.ts: same limit and group), with prefix `cnp:<policy>:<IN|EG>:<index>`.
 import { cidrInterval, familyBits, mergeIntervals, parseCIDR } from '../model/ip.ts';
 import type { Interval } from '../model/ip.ts';
 import { formatSelector, selectorMatches } from '../model/selector.ts';
@@ -43,6 +45,7 @@ import {
   policyKeyId,
   sanitizeComment,
   shortHash,
+  tierDenyLogPrefix,
   tierLookupChainName,
   tierPeerMapName,
   tierRuleChainName,
@@ -50,6 +53,7 @@ import {
 import type { Chain, DecisionElement, DecisionKey, DecisionMap, MapElement, Rule, VerdictMap } from '../ruleset/ir.ts';
 import type { RenderOptions } from '../ruleset/options.ts';
 import type { ClusterIndex } from './cluster-index.ts';
+import { denyLogRule } from './deny-path.ts';
 import type { PeerResolver } from './peers.ts';
 import { nftProto } from './ports.ts';
 import { formatElement } from './v4.ts';
@@ -212,13 +216,15 @@ function ruleChain(e: Entry, o: RenderOptions): Chain {
       rules = [rule({ kind: 'return' })];
       break;
     case 'Deny':
-      rules =
-        o.denyAction === 'drop'
+      rules = [
+        ...denyLogRule(tierDenyLogPrefix(policyKeyId(e.policy.key), e.direction, e.index), o),
+        ...(o.denyAction === 'drop'
           ? [rule({ kind: 'drop' })]
           : [
               rule({ kind: 'reject', with: 'tcp reset' }, [{ kind: 'l4proto', proto: 'tcp' }]),
               rule({ kind: 'reject', with: 'icmpx port-unreachable' }),
-            ];
+            ]),
+      ];
       break;
   }
   return { name: e.chain, role: 'rule', base: undefined, comment: chainComment, rules };

@@ -28,6 +28,19 @@ export function tierPlace(tier: OrderedTier, priority: number): string {
   return `${tier === 'admin' ? 'Admin' : 'Baseline'} tier, priority ${priority}`;
 }
 
+/** `ClusterNetworkPolicy deny-metadata (Admin tier, priority 10) egress rule 0 "block-imds"`: a rule by name, without its action. */
+export function tieredRuleName(
+  label: string,
+  tier: OrderedTier,
+  priority: number,
+  direction: Direction,
+  index: number,
+  name: string,
+): string {
+  const named = name === '' ? '' : ` ${JSON.stringify(name)}`;
+  return `${label} (${tierPlace(tier, priority)}) ${direction} rule ${index}${named}`;
+}
+
 /** `ClusterNetworkPolicy deny-metadata (Admin tier, priority 10) egress rule 0 "block-imds": Deny` */
 export function tieredRuleDescription(
   label: string,
@@ -38,8 +51,7 @@ export function tieredRuleDescription(
   name: string,
   action: ClusterPolicyAction,
 ): string {
-  const named = name === '' ? '' : ` ${JSON.stringify(name)}`;
-  return `${label} (${tierPlace(tier, priority)}) ${direction} rule ${index}${named}: ${action}`;
+  return `${tieredRuleName(label, tier, priority, direction, index, name)}: ${action}`;
 }
 
 function ports(list: readonly ClusterPolicyProtocol[] | undefined): TieredPort[] | undefined {

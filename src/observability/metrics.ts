@@ -93,7 +93,7 @@ const DEFINITIONS = [
   {
     name: 'nftnp_active_local_policies',
     type: 'gauge',
-    help: 'Number of NetworkPolicies that select at least one pod on this node.',
+    help: 'Number of policies of every kind (NetworkPolicies, the tenancy kinds, ClusterNetworkPolicies) that select at least one pod on this node.',
     labelNames: [],
     felix: 'felix_active_local_policies',
   },
@@ -103,6 +103,13 @@ const DEFINITIONS = [
     help: 'Number of NetworkPolicies in the cluster, as seen by this agent.',
     labelNames: [],
     felix: 'felix_cluster_num_policies',
+  },
+  {
+    name: 'nftnp_cluster_num_cluster_network_policies',
+    type: 'gauge',
+    help: 'Number of ClusterNetworkPolicies (with the legacy AdminNetworkPolicy and BaselineAdminNetworkPolicy) in the cluster, as seen by this agent, by tier (Admin, Baseline).',
+    labelNames: ['tier'],
+    felix: undefined,
   },
   {
     name: 'nftnp_nft_chains',
@@ -161,6 +168,13 @@ const DEFINITIONS = [
     felix: undefined,
   },
   {
+    name: 'nftnp_invalid_cluster_network_policies',
+    type: 'gauge',
+    help: 'Number of invalid ClusterNetworkPolicies (and legacy kinds; also counted in nftnp_invalid_policies), enforced fail-closed (an invalid Accept rule matches nothing, an invalid Deny or Pass rule denies all).',
+    labelNames: [],
+    felix: undefined,
+  },
+  {
     name: 'nftnp_event_to_applied_seconds',
     type: 'histogram',
     help: 'Time from a Kubernetes watch event to the kernel enforcing its effect, in seconds.',
@@ -178,7 +192,7 @@ const DEFINITIONS = [
   {
     name: 'nftnp_denied_packets_total',
     type: 'counter',
-    help: 'Packets the deny path dropped or rejected on this node, by direction (pod chains and unknown local endpoints).',
+    help: 'Packets the deny path dropped or rejected on this node, by direction (pod chains, unknown local endpoints and ClusterNetworkPolicy Deny rules).',
     labelNames: ['direction'],
     felix: undefined,
   },
@@ -257,6 +271,7 @@ export interface Metrics {
   readonly activeLocalEndpoints: Gauge;
   readonly activeLocalPolicies: Gauge;
   readonly clusterNumPolicies: Gauge;
+  readonly clusterNumClusterPolicies: Gauge<'tier'>;
   readonly nftChains: Gauge;
   readonly nftRules: Gauge;
   readonly nftSets: Gauge;
@@ -265,6 +280,7 @@ export interface Metrics {
   readonly tableMonitorRestarts: Counter;
   readonly watchRestarts: Counter<'resource' | 'reason'>;
   readonly invalidPolicies: Gauge;
+  readonly invalidClusterPolicies: Gauge;
   readonly eventToApplied: Histogram;
   readonly lastSuccessfulApply: Gauge;
   readonly lastChange: Gauge;
@@ -337,6 +353,12 @@ export function createMetrics(registry: Registry = new Registry(), options: Metr
     activeLocalEndpoints: gauge('nftnp_active_local_endpoints'),
     activeLocalPolicies: gauge('nftnp_active_local_policies'),
     clusterNumPolicies: gauge('nftnp_cluster_num_policies'),
+    clusterNumClusterPolicies: new Gauge<'tier'>({
+      name: 'nftnp_cluster_num_cluster_network_policies',
+      help: def('nftnp_cluster_num_cluster_network_policies').help,
+      labelNames: ['tier'],
+      registers: [registry],
+    }),
     nftChains: gauge('nftnp_nft_chains'),
     nftRules: gauge('nftnp_nft_rules'),
     nftSets: gauge('nftnp_nft_sets'),
@@ -350,6 +372,7 @@ export function createMetrics(registry: Registry = new Registry(), options: Metr
       registers: [registry],
     }),
     invalidPolicies: gauge('nftnp_invalid_policies'),
+    invalidClusterPolicies: gauge('nftnp_invalid_cluster_network_policies'),
     eventToApplied: histogram('nftnp_event_to_applied_seconds'),
     lastSuccessfulApply: gauge('nftnp_last_successful_apply_timestamp_seconds'),
     lastChange: gauge('nftnp_last_change_timestamp_seconds'),

@@ -465,7 +465,11 @@ function judge(c: Conn, dir: Direction): DirectionVerdict {
 
   // Baseline tier, for pods no allow-list policy isolates: Accept and Deny are
   // final, Pass and no match end in the default.
-  const notIsolated = `no policy selects ${self.label} for ${dir}: not isolated`;
+  // With ClusterNetworkPolicies around, say which tier does not isolate it.
+  const notIsolated =
+    clusterPolicies.length === 0
+      ? `no policy selects ${self.label} for ${dir}: not isolated`
+      : `no policy of the NetworkPolicy tier selects ${self.label} for ${dir}: not isolated`;
   const baseline = runTier(c, dir, pod, 'baseline', notEnforced);
   if (baseline.kind === 'matched' && baseline.ref.action !== 'Pass') {
     return decided(baseline.ref, `${prefix()}${notIsolated}; `, '');
@@ -482,7 +486,12 @@ function judge(c: Conn, dir: Direction): DirectionVerdict {
       reason: `${lead.join('; ')}: allowed.`,
     };
   }
-  const none = clusterPolicies.length > 0 ? `; no rule of ${list(clusterPolicies)} matched` : '';
+  const none =
+    clusterPolicies.length === 0
+      ? ''
+      : passed.length === 0
+        ? `; no rule of ${list(clusterPolicies)} matched`
+        : '; no later rule matched';
   return {
     ...base,
     allowed: true,

@@ -132,6 +132,33 @@ export function parseDenyLogPrefix(prefix: string): { readonly podId: string; re
   return { podId: m[1] as string, direction: m[2] === 'IN' ? 'ingress' : 'egress' };
 }
 
+/**
+ * The `log prefix` of a tiered Deny rule's chain (a ClusterNetworkPolicy
+ * rule): `cnp:<policy id>:IN|EG:<index>`, at most 25 characters (far below
+ * the kernel's log prefix limit). Hashes only, like denyLogPrefix; the agent maps it back to the
+ * policy, tier, priority and rule through the live state.
+ */
+export function tierDenyLogPrefix(policyId: string, d: Direction, index: number): string {
+  return `cnp:${policyId}:${dirSuffix(d)}:${index}`;
+}
+
+export function parseTierDenyLogPrefix(
+  prefix: string,
+): { readonly policyId: string; readonly direction: Direction; readonly index: number } | undefined {
+  const m = /^cnp:([0-9a-f]{12}):(IN|EG):([0-9]{1,6})$/.exec(prefix.trim());
+  if (m === null) return undefined;
+  return { policyId: m[1] as string, direction: m[2] === 'IN' ? 'ingress' : 'egress', index: Number(m[3]) };
+}
+
+/** The policy id, direction and rule index of a tiered rule's chain name (tierRuleChainName's inverse). */
+export function parseTierRuleChainName(
+  name: string,
+): { readonly policyId: string; readonly direction: Direction; readonly index: number } | undefined {
+  const m = /^KUBE-NWPLCY-([0-9a-f]{12})-(IN|EG)-([0-9]{1,6})$/.exec(name);
+  if (m === null) return undefined;
+  return { policyId: m[1] as string, direction: m[2] === 'IN' ? 'ingress' : 'egress', index: Number(m[3]) };
+}
+
 /** The shared in-kernel rate limit of every deny-path log rule (one per node). */
 export const DENY_LOG_LIMIT = 'denied-log';
 

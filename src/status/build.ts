@@ -15,7 +15,7 @@ import {
 import { selectorMatches } from '../model/selector.ts';
 import { isActivePod } from '../model/types.ts';
 import type { ClusterState, Namespace, ObjectVersion, Pod, ValidationError } from '../model/types.ts';
-import { entryKind } from './types.ts';
+import { clusterPolicyKind, entryKind } from './types.ts';
 import type { AppliedPolicy, ApplyResultText, NodeStatusContent, PolicyKind } from './types.ts';
 
 /** The ruleset in the kernel: the snapshot it was compiled from, when it was applied, its hash. */
@@ -138,6 +138,29 @@ function tenancyFound(state: ClusterState, local: ReadonlyMap<string, readonly P
 }
 
 /**
+ * ClusterNetworkPolicies whose subject selects an active pod of the node (a
+ * node "concerns" a policy it must enforce), namespace ''. Cost: per policy, a
+ * match of its namespace selector against the namespaces with local pods, then
+ * of its pod selector against their pods.
+ */
+function clusterFound(state: ClusterState, local: ReadonlyMap<string, readonly Pod[]>, namespaces: readonly string[]): Found[] {
+  const out: Found[] = [];
+  const cnps = state.clusterPolicies ?? [];
+  if (cnps.length === 0) return out;
+  const nsLabels = namespaces.map((ns) => ({ ns, labels: namespaceNamed(state, ns)?.labels }));
+  for (const p of cnps) {
+    let n = 0;
+    for (const { ns, labels } of nsLabels) {
+      if (labels === undefined || !selectorMatches(p.subject.namespaceSelector, labels)) continue;
+      for (const pod of local.get(ns) ?? []) if (selectorMatches(p.subject.podSelector, pod.labels)) n++;
+    }
+    if (n > 0)
+      out.push({ kind: clusterPolicyKind(p), namespace: '', name: p.name, version: p.version, localPods: n, errors: p.errors });
+  }
+  return out;
+}
+
+/**
  * Policies of every kind that select at least one active pod of the node,
  * with how many, sorted by kind, namespace, name. Cost: per namespace with
  * local pods, a binary search for its objects and a selector match against
@@ -173,7 +196,7 @@ export function relevantPolicies(
         errors: pol.errors,
       });
   }
-  found.push(...tenancyFound(state, local, namespaces));
+  found.push(...tenancyFound(state, local, namespaces), ...clusterFound(state, local, namespaces));
   const before = new Map((prev ?? []).map((e) => [policyKey({ ...e, kind: entryKind(e) }), e]));
   const out = found.map((f): AppliedPolicy => {
     const v = f.version;

@@ -1,15 +1,18 @@
 // "Is my policy in force, everywhere it must be?": pure, from what the
 // `status` command read (NodePolicyStatus objects, Leases, policies, pods,
-// Nodes, and with tenancy NamespaceNetworkPolicies, Namespaces, Workspaces).
+// Nodes, with tenancy NamespaceNetworkPolicies, Namespaces, Workspaces, and
+// ClusterNetworkPolicies with every Namespace).
 // A policy must be in force on every node hosting an active pod it selects;
 // it is in force there when that node's live agent reports the policy's uid
 // at its current generation (or later). A namespace's isolation has no
 // generation (a Namespace has none; a Workspace's counts): reported with the
 // same uid is in force.
 import { isolationOf } from '../kinds/tenancy.ts';
+import { tierPlace } from '../kinds/cluster-network-policy.ts';
 import { EVERYTHING, selectorMatches } from '../model/selector.ts';
 import { isActivePod } from '../model/types.ts';
 import type {
+  ClusterNetworkPolicy,
   LabelSelector,
   Namespace,
   NamespaceNetworkPolicy,
@@ -20,7 +23,7 @@ import type {
   Workspace,
 } from '../model/types.ts';
 import { invalidField } from './build.ts';
-import { entryKind } from './types.ts';
+import { clusterPolicyKind, entryKind } from './types.ts';
 import type { AppliedPolicy, LeaseObject, NodePolicyStatusObject, PolicyKind } from './types.ts';
 
 export interface ReportInput {
@@ -43,6 +46,15 @@ export interface ReportInput {
     readonly namespacePolicies: readonly NamespaceNetworkPolicy[];
     readonly namespaces: readonly Namespace[];
     readonly workspaces: readonly Workspace[];
+  };
+  /**
+   * ClusterNetworkPolicies asked about (cluster-scoped: their subjects select
+   * pods of any namespace, so `pods` are then every pod) and every Namespace
+   * (their labels decide the subjects).
+   */
+  readonly clusterPolicies?: {
+    readonly policies: readonly ClusterNetworkPolicy[];
+    readonly namespaces: readonly Namespace[];
   };
 }
 
@@ -83,6 +95,8 @@ export interface PolicyReport {
   /** Nodes among `nodes` whose agent does not report (Lease expired or missing). */
   readonly notReporting: readonly string[];
   readonly invalidFields: readonly string[];
+  /** A ClusterNetworkPolicy's tier and priority, `Admin tier, priority 10` (absent for the namespaced kinds). */
+  readonly place?: string;
 }
 
 export interface ClusterReport {
@@ -137,7 +151,11 @@ interface Expected {
   readonly namespace: string;
   readonly name: string;
   readonly version: ObjectVersion | undefined;
+  /** Pods of `namespace` it selects (namespaced kinds). */
   readonly podSelector: LabelSelector;
+  /** A cluster-scoped kind: pods of any namespace it selects (`namespace` and `podSelector` unused). */
+  readonly subject?: (pod: Pod) => boolean;
+  readonly place?: string;
   readonly errors: readonly ValidationError[];
   /** Its invalid fields are also those the agents find (a NamespaceNetworkPolicy's missing Service). */
   readonly reportedErrors: boolean;
@@ -153,6 +171,29 @@ function expected(input: ReportInput): Expected[] {
     errors: p.errors,
     reportedErrors: false,
   }));
+  const c = input.clusterPolicies;
+  if (c !== undefined) {
+    const nsLabels = new Map(c.namespaces.map((n) => [n.name, n.labels]));
+    for (const p of c.policies)
+      out.push({
+        kind: clusterPolicyKind(p),
+        namespace: '',
+        name: p.name,
+        version: p.version,
+        podSelector: EVERYTHING,
+        subject: (pod) => {
+          const labels = nsLabels.get(pod.namespace);
+          return (
+            labels !== undefined &&
+            selectorMatches(p.subject.namespaceSelector, labels) &&
+            selectorMatches(p.subject.podSelector, pod.labels)
+          );
+        },
+        errors: p.errors,
+        reportedErrors: false,
+        place: tierPlace(p.tier === 'Admin' ? 'admin' : 'baseline', p.priority),
+      });
+  }
   const t = input.tenancy;
   if (t === undefined) return out;
   for (const p of t.namespacePolicies)
@@ -190,6 +231,10 @@ export function policyLabel(p: { readonly kind: string; readonly namespace: stri
       return `workspace isolation of ${p.name} (ns ${p.namespace})`;
     case 'NetworkPolicy':
       return `${p.namespace}/${p.name}`;
+    case 'ClusterNetworkPolicy':
+    case 'AdminNetworkPolicy':
+    case 'BaselineAdminNetworkPolicy':
+      return `${p.kind} ${p.name}`;
     default:
       return `${p.kind} ${p.namespace}/${p.name}`;
   }
@@ -211,8 +256,14 @@ export function buildReport(input: ReportInput): ClusterReport {
   const selectedNodes = new Set<string>();
   for (const p of expected(input)) {
     const nodes = new Set<string>();
-    for (const pod of podsByNs.get(p.namespace) ?? []) {
-      if (pod.nodeName !== undefined && selectorMatches(p.podSelector, pod.labels)) nodes.add(pod.nodeName);
+    const subject = p.subject;
+    if (subject !== undefined) {
+      for (const pods of podsByNs.values())
+        for (const pod of pods) if (pod.nodeName !== undefined && subject(pod)) nodes.add(pod.nodeName);
+    } else {
+      for (const pod of podsByNs.get(p.namespace) ?? []) {
+        if (pod.nodeName !== undefined && selectorMatches(p.podSelector, pod.labels)) nodes.add(pod.nodeName);
+      }
     }
     const sorted = [...nodes].sort();
     const inForce: string[] = [];
@@ -247,6 +298,7 @@ export function buildReport(input: ReportInput): ClusterReport {
       lagging,
       notReporting,
       invalidFields: [...invalid],
+      ...(p.place === undefined ? {} : { place: p.place }),
     });
   }
 
@@ -326,7 +378,9 @@ function nodeReason(now: number, n: NodeReport | undefined, name: string): strin
 /** One policy, in detail. */
 export function policyText(r: ClusterReport, p: PolicyReport, now: number): string {
   const nodes = new Map(r.nodes.map((n) => [n.name, n]));
-  const head = p.kind === 'NetworkPolicy' ? `NetworkPolicy ${p.namespace}/${p.name}` : policyLabel(p);
+  const head =
+    (p.kind === 'NetworkPolicy' ? `NetworkPolicy ${p.namespace}/${p.name}` : policyLabel(p)) +
+    (p.place === undefined ? '' : ` (${p.place})`);
   const lines = [`${head}${p.generation === undefined ? '' : ` (generation ${p.generation})`}`];
   if (p.nodes.length === 0) lines.push('  selects no running pod: nothing to enforce');
   else lines.push(`  in force on ${p.inForce.length} of ${p.nodes.length} nodes that host pods it selects`);

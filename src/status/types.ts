@@ -3,6 +3,7 @@
 // and one coordination.k8s.io Lease per node in the agent namespace as the
 // heartbeat. Shapes and names shared by the agent's writer, the `status`
 // command and the CRD in daemonset/.
+import { CLUSTER_POLICY_KINDS, type ClusterPolicyKind } from '../model/normalize-cluster-policy.ts';
 
 export const STATUS_GROUP = 'nft-netpol.io';
 export const STATUS_VERSION = 'v1alpha1';
@@ -19,15 +20,24 @@ export const LEASE_HOLDER = 'nft-netpol-agent';
  * The kinds a policy entry can name (docs/tenancy.md for the tenancy kinds):
  * a NamespaceNetworkPolicy by its namespace and name; a namespace's isolation
  * as ProjectIsolation (namespace and name: the namespace) or
- * WorkspaceIsolation (namespace: the isolated namespace, name: its workspace).
+ * WorkspaceIsolation (namespace: the isolated namespace, name: its workspace);
+ * a ClusterNetworkPolicy (or a legacy AdminNetworkPolicy /
+ * BaselineAdminNetworkPolicy) by its name, namespace ''.
  */
-export type PolicyKind = 'NetworkPolicy' | 'NamespaceNetworkPolicy' | 'ProjectIsolation' | 'WorkspaceIsolation';
+export type PolicyKind =
+  'NetworkPolicy' | 'NamespaceNetworkPolicy' | 'ProjectIsolation' | 'WorkspaceIsolation' | ClusterPolicyKind;
 export const POLICY_KINDS: readonly PolicyKind[] = [
   'NetworkPolicy',
   'NamespaceNetworkPolicy',
   'ProjectIsolation',
   'WorkspaceIsolation',
+  ...CLUSTER_POLICY_KINDS,
 ];
+
+/** The status entry kind of a ClusterNetworkPolicy model object (sourceKind: the kind it was read from). */
+export function clusterPolicyKind(p: { readonly sourceKind: string }): ClusterPolicyKind {
+  return CLUSTER_POLICY_KINDS.find((k) => k === p.sourceKind) ?? 'ClusterNetworkPolicy';
+}
 
 /** An entry's kind: entries written without one (agents that only reported NetworkPolicy) are NetworkPolicy's. */
 export function entryKind(e: { readonly kind?: string }): string {

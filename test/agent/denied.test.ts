@@ -15,7 +15,18 @@ import { DeniedLog } from '../../src/agent/denied-log.ts';
 import { DenyCounterState, denyCountersFromJson } from '../../src/agent/deny-counters.ts';
 import { deniedReply, parseDeniedQuery } from '../../src/agent/denied-endpoint.ts';
 import { deniedCommand } from '../../src/cli/denied.ts';
-import { denyLogPrefix, parseDenyLogPrefix, parsePodChainName, podChainName, podId } from '../../src/ruleset/ids.ts';
+import {
+  denyLogPrefix,
+  parseDenyLogPrefix,
+  parsePodChainName,
+  parseTierDenyLogPrefix,
+  podChainName,
+  podId,
+  policyKeyId,
+  tierDenyLogPrefix,
+  tierRuleChainName,
+} from '../../src/ruleset/ids.ts';
+import type { ClusterNetworkPolicy, ClusterPolicyRule } from '../../src/model/types.ts';
 import { compileNode } from '../../src/compile/compile.ts';
 import { renderRuleset } from '../../src/nft/render.ts';
 import { renderUpdate } from '../../src/nft/update.ts';
@@ -155,6 +166,13 @@ describe('log prefix and chain names', () => {
     assert.ok(!denyLogPrefix(id, 'ingress').includes('payments'));
     assert.deepEqual(parseDenyLogPrefix(`nnp:${id}:IN`), { podId: id, direction: 'ingress' });
     assert.equal(parseDenyLogPrefix('other:thing'), undefined);
+    const pid = policyKeyId('ClusterNetworkPolicy/deny-payments');
+    const cnpPrefix = tierDenyLogPrefix(pid, 'egress', 12);
+    assert.equal(cnpPrefix, `cnp:${pid}:EG:12`);
+    assert.ok(!cnpPrefix.includes('payments') && cnpPrefix.length <= 31);
+    assert.deepEqual(parseTierDenyLogPrefix(cnpPrefix), { policyId: pid, direction: 'egress', index: 12 });
+    assert.equal(parseTierDenyLogPrefix(`nnp:${id}:IN`), undefined);
+    assert.equal(parseDenyLogPrefix(cnpPrefix), undefined);
     assert.deepEqual(parsePodChainName(podChainName(id, 'egress')), { podId: id, direction: 'egress' });
     assert.equal(parsePodChainName('forward-egress'), undefined);
   });
@@ -297,6 +315,134 @@ describe('DeniedLog', () => {
     assert.equal(d.ring.size, 1);
   });
 
+  test('ICMP denied by a ClusterNetworkPolicy rule without protocols: the reason names that rule', () => {
+    const { log } = capture();
+    const withCnp = {
+      ...live,
+      clusterPolicies: [
+        {
+          name: 'no-web',
+          sourceKind: 'ClusterNetworkPolicy',
+          tier: 'Admin' as const,
+          priority: 3,
+          subject: { namespaceSelector: sel(), podSelector: sel({ app: 'db' }) },
+          ingress: [
+            {
+              name: 'web',
+              action: 'Deny' as const,
+              peers: [{ kind: 'pods' as const, namespaceSelector: sel(), podSelector: sel({ app: 'web' }) }],
+              protocols: undefined,
+              invalid: false,
+            },
+          ],
+          egress: [],
+          errors: [],
+        },
+      ],
+    };
+    const d = new DeniedLog({ nodeName: 'node-1', log, snapshot: () => withCnp });
+    d.onPacket({ ...packet(0, 0), proto: 1, dport: undefined, sport: undefined });
+    assert.equal(
+      d.ring.query()[0]?.reason,
+      'ingress at shop/db: ICMP denied by ClusterNetworkPolicy no-web (Admin tier, priority 3) ingress rule 0 "web": Deny',
+    );
+  });
+
+  const cnp = (
+    name: string,
+    tier: 'Admin' | 'Baseline',
+    priority: number,
+    ingress: ClusterPolicyRule[],
+  ): ClusterNetworkPolicy => ({
+    name,
+    sourceKind: 'ClusterNetworkPolicy',
+    tier,
+    priority,
+    subject: { namespaceSelector: sel(), podSelector: sel({ app: 'db' }) },
+    ingress,
+    egress: [],
+    errors: [],
+  });
+  const denyWeb = (name: string, invalid = false): ClusterPolicyRule => ({
+    name,
+    action: 'Deny',
+    peers: [{ kind: 'pods', namespaceSelector: sel(), podSelector: sel({ app: 'web' }) }],
+    protocols: [{ kind: 'port', protocol: 'TCP', port: 81, endPort: undefined }],
+    invalid,
+  });
+
+  test('a ClusterNetworkPolicy Deny rule chain logged it: the entry and line name the policy, tier, priority and rule', () => {
+    const { log, lines } = capture();
+    const withCnp = {
+      ...live,
+      clusterPolicies: [cnp('no-web', 'Admin', 7, [{ ...denyWeb('other'), action: 'Accept' }, denyWeb('block-web')])],
+    };
+    const d = new DeniedLog({ nodeName: 'node-1', log, snapshot: () => withCnp });
+    const id = policyKeyId('ClusterNetworkPolicy/no-web');
+    d.onPacket({ ...packet(81, 1), prefix: tierDenyLogPrefix(id, 'ingress', 1) });
+    d.onPacket({ ...packet(81, 2), prefix: tierDenyLogPrefix(id, 'ingress', 1) });
+    // The same packet through the pod chain's deny path is another entry.
+    d.onPacket(packet(81, 3));
+    const [byPod, byRule] = d.ring.query();
+    assert.equal(d.ring.size, 2);
+    assert.equal(byPod?.rule, undefined);
+    assert.equal(byRule?.pod, 'shop/db');
+    assert.equal(byRule?.src.pod, 'shop/web');
+    assert.equal(byRule?.count, 2);
+    assert.equal(
+      byRule?.reason,
+      'ingress at shop/db: denied by ClusterNetworkPolicy no-web (Admin tier, priority 7) ingress rule 1 "block-web"',
+    );
+    assert.deepEqual(byRule?.rule, {
+      policyId: id,
+      index: 1,
+      kind: 'ClusterNetworkPolicy',
+      name: 'no-web',
+      tier: 'Admin',
+      priority: 7,
+      ruleName: 'block-web',
+    });
+    const line = lines.find((l) => l['event'] === 'denied' && typeof l['rule'] === 'object' && l['rule'] !== null);
+    assert.deepEqual(line?.['rule'], {
+      kind: 'ClusterNetworkPolicy',
+      name: 'no-web',
+      tier: 'Admin',
+      priority: 7,
+      index: 1,
+      ruleName: 'block-web',
+      policyId: id,
+    });
+    assert.equal(line?.['msg'], `denied ingress: ${byRule?.reason}`);
+  });
+
+  test('a rule denied as fail closed says why; a rule gone or changed since, and a policy gone, are said as such', () => {
+    const { log } = capture();
+    let current = {
+      ...live,
+      clusterPolicies: [cnp('base', 'Baseline', 0, [denyWeb('', true)])],
+    };
+    const d = new DeniedLog({ nodeName: 'node-1', log, snapshot: () => current });
+    const id = policyKeyId('ClusterNetworkPolicy/base');
+    const send = (port: number, prefix: string) => d.onPacket({ ...packet(port, 1), prefix });
+    send(81, tierDenyLogPrefix(id, 'ingress', 0));
+    assert.equal(
+      d.ring.query()[0]?.reason,
+      'ingress at shop/db: denied by ClusterNetworkPolicy base (Baseline tier, priority 0) ingress rule 0 (the rule is invalid: the rule is read as Deny all (fail closed))',
+    );
+    send(82, tierDenyLogPrefix(id, 'ingress', 4));
+    assert.match(d.ring.query()[0]?.reason ?? '', /ingress rule 4, a rule ClusterNetworkPolicy base no longer has/);
+    current = { ...live, clusterPolicies: [cnp('base', 'Baseline', 0, [{ ...denyWeb('w'), action: 'Accept' }])] };
+    send(83, tierDenyLogPrefix(id, 'ingress', 0));
+    assert.match(d.ring.query()[0]?.reason ?? '', /ingress rule 0 "w", which is now Accept \(the ruleset in force at the time\)/);
+    send(84, tierDenyLogPrefix(policyKeyId('ClusterNetworkPolicy/gone'), 'egress', 2));
+    const gone = d.ring.query()[0];
+    assert.equal(
+      gone?.reason,
+      `egress at (10.0.0.1, no local pod): denied by a ClusterNetworkPolicy rule no longer in the cluster state (chain ${tierRuleChainName(policyKeyId('ClusterNetworkPolicy/gone'), 'egress', 2)})`,
+    );
+    assert.deepEqual([gone?.rule?.name, gone?.rule?.tier], [undefined, undefined]);
+  });
+
   test('a flood of distinct denials: lines capped per second (the rest counted), the ring at capacity', () => {
     const { log, lines } = capture();
     let suppressed = 0;
@@ -363,6 +509,14 @@ describe('deny counters', () => {
     assert.deepEqual(next.node, { ingress: 5, egress: 0 });
     assert.equal(next.pods.get('aaaaaaaaaaaa ingress'), 3);
   });
+
+  test('a ClusterNetworkPolicy Deny rule chain counts for the node (it is shared by pods: no pod series)', () => {
+    const s = new DenyCounterState();
+    const rule = tierRuleChainName('cccccccccccc', 'egress', 3);
+    const d = s.advance(denyCountersFromJson(listing({ [rule]: [1, 4], [inId]: [2, 1] })));
+    assert.deepEqual(d.node, { ingress: 1, egress: 4 });
+    assert.deepEqual([...d.pods.keys()], ['aaaaaaaaaaaa ingress']);
+  });
 });
 
 describe('the deny path in the ruleset', () => {
@@ -384,6 +538,51 @@ describe('the deny path in the ruleset', () => {
       reject,
       /log prefix "nnp:[0-9a-f]{12}:IN" group 1742 snaplen 128\n\t\tmeta l4proto tcp counter reject with tcp reset/,
     );
+  });
+
+  test('--log-denied: a ClusterNetworkPolicy Deny rule chain logs under the same limit and group, with its own prefix; Accept and Pass do not', () => {
+    const cs = {
+      ...s,
+      clusterPolicies: [
+        {
+          name: 'admin',
+          sourceKind: 'ClusterNetworkPolicy',
+          tier: 'Admin' as const,
+          priority: 1,
+          subject: { namespaceSelector: sel(), podSelector: sel({ app: 'db' }) },
+          ingress: (['Accept', 'Pass', 'Deny'] as const).map((action) => ({
+            name: action.toLowerCase(),
+            action,
+            peers: [{ kind: 'pods' as const, namespaceSelector: sel(), podSelector: sel({ app: 'web' }) }],
+            protocols: [{ kind: 'port' as const, protocol: 'TCP' as const, port: 80 + action.length, endPort: undefined }],
+            invalid: false,
+          })),
+          egress: [],
+          errors: [],
+        },
+      ],
+    };
+    const pid = policyKeyId('ClusterNetworkPolicy/admin');
+    const chain = (text: string, index: number): string => {
+      const at = text.indexOf(`chain ${tierRuleChainName(pid, 'ingress', index)} {`);
+      assert.ok(at >= 0, text);
+      return text.slice(at, text.indexOf('\n\t}', at));
+    };
+    const text = renderRuleset(compileNode(cs, 'node-1', { logDenied }));
+    assert.ok(
+      chain(text, 2).includes(
+        `\t\tlimit name "denied-log" log prefix "cnp:${pid}:IN:2" group 1742 snaplen 128\n\t\tcounter drop comment "ClusterNetworkPolicy admin (Admin tier, priority 1) ingress rule 2`,
+      ),
+      chain(text, 2),
+    );
+    for (const i of [0, 1]) assert.ok(!chain(text, i).includes('log'), chain(text, i));
+    assert.equal(text.match(/\tlimit denied-log \{/g)?.length, 1);
+    const reject = renderRuleset(compileNode(cs, 'node-1', { logDenied, denyAction: 'reject' }));
+    assert.match(
+      chain(reject, 2),
+      /log prefix "cnp:[0-9a-f]{12}:IN:2" group 1742 snaplen 128\n\t\tmeta l4proto tcp counter reject/,
+    );
+    assert.ok(!chain(renderRuleset(compileNode(cs, 'node-1')), 2).includes('log'));
   });
 
   test('off by default: no limit, no log rule; switching it is a full replacement, never an increment', () => {

@@ -9,8 +9,13 @@ import { diffInvalid, eventMessage, reportsEventFor } from '../../src/agent/inva
 import { localPodViews, podIPOwners, releasedIPs, releasedPodIPs } from '../../src/agent/local-view.ts';
 import { policyEvent } from '../../src/agent/event-sink.ts';
 import { wantsText } from '../../src/observability/http-server.ts';
-import { node, pod, policy, sel, state } from '../support/state-builder.ts';
-import { withErrors } from './fakes.ts';
+import { node, ns, pod, policy, sel, state } from '../support/state-builder.ts';
+import type { ClusterNetworkPolicy, ClusterState } from '../../src/model/types.ts';
+import { metricValue, withErrors } from './fakes.ts';
+import { createMetrics } from '../../src/observability/metrics.ts';
+import { createLogger } from '../../src/observability/logger.ts';
+import { agentMetrics } from '../../src/agent/metrics-adapter.ts';
+import { reportApply } from '../../src/agent/reports.ts';
 
 const LISTING = `table inet nft-netpol {
 \tchain forward {
@@ -127,8 +132,70 @@ test('local pod views list the policies selecting each pod per direction', () =>
       labels: { app: 'web' },
       ingress: ['shop/deny-in'],
       egress: ['shop/web-out'],
+      clusterPolicies: [],
     },
   ]);
+});
+
+test('local pod views: the ClusterNetworkPolicies whose subject selects each pod, in evaluation order with tier and priority', () => {
+  const cnp = (name: string, tier: 'Admin' | 'Baseline', priority: number, team: string): ClusterNetworkPolicy => ({
+    name,
+    sourceKind: 'ClusterNetworkPolicy',
+    tier,
+    priority,
+    subject: { namespaceSelector: sel({ team }), podSelector: sel() },
+    ingress: [
+      { name: 'r', action: 'Deny', peers: [{ kind: 'networks', cidrs: ['0.0.0.0/0'] }], protocols: undefined, invalid: false },
+    ],
+    egress: [],
+    errors: [],
+  });
+  const s: ClusterState = {
+    ...state({
+      namespaces: [ns('shop', { team: 'a' }), ns('lab', { team: 'b' })],
+      pods: [
+        pod('shop', 'web', { labels: { app: 'web' }, ips: ['10.0.0.1'] }),
+        pod('lab', 'job', { labels: { app: 'job' }, ips: ['10.0.0.2'] }),
+      ],
+    }),
+    clusterPolicies: [
+      cnp('z-base', 'Baseline', 1, 'a'),
+      cnp('guard', 'Admin', 20, 'a'),
+      cnp('first', 'Admin', 3, 'a'),
+      cnp('lab', 'Admin', 1, 'b'),
+    ],
+  };
+  const views = new Map(localPodViews(s, 'node-1').map((v) => [v.pod, v.clusterPolicies]));
+  assert.deepEqual(views.get('shop/web'), [
+    {
+      policy: 'ClusterNetworkPolicy first',
+      tier: 'Admin',
+      priority: 3,
+      place: 'Admin tier, priority 3',
+      ingressRules: 1,
+      egressRules: 0,
+    },
+    {
+      policy: 'ClusterNetworkPolicy guard',
+      tier: 'Admin',
+      priority: 20,
+      place: 'Admin tier, priority 20',
+      ingressRules: 1,
+      egressRules: 0,
+    },
+    {
+      policy: 'ClusterNetworkPolicy z-base',
+      tier: 'Baseline',
+      priority: 1,
+      place: 'Baseline tier, priority 1',
+      ingressRules: 1,
+      egressRules: 0,
+    },
+  ]);
+  assert.deepEqual(
+    views.get('lab/job')?.map((c) => c.policy),
+    ['ClusterNetworkPolicy lab'],
+  );
 });
 
 test('released IPs: deleted, finished and reused addresses', () => {
@@ -188,4 +255,46 @@ test('content negotiation: JSON unless text is asked for', () => {
   assert.equal(wantsText(u(), 'text/html,application/xhtml+xml,*/*;q=0.8'), false, 'browsers get JSON');
   assert.equal(wantsText(u('?format=text'), 'application/json'), true);
   assert.equal(wantsText(u('?format=json'), 'text/plain'), false);
+});
+
+test('metrics: ClusterNetworkPolicies by tier and the invalid ones, beside the NetworkPolicy count', async () => {
+  const m = createMetrics(undefined, { defaultMetrics: false });
+  const cnp = (name: string, tier: 'Admin' | 'Baseline', invalid: boolean): ClusterNetworkPolicy => ({
+    name,
+    sourceKind: 'ClusterNetworkPolicy',
+    tier,
+    priority: 1,
+    subject: { namespaceSelector: sel(), podSelector: sel() },
+    ingress: [],
+    egress: [],
+    errors: invalid ? [{ kind: 'ClusterNetworkPolicy', namespace: undefined, name, path: 'spec.priority', message: 'x' }] : [],
+  });
+  const s: ClusterState = {
+    ...state({ policies: [policy('shop', 'np')] }),
+    clusterPolicies: [cnp('a', 'Admin', false), cnp('b', 'Admin', true), cnp('c', 'Baseline', false)],
+  };
+  const outcome = {
+    kind: 'apply',
+    result: 'failed',
+    mode: 'full',
+    reasons: [],
+    atUnixMs: 0,
+    durationMs: 1,
+    latencyMs: undefined,
+    stats: undefined,
+    update: undefined,
+    phases: undefined,
+    repair: undefined,
+    recovered: false,
+    error: 'x',
+    exitCode: 1,
+    retry: undefined,
+    state: s,
+    enforced: undefined,
+  } as const;
+  reportApply(outcome, false, agentMetrics(m), createLogger({ level: 'silent' }));
+  assert.equal(await metricValue(m, 'nftnp_cluster_num_policies'), 1);
+  assert.equal(await metricValue(m, 'nftnp_cluster_num_cluster_network_policies', { tier: 'Admin' }), 2);
+  assert.equal(await metricValue(m, 'nftnp_cluster_num_cluster_network_policies', { tier: 'Baseline' }), 1);
+  assert.equal(await metricValue(m, 'nftnp_invalid_cluster_network_policies'), 1);
 });

@@ -162,6 +162,6 @@ test('JSON: tier, decidedBy, passed, clusterPolicies and notEnforced of each dir
   );
   assert.equal(
     j.ingress.reason,
-    'passed by ClusterNetworkPolicy a (Admin tier, priority 1) ingress rule 0 "hand-on": Pass to the NetworkPolicy tier; no policy selects shop/web for ingress: not isolated; ingress to shop/web from ops/tool on port 80/TCP denied by ClusterNetworkPolicy b (Baseline tier, priority 2) ingress rule 0 "no-ops": Deny.',
+    'passed by ClusterNetworkPolicy a (Admin tier, priority 1) ingress rule 0 "hand-on": Pass to the NetworkPolicy tier; no policy of the NetworkPolicy tier selects shop/web for ingress: not isolated; ingress to shop/web from ops/tool on port 80/TCP denied by ClusterNetworkPolicy b (Baseline tier, priority 2) ingress rule 0 "no-ops": Deny.',
   );
 });

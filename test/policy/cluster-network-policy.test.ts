@@ -839,6 +839,19 @@ describe('the verdict names the tier, the rule and what a Pass handed on', () =>
     );
   });
 
+  test('the default: the reason says what selected the pod and that nothing (further) matched', () => {
+    const s = withPolicies([admin('a', 1, nsSubject(SHOP), shopIn([r('Pass', [namespaces(OPS)])]))]);
+    const reason = (from: string) => verdict(s, endpoint(s, from), endpoint(s, 'shop/web'), 'TCP', 80).ingress.reason;
+    assert.equal(
+      reason('ops/tool'),
+      'passed by ClusterNetworkPolicy a (Admin tier, priority 1) ingress rule 0: Pass to the NetworkPolicy tier; no policy of the NetworkPolicy tier selects shop/web for ingress: not isolated; no later rule matched.',
+    );
+    assert.equal(
+      reason('shop/cart'),
+      'no policy of the NetworkPolicy tier selects shop/web for ingress: not isolated; no rule of ClusterNetworkPolicy a matched.',
+    );
+  });
+
   test('notEnforced lists the reached rules that are not enforced as written', () => {
     const s = withPolicies([
       admin('dns', 0, nsSubject(SHOP), {

@@ -150,6 +150,7 @@ test('status arguments: POLICY as NAME in -n or NS/NAME, outputs, usage errors',
     output: 'text',
     agentNamespace: 'nft-netpol-system',
     tenancy: true,
+    kubeconfig: undefined,
   });
   assert.deepEqual(parseStatusArgs(['bank/p', '-o', 'json']), {
     namespace: 'bank',
@@ -157,6 +158,7 @@ test('status arguments: POLICY as NAME in -n or NS/NAME, outputs, usage errors',
     output: 'json',
     agentNamespace: 'nft-netpol-system',
     tenancy: true,
+    kubeconfig: undefined,
   });
   assert.equal(parseStatusArgs(['-h']), 'help');
   assert.throws(() => parseStatusArgs(['-o', 'xml']), /--output must be text, wide, json or yaml/);

@@ -15,6 +15,7 @@ import {
 import { POLICY_KINDS } from '../../src/kinds/registry.ts';
 import { loaderKind, readsKind } from '../../src/model/normalize.ts';
 import { CLUSTER_POLICY_KINDS } from '../../src/model/normalize-cluster-policy.ts';
+import { POLICY_KINDS as STATUS_POLICY_KINDS } from '../../src/status/types.ts';
 
 describe('API kind descriptors', () => {
   test('one descriptor per kind, one per resource', () => {
@@ -83,6 +84,20 @@ describe('API kind descriptors', () => {
     for (const d of API_KINDS) if (d.invalidReason !== undefined) assert.equal(d.invalidReason, `Invalid${d.kind}`);
   });
 
+  test('status entries: the kinds NodePolicyStatus names, in their order', () => {
+    assert.deepEqual(STATUS_POLICY_KINDS, [
+      'NetworkPolicy',
+      'NamespaceNetworkPolicy',
+      'ProjectIsolation',
+      'WorkspaceIsolation',
+      'ClusterNetworkPolicy',
+      'AdminNetworkPolicy',
+      'BaselineAdminNetworkPolicy',
+    ]);
+    // A kind that has status names has status entries, and its entries are its own kind or its isolation.
+    for (const d of API_KINDS) if (d.status !== undefined) assert.ok(d.statusEntries.length > 0, d.kind);
+  });
+
   test('status names: kubectl names also with their group, one target each', () => {
     const names = statusTypeNames();
     assert.equal(names.get('netpol'), 'NetworkPolicy');
@@ -93,6 +108,7 @@ describe('API kind descriptors', () => {
     assert.equal(names.get('workspaces.tenant.kubesphere.io'), 'workspace');
     assert.equal(names.get('workspaceisolation.tenant.kubesphere.io'), undefined);
     assert.equal(names.get('cnp'), 'ClusterNetworkPolicy');
+    assert.equal(names.get('banps.policy.networking.k8s.io'), 'BaselineAdminNetworkPolicy');
     // No name is claimed twice.
     const all = API_KINDS.flatMap((d) => (d.status === undefined ? [] : [...d.status.names, ...d.status.aliases]));
     assert.equal(new Set(all).size, all.length);

@@ -70,6 +70,12 @@ describe('API kind descriptors', () => {
       assert.equal(d.optional, true);
       assert.equal(d.watched, 'cluster-policies');
     }
+    // The kube source watches CLUSTER_POLICY_APIS, and the Workspace and NamespaceNetworkPolicy descriptors with tenancy:
+    // every optional watched descriptor is one of those.
+    assert.deepEqual(
+      API_KINDS.filter((d) => d.optional && d.watched !== 'never').map((d) => d.kind),
+      ['NamespaceNetworkPolicy', 'Workspace', ...CLUSTER_POLICY_KINDS],
+    );
   });
 
   test('paths, versions and Event reasons', () => {

@@ -5,6 +5,7 @@ import { randomBytes } from 'node:crypto';
 import type { CoreV1Api, CoreV1Event } from '@kubernetes/client-node';
 import PQueue from 'p-queue';
 import type { Logger } from 'pino';
+import { NETWORK_POLICY_API, apiVersionOf } from '../kinds/api-kinds.ts';
 import type { EventSink, ObjectRef } from './ports.ts';
 
 export const EVENT_COMPONENT = 'nft-netpol-agent';
@@ -33,8 +34,9 @@ export function policyEvent(
     kind: 'Event',
     metadata: { name, namespace: clusterScoped ? clusterNamespace : ref.namespace },
     involvedObject: {
-      apiVersion: ref.kind?.apiVersion ?? 'networking.k8s.io/v1',
-      kind: ref.kind?.kind ?? 'NetworkPolicy',
+      // A ref without a kind is a NetworkPolicy's.
+      apiVersion: ref.kind?.apiVersion ?? apiVersionOf(NETWORK_POLICY_API),
+      kind: ref.kind?.kind ?? NETWORK_POLICY_API.kind,
       ...(clusterScoped ? {} : { namespace: ref.namespace }),
       name: ref.name,
     },

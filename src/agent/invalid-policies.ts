@@ -4,8 +4,14 @@
 import { selectorMatches } from '../model/selector.ts';
 import { formatValidationError, isActivePod, objectKey } from '../model/types.ts';
 import type { ClusterNetworkPolicy, ClusterState, NetworkPolicy } from '../model/types.ts';
-import { NSNP_API_VERSION } from '../model/normalize-tenancy.ts';
-import { ADMIN_NETWORK_POLICY_API_VERSION, CLUSTER_NETWORK_POLICY_API_VERSION } from '../model/normalize-cluster-policy.ts';
+import {
+  CLUSTER_NETWORK_POLICY_API,
+  CLUSTER_POLICY_APIS,
+  NAMESPACE_NETWORK_POLICY_API,
+  NETWORK_POLICY_API,
+  apiVersionOf,
+  invalidReason,
+} from '../kinds/api-kinds.ts';
 import { namespacePolicyErrors } from '../kinds/tenancy.ts';
 
 export interface InvalidPolicy {
@@ -21,6 +27,11 @@ export interface InvalidPolicy {
 /** Identity of an invalid object across kinds: ns/name for a NetworkPolicy, Kind:ns/name otherwise. */
 export function invalidKey(p: InvalidPolicy): string {
   return p.object === undefined ? `${p.namespace}/${p.name}` : `${p.object.kind}:${p.namespace}/${p.name}`;
+}
+
+/** The reason of the Warning Event about an invalid object: its kind's (kinds/api-kinds.ts), e.g. InvalidNetworkPolicy. */
+export function invalidEventReason(p: InvalidPolicy): string {
+  return invalidReason(p.object?.kind ?? NETWORK_POLICY_API.kind);
 }
 
 /** key (ns/name) -> fingerprint of its errors. */
@@ -49,7 +60,7 @@ function invalidNamespacePolicies(state: ClusterState): InvalidPolicy[] {
       namespace: e.namespace ?? '',
       name: e.name,
       errors: [...(prev?.errors ?? []), formatValidationError(e)],
-      object: { apiVersion: NSNP_API_VERSION, kind: 'NamespaceNetworkPolicy' },
+      object: { apiVersion: apiVersionOf(NAMESPACE_NETWORK_POLICY_API), kind: NAMESPACE_NETWORK_POLICY_API.kind },
     });
   }
   return [...byKey.values()];
@@ -64,8 +75,7 @@ function invalidClusterPolicies(state: ClusterState): InvalidPolicy[] {
       name: p.name,
       errors: p.errors.map(formatValidationError),
       object: {
-        apiVersion:
-          p.sourceKind === 'ClusterNetworkPolicy' ? CLUSTER_NETWORK_POLICY_API_VERSION : ADMIN_NETWORK_POLICY_API_VERSION,
+        apiVersion: apiVersionOf(CLUSTER_POLICY_APIS.find((d) => d.kind === p.sourceKind) ?? CLUSTER_NETWORK_POLICY_API),
         kind: p.sourceKind,
       },
     }));
@@ -100,7 +110,7 @@ export function eventMessage(p: InvalidPolicy): string {
     p.object !== undefined && p.namespace === ''
       ? 'its invalid Accept rules match nothing, its invalid Deny and Pass rules everything'
       : 'its invalid parts allow nothing';
-  const text = `${p.object?.kind ?? 'NetworkPolicy'} is invalid and enforced fail-closed (${how}): ${p.errors.join('; ')}`;
+  const text = `${p.object?.kind ?? NETWORK_POLICY_API.kind} is invalid and enforced fail-closed (${how}): ${p.errors.join('; ')}`;
   return text.length <= MAX_MESSAGE ? text : `${text.slice(0, MAX_MESSAGE - 3)}...`;
 }
 

@@ -7,6 +7,7 @@ import {
   diffInvalid,
   eventMessage,
   fingerprint,
+  invalidEventReason,
   invalidKey,
   reportsEventFor,
   type InvalidIndex,
@@ -142,7 +143,7 @@ export class InvalidPolicyReports {
           p.object === undefined
             ? { namespace: p.namespace, name: p.name }
             : { namespace: p.namespace, name: p.name, kind: { apiVersion: p.object.apiVersion, kind: p.object.kind } },
-          p.object === undefined ? 'InvalidNetworkPolicy' : `Invalid${p.object.kind}`,
+          invalidEventReason(p),
           eventMessage(p),
         )
         .catch((e: unknown) => {

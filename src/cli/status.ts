@@ -23,19 +23,15 @@ import {
 import { KubeConfigError, loadKubeConfig } from '../kube/kubeconfig.ts';
 import { apiCode } from '../kube/status-client.ts';
 import {
-  normalizeNamespace,
-  normalizeNamespacePolicy,
-  normalizePod,
-  normalizePolicy,
-  normalizeWorkspace,
-} from '../model/normalize.ts';
-import { NSNP_API_VERSION, WORKSPACE_API_VERSIONS, WORKSPACE_LABEL } from '../model/normalize-tenancy.ts';
-import {
-  ADMIN_NETWORK_POLICY_API_VERSION,
-  CLUSTER_NETWORK_POLICY_API_VERSION,
-  clusterPolicyNormalizer,
-  type ClusterPolicyKind,
-} from '../model/normalize-cluster-policy.ts';
+  CLUSTER_POLICY_APIS,
+  NAMESPACE_NETWORK_POLICY_API,
+  WORKSPACE_API,
+  apiVersionOf,
+  statusTypeNames,
+} from '../kinds/api-kinds.ts';
+import { normalizeNamespace, normalizePod, normalizePolicy } from '../model/normalize.ts';
+import { WORKSPACE_LABEL } from '../model/normalize-tenancy.ts';
+import { type ClusterPolicyKind } from '../model/normalize-cluster-policy.ts';
 import type { ClusterNetworkPolicy, Namespace, NamespaceNetworkPolicy, NetworkPolicy, Pod, Workspace } from '../model/types.ts';
 import { errorMessage } from '../observability/errors.ts';
 import { buildReport, policyText, summaryText, type ClusterReport, type ReportInput } from '../status/report.ts';
@@ -118,32 +114,12 @@ export interface StatusArgs {
   readonly kubeconfig?: string | undefined;
 }
 
-// kubectl's names of the types (plural, singular, short, with group), lower case.
-const TYPES: ReadonlyMap<string, StatusTarget['kind']> = new Map([
-  ...['networkpolicy', 'networkpolicies', 'netpol', 'netpols'].flatMap((t) => [
-    [t, 'NetworkPolicy'] as const,
-    [`${t}.networking.k8s.io`, 'NetworkPolicy'] as const,
-  ]),
-  ...['namespacenetworkpolicy', 'namespacenetworkpolicies', 'nsnp', 'nsnps'].flatMap((t) => [
-    [t, 'NamespaceNetworkPolicy'] as const,
-    [`${t}.network.kubesphere.io`, 'NamespaceNetworkPolicy'] as const,
-  ]),
-  ...['namespace', 'namespaces', 'ns', 'projectisolation'].map((t) => [t, 'namespace'] as const),
-  ...['workspace', 'workspaces', 'workspace.tenant.kubesphere.io', 'workspaces.tenant.kubesphere.io', 'workspaceisolation'].map(
-    (t) => [t, 'workspace'] as const,
-  ),
-  ...(
-    [
-      ['ClusterNetworkPolicy', ['clusternetworkpolicy', 'clusternetworkpolicies', 'cnp', 'cnps']],
-      ['AdminNetworkPolicy', ['adminnetworkpolicy', 'adminnetworkpolicies', 'anp', 'anps']],
-      ['BaselineAdminNetworkPolicy', ['baselineadminnetworkpolicy', 'baselineadminnetworkpolicies', 'banp', 'banps']],
-    ] as const
-  ).flatMap(([kind, names]) => names.flatMap((t) => [[t, kind] as const, [`${t}.policy.networking.k8s.io`, kind] as const])),
-]);
+// kubectl's names of the types (plural, singular, short, also with their group), lower case: the API kind descriptors'.
+const TYPES: ReadonlyMap<string, StatusTarget['kind']> = statusTypeNames();
 
 /** The cluster-scoped kinds: a name, no namespace. */
 function isClusterKind(k: StatusTarget['kind']): k is ClusterPolicyKind {
-  return k === 'ClusterNetworkPolicy' || k === 'AdminNetworkPolicy' || k === 'BaselineAdminNetworkPolicy';
+  return CLUSTER_POLICY_APIS.some((d) => d.kind === k);
 }
 
 function target(type: string, name: string, namespace: string | undefined): StatusTarget {
@@ -248,8 +224,8 @@ async function readTenancy(kc: KubeConfig, retry: Retry, ns: string | undefined)
   const custom = kc.makeApiClient(CustomObjectsApi);
   const core = kc.makeApiClient(CoreV1Api);
   const [nsnps, workspaces, namespaces] = await Promise.all([
-    customItems(custom, retry, NSNP_API_VERSION, 'namespacenetworkpolicies', ns),
-    customItems(custom, retry, WORKSPACE_API_VERSIONS[0], 'workspaces', undefined),
+    customItems(custom, retry, apiVersionOf(NAMESPACE_NETWORK_POLICY_API), NAMESPACE_NETWORK_POLICY_API.plural, ns),
+    customItems(custom, retry, apiVersionOf(WORKSPACE_API), WORKSPACE_API.plural, undefined),
     ns === undefined
       ? retry(() => core.listNamespace()).then((l) => l.items)
       : retry(() => core.readNamespace({ name: ns })).then(
@@ -261,18 +237,11 @@ async function readTenancy(kc: KubeConfig, retry: Retry, ns: string | undefined)
         ),
   ]);
   return {
-    namespacePolicies: normalized<NamespaceNetworkPolicy>(nsnps, normalizeNamespacePolicy),
-    workspaces: normalized<Workspace>(workspaces, normalizeWorkspace),
+    namespacePolicies: normalized<NamespaceNetworkPolicy>(nsnps, NAMESPACE_NETWORK_POLICY_API.normalize),
+    workspaces: normalized<Workspace>(workspaces, WORKSPACE_API.normalize),
     namespaces: normalized<Namespace>(namespaces, normalizeNamespace),
   };
 }
-
-// The cluster-scoped kinds and where they are served (v1alpha2; the legacy kinds v1alpha1).
-const CLUSTER_RESOURCES: readonly (readonly [ClusterPolicyKind, string, string])[] = [
-  ['ClusterNetworkPolicy', CLUSTER_NETWORK_POLICY_API_VERSION, 'clusternetworkpolicies'],
-  ['AdminNetworkPolicy', ADMIN_NETWORK_POLICY_API_VERSION, 'adminnetworkpolicies'],
-  ['BaselineAdminNetworkPolicy', ADMIN_NETWORK_POLICY_API_VERSION, 'baselineadminnetworkpolicies'],
-];
 
 /**
  * ClusterNetworkPolicies (and the legacy kinds) with every Namespace. A kind
@@ -287,12 +256,11 @@ async function readClusterPolicies(
   const custom = kc.makeApiClient(CustomObjectsApi);
   const core = kc.makeApiClient(CoreV1Api);
   const lists = await Promise.all(
-    CLUSTER_RESOURCES.filter(([kind]) => asked === undefined || kind === asked).map(async ([kind, apiVersion, plural]) => {
-      const [group = '', version = ''] = apiVersion.split('/');
+    CLUSTER_POLICY_APIS.filter((d) => asked === undefined || d.kind === asked).map(async (d) => {
+      const { group, version, plural } = d;
       try {
         const l: { items?: unknown[] } = await retry(() => custom.listClusterCustomObject({ group, version, plural }));
-        const norm = clusterPolicyNormalizer(kind);
-        return norm === undefined ? [] : normalized<ClusterNetworkPolicy>(l.items ?? [], norm);
+        return normalized<ClusterNetworkPolicy>(l.items ?? [], d.normalize);
       } catch (e) {
         const code = apiCode(e);
         if (code === 404 || (asked === undefined && code === 403)) return [];

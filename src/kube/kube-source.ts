@@ -40,19 +40,7 @@
 import { CoreV1Api, CustomObjectsApi, NetworkingV1Api } from '@kubernetes/client-node';
 import type { KubeConfig, KubernetesListObject } from '@kubernetes/client-node';
 import { byObjectKey } from '../model/state.ts';
-import {
-  makeState,
-  normalizeNamespace,
-  normalizeNamespacePolicy,
-  normalizeNode,
-  normalizePod,
-  normalizePolicy,
-  normalizeService,
-  normalizeWorkspace,
-  normalizeAdminNetworkPolicy,
-  normalizeBaselineAdminNetworkPolicy,
-  normalizeClusterNetworkPolicy,
-} from '../model/normalize.ts';
+import { makeState } from '../model/normalize.ts';
 import type { Normalized } from '../model/normalize.ts';
 import type {
   ClusterNetworkPolicy,
@@ -66,6 +54,18 @@ import type {
   Workspace,
 } from '../model/types.ts';
 import type { TenancyConfig } from '../model/types.ts';
+import {
+  CLUSTER_POLICY_APIS,
+  NAMESPACE_API,
+  NAMESPACE_NETWORK_POLICY_API,
+  NETWORK_POLICY_API,
+  NODE_API,
+  POD_API,
+  SERVICE_API,
+  WORKSPACE_API,
+  collectionPath,
+} from '../kinds/api-kinds.ts';
+import type { ApiKind } from '../kinds/api-kinds.ts';
 import { contributedPolicies } from '../kinds/registry.ts';
 import { namespaceNetworkPolicyKind, projectIsolationKind, workspaceIsolationKind } from '../kinds/tenancy.ts';
 import { OptionalWatch } from './optional-watch.ts';
@@ -108,12 +108,6 @@ export interface KubeSourceOptions {
   readonly clusterPolicies?: boolean;
 }
 
-const WORKSPACES = { group: 'tenant.kubesphere.io', version: 'v1alpha1', plural: 'workspaces' } as const;
-const NSNPS = { group: 'network.kubesphere.io', version: 'v1alpha1', plural: 'namespacenetworkpolicies' } as const;
-/** sigs.k8s.io/network-policy-api: ClusterNetworkPolicy and the legacy v1alpha1 kinds. */
-const CNPS = { group: 'policy.networking.k8s.io', version: 'v1alpha2', plural: 'clusternetworkpolicies' } as const;
-const ANPS = { group: 'policy.networking.k8s.io', version: 'v1alpha1', plural: 'adminnetworkpolicies' } as const;
-const BANPS = { group: 'policy.networking.k8s.io', version: 'v1alpha1', plural: 'baselineadminnetworkpolicies' } as const;
 /** The key of the single cluster-wide Service watch (past maxServiceWatches). */
 const ALL_SERVICES = '*';
 
@@ -199,10 +193,10 @@ export class KubeClusterSource implements ClusterSource {
     const node = this.#opts.nodeName;
     const nodeSel = `spec.nodeName=${node}`;
     this.#localPods = this.#watch<Pod>(
-      'pods',
-      `pods ${nodeSel}`,
-      '/api/v1/pods',
-      normalizePod,
+      POD_API.plural,
+      `${POD_API.plural} ${nodeSel}`,
+      collectionPath(POD_API),
+      POD_API.normalize,
       (page) => this.#core.listPodForAllNamespaces({ fieldSelector: nodeSel, ...paging(page) }),
       {
         fieldSelector: nodeSel,
@@ -211,18 +205,18 @@ export class KubeClusterSource implements ClusterSource {
       },
     );
     this.#namespaces = this.#watch<Namespace>(
-      'namespaces',
-      'namespaces',
-      '/api/v1/namespaces',
-      normalizeNamespace,
+      NAMESPACE_API.plural,
+      NAMESPACE_API.plural,
+      collectionPath(NAMESPACE_API),
+      NAMESPACE_API.normalize,
       (page) => this.#core.listNamespace(paging(page)),
       { replan: true, probeList: () => this.#core.listNamespace({ limit: 1 }) },
     );
     this.#policies = this.#watch<NetworkPolicy>(
-      'networkpolicies',
-      'networkpolicies',
-      '/apis/networking.k8s.io/v1/networkpolicies',
-      normalizePolicy,
+      NETWORK_POLICY_API.plural,
+      NETWORK_POLICY_API.plural,
+      collectionPath(NETWORK_POLICY_API),
+      NETWORK_POLICY_API.normalize,
       (page) => this.#net.listNetworkPolicyForAllNamespaces(paging(page)),
       { replan: true, invalid: true, probeList: () => this.#net.listNetworkPolicyForAllNamespaces({ limit: 1 }) },
     );
@@ -231,38 +225,33 @@ export class KubeClusterSource implements ClusterSource {
     this.#nodes =
       this.#opts.tenancy === undefined
         ? this.#watch<Node>(
-            'nodes',
-            `nodes ${nameSel}`,
-            '/api/v1/nodes',
-            normalizeNode,
+            NODE_API.plural,
+            `${NODE_API.plural} ${nameSel}`,
+            collectionPath(NODE_API),
+            NODE_API.normalize,
             (page) => this.#core.listNode({ fieldSelector: nameSel, ...paging(page) }),
             { fieldSelector: nameSel, probeList: () => this.#core.listNode({ limit: 1 }) },
           )
-        : this.#watch<Node>('nodes', 'nodes', '/api/v1/nodes', normalizeNode, (page) => this.#core.listNode(paging(page)), {
-            probeList: () => this.#core.listNode({ limit: 1 }),
-          });
+        : this.#watch<Node>(
+            NODE_API.plural,
+            NODE_API.plural,
+            collectionPath(NODE_API),
+            NODE_API.normalize,
+            (page) => this.#core.listNode(paging(page)),
+            { probeList: () => this.#core.listNode({ limit: 1 }) },
+          );
     if (this.#opts.tenancy !== undefined) {
-      this.#workspaces = this.#optional('workspaces', WORKSPACES, normalizeWorkspace);
-      this.#nsnps = this.#optional('namespacenetworkpolicies', NSNPS, normalizeNamespacePolicy);
+      this.#workspaces = this.#optional(WORKSPACE_API);
+      this.#nsnps = this.#optional(NAMESPACE_NETWORK_POLICY_API);
     }
-    this.#clusterPolicies =
-      this.#opts.clusterPolicies === false
-        ? []
-        : [
-            this.#optional('clusternetworkpolicies', CNPS, normalizeClusterNetworkPolicy),
-            this.#optional('adminnetworkpolicies', ANPS, normalizeAdminNetworkPolicy),
-            this.#optional('baselineadminnetworkpolicies', BANPS, normalizeBaselineAdminNetworkPolicy),
-          ];
+    this.#clusterPolicies = this.#opts.clusterPolicies === false ? [] : CLUSTER_POLICY_APIS.map((d) => this.#optional(d));
     for (const w of this.#fixed()) w.start();
     this.#planServices();
   }
 
-  /** A watch of a custom resource that may not be installed (optional-watch.ts). */
-  #optional<T>(
-    kind: string,
-    r: { readonly group: string; readonly version: string; readonly plural: string },
-    normalize: (raw: unknown) => Normalized<T>,
-  ): OptionalWatch<T> {
+  /** A watch of a custom resource that may not be installed (optional-watch.ts), cluster-wide. */
+  #optional<T>(d: ApiKind<T>): OptionalWatch<T> {
+    const r = { group: d.group, version: d.version, plural: d.plural };
     const list = async (page: ListPage): Promise<KubernetesListObject<object>> => {
       const out: unknown = await this.#custom.listClusterCustomObject({ ...r, ...paging(page) });
       return out as KubernetesListObject<object>;
@@ -271,7 +260,7 @@ export class KubeClusterSource implements ClusterSource {
       name: r.plural,
       probe: () => list({ limit: 1, continue: undefined }),
       make: () =>
-        this.#watch<T>(kind, r.plural, `/apis/${r.group}/${r.version}/${r.plural}`, normalize, list, {
+        this.#watch<T>(d.plural, d.plural, collectionPath(d), d.normalize, list, {
           replan: true,
           invalid: false,
         }),
@@ -296,10 +285,10 @@ export class KubeClusterSource implements ClusterSource {
       let w: ResourceWatch<Service>;
       if (key === ALL_SERVICES) {
         w = this.#watch<Service>(
-          'services',
-          'services (all namespaces)',
-          '/api/v1/services',
-          normalizeService,
+          SERVICE_API.plural,
+          `${SERVICE_API.plural} (all namespaces)`,
+          collectionPath(SERVICE_API),
+          SERVICE_API.normalize,
           (page) => this.#core.listServiceForAllNamespaces(paging(page)),
           { replan: true },
         );
@@ -307,10 +296,10 @@ export class KubeClusterSource implements ClusterSource {
         const [namespace = '', name = ''] = key.split('/');
         const sel = `metadata.name=${name}`;
         w = this.#watch<Service>(
-          'services',
-          `services -n ${namespace} ${sel}`,
-          `/api/v1/namespaces/${encodeURIComponent(namespace)}/services`,
-          normalizeService,
+          SERVICE_API.plural,
+          `${SERVICE_API.plural} -n ${namespace} ${sel}`,
+          `/api/${SERVICE_API.version}/namespaces/${encodeURIComponent(namespace)}/${SERVICE_API.plural}`,
+          SERVICE_API.normalize,
           (page) => this.#core.listNamespacedService({ namespace, fieldSelector: sel, ...paging(page) }),
           { fieldSelector: sel, replan: true },
         );
@@ -338,10 +327,10 @@ export class KubeClusterSource implements ClusterSource {
     });
     if (needed && this.#allNodes === undefined) {
       this.#allNodes = this.#watch<Node>(
-        'nodes',
-        'nodes',
-        '/api/v1/nodes',
-        normalizeNode,
+        NODE_API.plural,
+        NODE_API.plural,
+        collectionPath(NODE_API),
+        NODE_API.normalize,
         (page) => this.#core.listNode(paging(page)),
         {
           probeList: () => this.#core.listNode({ limit: 1 }),
@@ -633,10 +622,12 @@ export class KubeClusterSource implements ClusterSource {
         filter,
         retiring: false,
         watch: this.#watch<Pod>(
-          'pods',
+          POD_API.plural,
           peerName(spec),
-          spec.namespace === undefined ? '/api/v1/pods' : `/api/v1/namespaces/${encodeURIComponent(spec.namespace)}/pods`,
-          normalizePod,
+          spec.namespace === undefined
+            ? collectionPath(POD_API)
+            : `/api/${POD_API.version}/namespaces/${encodeURIComponent(spec.namespace)}/${POD_API.plural}`,
+          POD_API.normalize,
           (page) => {
             const sel = spec.labelSelector === '' ? {} : { labelSelector: spec.labelSelector };
             return spec.namespace === undefined

@@ -10,7 +10,9 @@ import {
   BASELINE_ADMIN_NETWORK_POLICY_FIELDS,
   CLUSTER_NETWORK_POLICY_FIELDS,
   clusterPolicyKey,
-  clusterPolicyNormalizer,
+  normalizeAdminNetworkPolicy,
+  normalizeBaselineAdminNetworkPolicy,
+  normalizeClusterNetworkPolicy,
 } from './normalize-cluster-policy.ts';
 import { isListObject, listItems } from './normalize-list.ts';
 import { NAMESPACE_FIELDS, normalizeNamespace } from './normalize-namespace.ts';
@@ -52,22 +54,40 @@ export {
   normalizeClusterNetworkPolicy,
 } from './normalize-cluster-policy.ts';
 
-/** Kinds the engine uses, by kind name. Everything else is ignored. */
-const KINDS: Readonly<Record<string, { readonly namespaced: boolean }>> = {
-  Namespace: { namespaced: false },
-  Pod: { namespaced: true },
-  NetworkPolicy: { namespaced: true },
-  Node: { namespaced: false },
+/**
+ * Kinds the engine uses, by kind name, with their normalizer. Everything else
+ * is ignored. The API edge's descriptors (src/kinds/api-kinds.ts) name the same
+ * normalizers (test/kinds/api-kinds.test.ts checks).
+ */
+const KINDS = {
+  Namespace: { namespaced: false, normalize: normalizeNamespace },
+  Pod: { namespaced: true, normalize: normalizePod },
+  NetworkPolicy: { namespaced: true, normalize: normalizePolicy },
+  Node: { namespaced: false, normalize: normalizeNode },
   // Tenancy (docs/tenancy.md).
-  Workspace: { namespaced: false },
-  WorkspaceTemplate: { namespaced: false },
-  NamespaceNetworkPolicy: { namespaced: true },
-  Service: { namespaced: true },
+  Workspace: { namespaced: false, normalize: normalizeWorkspace },
+  WorkspaceTemplate: { namespaced: false, normalize: normalizeWorkspace },
+  NamespaceNetworkPolicy: { namespaced: true, normalize: normalizeNamespacePolicy },
+  Service: { namespaced: true, normalize: normalizeService },
   // Cluster-wide policy tiers (policy.networking.k8s.io v1alpha2, legacy v1alpha1).
-  ClusterNetworkPolicy: { namespaced: false },
-  AdminNetworkPolicy: { namespaced: false },
-  BaselineAdminNetworkPolicy: { namespaced: false },
-};
+  ClusterNetworkPolicy: { namespaced: false, normalize: normalizeClusterNetworkPolicy },
+  AdminNetworkPolicy: { namespaced: false, normalize: normalizeAdminNetworkPolicy },
+  BaselineAdminNetworkPolicy: { namespaced: false, normalize: normalizeBaselineAdminNetworkPolicy },
+} as const satisfies Readonly<
+  Record<string, { readonly namespaced: boolean; readonly normalize: (obj: unknown) => Normalized<unknown> }>
+>;
+type LoadedKind = keyof typeof KINDS;
+
+function isLoadedKind(kind: string): kind is LoadedKind {
+  return Object.hasOwn(KINDS, kind);
+}
+
+/** What the file loader knows of a kind: its scope and normalizer (undefined: ignored). */
+export function loaderKind(
+  kind: string,
+): { readonly namespaced: boolean; readonly normalize: (obj: unknown) => Normalized<unknown> } | undefined {
+  return isLoadedKind(kind) ? KINDS[kind] : undefined;
+}
 
 /**
  * The field tree of every kind read from files, for strict field checks
@@ -114,7 +134,7 @@ function isListKind(kind: string): boolean {
 
 /** Whether buildState reads objects of this kind (the CLI names the others it ignored). */
 export function readsKind(kind: string): boolean {
-  return Object.hasOwn(KINDS, kind);
+  return isLoadedKind(kind);
 }
 
 function identity(obj: unknown, namespaced: boolean): { namespace: string | undefined; name: string } {
@@ -207,7 +227,7 @@ export function stateBuilder(options: BuildOptions = {}): {
     }
     const kind = field(obj, 'kind');
     const apiVersion = field(obj, 'apiVersion');
-    const spec = typeof kind === 'string' ? KINDS[kind] : undefined;
+    const spec = typeof kind === 'string' ? loaderKind(kind) : undefined;
     const id = identity(obj, spec?.namespaced ?? false);
     if (typeof kind !== 'string' || kind === '' || typeof apiVersion !== 'string' || apiVersion === '') {
       const path = typeof apiVersion !== 'string' || apiVersion === '' ? 'apiVersion' : 'kind';
@@ -224,34 +244,34 @@ export function stateBuilder(options: BuildOptions = {}): {
     if (tree !== undefined) unknown(obj, tree, kind, id);
     switch (kind) {
       case 'Namespace':
-        keep(kind, namespaces, normalizeNamespace(obj));
+        keep(kind, namespaces, KINDS.Namespace.normalize(obj));
         break;
       case 'Pod':
-        keep(kind, pods, normalizePod(obj));
+        keep(kind, pods, KINDS.Pod.normalize(obj));
         break;
       case 'NetworkPolicy':
-        keep(kind, policies, normalizePolicy(obj));
+        keep(kind, policies, KINDS.NetworkPolicy.normalize(obj));
         break;
       case 'Node':
-        keep(kind, nodes, normalizeNode(obj));
+        keep(kind, nodes, KINDS.Node.normalize(obj));
         break;
       case 'Workspace':
       case 'WorkspaceTemplate':
-        keep('Workspace', workspaces, normalizeWorkspace(obj));
+        keep('Workspace', workspaces, KINDS[kind].normalize(obj));
         break;
       case 'NamespaceNetworkPolicy':
-        keep(kind, namespacePolicies, normalizeNamespacePolicy(obj));
+        keep(kind, namespacePolicies, KINDS.NamespaceNetworkPolicy.normalize(obj));
         break;
       case 'Service': {
         // Services are not ours to validate: an unusable one just selects nothing (a peer naming it says so).
-        const r = normalizeService(obj);
+        const r = KINDS.Service.normalize(obj);
         if (r.ok) services.set(`${r.value.namespace}/${r.value.name}`, r.value);
         break;
       }
       case 'ClusterNetworkPolicy':
       case 'AdminNetworkPolicy':
       case 'BaselineAdminNetworkPolicy': {
-        const r = (clusterPolicyNormalizer(kind) ?? (() => ({ ok: false as const, errors: [] })))(obj);
+        const r = KINDS[kind].normalize(obj);
         errors.push(...r.errors);
         if (!r.ok) break;
         // The kinds share one list: keyed by kind and name, so a CNP and an ANP may share a name.

@@ -3,6 +3,7 @@
 // and one coordination.k8s.io Lease per node in the agent namespace as the
 // heartbeat. Shapes and names shared by the agent's writer, the `status`
 // command and the CRD in daemonset/.
+import { STATUS_ENTRY_KINDS, type StatusEntryKind } from '../kinds/api-kinds.ts';
 import { CLUSTER_POLICY_KINDS, type ClusterPolicyKind } from '../model/normalize-cluster-policy.ts';
 
 export const STATUS_GROUP = 'nft-netpol.io';
@@ -24,15 +25,9 @@ export const LEASE_HOLDER = 'nft-netpol-agent';
  * a ClusterNetworkPolicy (or a legacy AdminNetworkPolicy /
  * BaselineAdminNetworkPolicy) by its name, namespace ''.
  */
-export type PolicyKind =
-  'NetworkPolicy' | 'NamespaceNetworkPolicy' | 'ProjectIsolation' | 'WorkspaceIsolation' | ClusterPolicyKind;
-export const POLICY_KINDS: readonly PolicyKind[] = [
-  'NetworkPolicy',
-  'NamespaceNetworkPolicy',
-  'ProjectIsolation',
-  'WorkspaceIsolation',
-  ...CLUSTER_POLICY_KINDS,
-];
+export type PolicyKind = StatusEntryKind;
+/** The entry kinds, from the API kind descriptors (kinds/api-kinds.ts): policy objects first, then isolation, then cluster kinds. */
+export const POLICY_KINDS: readonly PolicyKind[] = STATUS_ENTRY_KINDS;
 
 /** The status entry kind of a ClusterNetworkPolicy model object (sourceKind: the kind it was read from). */
 export function clusterPolicyKind(p: { readonly sourceKind: string }): ClusterPolicyKind {

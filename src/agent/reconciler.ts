@@ -557,8 +557,20 @@ export class Reconciler {
     switch (check.kind) {
       case 'unknown':
         // The read-back after the last apply was given up or failed: nothing
-        // to compare with, so apply again (not counted as a repair).
-        if (check.detail === NO_READBACK) await run('read-back');
+        // to compare with, so apply again: not counted as a repair, unless
+        // the table monitor saw another process change the table (then it
+        // is one, whatever the listing would have shown).
+        if (check.detail !== NO_READBACK) return;
+        if (foreign === undefined) {
+          await run('read-back');
+          return;
+        }
+        this.#repairFound = { foundBy: 'table-monitor', detail: foreign };
+        try {
+          await run('drift');
+        } finally {
+          this.#repairFound = undefined;
+        }
         return;
       case 'match':
         // A read-back after an increment only shows what the kernel held then:

@@ -181,6 +181,20 @@ test('without a read-back of the last apply, the drift check re-applies and coun
   await t.r.stop(1000);
 });
 
+test('without a read-back, a change the table monitor reported is re-applied and counted as its repair', async () => {
+  const t = setup();
+  t.r.start();
+  t.dataplane.listFails = true;
+  await waitFor('first apply', () => t.dataplane.applies.length === 1);
+  await waitFor('idle', () => !t.r.status().applying);
+  t.dataplane.listFails = false;
+  // Another process deleted our rules before any read-back was captured.
+  t.r.kernelChanged('21 rule(s) deleted by another process');
+  await waitFor('re-applied', () => t.dataplane.applies.length === 2);
+  await waitFor('counted', async () => (await metricValue(t.metrics, 'nftnp_drift_repairs_total')) === 1);
+  await t.r.stop(1000);
+});
+
 function withRemotePeers(n: number, locals = 2): ClusterState {
   const base = clusterWith(locals);
   const remote = Array.from({ length: n }, (_, i) =>

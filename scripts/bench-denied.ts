@@ -22,7 +22,7 @@ import { parseArgs } from 'node:util';
 import { compileNode } from '../src/compile/compile.ts';
 import { renderRuleset } from '../src/nft/render.ts';
 import { runNft } from '../src/nft/exec.ts';
-import { denyCountersFromJson } from '../src/agent/deny-counters.ts';
+import { denyCountersFromJson } from '../src/agent/denied/counters.ts';
 import { Cluster } from '../test/harness/cluster.ts';
 import { runIn } from '../test/harness/netns.ts';
 import { FakeApiServer, namespace, networkPolicy, pod, type KubeObject } from '../test/support/fake-apiserver.ts';

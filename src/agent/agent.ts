@@ -17,7 +17,7 @@ import { conntrackAvailable, deleteConntrack } from './dataplane.ts';
 import { agentMetrics } from './metrics-adapter.ts';
 import type { Dataplane, EventSink, RenderFn } from './ports.ts';
 import { Reconciler } from './reconciler.ts';
-import { DeniedTraffic } from './denied.ts';
+import { DeniedTraffic } from './denied/denied-traffic.ts';
 import { AppliedStatus } from './applied-status.ts';
 import type { LeaseApi, StatusApi } from '../kube/status-client.ts';
 import { TableMonitor } from './table-monitor.ts';

@@ -12,7 +12,7 @@ import type { KernelCheck, ReconcilerStatus } from './reconciler.ts';
 import { localPodViews } from './local-view.ts';
 import { answerExplain, explainJson, explainText, parseExplainParams } from '../policy/explain.ts';
 import { routes, type Handler, type Reply } from '../observability/http-server.ts';
-import { deniedReply, type DeniedView } from './denied-endpoint.ts';
+import { deniedReply, type DeniedView } from './denied/endpoint.ts';
 import { contributedPolicies } from '../kinds/registry.ts';
 import { NETWORK_POLICY } from '../kinds/network-policy.ts';
 
@@ -32,7 +32,7 @@ export interface AgentView {
   /** The script of the last failed transaction, while failing. */
   lastFailedText(): string | undefined;
   kernelMatches(): Promise<KernelCheck>;
-  /** Denied traffic (agent/denied.ts); absent in tests that do not need it. */
+  /** Denied traffic (agent/denied/denied-traffic.ts); absent in tests that do not need it. */
   readonly denied?: DeniedView & { refreshCounters(): Promise<void> };
 }
 

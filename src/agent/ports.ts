@@ -30,7 +30,7 @@ export interface Dataplane {
   list(signal?: AbortSignal): Promise<string | undefined>;
   /**
    * `nft -t -j list table`: chains and rules with their counters, no set
-   * elements (the deny counters, agent/deny-counters.ts); undefined when the
+   * elements (the deny counters, agent/denied/counters.ts); undefined when the
    * table does not exist. Optional: fakes may leave it out.
    */
   listCounters?(): Promise<string | undefined>;

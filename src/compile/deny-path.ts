@@ -6,8 +6,8 @@
 //      node, not per pod; over the limit the rule just does not match);
 //   2. the counted verdict: `counter drop`, or for --deny-action reject a TCP
 //      reset and ICMP(v6) port unreachable for the rest.
-// The counters are what agent/deny-counters.ts exports as metrics; the log
-// prefix is what agent/denied-log.ts maps back to the pod. A ClusterNetworkPolicy
+// The counters are what agent/denied/counters.ts exports as metrics; the log
+// prefix is what agent/denied/log-line.ts maps back to the pod. A ClusterNetworkPolicy
 // Deny rule's chain (tiers.ts) logs with the same rule, its own prefix.
 import type { Direction, Pod } from '../model/types.ts';
 import { objectKey } from '../model/types.ts';

@@ -120,7 +120,7 @@ export function sanitizeComment(text: string): string {
 /**
  * The `log prefix` of a pod chain's deny path: `nnp:<pod id>:IN|EG`. It names
  * the chain by its hash, never by the raw Kubernetes name; the agent maps it
- * back to the pod through the live state (agent/denied-log.ts).
+ * back to the pod through the live state (agent/denied/log-line.ts).
  */
 export function denyLogPrefix(podId: string, d: Direction): string {
   return `nnp:${podId}:${dirSuffix(d)}`;

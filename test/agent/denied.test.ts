@@ -9,11 +9,11 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import { createLogger, type Logger } from '../../src/observability/logger.ts';
-import { PcapNflogParser, parseIpPacket } from '../../src/agent/nflog-pcap.ts';
-import { DeniedRing, attemptKey, type DeniedAttempt } from '../../src/agent/denied-ring.ts';
-import { DeniedLog } from '../../src/agent/denied-log.ts';
-import { DenyCounterState, denyCountersFromJson } from '../../src/agent/deny-counters.ts';
-import { deniedReply, parseDeniedQuery } from '../../src/agent/denied-endpoint.ts';
+import { PcapNflogParser, parseIpPacket } from '../../src/agent/nflog/pcap.ts';
+import { DeniedRing, attemptKey, type DeniedAttempt } from '../../src/agent/denied/ring.ts';
+import { DeniedLog } from '../../src/agent/denied/log-line.ts';
+import { DenyCounterState, denyCountersFromJson } from '../../src/agent/denied/counters.ts';
+import { deniedReply, parseDeniedQuery } from '../../src/agent/denied/endpoint.ts';
 import { deniedCommand } from '../../src/cli/denied.ts';
 import {
   denyLogPrefix,

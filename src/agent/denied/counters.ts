@@ -6,9 +6,9 @@
 // increase since the last read. nft counters restart at 0 when their rule is
 // replaced (a full apply, a changed chain): a rule handle not seen before or
 // a value that went down counts from 0.
-import { BASE_CHAINS } from '../compile/dispatch.ts';
-import { parsePodChainName, parseTierRuleChainName } from '../ruleset/ids.ts';
-import type { Direction } from '../model/types.ts';
+import { BASE_CHAINS } from '../../compile/dispatch.ts';
+import { parsePodChainName, parseTierRuleChainName } from '../../ruleset/ids.ts';
+import type { Direction } from '../../model/types.ts';
 
 /** A denied-packet counter in the kernel: which rule, which pod chain (or base chain) and direction. */
 export interface KernelDenyCounter {

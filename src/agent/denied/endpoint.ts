@@ -1,9 +1,9 @@
 // /debug/denied: the most recent denials (aggregated), filtered by pod,
 // namespace, direction and time, as JSON or text. Read-only.
-import type { Reply } from '../observability/http-server.ts';
-import { parseDuration } from './config.ts';
-import type { DeniedStatus } from './denied.ts';
-import { entryJson, entryText, type DeniedEntry, type DeniedFilter } from './denied-ring.ts';
+import type { Reply } from '../../observability/http-server.ts';
+import { parseDuration } from '../config.ts';
+import type { DeniedStatus } from './denied-traffic.ts';
+import { entryJson, entryText, type DeniedEntry, type DeniedFilter } from './ring.ts';
 
 export interface DeniedView {
   query(f: DeniedFilter): DeniedEntry[];

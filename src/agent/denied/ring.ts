@@ -2,8 +2,8 @@
 // pod chain or ClusterNetworkPolicy rule, source, destination, protocol and
 // port; any source port) are one entry with a count and first/last seen. Bounded: at most `capacity`
 // entries, the least recently seen evicted first. Pure data and formatting;
-// the agent feeds it (agent/denied-log.ts) and /debug/denied reads it.
-import type { Direction, Family } from '../model/types.ts';
+// the agent feeds it (agent/denied/log-line.ts) and /debug/denied reads it.
+import type { Direction, Family } from '../../model/types.ts';
 
 /** One side of a denied connection: a pod when the live state knows the address. */
 export interface DeniedPeer {

@@ -1,14 +1,14 @@
 // Reads the deny path's NFLOG group through a child process:
 // `tcpdump -i nflog:N -U -w -` (Debian package tcpdump; libpcap reads
 // nfnetlink_log, which plain Node cannot open without a native addon) and
-// parses its pcap stream (observability/nflog-pcap.ts). The child runs with
+// parses its pcap stream (agent/nflog/pcap.ts). The child runs with
 // an argument array, no shell. If it dies it is restarted with backoff and
 // counted. A flood cannot grow memory: packets wait in a bounded queue and
 // the ones that do not fit are dropped and counted; if the agent falls
 // behind, tcpdump blocks on the pipe and the kernel drops log copies (never
 // the datapath: NFLOG is asynchronous, the packet's verdict does not wait).
 import { spawn, type ChildProcess } from 'node:child_process';
-import { PcapNflogParser, type LoggedPacket } from './nflog-pcap.ts';
+import { PcapNflogParser, type LoggedPacket } from './pcap.ts';
 
 export interface NflogReaderOptions {
   readonly group: number;

@@ -7,13 +7,13 @@
 // per-second budget (the rest is counted), and a repeat costs a map lookup,
 // not an evaluation.
 import type { Logger } from 'pino';
-import { parseDenyLogPrefix, parseTierDenyLogPrefix, podId, policyKeyId, tierRuleChainName } from '../ruleset/ids.ts';
-import { isActivePod, objectKey, type ClusterState, type Direction, type Pod, type Protocol } from '../model/types.ts';
-import type { TieredPolicy } from '../kinds/kind.ts';
-import { tieredPolicies } from '../kinds/registry.ts';
-import { tieredRuleName } from '../kinds/cluster-network-policy.ts';
-import { verdict, type Endpoint } from '../policy/verdict.ts';
-import { protoName, type LoggedPacket } from './nflog-pcap.ts';
+import { parseDenyLogPrefix, parseTierDenyLogPrefix, podId, policyKeyId, tierRuleChainName } from '../../ruleset/ids.ts';
+import { isActivePod, objectKey, type ClusterState, type Direction, type Pod, type Protocol } from '../../model/types.ts';
+import type { TieredPolicy } from '../../kinds/kind.ts';
+import { tieredPolicies } from '../../kinds/registry.ts';
+import { tieredRuleName } from '../../kinds/cluster-network-policy.ts';
+import { verdict, type Endpoint } from '../../policy/verdict.ts';
+import { protoName, type LoggedPacket } from '../nflog/pcap.ts';
 import {
   attemptKey,
   DeniedRing,
@@ -22,7 +22,7 @@ import {
   type DeniedEntry,
   type DeniedPeer,
   type DeniedRule,
-} from './denied-ring.ts';
+} from './ring.ts';
 
 export interface DeniedLogOptions {
   readonly nodeName: string;

@@ -2,16 +2,16 @@
 // on every scrape, and with --log-denied the NFLOG reader feeding the
 // aggregated denial log (log lines, /debug/denied).
 import type { Logger } from 'pino';
-import type { ClusterState, Direction, Pod } from '../model/types.ts';
-import { isActivePod } from '../model/types.ts';
-import { podId } from '../ruleset/ids.ts';
-import type { Metrics } from '../observability/metrics.ts';
-import type { DenyLogConfig } from './config.ts';
-import { DenyCounterState, denyCountersFromJson } from './deny-counters.ts';
-import { DeniedLog } from './denied-log.ts';
-import type { DeniedEntry, DeniedFilter } from './denied-ring.ts';
-import { NflogReader } from './nflog-reader.ts';
-import type { Dataplane } from './ports.ts';
+import type { ClusterState, Direction, Pod } from '../../model/types.ts';
+import { isActivePod } from '../../model/types.ts';
+import { podId } from '../../ruleset/ids.ts';
+import type { Metrics } from '../../observability/metrics.ts';
+import type { DenyLogConfig } from '../config.ts';
+import { DenyCounterState, denyCountersFromJson } from './counters.ts';
+import { DeniedLog } from './log-line.ts';
+import type { DeniedEntry, DeniedFilter } from './ring.ts';
+import { NflogReader } from '../nflog/reader.ts';
+import type { Dataplane } from '../ports.ts';
 
 export interface DeniedTrafficParts {
   readonly nodeName: string;

@@ -2,8 +2,8 @@
 // of link type NFLOG, each record an nfnetlink_log message (TLVs: prefix,
 // payload, ...) whose payload is the IP packet. Pure: bytes in, packets out.
 // Anything malformed is skipped and counted, never thrown.
-import { formatIP } from '../model/ip.ts';
-import type { Family } from '../model/types.ts';
+import { formatIP } from '../../model/ip.ts';
+import type { Family } from '../../model/types.ts';
 
 /** One logged packet, as much of it as the deny path needs. */
 export interface LoggedPacket {

@@ -6,8 +6,10 @@
 // whose pod peers have `namespaceSelector: {}`: the biggest sets).
 //
 //   node scripts/bench-render.ts            all cases (each in its own process, for clean RSS)
-//   node scripts/bench-render.ts --case 1k  one case (100k-cnp: the 100k cluster with 100 ClusterNetworkPolicies)
+//   node scripts/bench-render.ts --case 1k  one case (100k-cnp: the 100k cluster with 100 ClusterNetworkPolicies;
+//                                           --tier-layout shared|per-class forces the tiers' layout, compile/tiers.ts)
 //   node scripts/bench-render.ts --no-nft   skip the nft -f timing
+import { resolveOptions, type TierLayout } from '../src/ruleset/options.ts';
 import { execa } from 'execa';
 import { randomBytes } from 'node:crypto';
 import { arch, cpus, totalmem } from 'node:os';
@@ -166,6 +168,7 @@ interface CaseResult {
   readonly compileMs: number;
   readonly renderMs: number;
   readonly totalMs: number;
+  readonly cpuMs: number;
   readonly heapMiB: number;
   /** RSS with the generated cluster in memory, before any compile. */
   readonly stateRssMiB: number;
@@ -196,7 +199,7 @@ async function nftTiming(text: string): Promise<CaseResult['nft']> {
   }
 }
 
-async function runCase(name: string, withNft: boolean): Promise<CaseResult> {
+async function runCase(name: string, withNft: boolean, tierLayout: TierLayout = 'auto'): Promise<CaseResult> {
   const opts = CASES[name];
   if (opts === undefined) throw new Error(`unknown case ${name}; one of ${Object.keys(CASES).join(', ')}`);
   let t0 = process.hrtime.bigint();
@@ -214,22 +217,28 @@ async function runCase(name: string, withNft: boolean): Promise<CaseResult> {
 
   // First (cold) run: what the agent pays on start-up.
   t0 = process.hrtime.bigint();
-  const cold = renderRuleset(compileNode(cluster.state, node));
+  const ro = resolveOptions({ tierLayout });
+  const cold = renderRuleset(compileNode(cluster.state, node, ro));
   const firstMs = ms(t0);
 
   const compileTimes: number[] = [];
   const renderTimes: number[] = [];
+  // CPU time (user + system, all threads) of each compile + render: what a loaded machine distorts least.
+  const cpuTimes: number[] = [];
   let text = cold;
-  let compiled = compileNode(cluster.state, node);
+  let compiled = compileNode(cluster.state, node, ro);
   for (let i = 0; i < RUNS; i++) {
     // A new snapshot object each time, as the agent's: nothing memoized per state (the tenancy kinds) carries over.
     const snapshot = { ...cluster.state };
+    const cpu0 = process.cpuUsage();
     t0 = process.hrtime.bigint();
-    compiled = compileNode(snapshot, node);
+    compiled = compileNode(snapshot, node, ro);
     compileTimes.push(ms(t0));
     t0 = process.hrtime.bigint();
     text = renderRuleset(compiled);
     renderTimes.push(ms(t0));
+    const cpu = process.cpuUsage(cpu0);
+    cpuTimes.push((cpu.user + cpu.system) / 1000);
   }
   if (text !== cold) throw new Error('non-deterministic output');
   const heap = getHeapStatistics();
@@ -242,6 +251,7 @@ async function runCase(name: string, withNft: boolean): Promise<CaseResult> {
     compileMs: median(compileTimes),
     renderMs: median(renderTimes),
     totalMs: median(compileTimes.map((c, i) => c + (renderTimes[i] ?? 0))),
+    cpuMs: median(cpuTimes),
     heapMiB: mib(heap.used_heap_size),
     stateRssMiB,
     rssMiB: mib(process.resourceUsage().maxRSS * 1024),
@@ -256,7 +266,9 @@ function print(rs: readonly CaseResult[]): void {
   console.log(
     `node ${process.version}, ${cpus().length} x ${cpu}, ${mib(totalmem())} MiB, ${arch()}, ${new Date().toISOString().slice(0, 10)}`,
   );
-  console.log(`compile/render: median of ${RUNS} warm runs; first = cold compile+render; heap = used after the runs;`);
+  console.log(
+    `compile/render: median of ${RUNS} warm runs; cpu = CPU time of compile+render (all threads); first = cold compile+render; heap = used after the runs;`,
+  );
   console.log("state RSS = process with the generated cluster loaded; peak RSS = peak of the case's process");
   const rows = [
     [
@@ -266,6 +278,7 @@ function print(rs: readonly CaseResult[]): void {
       'compile ms',
       'render ms',
       'total ms',
+      'cpu ms',
       'heap MiB',
       'state RSS MiB',
       'peak RSS MiB',
@@ -284,6 +297,7 @@ function print(rs: readonly CaseResult[]): void {
       r.compileMs.toFixed(1),
       r.renderMs.toFixed(1),
       r.totalMs.toFixed(1),
+      r.cpuMs.toFixed(1),
       String(r.heapMiB),
       String(r.stateRssMiB),
       String(r.rssMiB),
@@ -313,11 +327,19 @@ function print(rs: readonly CaseResult[]): void {
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
-    options: { case: { type: 'string' }, 'no-nft': { type: 'boolean' }, json: { type: 'boolean' } },
+    options: {
+      case: { type: 'string' },
+      'no-nft': { type: 'boolean' },
+      json: { type: 'boolean' },
+      'tier-layout': { type: 'string', default: 'auto' },
+    },
   });
   const withNft = values['no-nft'] !== true;
   if (values.case !== undefined) {
-    const r = await runCase(values.case, withNft && values.case.startsWith('100k'));
+    const layout = values['tier-layout'];
+    if (layout !== 'auto' && layout !== 'shared' && layout !== 'per-class')
+      throw new Error('--tier-layout: auto, shared or per-class');
+    const r = await runCase(values.case, withNft && values.case.startsWith('100k'), layout);
     if (values.json === true) console.log(JSON.stringify(r));
     else print([r]);
     return;

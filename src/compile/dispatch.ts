@@ -5,7 +5,7 @@
 import { denyPathRules } from './deny-path.ts';
 import { DIRECTIONS, FAMILIES, objectKey } from '../model/types.ts';
 import type { Direction, Pod } from '../model/types.ts';
-import { dispatchMapName, podChainName, podId, sanitizeComment, tierLookupChainName } from '../ruleset/ids.ts';
+import { dispatchMapName, podChainName, podId, sanitizeComment } from '../ruleset/ids.ts';
 import type { Chain, MapElement, Match, Rule, VerdictMap } from '../ruleset/ir.ts';
 import type { RenderOptions } from '../ruleset/options.ts';
 import type { ClusterIndex } from './cluster-index.ts';
@@ -116,8 +116,9 @@ export interface Dispatch {
   readonly maps: readonly VerdictMap[];
 }
 
-function tierJump(tier: 'admin' | 'baseline', d: Direction): Rule {
-  return { matches: [], counter: false, verdict: { kind: 'jump', chain: tierLookupChainName(tier, d) }, comment: `${tier} tier` };
+function tierJump(pod: Pod, tier: 'admin' | 'baseline', d: Direction, tiers: Tiers | undefined): Rule[] {
+  const chain = tiers?.lookup(pod, tier, d);
+  return chain === undefined ? [] : [{ matches: [], counter: false, verdict: { kind: 'jump', chain }, comment: `${tier} tier` }];
 }
 
 /**
@@ -127,9 +128,9 @@ function tierJump(tier: 'admin' | 'baseline', d: Direction): Rule {
  * falling off the end accepts. Empty: the pod needs no chain.
  */
 function podChainRules(pod: Pod, d: Direction, isolating: readonly Rule[], tiers: Tiers | undefined, o: RenderOptions): Rule[] {
-  const admin = tiers?.selects(pod, 'admin', d) === true ? [tierJump('admin', d)] : [];
+  const admin = tierJump(pod, 'admin', d, tiers);
   if (isolating.length > 0) return [...admin, ...isolating, ...denyPathRules(pod, d, o)];
-  return [...admin, ...(tiers?.selects(pod, 'baseline', d) === true ? [tierJump('baseline', d)] : [])];
+  return [...admin, ...tierJump(pod, 'baseline', d, tiers)];
 }
 
 /**

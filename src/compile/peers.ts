@@ -170,27 +170,14 @@ export class PeerResolver {
     if (r === undefined) {
       const namespaces = peer.namespaceSelector === undefined ? [policyNs] : this.#idx.namespacesMatching(peer.namespaceSelector);
       const pods = this.#idx.podsMatching(namespaces, peer.podSelector);
-      // IPv4 as plain numbers: sorting tens of thousands of bigints is the slow part otherwise.
-      const v4: number[] = [];
-      const other: Interval[] = [];
-      for (const pod of pods) {
-        for (const text of pod.ips) {
-          const n = parseV4(text);
-          if (n !== undefined) {
-            v4.push(n);
-            continue;
-          }
-          const ip = this.#idx.ip(text);
-          if (ip !== undefined) other.push({ family: ip.family, lo: ip.value, hi: ip.value });
-        }
-      }
-      // (A non-canonical IPv4 text would land in `other`: then merge all together.)
-      const fast = mergeV4(v4);
+      const idx = this.#idx;
+      let intervals: readonly Interval[] | undefined;
       r = {
         pods,
-        intervals: other.some((iv) => iv.family === 4)
-          ? mergeIntervals([...fast, ...other])
-          : [...fast, ...mergeIntervals(other)],
+        // On first use: the tiers (compile/tiers.ts) read only the pods.
+        get intervals(): readonly Interval[] {
+          return (intervals ??= podIntervals(pods, idx));
+        },
         namespaces: new Set(namespaces),
         selector: peer.podSelector,
         nsSelector: peer.namespaceSelector === undefined ? undefined : formatSelector(peer.namespaceSelector),
@@ -243,6 +230,27 @@ export class PeerResolver {
     }
     return { pods: [...pods], blocks: byFamily(mergeIntervals(blocks)) };
   }
+}
+
+/** The merged address intervals of these pods' IPs. */
+function podIntervals(pods: readonly Pod[], idx: ClusterIndex): readonly Interval[] {
+  // IPv4 as plain numbers: sorting tens of thousands of bigints is the slow part otherwise.
+  const v4: number[] = [];
+  const other: Interval[] = [];
+  for (const pod of pods) {
+    for (const text of pod.ips) {
+      const n = parseV4(text);
+      if (n !== undefined) {
+        v4.push(n);
+        continue;
+      }
+      const ip = idx.ip(text);
+      if (ip !== undefined) other.push({ family: ip.family, lo: ip.value, hi: ip.value });
+    }
+  }
+  // (A non-canonical IPv4 text would land in `other`: then merge all together.)
+  const fast = mergeV4(v4);
+  return other.some((iv) => iv.family === 4) ? mergeIntervals([...fast, ...other]) : [...fast, ...mergeIntervals(other)];
 }
 
 /** Is `value` inside one of the sorted, disjoint intervals? */

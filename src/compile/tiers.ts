@@ -21,6 +21,20 @@
 //                            ip daddr vmap @tdeca4-<cid>                             (protocols without ports: ICMP, ...)
 //   KUBE-NWPLCY-<p>-IN-0:    counter drop comment "... ingress[0] ...: Deny"
 //
+// That is the shared layout: one peer map per tier, direction and family,
+// decisions keyed by the local address, so a decision map holds an element
+// per local pod the identity's rules apply to. Local pods that the same
+// policies select (a class) decide alike, so a class with many local pods and
+// rules naming few remote addresses gets its own layout instead: its own
+// lookup chain `admin-ingress-<class>` (the pod chain jumps to it), its own
+// peer maps (`tpeer4-<class>`, `tpeerr4-<class>`: remote address or range ->
+// goto its identity's chain for this class), and decisions keyed by protocol
+// and port only (`meta l4proto . th dport vmap`, `meta l4proto vmap`, then a
+// jump for protocols without ports). Same lookups per packet; the elements
+// grow with classes x identities instead of local pods x identities.
+// perClass() picks per class by the element counts (rules naming most of the
+// cluster stay shared, where each address is listed once).
+//
 // The most specific map is looked up first; each (local address, protocol)
 // has its most common decision in the `proto` map and only the pieces that
 // differ from it in the port maps, so the maps stay small. `return` in a map
@@ -46,6 +60,7 @@ import {
   sanitizeComment,
   shortHash,
   tierDenyLogPrefix,
+  tierClassLookupChainName,
   tierLookupChainName,
   tierPeerMapName,
   tierRuleChainName,
@@ -77,8 +92,8 @@ export interface Tiers {
   /** The tier-peers maps: all of them whenever the cluster has tiered policies (they are fixed objects), else none. */
   readonly maps: readonly VerdictMap[];
   readonly decisions: readonly DecisionMap[];
-  /** Does a policy of `tier` with rules in `d` select this local pod? */
-  selects(pod: Pod, tier: OrderedTier, d: Direction): boolean;
+  /** The lookup chain a local pod's chain jumps to for `tier` in `d`: undefined when no rule of the tier applies to it. */
+  lookup(pod: Pod, tier: OrderedTier, d: Direction): string | undefined;
   /** Tiered policies selecting at least one local pod. */
   readonly policies: number;
 }
@@ -331,21 +346,36 @@ function decide(entries: readonly Entry[], local: Pod, named: ReadonlyMap<string
   return { protos, other: entries.find((e) => e.rule.ports === undefined) };
 }
 
-function addDecision(d: Decision, addr: string, into: Decided): void {
+/**
+ * A decision's elements: keyed by the local address `addr` (the shared
+ * layout), or, without one, by protocol and port only (a class's own maps;
+ * protocols without ports are then the caller's rule: the returned entry).
+ */
+function addDecision(d: Decision, addr: string | undefined, into: Decided): Entry | undefined {
   for (const { p4: proto, best, pieces } of d.protos) {
-    if (best !== undefined) into.proto.push({ key: { kind: 'addr-proto', addr, proto }, verdict: verdictOf(best) });
+    if (best !== undefined)
+      into.proto.push({
+        key: addr === undefined ? { kind: 'proto', proto } : { kind: 'addr-proto', addr, proto },
+        verdict: verdictOf(best),
+      });
     for (const p of pieces) {
       if (p.hi - p.lo < SPLIT_RANGE_UP_TO) {
         for (let port = p.lo; port <= p.hi; port++)
-          into.port.push({ key: { kind: 'addr-proto-port', addr, proto, port }, verdict: verdictOf(p.entry) });
-      } else
+          into.port.push({
+            key: addr === undefined ? { kind: 'proto-port', proto, port } : { kind: 'addr-proto-port', addr, proto, port },
+            verdict: verdictOf(p.entry),
+          });
+      } else {
+        const port = { lo: p.lo, hi: p.hi };
         into.range.push({
-          key: { kind: 'addr-proto-port', addr, proto, port: { lo: p.lo, hi: p.hi } },
+          key: addr === undefined ? { kind: 'proto-port', proto, port } : { kind: 'addr-proto-port', addr, proto, port },
           verdict: verdictOf(p.entry),
         });
+      }
     }
   }
-  if (d.other !== undefined) into.addr.push({ key: { kind: 'addr', addr }, verdict: verdictOf(d.other) });
+  if (d.other !== undefined && addr !== undefined) into.addr.push({ key: { kind: 'addr', addr }, verdict: verdictOf(d.other) });
+  return d.other;
 }
 
 /** Does a rule name a port by name on the local side (ingress), so that the decision depends on the local pod's ports? */
@@ -409,19 +439,166 @@ function segmentIndex(segs: readonly { iv: Interval; tokens: string[] }[], value
 
 const NAMED = 'named:';
 
+/** Local pods that the same rules of one tier and direction apply to: they meet every remote identity alike. */
+interface LocalClass {
+  /** Stable across unrelated edits: the ids of the policies selecting its pods, sorted (and the pods' ports when a rule names a local port). */
+  readonly key: string;
+  /** In evaluation order. */
+  readonly entries: readonly Entry[];
+  readonly has: ReadonlySet<Entry>;
+  readonly pods: Pod[];
+}
+
+/** The remote side of one family: each address's identity and the identities' tokens. */
+interface IdentityTable {
+  /** Sorted by key. */
+  readonly identities: readonly Identity[];
+  /** Hash-source addresses and their identity's key, in address order. */
+  readonly hashIds: readonly { readonly addr: Addr; readonly key: string }[];
+  /** Range segments and their identity's key, in address order. */
+  readonly segments: readonly { readonly iv: Interval; readonly key: string }[];
+  /** Egress named-port tokens: the ports a remote pod serves by that name. */
+  readonly namedPorts: ReadonlyMap<string, { readonly name: string; readonly ports: readonly NamedPort[] }>;
+}
+
+/**
+ * The tier identities of the remote addresses the given sources hold: the
+ * sources holding each address (hash, then the range segment holding it),
+ * plus the ports it serves by the names egress rules use.
+ */
+function identityTable(
+  used: Iterable<string>,
+  sources: ReadonlyMap<string, Source>,
+  f: Family,
+  namedNames: ReadonlySet<string>,
+): IdentityTable {
+  const ranges: { key: string; ivs: readonly Interval[] }[] = [];
+  // Address -> its hash sources' keys, `|`-joined: sources are visited in key order, so the list comes sorted.
+  const hashTokens = new Map<string, { addr: Addr; key: string }>();
+  for (const key of [...used].sort()) {
+    const s = sources.get(key)!;
+    if (s.kind === 'range') ranges.push({ key, ivs: s.ivs(f) });
+    else
+      for (const a of s.addrs(f)) {
+        const h = hashTokens.get(a.text);
+        if (h === undefined) hashTokens.set(a.text, { addr: a, key });
+        else {
+          h.key = `${h.key}|${key}`;
+          if (a.pod !== undefined && h.addr.pod === undefined) h.addr = a;
+        }
+      }
+  }
+  const segments = rangeSegments(ranges, f);
+  const segmentKeys = segments.map((sg) => sg.tokens.join('|'));
+  const namedPorts = new Map<string, { name: string; ports: NamedPort[] }>();
+  const namedOrder = [...namedNames].sort();
+  const identities = new Map<string, Identity>();
+  const hashIds: { addr: Addr; key: string }[] = [];
+  for (const h of hashTokens.values()) {
+    // The canonical key: hash tokens, range tokens, named tokens (each part sorted).
+    const seg = segmentIndex(segments, h.addr.value);
+    let named = '';
+    const pod = h.addr.pod;
+    if (pod !== undefined && namedOrder.length > 0) {
+      for (const name of namedOrder) {
+        const ports = pod.ports
+          .filter((cp) => cp.name === name)
+          .map((cp) => ({ protocol: cp.protocol, port: cp.port }))
+          .sort((a, b) => a.protocol.localeCompare(b.protocol) || a.port - b.port);
+        if (ports.length === 0) continue;
+        const token = `${NAMED}${name}=${ports.map((p) => `${nftProto(p.protocol)}/${p.port}`).join(',')}`;
+        namedPorts.set(token, { name, ports });
+        named = `${named}|${token}`;
+      }
+    }
+    const key = `${h.key}#${seg < 0 ? '' : segmentKeys[seg]}#${named}`;
+    if (!identities.has(key)) {
+      const tokens = [
+        ...h.key.split('|'),
+        ...(seg < 0 ? [] : segments[seg]!.tokens),
+        ...(named === '' ? [] : named.slice(1).split('|')),
+      ];
+      identities.set(key, { key, tokens });
+    }
+    hashIds.push({ addr: h.addr, key });
+  }
+  const segs = segments.map((sg, i) => {
+    const key = `#${segmentKeys[i]}#`;
+    if (!identities.has(key)) identities.set(key, { key, tokens: sg.tokens });
+    return { iv: sg.iv, key };
+  });
+  return {
+    identities: [...identities.values()].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0)),
+    hashIds: hashIds.sort((a, b) => byValue(a.addr, b.addr)),
+    segments: segs,
+    namedPorts,
+  };
+}
+
+/** The rules naming a source of this identity, in evaluation order; and the egress named ports it serves. */
+function identityEntries(
+  id: Identity,
+  entriesBySource: ReadonlyMap<string, readonly Entry[]>,
+  table: IdentityTable,
+): { entries: Entry[]; named: Map<string, NamedPort[]> } {
+  const named = new Map<string, NamedPort[]>();
+  for (const t of id.tokens) {
+    const np = table.namedPorts.get(t);
+    if (np !== undefined) named.set(np.name, [...(named.get(np.name) ?? []), ...np.ports]);
+  }
+  const seen = new Set<Entry>();
+  for (const t of id.tokens) for (const e of entriesBySource.get(t) ?? []) seen.add(e);
+  return { entries: [...seen].sort((a, b) => a.order - b.order), named };
+}
+
+/**
+ * Which layout a class gets (per family, summed): its own maps when the
+ * remote addresses its rules name (what its peer maps would hold) are fewer
+ * than its local addresses times its rules (what keying the shared maps'
+ * decisions by each local address costs it, at least); else the shared maps.
+ * A few remote pods and many local ones: per class. Rules naming most of the
+ * cluster: shared, where every address is listed once per tier and direction.
+ */
+function perClass(cls: LocalClass, sources: ReadonlyMap<string, Source>, ctx: TierContext): boolean {
+  const layout = ctx.o.tierLayout ?? 'auto';
+  if (layout !== 'auto') return layout === 'per-class';
+  const used = new Set<string>();
+  for (const e of cls.entries) for (const k of e.sources) used.add(k);
+  let remote = 0;
+  let localAddrs = 0;
+  for (const f of FAMILIES) {
+    let here = 0;
+    for (const pod of cls.pods) for (const text of pod.ips) if (ctx.idx.ip(text)?.family === f) here++;
+    if (here === 0) continue;
+    localAddrs += here;
+    for (const k of used) {
+      const s = sources.get(k)!;
+      remote += s.kind === 'hash' ? s.addrs(f).length : 2 * s.ivs(f).length;
+    }
+  }
+  return remote <= (localAddrs - 1) * cls.entries.length;
+}
+
 /** The tiers of one node: see the top of this file. */
 export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]): Tiers {
-  const none: Tiers = { chains: [], maps: [], decisions: [], selects: () => false, policies: 0 };
+  const none: Tiers = { chains: [], maps: [], decisions: [], lookup: () => undefined, policies: 0 };
   if (policies.length === 0) return none;
 
   const sources = new Map<string, Source>();
   const entries: Entry[] = [];
-  /** Per local pod: per tier and direction, the entries that apply to it, in evaluation order. */
-  const applicable = new Map<Pod, Map<string, Entry[]>>();
+  /** Per local pod: per tier and direction, the policies that apply to it (their rules of that direction), in evaluation order. */
+  const applicable = new Map<
+    Pod,
+    Map<string, { readonly index: number; readonly id: string; readonly entries: readonly Entry[] }[]>
+  >();
   let relevant = 0;
   let order = 0;
+  const nsSets = new Map<string, ReadonlySet<string>>();
   for (const p of policies) {
-    const namespaces = new Set(ctx.idx.namespacesMatching(p.subject.namespaceSelector));
+    const nsKey = formatSelector(p.subject.namespaceSelector);
+    let namespaces = nsSets.get(nsKey);
+    if (namespaces === undefined)
+      nsSets.set(nsKey, (namespaces = new Set(ctx.idx.namespacesMatching(p.subject.namespaceSelector))));
     const targets = ctx.local.filter(
       (pod) => namespaces.has(pod.namespace) && selectorMatches(p.subject.podSelector, pod.labels),
     );
@@ -430,6 +607,8 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
     const pid = policyKeyId(p.key);
     for (const d of DIRECTIONS) {
       const list = d === 'ingress' ? p.ingress : p.egress;
+      if (list.length === 0) continue;
+      const mine: Entry[] = [];
       list.forEach((rule, index) => {
         const keys = new Set<string>();
         for (const peer of rule.peers) {
@@ -448,192 +627,252 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
           order: order++,
         };
         entries.push(e);
-        for (const pod of targets) {
-          let m = applicable.get(pod);
-          if (m === undefined) applicable.set(pod, (m = new Map()));
-          const k = `${p.tier} ${d}`;
-          let l = m.get(k);
-          if (l === undefined) m.set(k, (l = []));
-          l.push(e);
-        }
+        mine.push(e);
       });
+      const k = `${p.tier} ${d}`;
+      const applied = { index: relevant, id: pid, entries: mine };
+      for (const pod of targets) {
+        let m = applicable.get(pod);
+        if (m === undefined) applicable.set(pod, (m = new Map()));
+        const l = m.get(k);
+        if (l === undefined) m.set(k, [applied]);
+        else l.push(applied);
+      }
     }
   }
-  const applies = (pod: Pod, tier: OrderedTier, d: Direction): readonly Entry[] => applicable.get(pod)?.get(`${tier} ${d}`) ?? [];
 
   const chains: Chain[] = entries.map((e) => ruleChain(e, ctx.o));
   const identityChains: Chain[] = [];
   const lookupChains: Chain[] = [];
   const decisions: DecisionMap[] = [];
   const maps: VerdictMap[] = [];
+  /** Per local pod, per tier and direction: the lookup chain its pod chain jumps to. */
+  const lookups = new Map<Pod, Map<string, string>>();
+  const setLookup = (pod: Pod, tier: OrderedTier, d: Direction, chain: string): void => {
+    let m = lookups.get(pod);
+    if (m === undefined) lookups.set(pod, (m = new Map()));
+    m.set(`${tier} ${d}`, chain);
+  };
+  /** One identity's chain: a vmap per non-empty decision map (and a jump for protocols without ports, per class). */
+  const identityChain = (
+    cid: string,
+    name: string,
+    f: Family,
+    d: Direction,
+    tier: OrderedTier,
+    decided: Decided,
+    byClass: boolean,
+    other: Entry | undefined,
+    comment: string,
+  ): void => {
+    const field = d === 'ingress' ? 'daddr' : 'saddr';
+    const rules: Rule[] = [];
+    const parts: [DecisionKey, 'port' | 'range' | 'proto' | 'addr', DecisionElement[], boolean][] = byClass
+      ? [
+          ['l4port', 'port', decided.port, false],
+          ['l4port', 'range', decided.range, true],
+          ['l4proto', 'proto', decided.proto, false],
+        ]
+      : [
+          ['port', 'port', decided.port, false],
+          ['port', 'range', decided.range, true],
+          ['proto', 'proto', decided.proto, false],
+          ['addr', 'addr', decided.addr, false],
+        ];
+    for (const [key, which, els, interval] of parts) {
+      if (els.length === 0) continue;
+      const map = decisionMapName(cid, f, which);
+      decisions.push({
+        name: map,
+        family: f,
+        key,
+        interval,
+        elements: els,
+        comment: sanitizeComment(`${tier} tier decisions of ${name}`),
+      });
+      rules.push({
+        matches: [],
+        counter: false,
+        verdict: { kind: 'decisionVmap', family: f, field, key, map },
+        comment: undefined,
+      });
+    }
+    if (other !== undefined)
+      rules.push({ matches: [], counter: false, verdict: { kind: 'jump', chain: other.chain }, comment: undefined });
+    identityChains.push({ name, role: 'peers', base: undefined, comment: sanitizeComment(comment), rules });
+  };
+  const about = (id: Identity): string =>
+    id.tokens.map((t) => (t.startsWith(NAMED) ? t.slice(NAMED.length) : (sources.get(t)?.about ?? t))).join(' + ');
+
   for (const tier of ORDERED_TIERS) {
     for (const d of DIRECTIONS) {
-      const tierEntries = entries.filter((e) => e.tier === tier && e.direction === d);
       const entriesBySource = new Map<string, Entry[]>();
-      for (const e of tierEntries)
+      const namedNames = new Set<string>();
+      for (const e of entries) {
+        if (e.tier !== tier || e.direction !== d) continue;
         for (const k of e.sources) {
           let l = entriesBySource.get(k);
           if (l === undefined) entriesBySource.set(k, (l = []));
           l.push(e);
         }
-      const usedSources = new Set(tierEntries.flatMap((e) => [...e.sources]));
-      const namedNames = new Set<string>();
-      if (d === 'egress')
-        for (const e of tierEntries) for (const p of e.rule.ports ?? []) if (p.kind === 'named') namedNames.add(p.name);
+        if (d === 'egress') for (const p of e.rule.ports ?? []) if (p.kind === 'named') namedNames.add(p.name);
+      }
+      // Local pods grouped by the rules that apply to them (the policies whose subject selects them).
+      const classMap = new Map<string, LocalClass>();
+      for (const pod of ctx.local) {
+        const applied = applicable.get(pod)?.get(`${tier} ${d}`);
+        if (applied === undefined) continue;
+        // Grouped by the policies selecting the pod (cheap); named by their ids (stable across unrelated edits).
+        const named = applied.some((a) => a.entries.some(localNamed));
+        const ports = named ? `|${JSON.stringify(pod.ports)}` : '';
+        const group = `${applied.map((a) => a.index).join(',')}${ports}`;
+        let cls = classMap.get(group);
+        if (cls === undefined) {
+          const key = `${applied
+            .map((a) => a.id)
+            .sort()
+            .join(',')}${ports}`;
+          const all = applied.flatMap((a) => a.entries);
+          classMap.set(group, (cls = { key, entries: all, has: new Set(all), pods: [] }));
+        }
+        cls.pods.push(pod);
+      }
+      const shared: LocalClass[] = [];
+      for (const cls of classMap.values()) {
+        if (!perClass(cls, sources, ctx)) {
+          shared.push(cls);
+          continue;
+        }
+        // Per class: its own lookup chain and peer maps; decisions keyed by protocol and port.
+        const ccid = shortHash(`tierclass\0${tier}\0${d}\0${cls.key}`);
+        const lookupName = tierClassLookupChainName(tier, d, ccid);
+        const used = new Set<string>();
+        for (const e of cls.entries) for (const k of e.sources) used.add(k);
+        const lookupRules: Rule[] = [];
+        for (const f of FAMILIES) {
+          if (!cls.pods.some((pod) => pod.ips.some((text) => ctx.idx.ip(text)?.family === f))) continue;
+          const table = identityTable(used, sources, f, namedNames);
+          const chainOf = new Map<string, string>();
+          for (const id of table.identities) {
+            const { entries: idEntries, named } = identityEntries(id, entriesBySource, table);
+            const matching = idEntries.filter((e) => cls.has.has(e));
+            if (matching.length === 0) continue;
+            const decided: Decided = { port: [], range: [], proto: [], addr: [] };
+            const other = addDecision(decide(matching, cls.pods[0]!, named), undefined, decided);
+            if (decided.port.length + decided.range.length + decided.proto.length === 0 && other === undefined) continue;
+            const cid = shortHash(`tierclass\0${tier}\0${d}\0${f}\0${cls.key}\0${id.key}`);
+            const name = peersChainName(cid, d);
+            chainOf.set(id.key, name);
+            identityChain(
+              cid,
+              name,
+              f,
+              d,
+              tier,
+              decided,
+              true,
+              other,
+              `${tier} tier ${d} ${d === 'ingress' ? 'from' : 'to'} IPv${f} ${about(id)}, for one class of local pods`,
+            );
+          }
+          const hash: DecisionElement[] = [];
+          for (const { addr, key } of table.hashIds) {
+            const chain = chainOf.get(key);
+            if (chain !== undefined) hash.push({ key: { kind: 'addr', addr: addr.text }, verdict: { kind: 'goto', chain } });
+          }
+          const ranges: DecisionElement[] = [];
+          for (const sg of table.segments) {
+            const chain = chainOf.get(sg.key);
+            if (chain !== undefined) ranges.push({ key: { kind: 'addr', addr: sg.iv }, verdict: { kind: 'goto', chain } });
+          }
+          const field = d === 'ingress' ? 'saddr' : 'daddr';
+          for (const [which, els, interval] of [
+            ['peers', hash, false],
+            ['ranges', ranges, true],
+          ] as const) {
+            if (els.length === 0) continue;
+            const map = decisionMapName(ccid, f, which);
+            decisions.push({
+              name: map,
+              family: f,
+              key: 'peer',
+              interval,
+              elements: els,
+              comment: sanitizeComment(
+                `${tier} tier ${d}: remote ${interval ? 'ranges' : 'addresses'} to identities, for ${lookupName}`,
+              ),
+            });
+            lookupRules.push({
+              matches: [],
+              counter: false,
+              verdict: { kind: 'decisionVmap', family: f, field, key: 'peer', map },
+              comment: undefined,
+            });
+          }
+        }
+        if (lookupRules.length === 0) continue;
+        lookupChains.push({
+          name: lookupName,
+          role: 'lookup',
+          base: undefined,
+          comment: sanitizeComment(
+            `${tier} tier, ${d} of one class of local pods: ${d === 'ingress' ? 'source' : 'destination'} address to its tier identity`,
+          ),
+          rules: lookupRules,
+        });
+        for (const pod of cls.pods) setLookup(pod, tier, d, lookupName);
+      }
+
+      // The shared layout: one peer map per tier, direction and family; decisions keyed by the local address.
+      const sharedUsed = new Set<string>();
+      for (const cls of shared) for (const e of cls.entries) for (const k of e.sources) sharedUsed.add(k);
       const lookupRules: Rule[] = [];
       for (const f of FAMILIES) {
-        // Local pods of this family the tier decides for.
-        const locals: { pod: Pod; addr: Addr }[] = [];
-        for (const pod of ctx.local) {
-          if (applies(pod, tier, d).length === 0) continue;
-          for (const text of pod.ips) {
-            const ip = ctx.idx.ip(text);
-            if (ip !== undefined && ip.family === f) locals.push({ pod, addr: { text, value: ip.value, pod } });
-          }
+        const locals = new Map<LocalClass, string[]>();
+        for (const cls of shared) {
+          const addrs: string[] = [];
+          for (const pod of cls.pods) for (const text of pod.ips) if (ctx.idx.ip(text)?.family === f) addrs.push(text);
+          if (addrs.length > 0) locals.set(cls, addrs);
         }
-        locals.sort((a, b) => byValue(a.addr, b.addr));
-        // Local pods grouped by the rules that apply to them (the policies whose subject selects them).
-        const classMap = new Map<string, { key: string; entries: Set<Entry>; locals: { pod: Pod; addr: Addr }[] }>();
-        for (const l of locals) {
-          const all = applies(l.pod, tier, d);
-          const key = all.map((e) => e.order).join(',');
-          let cls = classMap.get(key);
-          if (cls === undefined) classMap.set(key, (cls = { key, entries: new Set(all), locals: [] }));
-          cls.locals.push(l);
-        }
-        const classes = [...classMap.values()];
         const hashElements: MapElement[] = [];
         const rangeElements: MapElement[] = [];
-        if (locals.length > 0) {
-          const ranges: { key: string; ivs: readonly Interval[] }[] = [];
-          // Address -> its hash sources' keys, `|`-joined: sources are visited in key order, so the list comes sorted.
-          const hashTokens = new Map<string, { addr: Addr; key: string }>();
-          for (const key of [...usedSources].sort()) {
-            const s = sources.get(key)!;
-            if (s.kind === 'range') ranges.push({ key, ivs: s.ivs(f) });
-            else
-              for (const a of s.addrs(f)) {
-                const h = hashTokens.get(a.text);
-                if (h === undefined) hashTokens.set(a.text, { addr: a, key });
-                else {
-                  h.key = `${h.key}|${key}`;
-                  if (a.pod !== undefined && h.addr.pod === undefined) h.addr = a;
-                }
-              }
-          }
-          const segments = rangeSegments(ranges, f);
-          const segmentKeys = segments.map((sg) => sg.tokens.join('|'));
-          const namedPorts = new Map<string, { name: string; ports: NamedPort[] }>();
-          const namedOrder = [...namedNames].sort();
-          const identities = new Map<string, Identity>();
-          const hashIds: { addr: Addr; key: string }[] = [];
-          for (const h of hashTokens.values()) {
-            // The canonical key: hash tokens, range tokens, named tokens (each part sorted).
-            const seg = segmentIndex(segments, h.addr.value);
-            let named = '';
-            const pod = h.addr.pod;
-            if (pod !== undefined && namedOrder.length > 0) {
-              for (const name of namedOrder) {
-                const ports = pod.ports
-                  .filter((cp) => cp.name === name)
-                  .map((cp) => ({ protocol: cp.protocol, port: cp.port }))
-                  .sort((a, b) => a.protocol.localeCompare(b.protocol) || a.port - b.port);
-                if (ports.length === 0) continue;
-                const token = `${NAMED}${name}=${ports.map((p) => `${nftProto(p.protocol)}/${p.port}`).join(',')}`;
-                namedPorts.set(token, { name, ports });
-                named = `${named}|${token}`;
-              }
-            }
-            const key = `${h.key}#${seg < 0 ? '' : segmentKeys[seg]}#${named}`;
-            if (!identities.has(key)) {
-              const tokens = [
-                ...h.key.split('|'),
-                ...(seg < 0 ? [] : segments[seg]!.tokens),
-                ...(named === '' ? [] : named.slice(1).split('|')),
-              ];
-              identities.set(key, { key, tokens });
-            }
-            hashIds.push({ addr: h.addr, key });
-          }
-          segments.forEach((sg, i) => {
-            const key = `#${segmentKeys[i]}#`;
-            if (!identities.has(key)) identities.set(key, { key, tokens: sg.tokens });
-          });
-          const chainOf = new Map<string, string | undefined>();
-          for (const id of [...identities.values()].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0))) {
-            const named = new Map<string, NamedPort[]>();
-            for (const t of id.tokens) {
-              const np = namedPorts.get(t);
-              if (np !== undefined) named.set(np.name, [...(named.get(np.name) ?? []), ...np.ports]);
-            }
+        if (locals.size > 0) {
+          const table = identityTable(sharedUsed, sources, f, namedNames);
+          const chainOf = new Map<string, string>();
+          for (const id of table.identities) {
+            const { entries: idEntries, named } = identityEntries(id, entriesBySource, table);
             const decided: Decided = { port: [], range: [], proto: [], addr: [] };
-            // The rules naming a source of this identity, in evaluation order.
-            const seen = new Set<Entry>();
-            for (const t of id.tokens) for (const e of entriesBySource.get(t) ?? []) seen.add(e);
-            const idEntries = [...seen].sort((a, b) => a.order - b.order);
-            const memo = new Map<string, Decision>();
-            for (const cls of classes) {
-              // Local pods of one class (the same applicable rules) decide alike, unless local named ports differ.
-              const matching = idEntries.filter((e) => cls.entries.has(e));
+            for (const [cls, addrs] of locals) {
+              // Local pods of one class decide alike (a class includes the local ports when a rule names one).
+              const matching = idEntries.filter((e) => cls.has.has(e));
               if (matching.length === 0) continue;
-              const named1 = matching.some(localNamed);
-              for (const { pod, addr } of cls.locals) {
-                const key = `${cls.key}${named1 ? `|${JSON.stringify(pod.ports)}` : ''}`;
-                let dec = memo.get(key);
-                if (dec === undefined) memo.set(key, (dec = decide(matching, pod, named)));
-                addDecision(dec, addr.text, decided);
-              }
+              const dec = decide(matching, cls.pods[0]!, named);
+              for (const addr of addrs) addDecision(dec, addr, decided);
             }
-            if (decided.port.length + decided.range.length + decided.proto.length + decided.addr.length === 0) {
-              chainOf.set(id.key, undefined);
-              continue;
-            }
+            if (decided.port.length + decided.range.length + decided.proto.length + decided.addr.length === 0) continue;
             const cid = shortHash(`tier\0${tier}\0${d}\0${f}\0${id.key}`);
             const name = peersChainName(cid, d);
             chainOf.set(id.key, name);
-            const field = d === 'ingress' ? 'daddr' : 'saddr';
-            const rules: Rule[] = [];
-            const parts: [DecisionKey, 'port' | 'range' | 'proto' | 'addr', DecisionElement[], boolean][] = [
-              ['port', 'port', decided.port, false],
-              ['port', 'range', decided.range, true],
-              ['proto', 'proto', decided.proto, false],
-              ['addr', 'addr', decided.addr, false],
-            ];
-            for (const [key, which, els, interval] of parts) {
-              if (els.length === 0) continue;
-              const map = decisionMapName(cid, f, which);
-              decisions.push({
-                name: map,
-                family: f,
-                key,
-                interval,
-                elements: els,
-                comment: sanitizeComment(`${tier} tier decisions of ${name}`),
-              });
-              rules.push({
-                matches: [],
-                counter: false,
-                verdict: { kind: 'decisionVmap', family: f, field, key, map },
-                comment: undefined,
-              });
-            }
-            const about = id.tokens.map((t) => (t.startsWith(NAMED) ? t.slice(NAMED.length) : (sources.get(t)?.about ?? t)));
-            identityChains.push({
+            identityChain(
+              cid,
               name,
-              role: 'peers',
-              base: undefined,
-              comment: sanitizeComment(`${tier} tier ${d} ${d === 'ingress' ? 'from' : 'to'} IPv${f} ${about.join(' + ')}`),
-              rules,
-            });
+              f,
+              d,
+              tier,
+              decided,
+              false,
+              undefined,
+              `${tier} tier ${d} ${d === 'ingress' ? 'from' : 'to'} IPv${f} ${about(id)}`,
+            );
           }
-          for (const { addr, key } of hashIds.sort((a, b) => byValue(a.addr, b.addr))) {
+          for (const { addr, key } of table.hashIds) {
             const chain = chainOf.get(key);
             if (chain !== undefined) hashElements.push({ key: addr.text, chain });
           }
-          segments.forEach((sg, i) => {
-            const chain = chainOf.get(`#${segmentKeys[i]}#`);
+          for (const sg of table.segments) {
+            const chain = chainOf.get(sg.key);
             if (chain !== undefined) rangeElements.push({ key: sg.iv, chain });
-          });
+          }
           const field = d === 'ingress' ? 'saddr' : 'daddr';
           for (const ranges2 of [false, true]) {
             lookupRules.push({
@@ -644,26 +883,17 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
             });
           }
         }
-        maps.push(
-          {
-            name: tierPeerMapName(tier, d, f, false),
+        for (const interval of [false, true]) {
+          maps.push({
+            name: tierPeerMapName(tier, d, f, interval),
             kind: 'tier-peers',
             tier,
             family: f,
             direction: d,
-            interval: false,
-            elements: hashElements,
-          },
-          {
-            name: tierPeerMapName(tier, d, f, true),
-            kind: 'tier-peers',
-            tier,
-            family: f,
-            direction: d,
-            interval: true,
-            elements: rangeElements,
-          },
-        );
+            interval,
+            elements: interval ? rangeElements : hashElements,
+          });
+        }
       }
       if (lookupRules.length > 0) {
         lookupChains.push({
@@ -673,6 +903,7 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
           comment: `${tier} tier, ${d} of selected local pods: ${d === 'ingress' ? 'source' : 'destination'} address to its tier identity`,
           rules: lookupRules,
         });
+        for (const cls of shared) for (const pod of cls.pods) setLookup(pod, tier, d, tierLookupChainName(tier, d));
       }
     }
   }
@@ -680,7 +911,7 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
     chains: [...chains, ...identityChains, ...lookupChains],
     maps,
     decisions,
-    selects: (pod, tier, d) => applies(pod, tier, d).length > 0,
+    lookup: (pod, tier, d) => lookups.get(pod)?.get(`${tier} ${d}`),
     policies: relevant,
   };
 }

@@ -42,6 +42,8 @@ export function keyText(k: ElementKey): string {
       return `${addressText(k.addr)} . ${k.proto} . ${portText(k.port)}`;
     case 'addr-proto':
       return `${addressText(k.addr)} . ${k.proto}`;
+    case 'proto':
+      return k.proto;
   }
 }
 
@@ -77,6 +79,8 @@ export function sameKey(a: ElementKey, b: ElementKey): boolean {
       return b.kind === 'addr-proto-port' && a.proto === b.proto && samePort(a.port, b.port) && sameAddress(a.addr, b.addr);
     case 'addr-proto':
       return b.kind === 'addr-proto' && a.proto === b.proto && sameAddress(a.addr, b.addr);
+    case 'proto':
+      return b.kind === 'proto' && a.proto === b.proto;
   }
 }
 

@@ -62,14 +62,29 @@ function verdictText(v: Verdict): string {
       return `jump ${v.chain}`;
     case 'vmap':
       return `${fam(v.family)} ${v.field} vmap @${v.map}`;
-    case 'decisionVmap': {
-      const key = v.key === 'port' ? ' . meta l4proto . th dport' : v.key === 'proto' ? ' . meta l4proto' : '';
-      return `${fam(v.family)} ${v.field}${key} vmap @${v.map}`;
-    }
+    case 'decisionVmap':
+      return decisionLookupText(v);
     case 'return':
       return 'return';
     case 'log':
       return `log prefix ${quoted(v.prefix)} group ${v.group} snaplen ${v.snaplen}`;
+  }
+}
+
+/** The key a decision map is looked up with, then `vmap @map`. */
+function decisionLookupText(v: Extract<Verdict, { kind: 'decisionVmap' }>): string {
+  switch (v.key) {
+    case 'port':
+      return `${fam(v.family)} ${v.field} . meta l4proto . th dport vmap @${v.map}`;
+    case 'proto':
+      return `${fam(v.family)} ${v.field} . meta l4proto vmap @${v.map}`;
+    case 'addr':
+    case 'peer':
+      return `${fam(v.family)} ${v.field} vmap @${v.map}`;
+    case 'l4port':
+      return `meta l4proto . th dport vmap @${v.map}`;
+    case 'l4proto':
+      return `meta l4proto vmap @${v.map}`;
   }
 }
 
@@ -202,7 +217,8 @@ export function renderRuleset(c: CompiledRuleset): string {
   ];
   // Referenced objects come before their users: limits, sets, policy
   // chains, tier rule chains, decision maps (goto rule chains), peer chains
-  // (vmap on decision maps), peer maps (jump or goto peer chains), lookup
+  // (vmap on decision maps), peer maps and a class's peer decision maps
+  // (jump or goto peer chains), lookup
   // chains (vmap on peer maps), pod chains (jump to a lookup chain), dispatch
   // maps (goto pod chains), base chains.
   for (const l of c.limits) renderLimit(out, l);
@@ -210,8 +226,9 @@ export function renderRuleset(c: CompiledRuleset): string {
   const byRole = (role: Chain['role']): Chain[] => c.chains.filter((ch) => ch.role === role);
   for (const ch of byRole('policy')) renderChain(out, ch);
   for (const ch of byRole('rule')) renderChain(out, ch);
-  for (const m of c.decisions) renderDecisionMap(out, m);
+  for (const m of c.decisions) if (m.key !== 'peer') renderDecisionMap(out, m);
   for (const ch of byRole('peers')) renderChain(out, ch);
+  for (const m of c.decisions) if (m.key === 'peer') renderDecisionMap(out, m);
   for (const m of c.maps) if (m.kind === 'peers' || m.kind === 'tier-peers') renderMap(out, m);
   for (const ch of byRole('lookup')) renderChain(out, ch);
   for (const ch of byRole('pod')) renderChain(out, ch);

@@ -184,8 +184,18 @@ export function tierPeerMapName(tier: 'admin' | 'baseline', d: Direction, f: Fam
   return `${tier}-${d}-${ranges ? 'ranges' : 'peers'}-v${f}`;
 }
 
-/** A tier identity's decisions: `port` (hash), `range` (interval), `proto`, `addr`. */
-export function decisionMapName(cid: string, f: Family, key: 'port' | 'range' | 'proto' | 'addr'): string {
-  const tag = key === 'port' ? 'tdec' : key === 'range' ? 'tdecr' : key === 'proto' ? 'tdecp' : 'tdeca';
-  return `${tag}${f}-${cid}`;
+/** A tier's lookup chain for one class of local pods (the per-class layout of compile/tiers.ts). */
+export function tierClassLookupChainName(tier: 'admin' | 'baseline', d: Direction, cid: string): string {
+  return `${tier}-${d}-${cid}`;
+}
+
+const DECISION_TAGS = { port: 'tdec', range: 'tdecr', proto: 'tdecp', addr: 'tdeca', peers: 'tpeer', ranges: 'tpeerr' } as const;
+
+/**
+ * A tier identity's decisions: `port` (hash), `range` (interval), `proto`,
+ * `addr`; a class's remote addresses to their identities: `peers` (hash),
+ * `ranges` (interval).
+ */
+export function decisionMapName(cid: string, f: Family, key: keyof typeof DECISION_TAGS): string {
+  return `${DECISION_TAGS[key]}${f}-${cid}`;
 }

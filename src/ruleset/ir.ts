@@ -102,7 +102,8 @@ export type SetType =
   | 'ipv4_addr . inet_proto . inet_service'
   | 'ipv6_addr . inet_proto . inet_service'
   | 'ipv4_addr . inet_proto'
-  | 'ipv6_addr . inet_proto';
+  | 'ipv6_addr . inet_proto'
+  | 'inet_proto';
 
 /** The element type of a family's address sets and verdict maps. */
 export function addressType(f: Family): 'ipv4_addr' | 'ipv6_addr' {
@@ -138,7 +139,9 @@ export type ElementKey =
   /** `ipv4_addr . inet_proto . inet_service` */
   | { readonly kind: 'addr-proto-port'; readonly addr: AddressKey; readonly proto: Proto; readonly port: PortKey }
   /** `ipv4_addr . inet_proto` */
-  | { readonly kind: 'addr-proto'; readonly addr: AddressKey; readonly proto: Proto };
+  | { readonly kind: 'addr-proto'; readonly addr: AddressKey; readonly proto: Proto }
+  /** `inet_proto` */
+  | { readonly kind: 'proto'; readonly proto: Proto };
 
 export type ElementKind = ElementKey['kind'];
 
@@ -156,6 +159,8 @@ export function keyKindOf(t: SetType): ElementKind {
     case 'ipv4_addr . inet_proto':
     case 'ipv6_addr . inet_proto':
       return 'addr-proto';
+    case 'inet_proto':
+      return 'proto';
   }
 }
 
@@ -203,8 +208,14 @@ export interface VerdictMap {
   readonly elements: readonly MapElement[];
 }
 
-/** What a decision map is keyed by: local address . protocol . port, local address . protocol, local address. */
-export type DecisionKey = 'port' | 'proto' | 'addr';
+/**
+ * What a decision map is keyed by. Keyed by the local address (the shared
+ * layout of compile/tiers.ts): local address . protocol . port ('port'),
+ * local address . protocol ('proto'), local address ('addr'). Per class of
+ * local pods: protocol . port ('l4port'), protocol ('l4proto'), and the
+ * remote address to its identity's chain ('peer').
+ */
+export type DecisionKey = 'port' | 'proto' | 'addr' | 'l4port' | 'l4proto' | 'peer';
 
 export type DecisionVerdict =
   /** To a tiered rule's chain (KUBE-NWPLCY-...), which counts and decides. */
@@ -214,7 +225,7 @@ export type DecisionVerdict =
 
 export interface DecisionElement {
   /** Of the map's decisionKeyType: `10.0.0.5 . tcp . 80`, `10.0.0.5 . tcp . 1000-2000`, `10.0.0.5 . tcp`, `10.0.0.5`. */
-  readonly key: Extract<ElementKey, { readonly kind: 'addr' | 'addr-proto-port' | 'addr-proto' }>;
+  readonly key: Extract<ElementKey, { readonly kind: 'addr' | 'addr-proto-port' | 'addr-proto' | 'proto-port' | 'proto' }>;
   readonly verdict: DecisionVerdict;
 }
 
@@ -236,7 +247,19 @@ export interface DecisionMap {
 /** The key type of a decision map. */
 export function decisionKeyType(f: Family, key: DecisionKey): SetType {
   const a = addressType(f);
-  return key === 'port' ? `${a} . inet_proto . inet_service` : key === 'proto' ? `${a} . inet_proto` : a;
+  switch (key) {
+    case 'port':
+      return `${a} . inet_proto . inet_service`;
+    case 'proto':
+      return `${a} . inet_proto`;
+    case 'addr':
+    case 'peer':
+      return a;
+    case 'l4port':
+      return 'inet_proto . inet_service';
+    case 'l4proto':
+      return 'inet_proto';
+  }
 }
 
 /** A named `limit` object of the table (`rate N/second burst M packets`). */

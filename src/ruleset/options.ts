@@ -23,7 +23,15 @@ export interface RenderOptions {
   readonly allowPodToNode: boolean;
   /** --log-denied: the deny path also logs to an NFLOG group (compile/deny-path.ts); undefined = off. */
   readonly logDenied: DenyLogOptions | undefined;
+  /**
+   * How the ordered tiers reach their decisions (compile/tiers.ts): chosen per
+   * class of local pods by their size ('auto', the default), or forced, so
+   * that tests and benchmarks exercise each layout. Not a flag.
+   */
+  readonly tierLayout?: TierLayout;
 }
+
+export type TierLayout = 'auto' | 'shared' | 'per-class';
 
 export interface DenyLogOptions {
   readonly group: number;
@@ -49,6 +57,7 @@ export function resolveOptions(opts?: Partial<RenderOptions>): RenderOptions {
     unknownLocalEndpoints: opts?.unknownLocalEndpoints ?? DEFAULT_OPTIONS.unknownLocalEndpoints,
     allowPodToNode: opts?.allowPodToNode ?? DEFAULT_OPTIONS.allowPodToNode,
     logDenied: opts?.logDenied ?? DEFAULT_OPTIONS.logDenied,
+    ...(opts?.tierLayout === undefined ? {} : { tierLayout: opts.tierLayout }),
   };
   if (!TABLE_NAME.test(o.table)) throw new Error(`invalid nft table name "${o.table}": use letters, digits, '_' and '-'`);
   if (o.denyAction !== 'drop' && o.denyAction !== 'reject')

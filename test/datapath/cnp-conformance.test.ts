@@ -7,6 +7,7 @@
 // makes (to the server pod's own address, as PokeServer does) must connect or
 // not as upstream expects.
 
+import type { TierLayout } from '../../src/ruleset/options.ts';
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { Family } from '../../src/model/types.ts';
@@ -75,13 +76,14 @@ async function runCase(
   kase: CnpCase,
   family: Family,
   denyAction: 'drop' | 'reject',
+  tierLayout: TierLayout,
 ): Promise<{ wrong: string[]; probed: number }> {
   let objects = [...cnpModel(o), ...kase.manifests];
   const wrong: string[] = [];
   let probed = 0;
   for (const [i, step] of kase.steps.entries()) {
     objects = applyCnpChanges(objects, step.changes);
-    await applyState(c, stateOf(objects), { denyAction });
+    await applyState(c, stateOf(objects), { denyAction, tierLayout });
     const expectations: Expectation[] = step.probes.filter(probeable).map((p) => ({
       probe: {
         from: p.from,
@@ -101,9 +103,10 @@ async function runCase(
   return { wrong, probed };
 }
 
-const VARIANTS: readonly { family: Family; denyAction: 'drop' | 'reject' }[] = [
-  { family: 4, denyAction: 'drop' },
-  { family: 6, denyAction: 'reject' },
+// Each family meets each layout of the tiers (compile/tiers.ts) in one of the two styles.
+const VARIANTS: readonly { family: Family; denyAction: 'drop' | 'reject'; layouts: readonly [TierLayout, TierLayout] }[] = [
+  { family: 4, denyAction: 'drop', layouts: ['per-class', 'shared'] },
+  { family: 6, denyAction: 'reject', layouts: ['shared', 'per-class'] },
 ];
 
 test('the placement: every house has a same-node and a cross-node pair, the centaurs are different nodes', () => {
@@ -118,7 +121,7 @@ test('the placement: every house has a same-node and a cross-node pair, the cent
   ]);
 });
 
-for (const style of NETWORK_STYLES) {
+for (const [si, style] of NETWORK_STYLES.entries()) {
   describe(`ClusterNetworkPolicy conformance, ${style} pod network`, { skip }, () => {
     let c: Cluster;
     let o: CnpModelOptions;
@@ -137,9 +140,10 @@ for (const style of NETWORK_STYLES) {
 
     for (const v of VARIANTS) {
       for (const k of CASES) {
-        test(`[IPv${v.family}, ${v.denyAction}] ${k.id}${k.source === 'ours' ? ' (ours)' : ''}`, async () => {
+        const layout = v.layouts[si % 2]!;
+        test(`[IPv${v.family}, ${v.denyAction}, ${layout}] ${k.id}${k.source === 'ours' ? ' (ours)' : ''}`, async () => {
           const kase = cnpConformanceCases(caseContext(o, v.family)).find((x) => x.id === k.id)!;
-          const { wrong, probed } = await runCase(c, o, kase, v.family, v.denyAction);
+          const { wrong, probed } = await runCase(c, o, kase, v.family, v.denyAction, layout);
           assert.ok(probed > 0, `${k.id}: no probe ran`);
           if (wrong.length > 0) assert.fail(`observed connectivity differs from upstream's expectation\n${wrong.join('\n')}`);
         });

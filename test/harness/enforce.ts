@@ -1,6 +1,7 @@
 // Puts a cluster state into the simulated nodes exactly as the agent does:
 // the renderer's `nft -f` script of each node, applied with runNft inside the
 // node's namespace.
+import type { TierLayout } from '../../src/ruleset/options.ts';
 import { buildState } from '../../src/model/normalize.ts';
 import { formatValidationError } from '../../src/model/types.ts';
 import type { ClusterState } from '../../src/model/types.ts';
@@ -16,6 +17,8 @@ export interface EnforceOptions {
   readonly table?: string;
   /** Default off, as the agent's --allow-pod-to-node. */
   readonly allowPodToNode?: boolean;
+  /** Default 'auto': how the ClusterNetworkPolicy tiers reach their decisions (compile/tiers.ts). */
+  readonly tierLayout?: TierLayout;
   /** Test hook: changes a rendered script before it is applied (to check that the harness notices a broken ruleset). */
   readonly mutate?: (text: string, node: string) => string;
 }
@@ -32,6 +35,7 @@ export async function applyState(c: Cluster, state: ClusterState, opts: EnforceO
     denyAction: opts.denyAction ?? 'reject',
     allowPodToNode: opts.allowPodToNode ?? false,
     ...(opts.table === undefined ? {} : { table: opts.table }),
+    ...(opts.tierLayout === undefined ? {} : { tierLayout: opts.tierLayout }),
   };
   return Promise.all(
     c.nodes.map(async (n) => {

@@ -16,6 +16,7 @@
 // peers and tcp/udp/sctp ports (numbers, ranges, named ports where the API
 // allows them), now and then an invalid rule or a peer of an unknown type
 // (fail closed), on nodes with generated labels.
+import type { TierLayout } from '../../src/ruleset/options.ts';
 import fc from 'fast-check';
 import { buildState } from '../../src/model/normalize.ts';
 import { cidrWithin, parseCIDR } from '../../src/model/ip.ts';
@@ -699,10 +700,24 @@ function tieredCounts(verdicts: Iterable<ReturnType<typeof verdict>>): TieredCou
   return n;
 }
 
+/**
+ * The layout of the tiers a scenario is compiled with (compile/tiers.ts):
+ * each of them in turn, picked from the scenario without drawing from the
+ * random stream (the seeds keep their scenarios).
+ */
+export function scenarioTierLayout(s: Scenario): TierLayout {
+  const layouts: readonly TierLayout[] = ['auto', 'per-class', 'shared'];
+  return layouts[(s.pods.filter((p) => p !== null).length + s.clusterPolicies.length) % layouts.length]!;
+}
+
 /** Applies a scenario and probes it; mismatches are probes whose result differs from the oracle's. */
 export async function runScenario(c: Cluster, s: Scenario, mutate?: EnforceOptions['mutate']): Promise<RunResult> {
   const state = fuzzState(scenarioObjects(c, s));
-  await applyState(c, state, { denyAction: s.denyAction, ...(mutate === undefined ? {} : { mutate }) });
+  await applyState(c, state, {
+    denyAction: s.denyAction,
+    tierLayout: scenarioTierLayout(s),
+    ...(mutate === undefined ? {} : { mutate }),
+  });
   const expected = new Map(s.probes.map((p) => [p, scenarioVerdict(c, state, s, p)]));
   const outcomes = await runProbes(c, s.probes, { expect: (r) => expected.get(r.probe)?.allowed });
   const mismatches = outcomes.flatMap((o) => {
@@ -856,7 +871,7 @@ export async function fuzz(c: Cluster, opts: FuzzOptions): Promise<FuzzReport> {
       summary: `seed ${opts.seed}: a mismatch was seen but did not reproduce on the shrunk scenario (flaky?)\n${fc.stringify(s)}`,
     };
   }
-  const description = `datapath differs from verdict() (fuzz seed ${opts.seed}, ${c.style}, path ${details.counterexamplePath ?? '?'})`;
+  const description = `datapath differs from verdict() (fuzz seed ${opts.seed}, ${c.style}, tier layout ${scenarioTierLayout(s)}, path ${details.counterexamplePath ?? '?'})`;
   const lines = again.mismatches.map(
     (m) => `${describeOutcome(m.outcome)}; the oracle says ${m.expected ? 'allowed' : 'blocked'}: ${m.reason}`,
   );

@@ -7,6 +7,7 @@
 // fixed objects while any tiered policy exists, so the update is incremental
 // whenever the cluster has tiered policies before and after; only the first
 // one created or the last one deleted changes the base maps (a full apply).
+import type { TierLayout } from '../../src/ruleset/options.ts';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
@@ -338,7 +339,7 @@ function clusterState(pods: readonly Pod[], cnps: readonly ClusterNetworkPolicy[
 
 test('kernel, property: prev + update == next under ClusterNetworkPolicy churn with pod churn underneath; incremental while tiered policies exist before and after', async (t) => {
   if (!(await haveNft(t))) return;
-  const n = { tieredBoth: 0, transitions: 0, structural: 0, elementsOnly: 0, decisions: 0, none: 0 };
+  const n = { tieredBoth: 0, transitions: 0, structural: 0, elementsOnly: 0, decisions: 0, none: 0, perClass: 0, shared: 0 };
   await withNetns(2, async (nss) => {
     await fc.assert(
       fc.asyncProperty(
@@ -348,15 +349,17 @@ test('kernel, property: prev + update == next under ClusterNetworkPolicy churn w
         fc.array(cnpChurn, { minLength: 1, maxLength: 5 }),
         fc.array(podChurn, { maxLength: 4 }),
         fc.boolean(),
-        async (specs, cnps, ops, podOps, withPolicy) => {
+        fc.constantFrom<TierLayout>('auto', 'shared', 'per-class'),
+        async (specs, cnps, ops, podOps, withPolicy, tierLayout) => {
+          const opts = { ...DROP, tierLayout };
           const pods = new Pods();
           // A local pod per namespace and app first: most subjects select something on node-1.
           for (const n2 of NSS) for (const app of APPS) pods.add({ ns: n2, app, node: 'node-1', dual: true });
           for (const s of specs) pods.add(s);
           const { before, after } = churnCnps(cnps, ops);
-          const prev = compileNode(clusterState(pods.list, before, withPolicy), 'node-1', DROP);
+          const prev = compileNode(clusterState(pods.list, before, withPolicy), 'node-1', opts);
           for (const op of podOps) pods.apply(op);
-          const next = compileNode(clusterState(pods.list, after, withPolicy), 'node-1', DROP);
+          const next = compileNode(clusterState(pods.list, after, withPolicy), 'node-1', opts);
           const u = await checkUpdate(prev, next, nss, 'cnp churn');
           const had = before.length > 0;
           const has = after.length > 0;
@@ -379,6 +382,9 @@ test('kernel, property: prev + update == next under ClusterNetworkPolicy churn w
           if (u.chainsAdded + u.chainsChanged + u.chainsDeleted > 0) n.structural++;
           else if (!isEmptyUpdate(u)) n.elementsOnly++;
           if (/^(add|delete) (element|map) inet nft-netpol tdec/m.test(u.text)) n.decisions++;
+          // Which layout the tiers took (both can meet in one ruleset under 'auto').
+          if (next.decisions.some((m) => m.key === 'peer')) n.perClass++;
+          if (next.maps.some((m) => m.kind === 'tier-peers' && m.elements.length > 0)) n.shared++;
         },
       ),
       { numRuns: 120, seed: 20261127 },
@@ -394,4 +400,5 @@ test('kernel, property: prev + update == next under ClusterNetworkPolicy churn w
   assert.ok(n.structural >= 30, summary);
   assert.ok(n.decisions >= 30, summary);
   assert.ok(n.transitions >= 5, summary);
+  assert.ok(n.perClass >= 20 && n.shared >= 20, summary);
 });

@@ -7,7 +7,7 @@
 // is compared with compileNode all the same).
 //
 //   node scripts/bench-compile-change.ts                    1k, 10k, 100k
-//   node scripts/bench-compile-change.ts --sizes 100k --samples 40
+//   node scripts/bench-compile-change.ts --sizes 100k --samples 40 --kinds remote
 //   node scripts/bench-compile-change.ts --baseline /tmp/base
 //       also runs the NodeCompiler and renderUpdate of another checkout
 //       (e.g. `git worktree add /tmp/base <commit>`), alternating with this
@@ -41,6 +41,8 @@ interface Impl {
   readonly name: string;
   readonly make: (node: string) => { compile(s: ClusterState): CompiledRuleset };
   readonly update: (prev: CompiledRuleset, next: CompiledRuleset) => { kind: string };
+  /** compileNode of the same checkout (the baseline may order output differently). */
+  readonly fresh: (s: ClusterState, node: string) => CompiledRuleset;
 }
 
 interface Step {
@@ -59,7 +61,7 @@ function withPods(state: ClusterState, pods: Pod[]): ClusterState {
 }
 
 /** The change stream: `samples` changes of each kind, interleaved, each from the state before. */
-function changes(start: ClusterState, node: string, samples: number): Step[] {
+function changes(start: ClusterState, node: string, samples: number, kinds: readonly Step['kind'][]): Step[] {
   const steps: Step[] = [];
   let state = start;
   const remote = start.pods.filter(
@@ -72,8 +74,8 @@ function changes(start: ClusterState, node: string, samples: number): Step[] {
   );
   if (remote.length === 0 || isolated.length === 0 || isolating.length === 0) throw new Error('no change candidates');
   for (let i = 0; i < samples; i++) {
-    const kind = (['remote', 'local', 'policy'] as const)[i % 3]!;
-    const k = Math.floor(i / 3);
+    const kind = kinds[i % kinds.length]!;
+    const k = Math.floor(i / kinds.length);
     if (kind === 'remote') {
       // Delete one remote frontend, then re-create it elsewhere in the cluster with a new IP (a rollout step).
       const p = remote[(k * 7919) % remote.length]!;
@@ -108,13 +110,14 @@ function changes(start: ClusterState, node: string, samples: number): Step[] {
 }
 
 async function loadImpls(baseline: string | undefined): Promise<Impl[]> {
-  const here: Impl = { name: 'this', make: (n) => new NodeCompiler(n), update: renderUpdate };
+  const here: Impl = { name: 'this', make: (n) => new NodeCompiler(n), update: renderUpdate, fresh: compileNode };
   if (baseline === undefined) return [here];
   const nc = (await import(`${baseline}/src/compile/node-compiler.ts`)) as {
     NodeCompiler: new (n: string) => { compile(s: ClusterState): CompiledRuleset };
   };
   const up = (await import(`${baseline}/src/nft/update.ts`)) as { renderUpdate: Impl['update'] };
-  return [here, { name: 'baseline', make: (n) => new nc.NodeCompiler(n), update: up.renderUpdate }];
+  const cn = (await import(`${baseline}/src/compile/compile.ts`)) as { compileNode: Impl['fresh'] };
+  return [here, { name: 'baseline', make: (n) => new nc.NodeCompiler(n), update: up.renderUpdate, fresh: cn.compileNode }];
 }
 
 interface Row {
@@ -123,15 +126,17 @@ interface Row {
   kind: string;
   compile: number[];
   update: number[];
+  /** NodeCompiler.lastMode counts. */
+  modes: Map<string, number>;
 }
 
-async function runSize(size: string, samples: number, impls: readonly Impl[]): Promise<Row[]> {
+async function runSize(size: string, samples: number, impls: readonly Impl[], kinds: readonly Step['kind'][]): Promise<Row[]> {
   const o = SIZES[size];
   if (o === undefined) throw new Error(`unknown size ${size}; one of ${Object.keys(SIZES).join(', ')}`);
   const cluster = generateCluster({ ...o, podsPerNode: 110 });
   const { node } = busiestNode(cluster.state);
   const start = cluster.state;
-  const steps = changes(start, node, samples);
+  const steps = changes(start, node, samples, kinds);
   const runs = impls.map((impl) => {
     const c = impl.make(node);
     return { impl, c, prev: c.compile(start) };
@@ -140,7 +145,7 @@ async function runSize(size: string, samples: number, impls: readonly Impl[]): P
   const row = (impl: string, kind: string): Row => {
     const key = `${impl}/${kind}`;
     let r = rows.get(key);
-    if (r === undefined) rows.set(key, (r = { size, impl, kind, compile: [], update: [] }));
+    if (r === undefined) rows.set(key, (r = { size, impl, kind, compile: [], update: [], modes: new Map() }));
     return r;
   };
   // Warm up (JIT) on the first few changes, untimed.
@@ -158,15 +163,17 @@ async function runSize(size: string, samples: number, impls: readonly Impl[]): P
       r.prev = next;
       if (i < warm) continue;
       const x = row(r.impl.name, step.kind);
+      const mode = (r.c as { lastMode?: string }).lastMode ?? '?';
+      x.modes.set(mode, (x.modes.get(mode) ?? 0) + 1);
       x.compile.push(tc);
       x.update.push(tu);
     }
   });
   // The advanced compile must be the fresh one (the property test checks this thoroughly).
   const last = steps[steps.length - 1]!.state;
-  const fresh = renderRuleset(compileNode(last, node));
   for (const r of runs)
-    if (renderRuleset(r.prev) !== fresh) throw new Error(`${size}: ${r.impl.name}'s advanced compile differs from compileNode`);
+    if (renderRuleset(r.prev) !== renderRuleset(r.impl.fresh(last, node)))
+      throw new Error(`${size}: ${r.impl.name}'s advanced compile differs from compileNode`);
   console.log(
     `${size}: ${node}, ${runs[0]!.prev.stats.elements} elements, ${runs[0]!.prev.stats.chains} chains; load ${loadavg()
       .map((x) => x.toFixed(2))
@@ -177,11 +184,12 @@ async function runSize(size: string, samples: number, impls: readonly Impl[]): P
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
-    options: { sizes: { type: 'string' }, samples: { type: 'string' }, baseline: { type: 'string' } },
+    options: { sizes: { type: 'string' }, samples: { type: 'string' }, baseline: { type: 'string' }, kinds: { type: 'string' } },
   });
   const sizes = (values.sizes ?? '1k,10k,100k').split(',');
   const samples = Number(values.samples ?? 90);
   const impls = await loadImpls(values.baseline);
+  const kinds = (values.kinds ?? 'remote,local,policy').split(',') as Step['kind'][];
   console.log(
     `node ${process.version}, ${cpus().length} x ${cpus()[0]?.model ?? '?'}, ${new Date().toISOString()}, load ${loadavg()
       .map((x) => x.toFixed(2))
@@ -189,9 +197,9 @@ async function main(): Promise<void> {
   );
   console.log(`per change: compile = NodeCompiler.compile, update = renderUpdate(prev, next); ms p50 / p99`);
   const all: Row[] = [];
-  for (const s of sizes) all.push(...(await runSize(s, samples, impls)));
+  for (const s of sizes) all.push(...(await runSize(s, samples, impls, kinds)));
   const f = (xs: number[]): string => `${pct(xs, 50).toFixed(1)} / ${pct(xs, 99).toFixed(1)}`;
-  const lines = [['size', 'impl', 'change', 'n', 'compile ms', 'update ms', 'compile+update ms']];
+  const lines = [['size', 'impl', 'change', 'n', 'compile ms', 'update ms', 'compile+update ms', 'modes']];
   for (const r of all)
     lines.push([
       r.size,
@@ -201,6 +209,7 @@ async function main(): Promise<void> {
       f(r.compile),
       f(r.update),
       f(r.compile.map((c, i) => c + r.update[i]!)),
+      [...r.modes].map(([m, n]) => `${m} ${n}`).join(', '),
     ]);
   const widths = lines[0]!.map((_, i) => Math.max(...lines.map((l) => l[i]!.length)));
   for (const l of lines) console.log(l.map((c, i) => c.padStart(widths[i]!)).join('  '));

@@ -8,9 +8,10 @@
 import type { ClusterState, Namespace, Pod } from '../model/types.ts';
 import { byObjectKey } from '../model/state.ts';
 import { ClusterIndex } from './cluster-index.ts';
-import { compileWith } from './compile.ts';
+import { compileWithParts } from './compile.ts';
 import type { CompiledRuleset } from '../ruleset/ir.ts';
 import { resolveOptions, type RenderOptions } from '../ruleset/options.ts';
+import { PeerChurn } from './peer-churn.ts';
 import { PeerResolver } from './peers.ts';
 
 export interface PodDiff {
@@ -83,8 +84,8 @@ export interface CompilerCaches {
 export class NodeCompiler {
   readonly #node: string;
   readonly #opts: RenderOptions;
-  #prev: { state: ClusterState; idx: ClusterIndex; peers: PeerResolver } | undefined;
-  #mode: 'fresh' | 'incremental' | undefined;
+  #prev: { state: ClusterState; idx: ClusterIndex; peers: PeerResolver; churn: PeerChurn | undefined } | undefined;
+  #mode: 'fresh' | 'incremental' | 'churn' | undefined;
   #kept: CompilerCaches = { nsSelectors: 0, labelKeys: 0, peers: 0, rules: 0 };
 
   readonly #scanLimit: number | undefined;
@@ -101,8 +102,12 @@ export class NodeCompiler {
     return this.#kept;
   }
 
-  /** How the last compile went: from scratch, or advanced from the previous one. */
-  get lastMode(): 'fresh' | 'incremental' | undefined {
+  /**
+   * How the last compile went: from scratch, advanced from the previous one,
+   * or (churn) only remote pods changed and their churn was applied to the
+   * previous result (peer-churn.ts).
+   */
+  get lastMode(): 'fresh' | 'incremental' | 'churn' | undefined {
     return this.#mode;
   }
 
@@ -113,10 +118,28 @@ export class NodeCompiler {
     this.#prev = undefined;
     // Past this many changed objects a fresh index is as cheap and simpler.
     const limit = Math.max(256, prev === undefined ? 0 : prev.state.pods.length >> 3);
-    const diff =
+    let diff =
       prev !== undefined && sameNamespaces(prev.state.namespaces, state.namespaces)
         ? diffPods(prev.state.pods, state.pods, limit)
         : undefined;
+    const d = diff;
+    if (prev !== undefined && d !== undefined && prev.churn !== undefined && this.#onlyRemotePods(prev.state, state, d)) {
+      let out: CompiledRuleset | undefined;
+      try {
+        out = prev.churn.apply(d.removed, d.added);
+      } catch {
+        // A count that disagrees with the compile it came from: never trust it, compile afresh.
+        out = undefined;
+        diff = undefined;
+      }
+      if (out !== undefined) {
+        prev.idx.advance(state, d.removed, d.added);
+        prev.peers.invalidate([...d.removed, ...d.added]);
+        this.#mode = 'churn';
+        this.#prev = { ...prev, state };
+        return out;
+      }
+    }
     let idx: ClusterIndex;
     let peers: PeerResolver;
     if (prev !== undefined && diff !== undefined) {
@@ -130,11 +153,37 @@ export class NodeCompiler {
       peers = new PeerResolver(idx);
       this.#mode = 'fresh';
     }
-    const out = compileWith(state, this.#node, this.#opts, idx, peers);
+    const { flat, tiered } = compileWithParts(state, this.#node, this.#opts, idx, peers);
     // Keep only what this compile used: the caches follow the policies in force.
     const p = peers.sweep();
     this.#kept = { ...idx.sweep(p.nsSelectors, p.labelKeys), peers: p.peers, rules: p.rules };
-    this.#prev = { state, idx, peers };
-    return out;
+    const churn = tiered
+      ? undefined
+      : new PeerChurn(flat, {
+          namespacesMatching: (sel) => idx.namespacesMatching(sel),
+          podsOf: (f) => (f.peers === undefined ? [] : peers.destinations(f.peers, f.namespace).pods),
+        });
+    this.#prev = { state, idx, peers, churn };
+    return flat.ruleset;
+  }
+
+  /**
+   * Did only pods of other nodes change? Then nothing of the state but the
+   * peer sets' content changed for this node. The other lists are compared
+   * by object (the sources keep an unchanged object): a walk of pointers.
+   */
+  #onlyRemotePods(prev: ClusterState, next: ClusterState, diff: PodDiff): boolean {
+    if (diff.removed.some((p) => p.nodeName === this.#node) || diff.added.some((p) => p.nodeName === this.#node)) return false;
+    const same = <T>(a: readonly T[] | undefined, b: readonly T[] | undefined): boolean =>
+      a === b || (a !== undefined && b !== undefined && a.length === b.length && a.every((x, i) => x === b[i]));
+    return (
+      same(prev.policies, next.policies) &&
+      same(prev.nodes, next.nodes) &&
+      same(prev.clusterPolicies, next.clusterPolicies) &&
+      same(prev.namespacePolicies, next.namespacePolicies) &&
+      same(prev.workspaces, next.workspaces) &&
+      same(prev.services, next.services) &&
+      prev.tenancy === next.tenancy
+    );
   }
 }

@@ -223,9 +223,18 @@ function compileRuleInto(
   };
 
   const out: Compiled = { rules: [], terms: [] };
+  const follows =
+    rule.peers === undefined || hasPodPeers(rule.peers) ? { peers: rule.peers, namespace: policy.namespace } : undefined;
   const add = (matches: Match[], family: Family | undefined, source: TermSource, termPorts: TermPorts): void => {
     out.rules.push(accept(matches, label));
-    out.terms.push({ label: termLabel, direction, family, source, ports: termPorts, targets });
+    // Egress named ports of an ipBlock are those of any pod inside it: every pod is followed.
+    const followed =
+      source.kind === 'named' && rule.peers?.some((p) => p.kind === 'ipBlock') !== false
+        ? { follows: { peers: undefined, namespace: policy.namespace } }
+        : source.kind === 'anywhere' || follows === undefined
+          ? {}
+          : { follows };
+    out.terms.push({ label: termLabel, direction, family, source, ports: termPorts, targets, ...followed });
   };
   /** A named-port rule: egress names come with the destination (the named set is the remote side). */
   const addNamed = (n: NonNullable<ReturnType<typeof namedMatch>>, f: Family, source: TermSource, peer: Match[]): void => {

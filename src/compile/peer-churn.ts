@@ -38,8 +38,8 @@ interface Part {
   readonly guards: readonly PodFollow[];
   readonly keys: Map<string, string>;
   readonly built: PodIdentityPart['built'];
-  /** Addresses per identity key. */
-  readonly idCount: Map<string, number>;
+  /** Addresses per identity key; counted on first use (a compile that no churn follows never needs it). */
+  idCount: Map<string, number> | undefined;
   elements: readonly MapElement[];
 }
 
@@ -120,9 +120,15 @@ export class PeerChurn {
             sources.set(t.source.key, { key: t.source.key, follows: t.follows, counts: undefined, size: t.source.addrs.length });
         } else if (t.source.kind === 'named' || t.source.kind === 'ranges') guards.push(t.follows);
       }
-      const idCount = new Map<string, number>();
-      for (const k of p.keys.values()) idCount.set(k, (idCount.get(k) ?? 0) + 1);
-      return { base: p, sources: [...sources.values()], guards, keys: p.keys, built: p.built, idCount, elements: p.elements };
+      return {
+        base: p,
+        sources: [...sources.values()],
+        guards,
+        keys: p.keys,
+        built: p.built,
+        idCount: undefined,
+        elements: p.elements,
+      };
     });
   }
 
@@ -196,6 +202,12 @@ export class PeerChurn {
       count(removed, -1);
       count(added, 1);
       const mine = new Set(affected.map((s) => s.key));
+      let idCount = part.idCount;
+      if (idCount === undefined) {
+        idCount = new Map<string, number>();
+        for (const k of part.keys.values()) idCount.set(k, (idCount.get(k) ?? 0) + 1);
+        part.idCount = idCount;
+      }
       let els: MapElement[] | undefined;
       for (const a of touched) {
         const ko = part.keys.get(a);
@@ -210,17 +222,17 @@ export class PeerChurn {
         if (kn === ko) continue;
         const before = ko === undefined ? undefined : part.built.get(ko)?.chain.name;
         if (ko !== undefined) {
-          const n = (part.idCount.get(ko) ?? 0) - 1;
-          if (n > 0) part.idCount.set(ko, n);
+          const n = (idCount.get(ko) ?? 0) - 1;
+          if (n > 0) idCount.set(ko, n);
           else {
-            part.idCount.delete(ko);
+            idCount.delete(ko);
             part.built.delete(ko);
           }
         }
         let after: string | undefined;
         if (kn !== undefined) {
           part.keys.set(a, kn);
-          part.idCount.set(kn, (part.idCount.get(kn) ?? 0) + 1);
+          idCount.set(kn, (idCount.get(kn) ?? 0) + 1);
           let b = part.built.get(kn);
           if (b === undefined) part.built.set(kn, (b = buildPodIdentity(part.base, kn)));
           after = b?.chain.name;

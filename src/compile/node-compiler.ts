@@ -150,7 +150,11 @@ export class NodeCompiler {
     }
     let idx: ClusterIndex;
     let peers: PeerResolver;
+    let counts: ReadonlyMap<string, Map<string, number>> | undefined;
     if (prev !== undefined && diff !== undefined) {
+      // The churn's counts per peer set follow this diff too: the next remote change need not count again.
+      prev.churn?.advance(diff.removed, diff.added);
+      counts = prev.churn?.counts();
       idx = prev.idx;
       peers = prev.peers;
       idx.advance(state, diff.removed, diff.added);
@@ -167,10 +171,14 @@ export class NodeCompiler {
     this.#kept = { ...idx.sweep(p.nsSelectors, p.labelKeys), peers: p.peers, rules: p.rules };
     const churn = tiered
       ? undefined
-      : new PeerChurn(flat, {
-          namespacesMatching: (sel) => idx.namespacesMatching(sel),
-          podsOf: (f) => (f.peers === undefined ? [] : peers.destinations(f.peers, f.namespace).pods),
-        });
+      : new PeerChurn(
+          flat,
+          {
+            namespacesMatching: (sel) => idx.namespacesMatching(sel),
+            podsOf: (f) => (f.peers === undefined ? [] : peers.destinations(f.peers, f.namespace).pods),
+          },
+          counts,
+        );
     this.#prev = { state, idx, peers, churn };
     return flat.ruleset;
   }

@@ -19,7 +19,7 @@ import type { Chain, CompiledRuleset, MapElement, NamedSet } from '../ruleset/ir
 import { assembleFlat, buildPodIdentity } from './identities.ts';
 import type { PodIdentityPart } from './identities.ts';
 import type { PodFollow } from './terms.ts';
-import { formatV4, parseV4 } from './v4.ts';
+import { parseV4 } from './v4.ts';
 
 interface Source {
   readonly key: string;
@@ -45,8 +45,8 @@ interface Part {
 
 /** A pod address in the compiler's text (peers.ts: IPv4 via numbers, the rest via parseIP), if it is of family `f`. */
 function canonical(text: string, f: Family): string | undefined {
-  const n = parseV4(text);
-  if (n !== undefined) return f === 4 ? formatV4(n) : undefined;
+  // parseV4 takes canonical dotted quads only: the text is the compiler's already.
+  if (parseV4(text) !== undefined) return f === 4 ? text : undefined;
   const ip = parseIP(text);
   return ip === undefined || ip.family !== f ? undefined : formatIP(ip);
 }
@@ -105,6 +105,7 @@ export class PeerChurn {
       readonly rest: readonly Chain[];
     },
     lookups: ChurnLookups,
+    inherited?: ReadonlyMap<string, Map<string, number>>,
   ) {
     this.#base = flat.base;
     this.#otherSets = flat.otherSets;
@@ -116,8 +117,17 @@ export class PeerChurn {
       for (const t of p.terms) {
         if (t.follows === undefined) continue;
         if (t.source.kind === 'pods' && t.family === p.family) {
-          if (!sources.has(t.source.key))
-            sources.set(t.source.key, { key: t.source.key, follows: t.follows, counts: undefined, size: t.source.addrs.length });
+          if (!sources.has(t.source.key)) {
+            const size = t.source.addrs.length;
+            // Counts the last PeerChurn kept for the same set (same peers, same family), advanced by advance().
+            const kept = inherited?.get(countsKey(p, t.source.key));
+            sources.set(t.source.key, {
+              key: t.source.key,
+              follows: t.follows,
+              counts: kept?.size === size ? kept : undefined,
+              size,
+            });
+          }
         } else if (t.source.kind === 'named' || t.source.kind === 'ranges') guards.push(t.follows);
       }
       return {
@@ -130,6 +140,46 @@ export class PeerChurn {
         elements: p.elements,
       };
     });
+  }
+
+  /**
+   * The counts taken so far, to hand on to the PeerChurn of the next compile
+   * (after advance() by the same pod diff): a set's pods change only with pods.
+   */
+  counts(): Map<string, Map<string, number>> {
+    const out = new Map<string, Map<string, number>>();
+    for (const part of this.#parts)
+      for (const s of part.sources) if (s.counts !== undefined) out.set(countsKey(part.base, s.key), s.counts);
+    return out;
+  }
+
+  /**
+   * Moves the counts taken so far by a pod diff that a compile (not apply())
+   * handles: the identities are that compile's business, the counts stay right.
+   */
+  advance(removed: readonly Pod[], added: readonly Pod[]): void {
+    for (const part of this.#parts) {
+      const f = part.base.family;
+      for (const s of part.sources) {
+        const counts = s.counts;
+        if (counts === undefined) continue;
+        for (const [pods, delta] of [
+          [removed, -1],
+          [added, 1],
+        ] as const) {
+          for (const p of pods) {
+            if (!this.#selects(s.follows, p)) continue;
+            for (const text of p.ips) {
+              const a = canonical(text, f);
+              if (a === undefined) continue;
+              const n = (counts.get(a) ?? 0) + delta;
+              if (n > 0) counts.set(a, n);
+              else counts.delete(a);
+            }
+          }
+        }
+      }
+    }
   }
 
   #selects(f: PodFollow, pod: Pod): boolean {
@@ -254,4 +304,8 @@ export class PeerChurn {
       this.#rest,
     );
   }
+}
+
+function countsKey(p: PodIdentityPart, key: string): string {
+  return `${p.direction}|${p.family}|${key}`;
 }

@@ -95,6 +95,7 @@ export class NodeCompiler {
   #prev: { state: ClusterState; idx: ClusterIndex; peers: PeerResolver; churn: PeerChurn | undefined } | undefined;
   #mode: 'fresh' | 'incremental' | 'churn' | undefined;
   #kept: CompilerCaches = { nsSelectors: 0, labelKeys: 0, peers: 0, rules: 0 };
+  #localPods: readonly Pod[] = [];
 
   readonly #scanLimit: number | undefined;
 
@@ -103,6 +104,11 @@ export class NodeCompiler {
     this.#node = nodeName;
     this.#opts = resolveOptions(opts);
     this.#scanLimit = scanLimit;
+  }
+
+  /** The active pods of the node in the last compiled state, sorted by key (what Enforced.localPods holds). */
+  get localPods(): readonly Pod[] {
+    return this.#localPods;
   }
 
   /** Sizes of the caches kept for the next compile (for tests and debugging). */
@@ -180,6 +186,8 @@ export class NodeCompiler {
           counts,
         );
     this.#prev = { state, idx, peers, churn };
+    // A copy: the index's list moves on with the next diff. (Remote churn leaves it as it is.)
+    this.#localPods = [...idx.podsOnNode(this.#node)];
     return flat.ruleset;
   }
 

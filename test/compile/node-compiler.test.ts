@@ -353,3 +353,35 @@ test('the caches kept between compiles follow the policies: none left once the p
   assert.deepEqual(nc.compile(s), compileNode(s, 'node-1'));
   assert.deepEqual(nc.kept, { nsSelectors: 0, labelKeys: 0, peers: 0, rules: 0 });
 });
+
+test('localPods: the active pods of the node in the last compiled state, after every kind of compile', () => {
+  const w = new World();
+  for (let i = 0; i < 8; i++)
+    w.addPod({ ns: NSS[i % 3] ?? 'a', app: APPS[i % 3] ?? 'web', local: i % 2 === 0, dual: false, named: false });
+  w.addPolicy((i) => policy('a', `pol-${i}`, { podSelector: sel(), ingress: [rule([podPeer(sel(), sel())])] }));
+  const nc = new NodeCompiler('node-1');
+  const want = (): string[] =>
+    w
+      .state()
+      .pods.filter((p) => p.nodeName === 'node-1' && p.phase !== 'Succeeded')
+      .map((p) => p.name);
+  nc.compile(w.state());
+  assert.deepEqual(
+    nc.localPods.map((p) => p.name),
+    want(),
+  );
+  for (const op of [
+    { op: 'deletePod', at: 0 },
+    { op: 'deletePod', at: 1 },
+    { op: 'finishPod', at: 2 },
+    { op: 'relabelPod', at: 3, app: 'db' },
+  ] as const) {
+    w.apply(op);
+    nc.compile(w.state());
+    assert.deepEqual(
+      nc.localPods.map((p) => p.name),
+      want(),
+      `${op.op} (${nc.lastMode})`,
+    );
+  }
+});

@@ -81,6 +81,7 @@ export function compileWith(
 /**
  * compileWith, with what the flat ruleset was assembled from (identities.ts)
  * and whether the state has tiered policies (whose output follows pods too).
+ * `reuse`: the parts of the previous compile over the same index and resolver.
  */
 export function compileWithParts(
   state: ClusterState,
@@ -88,10 +89,11 @@ export function compileWithParts(
   o: RenderOptions,
   idx: ClusterIndex,
   peers: PeerResolver,
+  reuse?: ReturnType<typeof flattenRulesetParts>['parts'],
   kinds: readonly PolicyKind[] = POLICY_KINDS,
 ): { readonly flat: ReturnType<typeof flattenRulesetParts>; readonly tiered: boolean } {
   const c = compileRulesWith(state, nodeName, o, idx, peers, kinds);
-  return { flat: flattenRulesetParts(c.ruleset, c.terms), tiered: tieredPolicies(state, kinds).length > 0 };
+  return { flat: flattenRulesetParts(c.ruleset, c.terms, reuse), tiered: tieredPolicies(state, kinds).length > 0 };
 }
 
 function compileRulesWith(

@@ -415,6 +415,23 @@ export interface PodIdentityPart {
   readonly rangeChains: readonly Chain[];
   readonly rangeSets: readonly NamedSet[];
   readonly rangeMap: VerdictMap;
+  /** The pod and named sources it was built from: key and address list (by object), in key order. */
+  readonly signature: readonly unknown[];
+}
+
+/** What the pod identities of one direction and family are built from (see flattenRulesetParts' `reuse`). */
+function podSignature(terms: readonly Term[], f: Family): unknown[] {
+  const refs = new Map<string, unknown>();
+  for (const t of terms) {
+    const s = t.source;
+    if (s.kind === 'pods' && t.family === f) refs.set(s.key, s.addrs);
+    else if (s.kind === 'named' && t.family === f) refs.set(s.key, s.triples);
+  }
+  return [...refs.keys()].sort().flatMap((k) => [k, refs.get(k)]);
+}
+
+function sameSignature(a: readonly unknown[], b: readonly unknown[]): boolean {
+  return a.length === b.length && a.every((x, i) => x === b[i]);
 }
 
 /** A pod identity's chain and sets, built alone (what a new identity of a remote pod needs). */
@@ -482,6 +499,7 @@ export function flattenRuleset(prev: CompiledRuleset, all: readonly Term[]): Com
 export function flattenRulesetParts(
   prev: CompiledRuleset,
   all: readonly Term[],
+  reuse?: readonly PodIdentityPart[],
 ): {
   readonly ruleset: CompiledRuleset;
   /** `prev` without its sets and chains: what assembleFlat reads of it. */
@@ -516,16 +534,36 @@ export function flattenRulesetParts(
         : `${sourceText.get(n.source) ?? token} (${token.slice(n.source.length + 1)})`;
     };
     for (const f of FAMILIES) {
-      const pods = podIdentities(ts, f, named);
+      // The same sources holding the same address lists (the compile reuses
+      // them while no pod in them changed: a policy edit, a local pod outside
+      // every peer set) give the same identity per address: only the
+      // identities' chains and sets (what they allow) are built again.
+      const signature = podSignature(ts, f);
+      const old = reuse?.find((p) => p.direction === d && p.family === f);
+      const same = old !== undefined && sameSignature(old.signature, signature);
+      let pods: ReturnType<typeof podIdentities>;
+      if (same) {
+        for (const [token, n] of old.named) if (!named.has(token)) named.set(token, n);
+        const identities = new Map<string, Identity>();
+        for (const key of old.built.keys()) identities.set(key, { key, tokens: key.split('|') });
+        pods = { keys: old.keys, identities };
+      } else pods = podIdentities(ts, f, named);
       // In key order: a remote pod's new identity then has its place without a flattening of everything.
       const ordered = [...pods.identities.values()].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
       const builtPods = buildIdentities(d, f, false, ordered, bySource, describeToken, named);
       const built: PodIdentityPart['built'] = new Map();
       for (const key of builtPods.chainOf.keys()) built.set(key, builtPods.byKey.get(key) ?? null);
-      const podElements: MapElement[] = [];
-      for (const addr of sortAddresses(pods.keys.keys())) {
-        const chain = builtPods.chainOf.get(pods.keys.get(addr)!);
-        if (chain !== undefined) podElements.push({ key: addr, chain });
+      const sameChains =
+        same && [...builtPods.chainOf].every(([key, chain]) => (old.built.get(key)?.chain.name ?? undefined) === chain);
+      let podElements: readonly MapElement[];
+      if (sameChains) podElements = old.elements;
+      else {
+        const els: MapElement[] = [];
+        for (const addr of sortAddresses(pods.keys.keys())) {
+          const chain = builtPods.chainOf.get(pods.keys.get(addr)!);
+          if (chain !== undefined) els.push({ key: addr, chain });
+        }
+        podElements = els;
       }
       const ranges = rangeIdentities(ts, f);
       const builtRanges = buildIdentities(
@@ -562,6 +600,7 @@ export function flattenRulesetParts(
           interval: true,
           elements: rangeElements,
         },
+        signature,
       });
     }
   }

@@ -157,7 +157,9 @@ export class NodeCompiler {
     let idx: ClusterIndex;
     let peers: PeerResolver;
     let counts: ReadonlyMap<string, Map<string, number>> | undefined;
+    let reuse: ReturnType<PeerChurn['parts']> | undefined;
     if (prev !== undefined && diff !== undefined) {
+      reuse = prev.churn?.parts();
       // The churn's counts per peer set follow this diff too: the next remote change need not count again.
       prev.churn?.advance(diff.removed, diff.added);
       counts = prev.churn?.counts();
@@ -171,7 +173,7 @@ export class NodeCompiler {
       peers = new PeerResolver(idx);
       this.#mode = 'fresh';
     }
-    const { flat, tiered } = compileWithParts(state, this.#node, this.#opts, idx, peers);
+    const { flat, tiered } = compileWithParts(state, this.#node, this.#opts, idx, peers, reuse);
     // Keep only what this compile used: the caches follow the policies in force.
     const p = peers.sweep();
     this.#kept = { ...idx.sweep(p.nsSelectors, p.labelKeys), peers: p.peers, rules: p.rules };

@@ -142,6 +142,11 @@ export class PeerChurn {
     });
   }
 
+  /** The parts as they are now (with every churn applied): what the next compile may reuse (flattenRulesetParts). */
+  parts(): readonly PodIdentityPart[] {
+    return this.#parts.map((p) => ({ ...p.base, keys: p.keys, built: p.built, elements: p.elements }));
+  }
+
   /**
    * The counts taken so far, to hand on to the PeerChurn of the next compile
    * (after advance() by the same pod diff): a set's pods change only with pods.
@@ -297,12 +302,7 @@ export class PeerChurn {
       }
       if (els !== undefined) part.elements = els;
     }
-    return assembleFlat(
-      this.#base,
-      this.#otherSets,
-      this.#parts.map((p) => ({ ...p.base, keys: p.keys, built: p.built, elements: p.elements })),
-      this.#rest,
-    );
+    return assembleFlat(this.#base, this.#otherSets, this.parts(), this.#rest);
   }
 }
 

@@ -58,6 +58,7 @@ export function nodeRenderer(node: string, opts: RenderOptions, log?: Logger): R
       },
       stats: compiled.stats,
       compiled,
+      localPods: compiler.localPods,
     };
   };
 }

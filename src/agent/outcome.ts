@@ -25,9 +25,11 @@ export class Enforced {
   readonly state: ClusterState;
   #localPods: readonly Pod[] | undefined;
 
-  constructor(node: string, state: ClusterState) {
+  /** localPods: the node's active pods in `state` when known (the compiler keeps them), else filtered on first use. */
+  constructor(node: string, state: ClusterState, localPods?: readonly Pod[]) {
     this.node = node;
     this.state = state;
+    this.#localPods = localPods;
   }
 
   /** The active pods of this node the ruleset covers (computed on first use). */

@@ -2,7 +2,7 @@
 // the real implementations (informers, nft, prom-client, the Events API)
 // live in the shell; unit tests inject fakes.
 import type { CompiledRuleset, RulesetStats } from '../ruleset/ir.ts';
-import type { ClusterState } from '../model/types.ts';
+import type { ClusterState, Pod } from '../model/types.ts';
 
 export type RenderStats = RulesetStats;
 
@@ -12,6 +12,8 @@ export interface Rendered {
   readonly stats: RenderStats;
   /** The compiled form, when the renderer gives it: enables incremental updates. */
   readonly compiled?: CompiledRuleset;
+  /** The node's active pods in the state, when the renderer knows them (else they are filtered from the state). */
+  readonly localPods?: readonly Pod[];
 }
 
 /** Pure: the node's full ruleset for a state (one atomic nft script). */

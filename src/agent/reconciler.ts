@@ -493,7 +493,7 @@ export class Reconciler {
       exitCode: undefined,
       retry: undefined,
       state: r.state,
-      enforced: new Enforced(this.#o.nodeName, r.state),
+      enforced: new Enforced(this.#o.nodeName, r.state, r.rendered.localPods),
     });
     this.#releaseIPs(r.state);
   }

@@ -52,6 +52,8 @@ export class ClusterIndex {
   /** Namespaces by value of one label key, built per key on first use (namespaces never change under an index). */
   readonly #nsByLabel = new Map<string, Map<string, Namespace[]>>();
   #namedPorts: Map<string, NamedPortHolder[]> | undefined;
+  /** Active pods per node, for the nodes asked for (a compiler asks for its own), sorted by key. */
+  readonly #byNode = new Map<string, Pod[]>();
 
   readonly #scanLimit: number;
 
@@ -106,6 +108,10 @@ export class ClusterIndex {
         insertSorted(list, p);
       }
     }
+    for (const [node, list] of this.#byNode) {
+      for (const p of removed) if (p.nodeName === node) removeFrom(list, p);
+      for (const p of added) if (p.nodeName === node && isActivePod(p)) insertSorted(list, p);
+    }
     // Rebuilt on demand: few rules need it, and holders are per port.
     if (removed.some((p) => p.ports.length > 0) || added.some((p) => p.ports.length > 0)) this.#namedPorts = undefined;
     // Parsed addresses of pods long gone would pile up with churn.
@@ -121,6 +127,20 @@ export class ClusterIndex {
     for (const k of this.#nsSelectorMemo.keys()) if (!nsSelectors.has(k)) this.#nsSelectorMemo.delete(k);
     for (const k of this.#byLabel.keys()) if (!labelKeys.has(k)) this.#byLabel.delete(k);
     return { nsSelectors: this.#nsSelectorMemo.size, labelKeys: this.#byLabel.size };
+  }
+
+  /**
+   * Active pods scheduled on `node`, sorted by key: one walk over the pods on
+   * first use, then advanced with the pod diffs (a node's own pods must not
+   * cost a walk of the cluster per change).
+   */
+  podsOnNode(node: string): readonly Pod[] {
+    let list = this.#byNode.get(node);
+    if (list === undefined) {
+      list = this.#state.pods.filter((p) => p.nodeName === node && isActivePod(p)).sort(byObjectKey);
+      this.#byNode.set(node, list);
+    }
+    return list;
   }
 
   /** Active pods of one namespace (sorted by name). */

@@ -14,7 +14,7 @@ import { resolveOptions, type RenderOptions } from '../ruleset/options.ts';
 import { sanitizeComment } from '../ruleset/ids.ts';
 import { ClusterIndex } from './cluster-index.ts';
 import { baseChains, dispatch } from './dispatch.ts';
-import { flattenRuleset } from './identities.ts';
+import { flattenRuleset, flattenRulesetParts } from './identities.ts';
 import { localEndpoints } from './local-endpoints.ts';
 import { PeerResolver } from './peers.ts';
 import { policyChains, relevantPolicies } from './policy-chains.ts';
@@ -76,6 +76,24 @@ export function compileWith(
 ): CompiledRuleset {
   const c = compileRulesWith(state, nodeName, o, idx, peers, kinds);
   return flattenRuleset(c.ruleset, c.terms);
+}
+
+/**
+ * compileWith, with what the flat ruleset was assembled from (identities.ts)
+ * and whether the state has tiered policies (whose output follows pods too).
+ * `reuse`: the parts of the previous compile over the same index and resolver.
+ */
+export function compileWithParts(
+  state: ClusterState,
+  nodeName: string,
+  o: RenderOptions,
+  idx: ClusterIndex,
+  peers: PeerResolver,
+  reuse?: ReturnType<typeof flattenRulesetParts>['parts'],
+  kinds: readonly PolicyKind[] = POLICY_KINDS,
+): { readonly flat: ReturnType<typeof flattenRulesetParts>; readonly tiered: boolean } {
+  const c = compileRulesWith(state, nodeName, o, idx, peers, kinds);
+  return { flat: flattenRulesetParts(c.ruleset, c.terms, reuse), tiered: tieredPolicies(state, kinds).length > 0 };
 }
 
 function compileRulesWith(

@@ -184,13 +184,15 @@ interface Identity {
 }
 
 /** Per named token (`key=ports`): its source key and the remote ports it stands for. */
-type NamedTokens = Map<string, { readonly source: string; readonly ports: readonly PortRange[] }>;
+export type NamedTokens = Map<string, { readonly source: string; readonly ports: readonly PortRange[] }>;
 
 interface Built {
   readonly chains: Chain[];
   readonly sets: NamedSet[];
   /** Identity key -> chain name; undefined when it allows nothing (its addresses get no element). */
   readonly chainOf: Map<string, string | undefined>;
+  /** Identity key -> its chain and sets, for those that allow something. */
+  readonly byKey: Map<string, { readonly chain: Chain; readonly sets: readonly NamedSet[] }>;
 }
 
 function buildIdentities(
@@ -202,7 +204,7 @@ function buildIdentities(
   describeToken: (token: string) => string,
   named: NamedTokens,
 ): Built {
-  const out: Built = { chains: [], sets: [], chainOf: new Map() };
+  const out: Built = { chains: [], sets: [], chainOf: new Map(), byKey: new Map() };
   const local = d === 'ingress' ? 'daddr' : 'saddr';
   for (const id of identities) {
     if (out.chainOf.has(id.key)) continue;
@@ -219,6 +221,7 @@ function buildIdentities(
     const name = peersChainName(cid, d);
     out.chainOf.set(id.key, name);
     const rules: Rule[] = [];
+    const firstSet = out.sets.length;
     // Single ports in a hash set, ranges in an interval set: a concatenation
     // with intervals is a pipapo set, whose lookup uses the FPU (AVX2) and
     // cost ~0.4 us per packet more than a hash lookup (docs/datapath.md).
@@ -249,13 +252,15 @@ function buildIdentities(
       });
       rules.push(accept([{ kind: 'addrSet', family: f, field: local, set }]));
     }
-    out.chains.push({
+    const chain: Chain = {
       name,
       role: 'peers',
       base: undefined,
       comment: sanitizeComment(`${d} ${d === 'ingress' ? 'from' : 'to'} IPv${f} ${id.tokens.map(describeToken).join(' + ')}`),
       rules,
-    });
+    };
+    out.chains.push(chain);
+    out.byKey.set(id.key, { chain, sets: out.sets.slice(firstSet) });
   }
   return out;
 }
@@ -387,18 +392,129 @@ function lookupChain(d: Direction, maps: readonly VerdictMap[]): Chain {
 }
 
 /**
+ * What flattenRuleset built for the pod identities of one direction and
+ * family, kept so that a remote pod's churn can be applied to it (see
+ * peer-churn.ts) instead of flattening again.
+ */
+export interface PodIdentityPart {
+  readonly direction: Direction;
+  readonly family: Family;
+  /** This direction's terms by source key. */
+  readonly bySource: ReadonlyMap<string, readonly Term[]>;
+  readonly named: NamedTokens;
+  readonly describeToken: (token: string) => string;
+  /** The terms of this direction whose source is in this family (or both). */
+  readonly terms: readonly Term[];
+  /** Address -> identity key. */
+  readonly keys: Map<string, string>;
+  /** Identity key -> its chain and sets, null when it allows nothing. */
+  readonly built: Map<string, { readonly chain: Chain; readonly sets: readonly NamedSet[] } | null>;
+  /** The pod map's elements (sorted by address). */
+  readonly elements: readonly MapElement[];
+  /** The range identities' chains and sets, and their map: remote pods in range sources are not followed. */
+  readonly rangeChains: readonly Chain[];
+  readonly rangeSets: readonly NamedSet[];
+  readonly rangeMap: VerdictMap;
+  /** The pod and named sources it was built from: key and address list (by object), in key order. */
+  readonly signature: readonly unknown[];
+}
+
+/** What the pod identities of one direction and family are built from (see flattenRulesetParts' `reuse`). */
+function podSignature(terms: readonly Term[], f: Family): unknown[] {
+  const refs = new Map<string, unknown>();
+  for (const t of terms) {
+    const s = t.source;
+    if (s.kind === 'pods' && t.family === f) refs.set(s.key, s.addrs);
+    else if (s.kind === 'named' && t.family === f) refs.set(s.key, s.triples);
+  }
+  return [...refs.keys()].sort().flatMap((k) => [k, refs.get(k)]);
+}
+
+function sameSignature(a: readonly unknown[], b: readonly unknown[]): boolean {
+  return a.length === b.length && a.every((x, i) => x === b[i]);
+}
+
+/** A pod identity's chain and sets, built alone (what a new identity of a remote pod needs). */
+export function buildPodIdentity(
+  part: PodIdentityPart,
+  key: string,
+): { readonly chain: Chain; readonly sets: readonly NamedSet[] } | null {
+  const b = buildIdentities(
+    part.direction,
+    part.family,
+    false,
+    [{ key, tokens: key.split('|') }],
+    part.bySource,
+    part.describeToken,
+    part.named,
+  );
+  const chain = b.chains[0];
+  return chain === undefined ? null : { chain, sets: b.sets };
+}
+
+/**
+ * The ruleset from the parts: prev's other sets first, then per direction
+ * and family the pod identities' chains and sets (in key order), then the
+ * range identities'; the peer maps before prev's maps; the lookup chains and
+ * prev's other chains after the identity chains.
+ */
+export function assembleFlat(
+  prev: CompiledRuleset,
+  otherSets: readonly NamedSet[],
+  parts: readonly PodIdentityPart[],
+  rest: readonly Chain[],
+): CompiledRuleset {
+  const sets: NamedSet[] = [...otherSets];
+  const peerChains: Chain[] = [];
+  const peerMaps: VerdictMap[] = [];
+  for (const part of parts) {
+    const { direction: d, family: f } = part;
+    for (const key of [...part.built.keys()].sort()) {
+      const b = part.built.get(key);
+      if (b === undefined || b === null) continue;
+      peerChains.push(b.chain);
+      sets.push(...b.sets);
+    }
+    peerChains.push(...part.rangeChains);
+    sets.push(...part.rangeSets);
+    peerMaps.push(
+      { name: peerMapName(d, f, false), kind: 'peers', family: f, direction: d, interval: false, elements: part.elements },
+      part.rangeMap,
+    );
+  }
+  const chains = [...peerChains, ...DIRECTIONS.map((d) => lookupChain(d, [...peerMaps, ...prev.maps])), ...rest];
+  const maps = [...peerMaps, ...prev.maps];
+  return { ...prev, sets, maps, chains, stats: { ...prev.stats, ...countObjects(sets, maps, chains, prev.decisions) } };
+}
+
+/**
  * The per-policy ruleset of compileRules, flattened into peer identities (see
  * the top of this file): `terms` are what its policy chains' rules allow.
  */
 export function flattenRuleset(prev: CompiledRuleset, all: readonly Term[]): CompiledRuleset {
+  return flattenRulesetParts(prev, all).ruleset;
+}
+
+/** flattenRuleset, with what it was assembled from (see PodIdentityPart). */
+export function flattenRulesetParts(
+  prev: CompiledRuleset,
+  all: readonly Term[],
+  reuse?: readonly PodIdentityPart[],
+): {
+  readonly ruleset: CompiledRuleset;
+  /** `prev` without its sets and chains: what assembleFlat reads of it. */
+  readonly base: CompiledRuleset;
+  readonly otherSets: readonly NamedSet[];
+  readonly parts: readonly PodIdentityPart[];
+  readonly rest: readonly Chain[];
+} {
   const terms = new Map<Direction, Term[]>(DIRECTIONS.map((d) => [d, all.filter((t) => t.direction === d)]));
   // The policy chains' sets are folded into the identities; any other set (the local pod CIDRs) stays.
   const policySets = new Set<string>();
   for (const c of prev.chains)
     if (c.role === 'policy') for (const r of c.rules) for (const m of r.matches) if ('set' in m) policySets.add(m.set);
-  const sets: NamedSet[] = prev.sets.filter((s) => !policySets.has(s.name));
-  const peerChains: Chain[] = [];
-  const peerMaps: VerdictMap[] = [];
+  const otherSets: NamedSet[] = prev.sets.filter((s) => !policySets.has(s.name));
+  const parts: PodIdentityPart[] = [];
   for (const d of DIRECTIONS) {
     const ts = terms.get(d)!;
     const bySource = new Map<string, Term[]>();
@@ -418,12 +534,36 @@ export function flattenRuleset(prev: CompiledRuleset, all: readonly Term[]): Com
         : `${sourceText.get(n.source) ?? token} (${token.slice(n.source.length + 1)})`;
     };
     for (const f of FAMILIES) {
-      const pods = podIdentities(ts, f, named);
-      const builtPods = buildIdentities(d, f, false, pods.identities.values(), bySource, describeToken, named);
-      const podElements: MapElement[] = [];
-      for (const addr of sortAddresses(pods.keys.keys())) {
-        const chain = builtPods.chainOf.get(pods.keys.get(addr)!);
-        if (chain !== undefined) podElements.push({ key: addr, chain });
+      // The same sources holding the same address lists (the compile reuses
+      // them while no pod in them changed: a policy edit, a local pod outside
+      // every peer set) give the same identity per address: only the
+      // identities' chains and sets (what they allow) are built again.
+      const signature = podSignature(ts, f);
+      const old = reuse?.find((p) => p.direction === d && p.family === f);
+      const same = old !== undefined && sameSignature(old.signature, signature);
+      let pods: ReturnType<typeof podIdentities>;
+      if (same) {
+        for (const [token, n] of old.named) if (!named.has(token)) named.set(token, n);
+        const identities = new Map<string, Identity>();
+        for (const key of old.built.keys()) identities.set(key, { key, tokens: key.split('|') });
+        pods = { keys: old.keys, identities };
+      } else pods = podIdentities(ts, f, named);
+      // In key order: a remote pod's new identity then has its place without a flattening of everything.
+      const ordered = [...pods.identities.values()].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+      const builtPods = buildIdentities(d, f, false, ordered, bySource, describeToken, named);
+      const built: PodIdentityPart['built'] = new Map();
+      for (const key of builtPods.chainOf.keys()) built.set(key, builtPods.byKey.get(key) ?? null);
+      const sameChains =
+        same && [...builtPods.chainOf].every(([key, chain]) => (old.built.get(key)?.chain.name ?? undefined) === chain);
+      let podElements: readonly MapElement[];
+      if (sameChains) podElements = old.elements;
+      else {
+        const els: MapElement[] = [];
+        for (const addr of sortAddresses(pods.keys.keys())) {
+          const chain = builtPods.chainOf.get(pods.keys.get(addr)!);
+          if (chain !== undefined) els.push({ key: addr, chain });
+        }
+        podElements = els;
       }
       const ranges = rangeIdentities(ts, f);
       const builtRanges = buildIdentities(
@@ -440,14 +580,28 @@ export function flattenRuleset(prev: CompiledRuleset, all: readonly Term[]): Com
         const chain = builtRanges.chainOf.get(r.id.key);
         if (chain !== undefined) rangeElements.push({ key: r.iv, chain });
       }
-      for (const b of [builtPods, builtRanges]) {
-        peerChains.push(...b.chains);
-        sets.push(...b.sets);
-      }
-      peerMaps.push(
-        { name: peerMapName(d, f, false), kind: 'peers', family: f, direction: d, interval: false, elements: podElements },
-        { name: peerMapName(d, f, true), kind: 'peers', family: f, direction: d, interval: true, elements: rangeElements },
-      );
+      parts.push({
+        direction: d,
+        family: f,
+        bySource,
+        named,
+        describeToken,
+        terms: ts.filter((t) => t.family === undefined || t.family === f),
+        keys: pods.keys,
+        built,
+        elements: podElements,
+        rangeChains: builtRanges.chains,
+        rangeSets: builtRanges.sets,
+        rangeMap: {
+          name: peerMapName(d, f, true),
+          kind: 'peers',
+          family: f,
+          direction: d,
+          interval: true,
+          elements: rangeElements,
+        },
+        signature,
+      });
     }
   }
 
@@ -470,12 +624,12 @@ export function flattenRuleset(prev: CompiledRuleset, all: readonly Term[]): Com
       if (first < 0) return c;
       return { ...c, rules: [...c.rules.slice(0, first), lookup, ...c.rules.slice(first).filter((r) => !isPolicyJump(r))] };
     });
-  const chains = [...peerChains, ...DIRECTIONS.map((d) => lookupChain(d, [...peerMaps, ...prev.maps])), ...rest];
-  const maps = [...peerMaps, ...prev.maps];
+  const base: CompiledRuleset = { ...prev, sets: [], chains: [] };
+  const ruleset = assembleFlat(base, otherSets, parts, rest);
   const names = new Set<string>();
-  for (const n of [...chains.map((c) => c.name), ...sets.map((s) => s.name)]) {
+  for (const n of [...ruleset.chains.map((c) => c.name), ...ruleset.sets.map((s) => s.name)]) {
     if (names.has(n)) throw new Error(`identifier collision on ${n}`);
     names.add(n);
   }
-  return { ...prev, sets, maps, chains, stats: { ...prev.stats, ...countObjects(sets, maps, chains, prev.decisions) } };
+  return { ruleset, base, otherSets, parts, rest };
 }

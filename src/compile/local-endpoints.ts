@@ -32,7 +32,12 @@ export interface LocalEndpoints {
 }
 
 export function localEndpoints(state: ClusterState, nodeName: string, o: RenderOptions, idx: ClusterIndex): LocalEndpoints {
-  const pods = localPods(state, nodeName);
+  // The index keeps them across compiles (node-compiler.ts): the list of
+  // localPods(state, nodeName), unless keys repeat (an invalid state: then which
+  // one stays follows the state's order, as there).
+  const kept = idx.podsOnNode(nodeName);
+  const unique = uniqueByKey(kept, (p) => p);
+  const pods = unique.length === kept.length ? unique : localPods(state, nodeName);
   // With the node's pod CIDRs known, every active local pod is listed in the
   // maps and any other address in them is dropped (see dispatch.ts).
   const podCidrs = o.unknownLocalEndpoints === 'drop' ? localCidrSets(state, nodeName) : [];

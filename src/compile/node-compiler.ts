@@ -8,9 +8,10 @@
 import type { ClusterState, Namespace, Pod } from '../model/types.ts';
 import { byObjectKey } from '../model/state.ts';
 import { ClusterIndex } from './cluster-index.ts';
-import { compileWith } from './compile.ts';
+import { compileWithParts } from './compile.ts';
 import type { CompiledRuleset } from '../ruleset/ir.ts';
 import { resolveOptions, type RenderOptions } from '../ruleset/options.ts';
+import { PeerChurn } from './peer-churn.ts';
 import { PeerResolver } from './peers.ts';
 
 export interface PodDiff {
@@ -29,11 +30,19 @@ export interface PodDiff {
 export function diffPods(prev: readonly Pod[], next: readonly Pod[], limit: number): PodDiff | undefined {
   const removed: Pod[] = [];
   const added: Pod[] = [];
+  // The common head and tail first, by identity alone: for a change or two
+  // this is all of the walk (a tight loop, ~0.2 ms at 100k pods).
+  const max = Math.min(prev.length, next.length);
   let i = 0;
-  let j = 0;
-  while (i < prev.length || j < next.length) {
-    const a = prev[i];
-    const b = next[j];
+  while (i < max && prev[i] === next[i]) i++;
+  let tail = 0;
+  while (tail < max - i && prev[prev.length - 1 - tail] === next[next.length - 1 - tail]) tail++;
+  const prevEnd = prev.length - tail;
+  const nextEnd = next.length - tail;
+  let j = i;
+  while (i < prevEnd || j < nextEnd) {
+    const a = i < prevEnd ? prev[i] : undefined;
+    const b = j < nextEnd ? next[j] : undefined;
     if (a !== undefined && a === b) {
       i++;
       j++;
@@ -83,9 +92,10 @@ export interface CompilerCaches {
 export class NodeCompiler {
   readonly #node: string;
   readonly #opts: RenderOptions;
-  #prev: { state: ClusterState; idx: ClusterIndex; peers: PeerResolver } | undefined;
-  #mode: 'fresh' | 'incremental' | undefined;
+  #prev: { state: ClusterState; idx: ClusterIndex; peers: PeerResolver; churn: PeerChurn | undefined } | undefined;
+  #mode: 'fresh' | 'incremental' | 'churn' | undefined;
   #kept: CompilerCaches = { nsSelectors: 0, labelKeys: 0, peers: 0, rules: 0 };
+  #localPods: readonly Pod[] = [];
 
   readonly #scanLimit: number | undefined;
 
@@ -96,13 +106,22 @@ export class NodeCompiler {
     this.#scanLimit = scanLimit;
   }
 
+  /** The active pods of the node in the last compiled state, sorted by key (what Enforced.localPods holds). */
+  get localPods(): readonly Pod[] {
+    return this.#localPods;
+  }
+
   /** Sizes of the caches kept for the next compile (for tests and debugging). */
   get kept(): CompilerCaches {
     return this.#kept;
   }
 
-  /** How the last compile went: from scratch, or advanced from the previous one. */
-  get lastMode(): 'fresh' | 'incremental' | undefined {
+  /**
+   * How the last compile went: from scratch, advanced from the previous one,
+   * or (churn) only remote pods changed and their churn was applied to the
+   * previous result (peer-churn.ts).
+   */
+  get lastMode(): 'fresh' | 'incremental' | 'churn' | undefined {
     return this.#mode;
   }
 
@@ -113,13 +132,37 @@ export class NodeCompiler {
     this.#prev = undefined;
     // Past this many changed objects a fresh index is as cheap and simpler.
     const limit = Math.max(256, prev === undefined ? 0 : prev.state.pods.length >> 3);
-    const diff =
+    let diff =
       prev !== undefined && sameNamespaces(prev.state.namespaces, state.namespaces)
         ? diffPods(prev.state.pods, state.pods, limit)
         : undefined;
+    const d = diff;
+    if (prev !== undefined && d !== undefined && prev.churn !== undefined && this.#onlyRemotePods(prev.state, state, d)) {
+      let out: CompiledRuleset | undefined;
+      try {
+        out = prev.churn.apply(d.removed, d.added);
+      } catch {
+        // A count that disagrees with the compile it came from: never trust it, compile afresh.
+        out = undefined;
+        diff = undefined;
+      }
+      if (out !== undefined) {
+        prev.idx.advance(state, d.removed, d.added);
+        prev.peers.invalidate([...d.removed, ...d.added]);
+        this.#mode = 'churn';
+        this.#prev = { ...prev, state };
+        return out;
+      }
+    }
     let idx: ClusterIndex;
     let peers: PeerResolver;
+    let counts: ReadonlyMap<string, Map<string, number>> | undefined;
+    let reuse: ReturnType<PeerChurn['parts']> | undefined;
     if (prev !== undefined && diff !== undefined) {
+      reuse = prev.churn?.parts();
+      // The churn's counts per peer set follow this diff too: the next remote change need not count again.
+      prev.churn?.advance(diff.removed, diff.added);
+      counts = prev.churn?.counts();
       idx = prev.idx;
       peers = prev.peers;
       idx.advance(state, diff.removed, diff.added);
@@ -130,11 +173,43 @@ export class NodeCompiler {
       peers = new PeerResolver(idx);
       this.#mode = 'fresh';
     }
-    const out = compileWith(state, this.#node, this.#opts, idx, peers);
+    const { flat, tiered } = compileWithParts(state, this.#node, this.#opts, idx, peers, reuse);
     // Keep only what this compile used: the caches follow the policies in force.
     const p = peers.sweep();
     this.#kept = { ...idx.sweep(p.nsSelectors, p.labelKeys), peers: p.peers, rules: p.rules };
-    this.#prev = { state, idx, peers };
-    return out;
+    const churn = tiered
+      ? undefined
+      : new PeerChurn(
+          flat,
+          {
+            namespacesMatching: (sel) => idx.namespacesMatching(sel),
+            podsOf: (f) => (f.peers === undefined ? [] : peers.destinations(f.peers, f.namespace).pods),
+          },
+          counts,
+        );
+    this.#prev = { state, idx, peers, churn };
+    // A copy: the index's list moves on with the next diff. (Remote churn leaves it as it is.)
+    this.#localPods = [...idx.podsOnNode(this.#node)];
+    return flat.ruleset;
+  }
+
+  /**
+   * Did only pods of other nodes change? Then nothing of the state but the
+   * peer sets' content changed for this node. The other lists are compared
+   * by object (the sources keep an unchanged object): a walk of pointers.
+   */
+  #onlyRemotePods(prev: ClusterState, next: ClusterState, diff: PodDiff): boolean {
+    if (diff.removed.some((p) => p.nodeName === this.#node) || diff.added.some((p) => p.nodeName === this.#node)) return false;
+    const same = <T>(a: readonly T[] | undefined, b: readonly T[] | undefined): boolean =>
+      a === b || (a !== undefined && b !== undefined && a.length === b.length && a.every((x, i) => x === b[i]));
+    return (
+      same(prev.policies, next.policies) &&
+      same(prev.nodes, next.nodes) &&
+      same(prev.clusterPolicies, next.clusterPolicies) &&
+      same(prev.namespacePolicies, next.namespacePolicies) &&
+      same(prev.workspaces, next.workspaces) &&
+      same(prev.services, next.services) &&
+      prev.tenancy === next.tenancy
+    );
   }
 }

@@ -10,7 +10,8 @@ import { formatSelector } from '../model/selector.ts';
 import { namedPortSetName, peerSetName, policyChainName, portSetName, sanitizeComment, setId } from '../ruleset/ids.ts';
 import type { ClusterIndex } from './cluster-index.ts';
 import { addressType, namedPortType } from '../ruleset/ir.ts';
-import type { Chain, Match, NamedSet, Rule } from '../ruleset/ir.ts';
+import type { Chain, Match, NamedSet, Rule, SetElement } from '../ruleset/ir.ts';
+import type { Interval } from '../model/ip.ts';
 import { describePeers, hasPodPeers, peersDefinition } from './peers.ts';
 import type { PeerResolver } from './peers.ts';
 import type { SharedSets } from './shared-sets.ts';
@@ -65,6 +66,22 @@ function hashAddresses(set: NamedSet): readonly string[] {
   return (
     hashAddressesOf.get(set) ?? set.elements.flatMap((e) => (e.kind === 'addr' && typeof e.addr === 'string' ? [e.addr] : []))
   );
+}
+
+/**
+ * A hash peer set's addresses and elements, per resolved interval list: the
+ * resolver keeps a rule's result until a pod in it changes, so a compile
+ * after another change reuses them (the same lists, which the flattening
+ * then recognizes as unchanged) instead of listing every address again.
+ */
+const hashElementsOf = new WeakMap<readonly Interval[], { readonly list: readonly string[]; readonly elements: SetElement[] }>();
+function hashElements(ivs: readonly Interval[]): { readonly list: readonly string[]; readonly elements: SetElement[] } {
+  let hit = hashElementsOf.get(ivs);
+  if (hit === undefined) {
+    const list = addresses(ivs);
+    hashElementsOf.set(ivs, (hit = { list, elements: addressElements(list) }));
+  }
+  return hit;
 }
 
 function accept(matches: Match[], comment: string): Rule {
@@ -147,8 +164,8 @@ function compileRuleInto(
     const set = use(name, def, () => {
       const comment = sanitizeComment(`IPv${f} peers: ${describePeers(peers, policy.namespace, f)}`);
       if (interval) return { name, type: addressType(f), interval, elements: addressElements(addrs[f]), comment };
-      const list = addresses(addrs[f]);
-      const made: NamedSet = { name, type: addressType(f), interval, elements: addressElements(list), comment };
+      const { list, elements } = hashElements(addrs[f]);
+      const made: NamedSet = { name, type: addressType(f), interval, elements, comment };
       hashAddressesOf.set(made, list);
       return made;
     });
@@ -223,9 +240,18 @@ function compileRuleInto(
   };
 
   const out: Compiled = { rules: [], terms: [] };
+  const follows =
+    rule.peers === undefined || hasPodPeers(rule.peers) ? { peers: rule.peers, namespace: policy.namespace } : undefined;
   const add = (matches: Match[], family: Family | undefined, source: TermSource, termPorts: TermPorts): void => {
     out.rules.push(accept(matches, label));
-    out.terms.push({ label: termLabel, direction, family, source, ports: termPorts, targets });
+    // Egress named ports of an ipBlock are those of any pod inside it: every pod is followed.
+    const followed =
+      source.kind === 'named' && rule.peers?.some((p) => p.kind === 'ipBlock') !== false
+        ? { follows: { peers: undefined, namespace: policy.namespace } }
+        : source.kind === 'anywhere' || follows === undefined
+          ? {}
+          : { follows };
+    out.terms.push({ label: termLabel, direction, family, source, ports: termPorts, targets, ...followed });
   };
   /** A named-port rule: egress names come with the destination (the named set is the remote side). */
   const addNamed = (n: NonNullable<ReturnType<typeof namedMatch>>, f: Family, source: TermSource, peer: Match[]): void => {

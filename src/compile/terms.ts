@@ -4,7 +4,7 @@
 // elements, so the per-policy form and the flat form share their meaning
 // without a round trip through text.
 import type { Interval } from '../model/ip.ts';
-import type { Direction, Family } from '../model/types.ts';
+import type { Direction, Family, Peer } from '../model/types.ts';
 import type { PortRange, PortTriple } from './ports.ts';
 
 /** Where a rule's remote side may be. */
@@ -28,6 +28,13 @@ export type TermPorts =
   /** Egress named ports: the ports come with the remote address (source `named`). */
   | { readonly kind: 'remote' };
 
+/** The pods a source's addresses come from: those its rule's pod peers select (peers undefined: every pod). */
+export interface PodFollow {
+  readonly peers: readonly Peer[] | undefined;
+  /** The policy's namespace (pod peers without a namespaceSelector). */
+  readonly namespace: string;
+}
+
 export interface Term {
   /** `ns/name ingress[0]`: shown on the allow elements. */
   readonly label: string;
@@ -38,4 +45,6 @@ export interface Term {
   readonly ports: TermPorts;
   /** Local addresses of the pods the policy isolates, per family. */
   readonly targets: ReadonlyMap<Family, readonly string[]>;
+  /** Set when the source follows pods (pod peers, egress named ports): which pod changes can touch it (peer-churn.ts). */
+  readonly follows?: PodFollow;
 }

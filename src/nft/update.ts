@@ -65,6 +65,8 @@ interface Diff {
  * pod's churn that is a handful of elements, not the set.
  */
 function diffElements(prev: readonly SetElement[], next: readonly SetElement[]): Diff {
+  // The compiler hands an unchanged set's elements on as the same list.
+  if (prev === next) return { removed: [], added: [] };
   let head = 0;
   const max = Math.min(prev.length, next.length);
   while (head < max && sameElement(prev[head]!, next[head]!)) head++;
@@ -80,6 +82,7 @@ function diffElements(prev: readonly SetElement[], next: readonly SetElement[]):
 
 /** The window of two sorted lists between their common head and tail (compared with `same`). */
 function window<T>(prev: readonly T[], next: readonly T[], same: (a: T, b: T) => boolean): [T[], T[]] | undefined {
+  if (prev === next) return undefined;
   const max = Math.min(prev.length, next.length);
   let head = 0;
   while (head < max && same(prev[head]!, next[head]!)) head++;
@@ -101,6 +104,7 @@ function full(next: CompiledRuleset, reason: string): RulesetUpdate {
 }
 
 function sameRules(a: Chain, b: Chain): boolean {
+  if (a.rules === b.rules) return true;
   return (
     a.rules.length === b.rules.length &&
     a.rules.every((r, i) => {
@@ -114,8 +118,17 @@ function byName<T extends { readonly name: string }>(xs: readonly T[]): Map<stri
   return new Map(xs.map((x) => [x.name, x]));
 }
 
+/** fixedPart per ruleset: each is the next of one update and the prev of the following one. */
+const fixedParts = new WeakMap<CompiledRuleset, string>();
+
 /** Base chains, maps (declarations only), named limits and the table comment: what an update never changes. */
 function fixedPart(c: CompiledRuleset): string {
+  let text = fixedParts.get(c);
+  if (text === undefined) fixedParts.set(c, (text = fixedPartText(c)));
+  return text;
+}
+
+function fixedPartText(c: CompiledRuleset): string {
   const base = c.chains
     .filter((ch) => ch.role === 'base')
     .map((ch) => `${ch.name} ${JSON.stringify(ch.base)} ${ch.comment ?? ''}\n${ch.rules.map(ruleText).join('\n')}`);
@@ -154,6 +167,7 @@ export function renderUpdate(prev: CompiledRuleset | undefined, next: CompiledRu
       added += s.elements.length;
       continue;
     }
+    if (old === s) continue;
     // `add set` cannot change a declaration in place (nft ignores it).
     if (setDeclaration(old) !== setDeclaration(s)) return full(next, `set ${s.name} declared differently`);
     const d = diffElements(old.elements, s.elements);
@@ -227,6 +241,7 @@ export function renderUpdate(prev: CompiledRuleset | undefined, next: CompiledRu
   for (const c of next.chains) {
     if (c.role === 'base') continue;
     const old = prevChains.get(c.name);
+    if (old === c) continue;
     if (old === undefined) {
       addChains.push(`add chain ${t} ${c.name}${c.comment === undefined ? '' : ` { comment ${quoted(c.comment)}; }`}`);
     } else if (old.comment !== c.comment) {

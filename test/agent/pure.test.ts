@@ -217,7 +217,7 @@ test('released IPs: deleted, finished and reused addresses', () => {
   assert.deepEqual(releasedIPs(after, after), []);
 });
 
-test('released IPs by merge walk agree with the map version', () => {
+test('released IPs from the pod diff agree with the map version', () => {
   const x = pod('a', 'x', { ips: ['10.0.0.1'] });
   const y = pod('a', 'y', { ips: ['10.0.0.2', 'fd00::2'] });
   const z = pod('a', 'z', { ips: ['10.0.0.3'] });
@@ -233,7 +233,7 @@ test('released IPs by merge walk agree with the map version', () => {
     assert.deepEqual(releasedPodIPs(before, after), releasedIPs(podIPOwners(before), podIPOwners(after)));
   }
   assert.deepEqual(releasedPodIPs(before, cases[1] as ReturnType<typeof state>), ['10.0.0.2', '10.0.0.3', '10.0.0.5', 'fd00::2']);
-  // Unsorted input falls back to the map version rather than guessing.
+  // Unsorted input: the pods are paired by key, still the map version's answer.
   const unsorted = { ...before, pods: [...before.pods].reverse() };
   assert.deepEqual(releasedPodIPs(unsorted, cases[2] as ReturnType<typeof state>), [
     '10.0.0.1',

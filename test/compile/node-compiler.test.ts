@@ -178,6 +178,7 @@ class World {
 
 test('property: NodeCompiler.compile equals compileNode after every change of a random stream', () => {
   let incremental = 0;
+  let churn = 0;
   let fresh = 0;
   fc.assert(
     fc.property(
@@ -207,6 +208,7 @@ test('property: NodeCompiler.compile equals compileNode after every change of a 
           const got = nc.compile(s);
           const want = compileNode(s, 'node-1', opts);
           if (nc.lastMode === 'incremental') incremental++;
+          else if (nc.lastMode === 'churn') churn++;
           else fresh++;
           // Text first (readable diff), then every field.
           assert.equal(renderRuleset(got), renderRuleset(want), label);
@@ -226,8 +228,83 @@ test('property: NodeCompiler.compile equals compileNode after every change of a 
     ),
     { numRuns: 250, seed: 20261122 },
   );
-  // The stream must mostly take the incremental path (namespace relabels and first compiles are fresh).
-  assert.ok(incremental > 3 * fresh, `incremental ${incremental}, fresh ${fresh}`);
+  // The stream must mostly take the incremental paths (namespace relabels and first compiles are fresh).
+  assert.ok(incremental + churn > 3 * fresh, `incremental ${incremental}, churn ${churn}, fresh ${fresh}`);
+  assert.ok(churn > 0.1 * incremental, `incremental ${incremental}, churn ${churn}`);
+});
+
+// Remote churn (peer-churn.ts) carries state from change to change (counts per
+// address, identity keys, the pod map): long streams of pod changes only,
+// mostly elsewhere, over policies with every kind of peer source.
+test('property: long streams of remote pod churn equal compileNode after every change', () => {
+  const podOp: fc.Arbitrary<Op> = fc.oneof(
+    {
+      weight: 4,
+      arbitrary: fc.record({
+        op: fc.constant('addPod' as const),
+        ns: fc.constantFrom(...NSS),
+        app: fc.constantFrom(...APPS),
+        local: fc.constantFrom(false, false, false, true),
+        dual: fc.boolean(),
+        named: fc.boolean(),
+      }),
+    },
+    { weight: 3, arbitrary: fc.record({ op: fc.constant('deletePod' as const), at: fc.nat() }) },
+    { weight: 3, arbitrary: fc.record({ op: fc.constant('relabelPod' as const), at: fc.nat(), app: fc.constantFrom(...APPS) }) },
+    { weight: 1, arbitrary: fc.record({ op: fc.constant('finishPod' as const), at: fc.nat() }) },
+    {
+      weight: 2,
+      arbitrary: fc.record({
+        op: fc.constant('reuseIP' as const),
+        at: fc.nat(),
+        ns: fc.constantFrom(...NSS),
+        app: fc.constantFrom(...APPS),
+      }),
+    },
+    {
+      weight: 1,
+      arbitrary: fc.record({ op: fc.constant('renumberPort' as const), at: fc.nat(), port: fc.constantFrom(8080, 8081) }),
+    },
+  );
+  let churn = 0;
+  let other = 0;
+  fc.assert(
+    fc.property(
+      fc.array(
+        fc.record({
+          ns: fc.constantFrom(...NSS),
+          app: fc.constantFrom(...APPS),
+          local: fc.boolean(),
+          dual: fc.boolean(),
+          named: fc.boolean(),
+        }),
+        { minLength: 4, maxLength: 30 },
+      ),
+      fc.array(policyArb, { minLength: 1, maxLength: 6 }),
+      fc.array(fc.array(podOp, { minLength: 1, maxLength: 2 }), { minLength: 5, maxLength: 40 }),
+      fc.constantFrom('drop' as const, 'allow' as const),
+      (pods, pols, steps, unknown) => {
+        const w = new World();
+        for (const p of pods) w.addPod(p);
+        for (const f of pols) w.addPolicy(f);
+        const opts = { unknownLocalEndpoints: unknown };
+        const nc = new NodeCompiler('node-1', opts);
+        nc.compile(w.state());
+        steps.forEach((ops, i) => {
+          for (const op of ops) w.apply(op);
+          const s = w.state();
+          const got = nc.compile(s);
+          if (nc.lastMode === 'churn') churn++;
+          else other++;
+          const label = `after step ${i}: ${JSON.stringify(ops)}`;
+          assert.equal(renderRuleset(got), renderRuleset(compileNode(s, 'node-1', opts)), label);
+        });
+      },
+    ),
+    { numRuns: 200, seed: 20261127 },
+  );
+  // Many streams have range or named egress sources (fresh compiles when they select the pod) or local pods.
+  assert.ok(3 * churn > other, `churn ${churn}, other ${other}`);
 });
 
 test('a namespace relabel or a large change compiles afresh; a pod change advances', () => {
@@ -242,7 +319,11 @@ test('a namespace relabel or a large change compiles afresh; a pod change advanc
   const nc = new NodeCompiler('node-1');
   nc.compile(w.state());
   assert.equal(nc.lastMode, 'fresh');
+  // A remote pod's change is applied to the last result; a local one advances the compile.
   w.apply({ op: 'relabelPod', at: 3, app: 'db' });
+  nc.compile(w.state());
+  assert.equal(nc.lastMode, 'churn');
+  w.apply({ op: 'relabelPod', at: 0, app: 'db' });
   nc.compile(w.state());
   assert.equal(nc.lastMode, 'incremental');
   w.apply({ op: 'relabelNs', ns: 'a', tier: 'front' });
@@ -271,4 +352,36 @@ test('the caches kept between compiles follow the policies: none left once the p
   const s = w.state();
   assert.deepEqual(nc.compile(s), compileNode(s, 'node-1'));
   assert.deepEqual(nc.kept, { nsSelectors: 0, labelKeys: 0, peers: 0, rules: 0 });
+});
+
+test('localPods: the active pods of the node in the last compiled state, after every kind of compile', () => {
+  const w = new World();
+  for (let i = 0; i < 8; i++)
+    w.addPod({ ns: NSS[i % 3] ?? 'a', app: APPS[i % 3] ?? 'web', local: i % 2 === 0, dual: false, named: false });
+  w.addPolicy((i) => policy('a', `pol-${i}`, { podSelector: sel(), ingress: [rule([podPeer(sel(), sel())])] }));
+  const nc = new NodeCompiler('node-1');
+  const want = (): string[] =>
+    w
+      .state()
+      .pods.filter((p) => p.nodeName === 'node-1' && p.phase !== 'Succeeded')
+      .map((p) => p.name);
+  nc.compile(w.state());
+  assert.deepEqual(
+    nc.localPods.map((p) => p.name),
+    want(),
+  );
+  for (const op of [
+    { op: 'deletePod', at: 0 },
+    { op: 'deletePod', at: 1 },
+    { op: 'finishPod', at: 2 },
+    { op: 'relabelPod', at: 3, app: 'db' },
+  ] as const) {
+    w.apply(op);
+    nc.compile(w.state());
+    assert.deepEqual(
+      nc.localPods.map((p) => p.name),
+      want(),
+      `${op.op} (${nc.lastMode})`,
+    );
+  }
 });

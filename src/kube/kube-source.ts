@@ -70,7 +70,15 @@ import { contributedPolicies } from '../kinds/registry.ts';
 import { namespaceNetworkPolicyKind, projectIsolationKind, workspaceIsolationKind } from '../kinds/tenancy.ts';
 import { OptionalWatch } from './optional-watch.ts';
 import type { WatchLike } from './optional-watch.ts';
-import { ALL_PODS, DEFAULT_MAX_PEER_WATCHES, nodePeersNeeded, planPeerWatches, samePlan } from './peer-demand.ts';
+import {
+  ALL_PODS,
+  DEFAULT_MAX_PEER_WATCHES,
+  nodePeersNeeded,
+  planPeerWatches,
+  relevantClusterPolicies,
+  relevantPolicies,
+  samePlan,
+} from './peer-demand.ts';
 import type { PeerPlan, PodWatchSpec } from './peer-demand.ts';
 import { ResourceWatch } from './resource-watch.ts';
 import type { ChangeType, ListPage, WatchTiming } from './resource-watch.ts';
@@ -108,6 +116,9 @@ export interface KubeSourceOptions {
    */
   readonly clusterPolicies?: boolean;
 }
+
+/** A plan waits this many times the last plan's duration after it (see #schedulePlan). */
+const PLAN_BACKOFF = 4;
 
 /** The key of the single cluster-wide Service watch (past maxServiceWatches). */
 const ALL_SERVICES = '*';
@@ -169,6 +180,13 @@ export class KubeClusterSource implements ClusterSource {
   #retired = { received: 0 };
   #plan: PeerPlan | undefined;
   #planTimer: NodeJS.Timeout | undefined;
+  /** Policies (and cluster policies) that selected a local pod at the last plan, in order. */
+  #lastRelevant: readonly object[] | undefined;
+  /** Something besides local pods changed since the last plan (policies, namespaces, a watch synced). */
+  #planInputsChanged = true;
+  /** Duration and end (Date.now()) of the last plan: spaces the next one. */
+  #lastPlanMs = 0;
+  #lastPlanEnd = 0;
   #synced = false;
   #cache: ClusterState | undefined;
   readonly #changeListeners: ((reason: string) => void)[] = [];
@@ -552,7 +570,11 @@ export class KubeClusterSource implements ClusterSource {
     filter: (() => ReadonlySet<string> | undefined) | undefined,
   ): void {
     if (this.#state !== 'running') return;
-    if (replan) this.#schedulePlan();
+    if (replan) {
+      // Local pods reach the plan only through the policies that select them (#peerPlan).
+      if (kind !== POD_API.plural) this.#planInputsChanged = true;
+      this.#schedulePlan();
+    }
     const f = filter?.();
     if (f !== undefined) {
       const ns = key.slice(0, key.indexOf('/'));
@@ -563,6 +585,7 @@ export class KubeClusterSource implements ClusterSource {
 
   #watchSynced(name: string): void {
     if (this.#state !== 'running') return;
+    this.#planInputsChanged = true;
     this.#schedulePlan();
     this.#retire();
     this.#checkSynced();
@@ -575,10 +598,22 @@ export class KubeClusterSource implements ClusterSource {
 
   #schedulePlan(): void {
     if (this.#state !== 'running' || this.#planTimer !== undefined || !this.#baseSynced()) return;
+    // A plan walks every policy and, per namespaceSelector peer, every
+    // namespace: ~300 ms at 100k pods / 10k policies. Under a stream of local
+    // pod and policy changes (a rollout: tens per second) re-planning after
+    // each would keep the event loop busy and hold back applies; so the next
+    // plan waits at least 4x as long as the last one took (planning stays
+    // under ~20 % of the loop). Late plans only delay new peer watches, whose
+    // pods are denied until they list (fail closed).
+    const debounce = this.#opts.planDebounceMs ?? 20;
+    const wait = Math.max(debounce, this.#lastPlanEnd + PLAN_BACKOFF * this.#lastPlanMs - Date.now());
     this.#planTimer = setTimeout(() => {
       this.#planTimer = undefined;
+      const t0 = performance.now();
       this.#safe(() => this.#replan());
-    }, this.#opts.planDebounceMs ?? 20);
+      this.#lastPlanMs = performance.now() - t0;
+      this.#lastPlanEnd = Date.now();
+    }, wait);
   }
 
   #replan(): void {
@@ -588,15 +623,7 @@ export class KubeClusterSource implements ClusterSource {
     const plan: PeerPlan =
       this.#opts.remotePods === 'all'
         ? { mode: 'all', watches: [ALL_PODS], reason: 'configured: remotePods=all' }
-        : planPeerWatches(
-            {
-              policies: [...(this.#policies?.values() ?? []), ...this.#derivedPolicies()],
-              localPods: [...(this.#localPods?.values() ?? [])],
-              namespaces: [...(this.#namespaces?.values() ?? [])],
-              clusterPolicies: this.#clusterPolicyValues(),
-            },
-            this.#opts.maxPeerWatches ?? DEFAULT_MAX_PEER_WATCHES,
-          );
+        : this.#peerPlan();
     if (this.#plan !== undefined && samePlan(plan, this.#plan)) {
       this.#checkSynced();
       return;
@@ -659,6 +686,38 @@ export class KubeClusterSource implements ClusterSource {
     this.#retire();
     this.#checkSynced();
     this.#emit(`peer plan ${plan.mode}: ${plan.watches.length} watches (+${added}, -${retiring})`);
+  }
+
+  /**
+   * The peer plan for the current caches. When only local pods changed since
+   * the last plan and the policies selecting them are the same objects, the
+   * plan is the same (it depends on local pods only through that set): kept
+   * without walking every policy and namespace again.
+   */
+  #peerPlan(): PeerPlan {
+    const input = {
+      policies: [...(this.#policies?.values() ?? []), ...this.#derivedPolicies()],
+      localPods: [...(this.#localPods?.values() ?? [])],
+      namespaces: [...(this.#namespaces?.values() ?? [])],
+      clusterPolicies: this.#clusterPolicyValues(),
+    };
+    const relevant: readonly object[] = [
+      ...relevantPolicies(input.policies, input.localPods),
+      ...relevantClusterPolicies(input.clusterPolicies, input.localPods, input.namespaces),
+    ];
+    const last = this.#lastRelevant;
+    const inputsChanged = this.#planInputsChanged;
+    this.#lastRelevant = relevant;
+    this.#planInputsChanged = false;
+    if (
+      !inputsChanged &&
+      this.#plan !== undefined &&
+      last !== undefined &&
+      last.length === relevant.length &&
+      last.every((p, i) => p === relevant[i])
+    )
+      return this.#plan;
+    return planPeerWatches(input, this.#opts.maxPeerWatches ?? DEFAULT_MAX_PEER_WATCHES);
   }
 
   /**

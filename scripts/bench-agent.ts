@@ -76,6 +76,8 @@ const { values: args } = parseArgs({
     rounds: { type: 'string', default: '1' },
     /** Write the agent's log lines of each run to this directory. */
     'dump-log': { type: 'string' },
+    /** NODE_OPTIONS for the agent instead of the DaemonSet's (to try V8 flags). */
+    'node-options': { type: 'string' },
   },
 });
 const RATE = Number(args.rate);
@@ -91,6 +93,7 @@ const AGENT_ENV = daemonsetEnv(fileURLToPath(new URL('../daemonset/daemonset.yam
   'NODE_OPTIONS',
   'MALLOC_ARENA_MAX',
 ]);
+if (args['node-options'] !== undefined) AGENT_ENV['NODE_OPTIONS'] = args['node-options'];
 const SIZES = args.sizes.split(',').map(Number);
 const SAMPLES = Number(args.samples);
 const MiB = 1024 * 1024;

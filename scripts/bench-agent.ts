@@ -314,11 +314,14 @@ async function driveLoad(api: FakeApiServer, agent: AgentProcess, t: LoadTargets
       return a?.end;
     });
   };
-  const drainDeadline = Date.now() + 30_000;
-  // Drained: no apply for 1 s (the last change has been taken and committed).
+  const drainDeadline = Date.now() + 60_000;
+  // Drained: an apply ended after the last write, and none came for twice the
+  // longest gap between applies under load (at least 1 s).
   while (Date.now() < drainDeadline) {
-    const last = appliedLines().at(-1);
-    if (last !== undefined && Date.now() - Date.parse(String(last['time'])) > 1_000) break;
+    const ends = appliedLines().map((l) => Date.parse(String(l['time'])));
+    const gaps = ends.slice(1).map((e, i) => e - (ends[i] ?? e));
+    const last = ends.at(-1);
+    if (last !== undefined && last > lastWrite && Date.now() - last > Math.max(1_000, 2 * Math.max(0, ...gaps))) break;
     await sleep(200);
   }
   const enforced = match();

@@ -78,6 +78,8 @@ const { values: args } = parseArgs({
     'dump-log': { type: 'string' },
     /** NODE_OPTIONS for the agent instead of the DaemonSet's (to try V8 flags). */
     'node-options': { type: 'string' },
+    /** NODE_OPTIONS of the baseline's agent only (--baseline HEAD with this: flags against flags). */
+    'baseline-node-options': { type: 'string' },
   },
 });
 const RATE = Number(args.rate);
@@ -387,7 +389,12 @@ interface SizeResult {
   load: LoadResult | undefined;
 }
 
-async function benchSize(pods: number, entry: string | undefined, label: string): Promise<SizeResult> {
+async function benchSize(
+  pods: number,
+  entry: string | undefined,
+  label: string,
+  env: Record<string, string>,
+): Promise<SizeResult> {
   const policies = Math.round(pods / 10);
   const gen = generateCluster({ pods, policies, namespaces: Math.round(pods / 20) });
   const node = gen.nodes[0] ?? 'node-00000';
@@ -439,7 +446,7 @@ async function benchSize(pods: number, entry: string | undefined, label: string)
     netns,
     kubeconfig: s.kubeconfig,
     args: ['--log-level', 'info', '--drift-interval', '0'],
-    env: AGENT_ENV,
+    env,
     ...(entry === undefined ? {} : { entry }),
   });
   try {
@@ -562,9 +569,18 @@ async function compiled(ref?: string): Promise<{ entry: string | undefined; clea
 
 const build = await compiled();
 const base = args.baseline === undefined ? undefined : await compiled(args.baseline);
-const variants: { label: string; entry: string | undefined }[] = [
-  { label: base === undefined ? '' : 'this tree', entry: build.entry },
-  ...(base === undefined ? [] : [{ label: `baseline ${args.baseline}`, entry: base.entry }]),
+const baseOptions = args['baseline-node-options'];
+const variants: { label: string; entry: string | undefined; env: Record<string, string> }[] = [
+  { label: base === undefined ? '' : 'this tree', entry: build.entry, env: AGENT_ENV },
+  ...(base === undefined
+    ? []
+    : [
+        {
+          label: `baseline ${args.baseline}${baseOptions === undefined ? '' : ` with ${baseOptions}`}`,
+          entry: base.entry,
+          env: baseOptions === undefined ? AGENT_ENV : { ...AGENT_ENV, NODE_OPTIONS: baseOptions },
+        },
+      ]),
 ];
 const results: SizeResult[] = [];
 try {
@@ -574,7 +590,7 @@ try {
       const order = round % 2 === 0 ? variants : [...variants].reverse();
       for (const v of order) {
         process.stderr.write(`size ${n} pods${v.label === '' ? '' : ` (${v.label}, round ${round + 1})`}...\n`);
-        results.push(await benchSize(n, v.entry, v.label));
+        results.push(await benchSize(n, v.entry, v.label, v.env));
       }
     }
   }

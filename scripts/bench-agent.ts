@@ -235,6 +235,7 @@ interface LoadTargets {
 
 /** Drives RATE changes per second for DURATION_S seconds (the mix in the header) and measures the agent. */
 async function driveLoad(api: FakeApiServer, agent: AgentProcess, t: LoadTargets): Promise<LoadResult> {
+  // key: the reason the agent logs for it ("pods add ns/name"), so an add and a delete of one pod are told apart.
   const writes: { key: string; at: number; policy: boolean }[] = [];
   const localLive: string[] = [];
   const peerLive: string[] = [];
@@ -251,7 +252,7 @@ async function driveLoad(api: FakeApiServer, agent: AgentProcess, t: LoadTargets
       if (localLive.length >= 20 || (localLive.length > 0 && n % 2 === 0)) {
         const name = localLive.shift() ?? '';
         api.delete('pods', ns, name);
-        writes.push({ key: `${ns}/${name}`, at, policy: false });
+        writes.push({ key: `pods delete ${ns}/${name}`, at, policy: false });
       } else {
         const o = structuredClone(localObj);
         const name = `bench-load-local-${n}`;
@@ -263,14 +264,14 @@ async function driveLoad(api: FakeApiServer, agent: AgentProcess, t: LoadTargets
         };
         api.create('pods', o);
         localLive.push(name);
-        writes.push({ key: `${ns}/${name}`, at, policy: false });
+        writes.push({ key: `pods add ${ns}/${name}`, at, policy: false });
       }
     } else if (r < 90) {
       const ns = t.peer.ns;
       if (peerLive.length >= 50 || (peerLive.length > 0 && n % 2 === 0)) {
         const name = peerLive.shift() ?? '';
         api.delete('pods', ns, name);
-        writes.push({ key: `${ns}/${name}`, at, policy: false });
+        writes.push({ key: `pods delete ${ns}/${name}`, at, policy: false });
       } else {
         const name = `bench-load-peer-${n}`;
         api.create('pods', {
@@ -281,11 +282,11 @@ async function driveLoad(api: FakeApiServer, agent: AgentProcess, t: LoadTargets
           status: { phase: 'Running', podIP: ip(n), podIPs: [{ ip: ip(n) }] },
         });
         peerLive.push(name);
-        writes.push({ key: `${ns}/${name}`, at, policy: false });
+        writes.push({ key: `pods add ${ns}/${name}`, at, policy: false });
       }
     } else {
       t.policy.apply(api, policyFlip++);
-      writes.push({ key: t.policy.key, at, policy: true });
+      writes.push({ key: `networkpolicies update ${t.policy.key}`, at, policy: true });
     }
   };
   const seen = agent.lines.length;
@@ -310,9 +311,7 @@ async function driveLoad(api: FakeApiServer, agent: AgentProcess, t: LoadTargets
       reasons: (l['reasons'] as string[] | undefined) ?? [],
     }));
     return writes.map((w) => {
-      const a = applies.find(
-        (x) => x.end >= w.at && (!w.policy || x.start >= w.at) && x.reasons.some((r) => r.endsWith(` ${w.key}`)),
-      );
+      const a = applies.find((x) => x.end >= w.at && (!w.policy || x.start >= w.at) && x.reasons.includes(w.key));
       return a?.end;
     });
   };

@@ -3,6 +3,7 @@
 // long one nft transaction takes as the ruleset grows.
 //
 //   node scripts/bench-agent.ts [--sizes 1000,10000,100000] [--samples 40] [--source]
+//                               [--rate 200 --duration 30] [--baseline REF [--rounds 2]]
 //
 // Per size: scripts/gen-cluster.ts's seeded cluster (pods, pods/10 policies,
 // pods/20 namespaces, 110 pods per node) is loaded into the in-repo fake API
@@ -23,7 +24,29 @@
 //               local pod
 // Samples are taken one at a time (the agent idle in between), so each is one
 // uncoalesced event.
-import { copyFileSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+//
+// --rate R --duration D: after the samples, drive R changes per second for D
+// seconds at the agent's node, the busiest node's mix: 20 % local pods (a pod
+// of the node created or deleted, with the labels of an isolated pod, so its
+// chains come and go), 70 % remote peers (a pod of another node that a local
+// policy's peer selector picks, created or deleted: its IP enters or leaves a
+// peer set), 10 % policy updates (a rule added to / removed from a policy
+// selecting a local pod). Every created pod has its own name, so each change
+// is found in the reasons of the apply that enforced it (at most 16 reasons
+// per apply: the first 16 the apply took, i.e. its oldest; the others are
+// younger and enforced by the same apply). Reported: change-to-enforced
+// p50/p99 of the named changes over the whole run and per 5 s window, the
+// applies' own latencyMs (the age of the oldest change each apply took, from
+// its arrival: the queue's wait; a queue that grows shows as a rising
+// maximum per window), applies and changes per second, the time from the
+// last write to the last apply (drain), the agent's CPU seconds per second
+// (/proc/<pid>/stat utime+stime; in brackets with the nft processes it ran)
+// and its RSS peak.
+//
+// --baseline REF: also builds REF (git archive of src/) and runs each size
+// with both agents in alternation (--rounds times each, the order swapped
+// every round), so that before/after figures share the machine's load.
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
 import { fileURLToPath } from 'node:url';
@@ -47,8 +70,21 @@ const { values: args } = parseArgs({
     sizes: { type: 'string', default: '1000,10000,100000' },
     samples: { type: 'string', default: '40' },
     source: { type: 'boolean', default: false },
+    rate: { type: 'string', default: '0' },
+    duration: { type: 'string', default: '30' },
+    baseline: { type: 'string' },
+    rounds: { type: 'string', default: '1' },
+    /** Write the agent's log lines of each run to this directory. */
+    'dump-log': { type: 'string' },
+    /** NODE_OPTIONS for the agent instead of the DaemonSet's (to try V8 flags). */
+    'node-options': { type: 'string' },
+    /** NODE_OPTIONS of the baseline's agent only (--baseline HEAD with this: flags against flags). */
+    'baseline-node-options': { type: 'string' },
   },
 });
+const RATE = Number(args.rate);
+const DURATION_S = Number(args.duration);
+const ROUNDS = Number(args.rounds);
 /**
  * The agent's runtime settings, read from the DaemonSet (daemonset/daemonset.yaml
  * env, docs/operations.md) so the benchmark measures what ships: heap bounded
@@ -59,6 +95,7 @@ const AGENT_ENV = daemonsetEnv(fileURLToPath(new URL('../daemonset/daemonset.yam
   'NODE_OPTIONS',
   'MALLOC_ARENA_MAX',
 ]);
+if (args['node-options'] !== undefined) AGENT_ENV['NODE_OPTIONS'] = args['node-options'];
 const SIZES = args.sizes.split(',').map(Number);
 const SAMPLES = Number(args.samples);
 const MiB = 1024 * 1024;
@@ -153,7 +190,187 @@ async function applySteps(
   };
 }
 
+/** CPU seconds of a process: its own (utime + stime) and its reaped children's (the nft and conntrack it ran). */
+function cpuSeconds(pid: number): { own: number; children: number } {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  // Fields 14-17 of stat(5) (utime stime cutime cstime), counted after the command: indexes 11-14; ticks of 1/100 s (CLK_TCK).
+  const tick = (i: number) => Number(f[i]) / 100;
+  return { own: tick(11) + tick(12), children: tick(13) + tick(14) };
+}
+
+interface LoadResult {
+  rate: number;
+  durationS: number;
+  written: number;
+  matched: number;
+  unmatched: number;
+  p50: number;
+  p99: number;
+  /** p99 of change-to-enforced per 5 s window. */
+  windowsP99: number[];
+  /** The applies' own latencyMs (the age of the oldest change each took: the queue's wait), max per 5 s window. */
+  windowsOldest: number[];
+  appliesPerS: number;
+  /** The applies' own latencyMs (oldest change of each apply): p50 / p99. */
+  agentP50: number;
+  agentP99: number;
+  applyP50: number;
+  applyP99: number;
+  cpuPerS: number;
+  /** With the nft processes it ran. */
+  cpuChildrenPerS: number;
+  hwm: number;
+  /** From the last write until every change was enforced. */
+  drainMs: number;
+}
+
+interface LoadTargets {
+  node: string;
+  other: string;
+  localTemplate: Pod;
+  peer: { ns: string; labels: Record<string, string> };
+  policy: Change;
+}
+
+/** Drives RATE changes per second for DURATION_S seconds (the mix in the header) and measures the agent. */
+async function driveLoad(api: FakeApiServer, agent: AgentProcess, t: LoadTargets): Promise<LoadResult> {
+  // key: the reason the agent logs for it ("pods add ns/name"), so an add and a delete of one pod are told apart.
+  const writes: { key: string; at: number; policy: boolean }[] = [];
+  const localLive: string[] = [];
+  const peerLive: string[] = [];
+  let seq = 0;
+  let policyFlip = 0;
+  const ip = (n: number) => `100.${64 + ((n >> 16) & 63)}.${(n >> 8) & 255}.${n & 255}`;
+  const localObj = podObject(t.localTemplate) as unknown as KubeObject & { metadata: { name: string } };
+  const one = (): void => {
+    const r = (seq * 7919) % 100;
+    const n = ++seq;
+    const at = Date.now();
+    if (r < 20) {
+      const ns = t.localTemplate.namespace;
+      if (localLive.length >= 20 || (localLive.length > 0 && n % 2 === 0)) {
+        const name = localLive.shift() ?? '';
+        api.delete('pods', ns, name);
+        writes.push({ key: `pods delete ${ns}/${name}`, at, policy: false });
+      } else {
+        const o = structuredClone(localObj);
+        const name = `bench-load-local-${n}`;
+        o.metadata.name = name;
+        (o as unknown as { status: Record<string, unknown> }).status = {
+          phase: 'Running',
+          podIP: ip(n),
+          podIPs: [{ ip: ip(n) }],
+        };
+        api.create('pods', o);
+        localLive.push(name);
+        writes.push({ key: `pods add ${ns}/${name}`, at, policy: false });
+      }
+    } else if (r < 90) {
+      const ns = t.peer.ns;
+      if (peerLive.length >= 50 || (peerLive.length > 0 && n % 2 === 0)) {
+        const name = peerLive.shift() ?? '';
+        api.delete('pods', ns, name);
+        writes.push({ key: `pods delete ${ns}/${name}`, at, policy: false });
+      } else {
+        const name = `bench-load-peer-${n}`;
+        api.create('pods', {
+          apiVersion: 'v1',
+          kind: 'Pod',
+          metadata: { namespace: ns, name, labels: t.peer.labels },
+          spec: { nodeName: t.other, containers: [{ name: 'main', image: 'x' }] },
+          status: { phase: 'Running', podIP: ip(n), podIPs: [{ ip: ip(n) }] },
+        });
+        peerLive.push(name);
+        writes.push({ key: `pods add ${ns}/${name}`, at, policy: false });
+      }
+    } else {
+      t.policy.apply(api, policyFlip++);
+      writes.push({ key: `networkpolicies update ${t.policy.key}`, at, policy: true });
+    }
+  };
+  const seen = agent.lines.length;
+  const cpu0 = cpuSeconds(agent.pid);
+  const start = Date.now();
+  const total = Math.round(RATE * DURATION_S);
+  // Paced by the clock, not by timer counts: a late timer catches up.
+  while (seq < total) {
+    const due = Math.min(total, Math.floor(((Date.now() - start) / 1000) * RATE) + 1);
+    while (seq < due) one();
+    await sleep(5);
+  }
+  const lastWrite = Date.now();
+  const cpu1 = cpuSeconds(agent.pid);
+  const loadS = (lastWrite - start) / 1000;
+  const appliedLines = () => agent.lines.slice(seen).filter((l) => l['event'] === 'apply' && l['result'] === 'applied');
+  // Enforced = the end of the first apply (after the write) that names the change.
+  const match = (): (number | undefined)[] => {
+    const applies = appliedLines().map((l) => ({
+      end: Date.parse(String(l['time'])),
+      start: Date.parse(String(l['time'])) - Number(l['durationMs']),
+      reasons: (l['reasons'] as string[] | undefined) ?? [],
+    }));
+    return writes.map((w) => {
+      const a = applies.find((x) => x.end >= w.at && (!w.policy || x.start >= w.at) && x.reasons.includes(w.key));
+      return a?.end;
+    });
+  };
+  const drainDeadline = Date.now() + 60_000;
+  // Drained: an apply ended after the last write, and none came for twice the
+  // longest gap between applies under load (at least 1 s).
+  while (Date.now() < drainDeadline) {
+    const ends = appliedLines().map((l) => Date.parse(String(l['time'])));
+    const gaps = ends.slice(1).map((e, i) => e - (ends[i] ?? e));
+    const last = ends.at(-1);
+    if (last !== undefined && last > lastWrite && Date.now() - last > Math.max(1_000, 2 * Math.max(0, ...gaps))) break;
+    await sleep(200);
+  }
+  const enforced = match();
+  const applies = appliedLines();
+  const lastApplyEnd = Math.max(...applies.map((l) => Date.parse(String(l['time']))));
+  const lat: number[] = [];
+  const win = new Map<number, number[]>();
+  enforced.forEach((e, i) => {
+    const w = writes[i];
+    if (e === undefined || w === undefined) return;
+    lat.push(e - w.at);
+    const k = Math.floor((w.at - start) / 5000);
+    win.set(k, [...(win.get(k) ?? []), e - w.at]);
+  });
+  const windows = [...win.keys()].sort((a, b) => a - b);
+  const oldest = new Map<number, number>();
+  for (const l of applies) {
+    const k = Math.floor((Date.parse(String(l['time'])) - start) / 5000);
+    const v = Number(l['latencyMs']);
+    if (Number.isFinite(v) && Date.parse(String(l['time'])) <= lastWrite + 1000) oldest.set(k, Math.max(oldest.get(k) ?? 0, v));
+  }
+  const during = applies.filter((l) => Date.parse(String(l['time'])) <= lastWrite);
+  const agentLat = applies.map((l) => Number(l['latencyMs'])).filter((x) => Number.isFinite(x));
+  const durs = applies.map((l) => Number(l['durationMs']));
+  return {
+    rate: RATE,
+    durationS: loadS,
+    written: writes.length,
+    matched: lat.length,
+    unmatched: writes.length - lat.length,
+    p50: pct(lat, 50),
+    p99: pct(lat, 99),
+    windowsP99: windows.map((k) => pct(win.get(k) ?? [], 99)),
+    windowsOldest: [...oldest.keys()].sort((a, b) => a - b).map((k) => Math.round(oldest.get(k) ?? 0)),
+    appliesPerS: during.length / loadS,
+    agentP50: pct(agentLat, 50),
+    agentP99: pct(agentLat, 99),
+    applyP50: pct(durs, 50),
+    applyP99: pct(durs, 99),
+    cpuPerS: (cpu1.own - cpu0.own) / loadS,
+    cpuChildrenPerS: (cpu1.own + cpu1.children - cpu0.own - cpu0.children) / loadS,
+    hwm: rssOf(agent.pid).hwm,
+    drainMs: lastApplyEnd - lastWrite,
+  };
+}
+
 interface SizeResult {
+  label: string;
   pods: number;
   policies: number;
   readyMs: number;
@@ -168,9 +385,15 @@ interface SizeResult {
   stats: LogLine;
   listingKiB: number;
   steps: { render: number; nft: number; list: number; scriptKiB: number };
+  load: LoadResult | undefined;
 }
 
-async function benchSize(pods: number): Promise<SizeResult> {
+async function benchSize(
+  pods: number,
+  entry: string | undefined,
+  label: string,
+  env: Record<string, string>,
+): Promise<SizeResult> {
   const policies = Math.round(pods / 10);
   const gen = generateCluster({ pods, policies, namespaces: Math.round(pods / 20) });
   const node = gen.nodes[0] ?? 'node-00000';
@@ -222,8 +445,8 @@ async function benchSize(pods: number): Promise<SizeResult> {
     netns,
     kubeconfig: s.kubeconfig,
     args: ['--log-level', 'info', '--drift-interval', '0'],
-    env: AGENT_ENV,
-    ...(ENTRY === undefined ? {} : { entry: ENTRY }),
+    env,
+    ...(entry === undefined ? {} : { entry }),
   });
   try {
     await agent.waitReady(300_000);
@@ -268,11 +491,21 @@ async function benchSize(pods: number): Promise<SizeResult> {
       );
     }
     const applies = agent.lines.filter((l) => l['event'] === 'apply' && l['result'] === 'applied');
+    const hwmSamples = rssOf(agent.pid).hwm;
+    const load =
+      RATE > 0
+        ? await driveLoad(api, agent, { node, other, localTemplate: localPod, peer, policy: policyChange(pol) })
+        : undefined;
+    if (load !== undefined)
+      process.stderr.write(
+        `  ${pods} pods, ${RATE}/s for ${DURATION_S} s: p50 ${load.p50} ms, p99 ${load.p99} ms, ${load.appliesPerS.toFixed(1)} applies/s, cpu ${load.cpuPerS.toFixed(2)} s/s, oldest change per 5 s ${load.windowsOldest.join(' ')} ms\n`,
+      );
     const steady = applies.slice(1).map((l) => Number(l['durationMs']));
     const last = applies[applies.length - 1] ?? {};
     const listing = (await listTableIn(netns)) ?? '';
     const end = rssOf(agent.pid);
     return {
+      label,
       pods,
       policies,
       readyMs,
@@ -281,14 +514,20 @@ async function benchSize(pods: number): Promise<SizeResult> {
       fileAfterSync: synced.file,
       heapAfterSync,
       rssEnd: end.rss,
-      hwm: end.hwm,
+      hwm: RATE > 0 ? hwmSamples : end.hwm,
       latency,
       applyMs: { p50: pct(steady, 50), p99: pct(steady, 99) },
       stats: last,
       listingKiB: Buffer.byteLength(listing) / 1024,
       steps,
+      load,
     };
   } finally {
+    if (args['dump-log'] !== undefined)
+      writeFileSync(
+        join(args['dump-log'], `agent-${pods}-${label.replace(/\W+/g, '_') || 'run'}.jsonl`),
+        agent.lines.map((l) => JSON.stringify(l)).join('\n'),
+      );
     await agent.stop();
     await deleteNetns([netns]);
     await api.close();
@@ -296,15 +535,29 @@ async function benchSize(pods: number): Promise<SizeResult> {
   }
 }
 
-/** Compiles src/ like the image build; returns the entry point and a cleanup. */
-async function compiled(): Promise<{ entry: string | undefined; cleanup: () => void }> {
-  if (args.source) return { entry: undefined, cleanup: () => {} };
+/** Compiles src/ (of `ref`: a git archive of it) like the image build; returns the entry point and a cleanup. */
+async function compiled(ref?: string): Promise<{ entry: string | undefined; cleanup: () => void }> {
+  if (args.source && ref === undefined) return { entry: undefined, cleanup: () => {} };
   const root = fileURLToPath(new URL('../', import.meta.url));
   const dir = mkdtempSync(join(tmpdir(), 'nftnp-bench-'));
+  let tree = root;
+  if (ref !== undefined) {
+    tree = join(dir, 'tree');
+    mkdirSync(tree);
+    const tar = await execa(
+      'git',
+      ['-C', root, 'archive', '--format=tar', ref, 'src', 'package.json', 'tsconfig.json', 'tsconfig.build.json'],
+      {
+        encoding: 'buffer',
+      },
+    );
+    await execa('tar', ['-x', '-C', tree], { input: tar.stdout });
+    symlinkSync(join(root, 'node_modules'), join(tree, 'node_modules'));
+  }
   await execa(process.execPath, [
     join(root, 'node_modules/typescript/bin/tsc'),
     '-p',
-    join(root, 'tsconfig.build.json'),
+    join(tree, 'tsconfig.build.json'),
     '--outDir',
     join(dir, 'dist'),
   ]);
@@ -314,15 +567,35 @@ async function compiled(): Promise<{ entry: string | undefined; cleanup: () => v
 }
 
 const build = await compiled();
-const ENTRY: string | undefined = build.entry;
+const base = args.baseline === undefined ? undefined : await compiled(args.baseline);
+const baseOptions = args['baseline-node-options'];
+const variants: { label: string; entry: string | undefined; env: Record<string, string> }[] = [
+  { label: base === undefined ? '' : 'this tree', entry: build.entry, env: AGENT_ENV },
+  ...(base === undefined
+    ? []
+    : [
+        {
+          label: `baseline ${args.baseline}${baseOptions === undefined ? '' : ` with ${baseOptions}`}`,
+          entry: base.entry,
+          env: baseOptions === undefined ? AGENT_ENV : { ...AGENT_ENV, NODE_OPTIONS: baseOptions },
+        },
+      ]),
+];
 const results: SizeResult[] = [];
 try {
   for (const n of SIZES) {
-    process.stderr.write(`size ${n} pods...\n`);
-    results.push(await benchSize(n));
+    for (let round = 0; round < (base === undefined ? 1 : ROUNDS); round++) {
+      // Alternate which goes first, so neither always meets the same load.
+      const order = round % 2 === 0 ? variants : [...variants].reverse();
+      for (const v of order) {
+        process.stderr.write(`size ${n} pods${v.label === '' ? '' : ` (${v.label}, round ${round + 1})`}...\n`);
+        results.push(await benchSize(n, v.entry, v.label, v.env));
+      }
+    }
   }
 } finally {
   build.cleanup();
+  base?.cleanup();
 }
 
 const cpu = cpus()[0]?.model ?? 'unknown CPU';
@@ -330,7 +603,7 @@ console.log(
   `machine: ${cpus().length} x ${cpu}, ${Math.round(totalmem() / 1024 ** 3)} GiB, Node ${process.version}, ${new Date().toISOString().slice(0, 10)}`,
 );
 console.log(
-  `samples per change kind: ${SAMPLES}; debounce 50 ms (default); latency = API write -> nft commit; agent ${ENTRY === undefined ? 'from src/ (type stripping)' : 'compiled'}, ${Object.entries(
+  `samples per change kind: ${SAMPLES}; debounce 50 ms (default); latency = API write -> nft commit; agent ${build.entry === undefined ? 'from src/ (type stripping)' : 'compiled'}, ${Object.entries(
     AGENT_ENV,
   )
     .map(([k, v]) => `${k}=${v}`)
@@ -350,7 +623,7 @@ for (const r of results) {
   };
   const s = r.stats;
   console.log(
-    `| ${r.pods / 1000}k pods, ${r.policies} policies | ${(r.readyMs / 1000).toFixed(1)} | ${l('local pod')} | ${l('remote peer')} | ${l('policy')} | ${r.applyMs.p50.toFixed(0)} / ${r.applyMs.p99.toFixed(0)} | ${(r.heapAfterSync / MiB).toFixed(0)} | ${(r.rssAfterSync / MiB).toFixed(0)} | ${(r.hwm / MiB).toFixed(0)} | ${String(s['rules'])} | ${Number(s['sets']) + Number(s['maps'])} | ${String(s['elements'])} | ${r.listingKiB.toFixed(0)} |`,
+    `| ${r.pods / 1000}k pods, ${r.policies} policies${r.label === '' ? '' : ` (${r.label})`} | ${(r.readyMs / 1000).toFixed(1)} | ${l('local pod')} | ${l('remote peer')} | ${l('policy')} | ${r.applyMs.p50.toFixed(0)} / ${r.applyMs.p99.toFixed(0)} | ${(r.heapAfterSync / MiB).toFixed(0)} | ${(r.rssAfterSync / MiB).toFixed(0)} | ${(r.hwm / MiB).toFixed(0)} | ${String(s['rules'])} | ${Number(s['sets']) + Number(s['maps'])} | ${String(s['elements'])} | ${r.listingKiB.toFixed(0)} |`,
   );
 }
 
@@ -358,12 +631,31 @@ console.log('');
 console.log(
   `RSS synced = anonymous (V8 heap, malloc, stacks) + file-backed (the node binary's pages, shared and reclaimable): ${results.map((r) => `${r.pods / 1000}k pods ${(r.anonAfterSync / MiB).toFixed(0)} + ${(r.fileAfterSync / MiB).toFixed(0)} MiB`).join('; ')}`,
 );
+const loaded = results.filter((r) => r.load !== undefined);
+if (loaded.length > 0) {
+  console.log('');
+  console.log(
+    `Under load (${RATE} changes/s for ${DURATION_S} s: 20 % local pods, 70 % remote peers, 10 % policy updates; change-to-enforced = API write -> end of the apply naming it):`,
+  );
+  console.log('');
+  console.log(
+    '| cluster | changes | p50 / p99 ms (named) | p99 per 5 s ms | oldest change max per 5 s ms | applies/s | changes/apply | oldest change p50 / p99 ms | apply p50 / p99 ms | CPU s/s (+nft) | RSS peak MiB | drain ms | named |',
+  );
+  console.log('|---|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|');
+  for (const r of loaded) {
+    const x = r.load;
+    if (x === undefined) continue;
+    console.log(
+      `| ${r.pods / 1000}k pods${r.label === '' ? '' : ` (${r.label})`} | ${x.written} | ${x.p50} / ${x.p99} | ${x.windowsP99.join(' ')} | ${x.windowsOldest.join(' ')} | ${x.appliesPerS.toFixed(1)} | ${(x.written / x.durationS / x.appliesPerS).toFixed(1)} | ${x.agentP50} / ${x.agentP99} | ${x.applyP50.toFixed(0)} / ${x.applyP99.toFixed(0)} | ${x.cpuPerS.toFixed(2)} (${x.cpuChildrenPerS.toFixed(2)}) | ${(x.hwm / MiB).toFixed(0)} | ${x.drainMs} | ${x.matched} |`,
+    );
+  }
+}
 console.log('');
 console.log('Steps of one apply, medians of 5 in the benchmark process (nft through `ip netns exec`, ~5 ms of it):');
 console.log('');
 console.log('| cluster | render ms | nft -f ms | nft list ms | script KiB |');
 console.log('|---|---:|---:|---:|---:|');
-for (const r of results) {
+for (const r of results.filter((x) => x.label === variants[0]?.label)) {
   console.log(
     `| ${r.pods / 1000}k pods | ${r.steps.render.toFixed(0)} | ${r.steps.nft.toFixed(0)} | ${r.steps.list.toFixed(0)} | ${r.steps.scriptKiB.toFixed(0)} |`,
   );

@@ -5,6 +5,8 @@
 //   node scripts/bench-watch.ts [--sizes 1000:100:50,10000:1000:500,100000:10000:5000]
 //                               [--churn 2000] [--modes naive-informers,all-pods,selective,selective-unbounded]
 //                               [--mix gen,local]
+//   node scripts/bench-watch.ts --fleet 1000 --sizes 150000:15000:7500 --pods-per-node 30
+//       what the API server sends a fleet of agents (see fleet() below): one JSON line per size and mix
 //
 // Each size runs the in-repo fake API server in a child process, loaded with
 // scripts/gen-cluster.ts's seeded cluster (pods:policies:namespaces; 110 pods
@@ -30,8 +32,10 @@ import { parseArgs } from 'node:util';
 import { CoreV1Api, ListWatch, NetworkingV1Api, Watch } from '@kubernetes/client-node';
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { KubeClusterSource } from '../src/kube/kube-source.ts';
+import { planPeerWatches } from '../src/kube/peer-demand.ts';
+import type { Pod } from '../src/model/types.ts';
 import type { KubeSourceOptions } from '../src/kube/kube-source.ts';
-import { FakeApiServer, makeKubeConfig } from '../test/support/fake-apiserver.ts';
+import { FakeApiServer, labelsMatch, makeKubeConfig, parseLabelSelector } from '../test/support/fake-apiserver.ts';
 import type { KubeObject } from '../test/support/fake-apiserver.ts';
 import { clusterObjects, generateCluster, rng } from './gen-cluster.ts';
 
@@ -350,6 +354,177 @@ async function measure(mode: Mode, url: string, node: string): Promise<void> {
   process.exit(0);
 }
 
+// ------------------------------------------------------------ role: fleet (scale on paper, by simulation)
+
+/**
+ * What the API server sends a fleet of agents: for a sample of `agents`
+ * nodes of the generated cluster, each agent's watches are computed with the
+ * agent's own planner (planPeerWatches, bound 32, as shipped) and the fixed
+ * watches (its node's pods, all namespaces, all policies, its Node); then the
+ * same churn as the other modes (random pods, half relabelled, half deleted
+ * and re-created) is delivered the way the API server's watch cache filters
+ * (a pod event reaches a watch whose namespace and label selector match the
+ * old or the new object; the fake server's selector code), counting events
+ * and bytes (the realistic pod's JSON). Also: what each agent's initial lists
+ * fetch (a node restart), and what one policy or namespace change costs (every
+ * agent watches them all). Sampled agents are spread evenly over the nodes;
+ * per-agent figures are then scaled to the whole fleet.
+ */
+async function fleet(
+  pods: number,
+  policies: number,
+  namespaces: number,
+  podsPerNode: number,
+  agents: number,
+  churn: number,
+  mix: Mix,
+): Promise<void> {
+  const generated = generateCluster({ pods, policies, namespaces, podsPerNode, seed: 1 });
+  const st =
+    mix === 'local'
+      ? { ...generated.state, policies: generated.state.policies.filter((p) => !CROSS_NAMESPACE.test(p.name)) }
+      : generated.state;
+  const objects = clusterObjects({ ...generated, state: st }) as KubeObject[];
+  const podObj = new Map<string, KubeObject>();
+  let nsBytes = 0;
+  let polBytes = 0;
+  let nodeBytes = 0;
+  for (const o of objects) {
+    if (o.kind === 'Pod') podObj.set(`${o.metadata.namespace ?? ''}/${o.metadata.name}`, o);
+    else if (o.kind === 'Namespace') nsBytes += JSON.stringify(o).length;
+    else if (o.kind === 'NetworkPolicy') polBytes += JSON.stringify(o).length;
+    else if (o.kind === 'Node') nodeBytes = JSON.stringify(o).length;
+  }
+  const podBytes = (key: string): number => {
+    const o = podObj.get(key);
+    return o === undefined ? 0 : JSON.stringify(realistic(o)).length;
+  };
+  const avgPodBytes = podBytes(`${st.pods[0]?.namespace ?? ''}/${st.pods[0]?.name ?? ''}`);
+  const byNode = new Map<string, Pod[]>();
+  for (const p of st.pods) if (p.nodeName !== undefined) byNode.set(p.nodeName, [...(byNode.get(p.nodeName) ?? []), p]);
+  const nodes = generated.nodes;
+  const step = Math.max(1, nodes.length / agents);
+  const sample = Array.from({ length: Math.min(agents, nodes.length) }, (_, i) => nodes[Math.floor(i * step)] ?? '');
+  const t0 = performance.now();
+  interface Agent {
+    node: string;
+    mode: string;
+    watches: { key: string; ns: string | undefined; reqs: ReturnType<typeof parseLabelSelector> }[];
+  }
+  const fleetAgents: Agent[] = sample.map((node) => {
+    const plan = planPeerWatches({ policies: st.policies, localPods: byNode.get(node) ?? [], namespaces: st.namespaces });
+    return {
+      node,
+      mode: plan.mode,
+      watches: plan.watches.map((w) => ({ key: w.key, ns: w.namespace, reqs: parseLabelSelector(w.labelSelector) })),
+    };
+  });
+  const planMs = performance.now() - t0;
+  // Streams of the agent that carry this pod's event (overlapping watches each send it).
+  const sees = (
+    a: Agent,
+    ns: string,
+    node: string | undefined,
+    labels: Readonly<Record<string, string>>,
+    next?: Readonly<Record<string, string>>,
+  ): number => {
+    let n = node === a.node ? 1 : 0;
+    for (const w of a.watches)
+      if (
+        (w.ns === undefined || w.ns === ns) &&
+        (labelsMatch(w.reqs, labels) || (next !== undefined && labelsMatch(w.reqs, next)))
+      )
+        n++;
+    return n;
+  };
+  // Initial lists of each agent: its pods, every namespace and policy, its Node, and its peer watches' pods.
+  let listObjects = 0;
+  let listBytes = 0;
+  const byNs = new Map<string, Pod[]>();
+  for (const p of st.pods) byNs.set(p.namespace, [...(byNs.get(p.namespace) ?? []), p]);
+  const listed = new Map<string, number>();
+  let peerWatches = 0;
+  const modes = new Map<string, number>();
+  for (const a of fleetAgents) {
+    modes.set(a.mode, (modes.get(a.mode) ?? 0) + 1);
+    peerWatches += a.watches.length;
+    const local = byNode.get(a.node)?.length ?? 0;
+    listObjects += local;
+    listBytes += local * avgPodBytes;
+    // Overlapping watches list a pod once per watch (the server answers each list).
+    for (const w of a.watches) {
+      let n = listed.get(w.key);
+      if (n === undefined) {
+        n = 0;
+        for (const p of w.ns === undefined ? st.pods : (byNs.get(w.ns) ?? [])) if (labelsMatch(w.reqs, p.labels)) n++;
+        listed.set(w.key, n);
+      }
+      listObjects += n;
+      listBytes += n * avgPodBytes;
+    }
+    listObjects += st.namespaces.length + st.policies.length + 1;
+    listBytes += nsBytes + polBytes + nodeBytes;
+  }
+  // Churn, delivered as the watch cache would.
+  const rand = rng(1007);
+  const keys = st.pods;
+  let events = 0;
+  let delivered = 0;
+  let deliveredBytes = 0;
+  let allPodsDelivered = 0;
+  for (let i = 0; i < churn; i++) {
+    const p = keys[Math.floor(rand() * keys.length)];
+    if (p === undefined) continue;
+    const bytes = podBytes(`${p.namespace}/${p.name}`) + 30;
+    if (rand() < 0.5) {
+      const next = { ...p.labels, churn: String(i) };
+      events += 1;
+      allPodsDelivered += fleetAgents.length;
+      for (const a of fleetAgents) {
+        const n = sees(a, p.namespace, p.nodeName, p.labels, next);
+        delivered += n;
+        deliveredBytes += n * bytes;
+      }
+    } else {
+      events += 2;
+      allPodsDelivered += 2 * fleetAgents.length;
+      for (const a of fleetAgents) {
+        const n = sees(a, p.namespace, p.nodeName, p.labels);
+        delivered += 2 * n;
+        deliveredBytes += 2 * n * bytes;
+      }
+    }
+  }
+  const scale = nodes.length / fleetAgents.length;
+  const polAvg = polBytes / Math.max(1, st.policies.length);
+  const nsAvg = nsBytes / Math.max(1, st.namespaces.length);
+  send({
+    mix,
+    pods: st.pods.length,
+    policies: st.policies.length,
+    namespaces: st.namespaces.length,
+    nodes: nodes.length,
+    agents: fleetAgents.length,
+    planMs: Math.round(planMs),
+    modes: Object.fromEntries(modes),
+    peerWatchesPerAgent: +(peerWatches / fleetAgents.length).toFixed(1),
+    podBytes: avgPodBytes,
+    churnEvents: events,
+    perPodEvent: {
+      streams: +((delivered / events) * scale).toFixed(1),
+      kib: +((deliveredBytes / events / 1024) * scale).toFixed(1),
+      allPods: (allPodsDelivered / events) * scale,
+    },
+    perPolicyChange: { agents: nodes.length, kib: +((polAvg * nodes.length) / 1024).toFixed(0) },
+    perNamespaceChange: { agents: nodes.length, kib: +((nsAvg * nodes.length) / 1024).toFixed(0) },
+    restartPerAgent: {
+      objects: Math.round(listObjects / fleetAgents.length),
+      mib: +(listBytes / fleetAgents.length / MB).toFixed(1),
+    },
+    restartFleet: { objects: Math.round(listObjects * scale), gib: +((listBytes * scale) / 1024 ** 3).toFixed(1) },
+  });
+}
+
 // ------------------------------------------------------------ orchestrator
 
 interface Child {
@@ -454,6 +629,8 @@ const { values } = parseArgs({
     churn: { type: 'string', default: '2000' },
     modes: { type: 'string', default: MODES.join(',') },
     mix: { type: 'string', default: MIXES.join(',') },
+    fleet: { type: 'string' },
+    'pods-per-node': { type: 'string', default: '110' },
   },
 });
 
@@ -471,7 +648,11 @@ function mixes(text: string): Mix[] {
   });
 }
 
-if (values.serve !== undefined) {
+if (values.fleet !== undefined) {
+  for (const size of values.sizes.split(',').map(triple))
+    for (const mix of mixes(values.mix))
+      await fleet(...size, Number(values['pods-per-node']), Number(values.fleet), Number(values.churn), mix);
+} else if (values.serve !== undefined) {
   const [mix] = mixes(values.mix);
   await serve(...triple(values.serve), mix ?? 'gen');
 } else if (values.measure !== undefined) {

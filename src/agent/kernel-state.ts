@@ -98,11 +98,14 @@ export class KernelState {
   /**
    * Lists the table right after an apply and keeps it as the canonical
    * listing, unless its objects are not the ones just applied (someone changed
-   * the table in between) or a newer change cancelled it.
+   * the table in between) or a newer change cancelled it. `moot`: newer
+   * changes already wait (they came while the apply was still running, when
+   * there was no read-back to cancel yet): skipped, their apply reads back.
    */
-  async readBack(): Promise<ReadBack> {
+  async readBack(moot: () => boolean = () => false): Promise<ReadBack> {
     const applied = this.#applied;
     if (applied === undefined) return { kind: 'failed' };
+    if (moot()) return { kind: 'cancelled' };
     const ac = new AbortController();
     this.#readBack = ac;
     let listing: string | undefined;

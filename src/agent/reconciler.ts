@@ -439,7 +439,9 @@ export class Reconciler {
     this.#succeeded(batch, { result: 'applied', mode, state, rendered, repair, update: counts, phases });
     // The canonical listing for drift checks, captured right after the apply
     // (given up if a newer change is queued: its apply captures instead).
-    const rb = await this.#kernel.readBack();
+    // Changes that came during this apply already wait: at 100k pods a
+    // listing takes seconds, and would hold their apply back (issue 24).
+    const rb = await this.#kernel.readBack(() => this.#sched.pending);
     switch (rb.kind) {
       case 'captured':
         break;

@@ -4,12 +4,14 @@
 // failure, bad kubeconfig) or cleanup failed, 2 usage.
 import { readFileSync } from 'node:fs';
 import { getHeapStatistics } from 'node:v8';
-import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import type { CoreV1Api } from '@kubernetes/client-node';
 import { Agent } from '../agent/agent.ts';
 import { CLEANUP_HELP, parseCleanupConfig, parseRunConfig, RUN_HELP, type AgentConfig } from '../agent/config.ts';
 import { nftDataplane } from '../agent/dataplane.ts';
 import { kubeEventSink, logEventSink } from '../agent/event-sink.ts';
 import { kubeStatusApi, type LeaseApi, type StatusApi } from '../kube/status-client.ts';
+import { loadLeanAccess } from '../kube/kube-access.ts';
+import { kubeRequest, type KubeAccess } from '../kube/kube-http.ts';
 import type { EventSink } from '../agent/ports.ts';
 import { FileClusterSource } from '../kube/file-source.ts';
 import { KubeClusterSource } from '../kube/kube-source.ts';
@@ -27,10 +29,41 @@ function usage(cmd: string, message: string): number {
   return 2;
 }
 
-function makeSource(
+/**
+ * The client configuration: the lean loader's for what it covers (no
+ * @kubernetes/client-node in memory, kube-http.ts), else client-node's
+ * loadFromDefault, imported only then.
+ */
+async function loadAccess(log: Logger): Promise<{ access: KubeAccess; context: string } | { error: string }> {
+  const lean = loadLeanAccess(process.env);
+  if (lean !== undefined) return { access: lean, context: lean.getCurrentCluster().name };
+  const { KubeConfig } = await import('@kubernetes/client-node');
+  const kc = new KubeConfig();
+  try {
+    kc.loadFromDefault();
+  } catch (e) {
+    return {
+      error: `cannot load the Kubernetes client configuration (KUBECONFIG, ~/.kube/config or in-cluster): ${errorMessage(e)}`,
+    };
+  }
+  log.debug({ event: 'apiserver' }, 'client configuration beyond the lean loader: using @kubernetes/client-node');
+  return { access: kc, context: kc.getCurrentContext() };
+}
+
+/** createNamespacedEvent (all the event sink calls) as one POST. */
+function eventApi(access: KubeAccess): Pick<CoreV1Api, 'createNamespacedEvent'> {
+  return {
+    createNamespacedEvent: async ({ namespace, body }) =>
+      (await kubeRequest(access, 'POST', `/api/v1/namespaces/${encodeURIComponent(namespace)}/events`, {
+        body,
+      })) as Awaited<ReturnType<CoreV1Api['createNamespacedEvent']>>,
+  };
+}
+
+async function makeSource(
   c: AgentConfig,
   log: Logger,
-): { source: ClusterSource; events: EventSink; statusApi?: StatusApi & LeaseApi } | { error: string } {
+): Promise<{ source: ClusterSource; events: EventSink; statusApi?: StatusApi & LeaseApi } | { error: string }> {
   if (c.fromDir !== undefined) {
     return {
       source: new FileClusterSource({
@@ -41,17 +74,12 @@ function makeSource(
       events: logEventSink(log),
     };
   }
-  const kc = new KubeConfig();
-  try {
-    kc.loadFromDefault();
-  } catch (e) {
-    return {
-      error: `cannot load the Kubernetes client configuration (KUBECONFIG, ~/.kube/config or in-cluster): ${errorMessage(e)}`,
-    };
-  }
+  const loaded = await loadAccess(log);
+  if ('error' in loaded) return loaded;
+  const kc = loaded.access;
   const cluster = kc.getCurrentCluster();
   if (cluster === null) return { error: 'the Kubernetes client configuration has no current cluster' };
-  log.info({ event: 'apiserver', server: cluster.server, context: kc.getCurrentContext() }, 'watching the API server');
+  log.info({ event: 'apiserver', server: cluster.server, context: loaded.context }, 'watching the API server');
   return {
     source: new KubeClusterSource({
       kubeConfig: kc,
@@ -62,7 +90,7 @@ function makeSource(
       crdProbeMs: c.crdRecheckMs,
     }),
     // Events about cluster-scoped objects (ClusterNetworkPolicies) go to the agent's own namespace.
-    events: kubeEventSink(kc.makeApiClient(CoreV1Api), c.node, c.agentNamespace),
+    events: kubeEventSink(eventApi(kc), c.node, c.agentNamespace),
     statusApi: kubeStatusApi(kc),
   };
 }
@@ -121,7 +149,7 @@ export async function runCommand(argv: string[]): Promise<number> {
 
   const metrics = createMetrics();
   metrics.setBuildInfo(build, c.node);
-  const made = makeSource(c, log);
+  const made = await makeSource(c, log);
   if ('error' in made) {
     log.error({ event: 'start' }, made.error);
     process.stderr.write(`error: ${made.error}\n`);

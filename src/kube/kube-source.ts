@@ -37,8 +37,8 @@
 // has not listed yet leaves its pods out of the snapshot: traffic from or to
 // them is denied until it has (fail closed), while every other change keeps
 // flowing to the kernel, including ones that revoke access.
-import { CoreV1Api, CustomObjectsApi, NetworkingV1Api } from '@kubernetes/client-node';
-import type { KubeConfig, KubernetesListObject } from '@kubernetes/client-node';
+import { kubeList } from './kube-http.ts';
+import type { KubeAccess, Query, RawList } from './kube-http.ts';
 import { byObjectKey } from '../model/state.ts';
 import { makeState } from '../model/normalize.ts';
 import type { Normalized } from '../model/normalize.ts';
@@ -70,7 +70,15 @@ import { contributedPolicies } from '../kinds/registry.ts';
 import { namespaceNetworkPolicyKind, projectIsolationKind, workspaceIsolationKind } from '../kinds/tenancy.ts';
 import { OptionalWatch } from './optional-watch.ts';
 import type { WatchLike } from './optional-watch.ts';
-import { ALL_PODS, DEFAULT_MAX_PEER_WATCHES, nodePeersNeeded, planPeerWatches, samePlan } from './peer-demand.ts';
+import {
+  ALL_PODS,
+  DEFAULT_MAX_PEER_WATCHES,
+  nodePeersNeeded,
+  planPeerWatches,
+  relevantClusterPolicies,
+  relevantPolicies,
+  samePlan,
+} from './peer-demand.ts';
 import type { PeerPlan, PodWatchSpec } from './peer-demand.ts';
 import { ResourceWatch } from './resource-watch.ts';
 import type { ChangeType, ListPage, WatchTiming } from './resource-watch.ts';
@@ -78,7 +86,8 @@ import { SILENT_LOGGER } from './source.ts';
 import type { ClusterSource, SourceLogger, WatchStatus } from './source.ts';
 
 export interface KubeSourceOptions {
-  readonly kubeConfig: KubeConfig;
+  /** Credentials and server: the lean loader's (kube-access.ts) or a client-node KubeConfig. */
+  readonly kubeConfig: KubeAccess;
   /** This node's name (spec.nodeName of its pods). */
   readonly nodeName: string;
   /** Bound on remote pod watches before falling back to cluster-wide ones (default 32). */
@@ -107,6 +116,9 @@ export interface KubeSourceOptions {
    */
   readonly clusterPolicies?: boolean;
 }
+
+/** A plan waits this many times the last plan's duration after it (see #schedulePlan). */
+const PLAN_BACKOFF = 4;
 
 /** The key of the single cluster-wide Service watch (past maxServiceWatches). */
 const ALL_SERVICES = '*';
@@ -139,11 +151,8 @@ export interface SourceCounters {
   readonly peerMode: PeerPlan['mode'] | undefined;
 }
 
-function paging(page: ListPage): { limit?: number; _continue?: string } {
-  return {
-    ...(page.limit === undefined ? {} : { limit: page.limit }),
-    ...(page.continue === undefined ? {} : { _continue: page.continue }),
-  };
+function paging(page: ListPage): Query {
+  return { limit: page.limit, continue: page.continue };
 }
 
 function peerName(spec: PodWatchSpec): string {
@@ -154,9 +163,6 @@ function peerName(spec: PodWatchSpec): string {
 export class KubeClusterSource implements ClusterSource {
   readonly #opts: KubeSourceOptions;
   readonly #log: SourceLogger;
-  readonly #core: CoreV1Api;
-  readonly #net: NetworkingV1Api;
-  readonly #custom: CustomObjectsApi;
   #workspaces: OptionalWatch<Workspace> | undefined;
   #nsnps: OptionalWatch<NamespaceNetworkPolicy> | undefined;
   #clusterPolicies: OptionalWatch<ClusterNetworkPolicy>[] = [];
@@ -174,6 +180,13 @@ export class KubeClusterSource implements ClusterSource {
   #retired = { received: 0 };
   #plan: PeerPlan | undefined;
   #planTimer: NodeJS.Timeout | undefined;
+  /** Policies (and cluster policies) that selected a local pod at the last plan, in order. */
+  #lastRelevant: readonly object[] | undefined;
+  /** Something besides local pods changed since the last plan (policies, namespaces, a watch synced). */
+  #planInputsChanged = true;
+  /** Duration and end (Date.now()) of the last plan: spaces the next one. */
+  #lastPlanMs = 0;
+  #lastPlanEnd = 0;
   #synced = false;
   #cache: ClusterState | undefined;
   readonly #changeListeners: ((reason: string) => void)[] = [];
@@ -182,9 +195,11 @@ export class KubeClusterSource implements ClusterSource {
   constructor(opts: KubeSourceOptions) {
     this.#opts = opts;
     this.#log = opts.log ?? SILENT_LOGGER;
-    this.#core = opts.kubeConfig.makeApiClient(CoreV1Api);
-    this.#net = opts.kubeConfig.makeApiClient(NetworkingV1Api);
-    this.#custom = opts.kubeConfig.makeApiClient(CustomObjectsApi);
+  }
+
+  /** One page of a collection (raw JSON, as the watch delivers objects). */
+  #get(path: string, query: Query): Promise<RawList> {
+    return kubeList(this.#opts.kubeConfig, path, query);
   }
 
   async start(): Promise<void> {
@@ -197,11 +212,11 @@ export class KubeClusterSource implements ClusterSource {
       `${POD_API.plural} ${nodeSel}`,
       collectionPath(POD_API),
       POD_API.normalize,
-      (page) => this.#core.listPodForAllNamespaces({ fieldSelector: nodeSel, ...paging(page) }),
+      (page) => this.#get(collectionPath(POD_API), { fieldSelector: nodeSel, ...paging(page) }),
       {
         fieldSelector: nodeSel,
         replan: true,
-        probeList: () => this.#core.listPodForAllNamespaces({ limit: 1 }),
+        probeList: () => this.#get(collectionPath(POD_API), { limit: 1 }),
       },
     );
     this.#namespaces = this.#watch<Namespace>(
@@ -209,16 +224,16 @@ export class KubeClusterSource implements ClusterSource {
       NAMESPACE_API.plural,
       collectionPath(NAMESPACE_API),
       NAMESPACE_API.normalize,
-      (page) => this.#core.listNamespace(paging(page)),
-      { replan: true, probeList: () => this.#core.listNamespace({ limit: 1 }) },
+      (page) => this.#get(collectionPath(NAMESPACE_API), paging(page)),
+      { replan: true, probeList: () => this.#get(collectionPath(NAMESPACE_API), { limit: 1 }) },
     );
     this.#policies = this.#watch<NetworkPolicy>(
       NETWORK_POLICY_API.plural,
       NETWORK_POLICY_API.plural,
       collectionPath(NETWORK_POLICY_API),
       NETWORK_POLICY_API.normalize,
-      (page) => this.#net.listNetworkPolicyForAllNamespaces(paging(page)),
-      { replan: true, invalid: true, probeList: () => this.#net.listNetworkPolicyForAllNamespaces({ limit: 1 }) },
+      (page) => this.#get(collectionPath(NETWORK_POLICY_API), paging(page)),
+      { replan: true, invalid: true, probeList: () => this.#get(collectionPath(NETWORK_POLICY_API), { limit: 1 }) },
     );
     const nameSel = `metadata.name=${node}`;
     // With tenancy, every node: their addresses are an isolation allowance.
@@ -229,16 +244,16 @@ export class KubeClusterSource implements ClusterSource {
             `${NODE_API.plural} ${nameSel}`,
             collectionPath(NODE_API),
             NODE_API.normalize,
-            (page) => this.#core.listNode({ fieldSelector: nameSel, ...paging(page) }),
-            { fieldSelector: nameSel, probeList: () => this.#core.listNode({ limit: 1 }) },
+            (page) => this.#get(collectionPath(NODE_API), { fieldSelector: nameSel, ...paging(page) }),
+            { fieldSelector: nameSel, probeList: () => this.#get(collectionPath(NODE_API), { limit: 1 }) },
           )
         : this.#watch<Node>(
             NODE_API.plural,
             NODE_API.plural,
             collectionPath(NODE_API),
             NODE_API.normalize,
-            (page) => this.#core.listNode(paging(page)),
-            { probeList: () => this.#core.listNode({ limit: 1 }) },
+            (page) => this.#get(collectionPath(NODE_API), paging(page)),
+            { probeList: () => this.#get(collectionPath(NODE_API), { limit: 1 }) },
           );
     if (this.#opts.tenancy !== undefined) {
       this.#workspaces = this.#optional(WORKSPACE_API);
@@ -252,10 +267,7 @@ export class KubeClusterSource implements ClusterSource {
   /** A watch of a custom resource that may not be installed (optional-watch.ts), cluster-wide. */
   #optional<T>(d: ApiKind<T>): OptionalWatch<T> {
     const r = { group: d.group, version: d.version, plural: d.plural };
-    const list = async (page: ListPage): Promise<KubernetesListObject<object>> => {
-      const out: unknown = await this.#custom.listClusterCustomObject({ ...r, ...paging(page) });
-      return out as KubernetesListObject<object>;
-    };
+    const list = (page: ListPage): Promise<RawList> => this.#get(collectionPath(d), paging(page));
     return new OptionalWatch<T>({
       name: r.plural,
       probe: () => list({ limit: 1, continue: undefined }),
@@ -289,18 +301,19 @@ export class KubeClusterSource implements ClusterSource {
           `${SERVICE_API.plural} (all namespaces)`,
           collectionPath(SERVICE_API),
           SERVICE_API.normalize,
-          (page) => this.#core.listServiceForAllNamespaces(paging(page)),
+          (page) => this.#get(collectionPath(SERVICE_API), paging(page)),
           { replan: true },
         );
       } else {
         const [namespace = '', name = ''] = key.split('/');
         const sel = `metadata.name=${name}`;
+        const servicesIn = `/api/${SERVICE_API.version}/namespaces/${encodeURIComponent(namespace)}/${SERVICE_API.plural}`;
         w = this.#watch<Service>(
           SERVICE_API.plural,
           `${SERVICE_API.plural} -n ${namespace} ${sel}`,
-          `/api/${SERVICE_API.version}/namespaces/${encodeURIComponent(namespace)}/${SERVICE_API.plural}`,
+          servicesIn,
           SERVICE_API.normalize,
-          (page) => this.#core.listNamespacedService({ namespace, fieldSelector: sel, ...paging(page) }),
+          (page) => this.#get(servicesIn, { fieldSelector: sel, ...paging(page) }),
           { fieldSelector: sel, replan: true },
         );
       }
@@ -331,9 +344,9 @@ export class KubeClusterSource implements ClusterSource {
         NODE_API.plural,
         collectionPath(NODE_API),
         NODE_API.normalize,
-        (page) => this.#core.listNode(paging(page)),
+        (page) => this.#get(collectionPath(NODE_API), paging(page)),
         {
-          probeList: () => this.#core.listNode({ limit: 1 }),
+          probeList: () => this.#get(collectionPath(NODE_API), { limit: 1 }),
         },
       );
       this.#allNodes.start();
@@ -497,7 +510,7 @@ export class KubeClusterSource implements ClusterSource {
     name: string,
     path: string,
     normalize: (raw: unknown) => Normalized<T>,
-    list: (page: ListPage) => Promise<KubernetesListObject<object>>,
+    list: (page: ListPage) => Promise<RawList>,
     opts: {
       fieldSelector?: string;
       labelSelector?: string;
@@ -505,7 +518,7 @@ export class KubeClusterSource implements ClusterSource {
       invalid?: boolean;
       filter?: () => ReadonlySet<string> | undefined;
       /** The liveness probe's list: limit 1, no selectors (only its resourceVersion matters). */
-      probeList?: () => Promise<KubernetesListObject<object>>;
+      probeList?: () => Promise<RawList>;
     },
   ): ResourceWatch<T> {
     return new ResourceWatch<T>({
@@ -557,7 +570,11 @@ export class KubeClusterSource implements ClusterSource {
     filter: (() => ReadonlySet<string> | undefined) | undefined,
   ): void {
     if (this.#state !== 'running') return;
-    if (replan) this.#schedulePlan();
+    if (replan) {
+      // Local pods reach the plan only through the policies that select them (#peerPlan).
+      if (kind !== POD_API.plural) this.#planInputsChanged = true;
+      this.#schedulePlan();
+    }
     const f = filter?.();
     if (f !== undefined) {
       const ns = key.slice(0, key.indexOf('/'));
@@ -568,6 +585,7 @@ export class KubeClusterSource implements ClusterSource {
 
   #watchSynced(name: string): void {
     if (this.#state !== 'running') return;
+    this.#planInputsChanged = true;
     this.#schedulePlan();
     this.#retire();
     this.#checkSynced();
@@ -580,10 +598,22 @@ export class KubeClusterSource implements ClusterSource {
 
   #schedulePlan(): void {
     if (this.#state !== 'running' || this.#planTimer !== undefined || !this.#baseSynced()) return;
+    // A plan walks every policy and, per namespaceSelector peer, every
+    // namespace: ~300 ms at 100k pods / 10k policies. Under a stream of local
+    // pod and policy changes (a rollout: tens per second) re-planning after
+    // each would keep the event loop busy and hold back applies; so the next
+    // plan waits at least 4x as long as the last one took (planning stays
+    // under ~20 % of the loop). Late plans only delay new peer watches, whose
+    // pods are denied until they list (fail closed).
+    const debounce = this.#opts.planDebounceMs ?? 20;
+    const wait = Math.max(debounce, this.#lastPlanEnd + PLAN_BACKOFF * this.#lastPlanMs - Date.now());
     this.#planTimer = setTimeout(() => {
       this.#planTimer = undefined;
+      const t0 = performance.now();
       this.#safe(() => this.#replan());
-    }, this.#opts.planDebounceMs ?? 20);
+      this.#lastPlanMs = performance.now() - t0;
+      this.#lastPlanEnd = Date.now();
+    }, wait);
   }
 
   #replan(): void {
@@ -593,15 +623,7 @@ export class KubeClusterSource implements ClusterSource {
     const plan: PeerPlan =
       this.#opts.remotePods === 'all'
         ? { mode: 'all', watches: [ALL_PODS], reason: 'configured: remotePods=all' }
-        : planPeerWatches(
-            {
-              policies: [...(this.#policies?.values() ?? []), ...this.#derivedPolicies()],
-              localPods: [...(this.#localPods?.values() ?? [])],
-              namespaces: [...(this.#namespaces?.values() ?? [])],
-              clusterPolicies: this.#clusterPolicyValues(),
-            },
-            this.#opts.maxPeerWatches ?? DEFAULT_MAX_PEER_WATCHES,
-          );
+        : this.#peerPlan();
     if (this.#plan !== undefined && samePlan(plan, this.#plan)) {
       this.#checkSynced();
       return;
@@ -617,6 +639,10 @@ export class KubeClusterSource implements ClusterSource {
         have.retiring = false;
         continue;
       }
+      const path =
+        spec.namespace === undefined
+          ? collectionPath(POD_API)
+          : `/api/${POD_API.version}/namespaces/${encodeURIComponent(spec.namespace)}/${POD_API.plural}`;
       const pw: PeerWatch = {
         spec,
         filter,
@@ -624,23 +650,14 @@ export class KubeClusterSource implements ClusterSource {
         watch: this.#watch<Pod>(
           POD_API.plural,
           peerName(spec),
-          spec.namespace === undefined
-            ? collectionPath(POD_API)
-            : `/api/${POD_API.version}/namespaces/${encodeURIComponent(spec.namespace)}/${POD_API.plural}`,
+          path,
           POD_API.normalize,
-          (page) => {
-            const sel = spec.labelSelector === '' ? {} : { labelSelector: spec.labelSelector };
-            return spec.namespace === undefined
-              ? this.#core.listPodForAllNamespaces({ ...sel, ...paging(page) })
-              : this.#core.listNamespacedPod({ namespace: spec.namespace, ...sel, ...paging(page) });
-          },
+          (page) =>
+            this.#get(path, { labelSelector: spec.labelSelector === '' ? undefined : spec.labelSelector, ...paging(page) }),
           {
             ...(spec.labelSelector === '' ? {} : { labelSelector: spec.labelSelector }),
             filter: () => this.#peers.get(spec.key)?.filter,
-            probeList: () =>
-              spec.namespace === undefined
-                ? this.#core.listPodForAllNamespaces({ limit: 1 })
-                : this.#core.listNamespacedPod({ namespace: spec.namespace, limit: 1 }),
+            probeList: () => this.#get(path, { limit: 1 }),
           },
         ),
       };
@@ -669,6 +686,38 @@ export class KubeClusterSource implements ClusterSource {
     this.#retire();
     this.#checkSynced();
     this.#emit(`peer plan ${plan.mode}: ${plan.watches.length} watches (+${added}, -${retiring})`);
+  }
+
+  /**
+   * The peer plan for the current caches. When only local pods changed since
+   * the last plan and the policies selecting them are the same objects, the
+   * plan is the same (it depends on local pods only through that set): kept
+   * without walking every policy and namespace again.
+   */
+  #peerPlan(): PeerPlan {
+    const input = {
+      policies: [...(this.#policies?.values() ?? []), ...this.#derivedPolicies()],
+      localPods: [...(this.#localPods?.values() ?? [])],
+      namespaces: [...(this.#namespaces?.values() ?? [])],
+      clusterPolicies: this.#clusterPolicyValues(),
+    };
+    const relevant: readonly object[] = [
+      ...relevantPolicies(input.policies, input.localPods),
+      ...relevantClusterPolicies(input.clusterPolicies, input.localPods, input.namespaces),
+    ];
+    const last = this.#lastRelevant;
+    const inputsChanged = this.#planInputsChanged;
+    this.#lastRelevant = relevant;
+    this.#planInputsChanged = false;
+    if (
+      !inputsChanged &&
+      this.#plan !== undefined &&
+      last !== undefined &&
+      last.length === relevant.length &&
+      last.every((p, i) => p === relevant[i])
+    )
+      return this.#plan;
+    return planPeerWatches(input, this.#opts.maxPeerWatches ?? DEFAULT_MAX_PEER_WATCHES);
   }
 
   /**

@@ -1,6 +1,7 @@
-// One list+watch of one resource (and selector) on an unmodified
-// @kubernetes/client-node ListWatch, made safe for a long-running agent. The
-// informer's traps (see shared/references/client-node.md) and what we do:
+// One list+watch of one resource (and selector) on list-watch.ts's ListWatch
+// (client-node's ListWatch behaviour without the library, see kube-http.ts),
+// made safe for a long-running agent. The informer's traps (see
+// shared/references/client-node.md) and what we do:
 //
 // - It stops for good on any error but 410 (reset, refused, 401/403/500,
 //   failed list): we restart it with capped exponential backoff (+-20% jitter,
@@ -35,16 +36,18 @@
 //   and watch objects are reduced to envelopes the library cannot trip on.
 // - start() resolves even when the list failed: synced means our listFn
 //   succeeded and its items were applied.
-// - List objects (deserialized: Date, `_from`) and watch objects (raw JSON)
-//   differ: both go through the same normalizer.
+// - Lists and watch events are both raw JSON here (client-node's lists were
+//   deserialized: Date, `_from`); the normalizer reads either shape.
 //
 // Memory: the informer caches whatever listFn and the watch hand it, so both
 // paths hand it small envelopes (name, namespace, resourceVersion, normalized
 // value, in one object that is its own metadata); raw objects are dropped
 // right away.
 import { isDeepStrictEqual } from 'node:util';
-import { ListWatch, Watch } from '@kubernetes/client-node';
-import type { KubeConfig, KubernetesListObject } from '@kubernetes/client-node';
+import { HttpWatch } from './kube-http.ts';
+import type { KubeAccess } from './kube-http.ts';
+import { ListWatch } from './list-watch.ts';
+import type { ListResult } from './list-watch.ts';
 import type { Normalized } from '../model/normalize.ts';
 import { EMPTY } from '../model/normalize-intern.ts';
 import type { ValidationError } from '../model/types.ts';
@@ -130,6 +133,21 @@ class Envelope {
 
 export type ChangeType = 'add' | 'update' | 'delete';
 
+/**
+ * One list page: raw JSON (kube-http.ts) or a client-node list (tests), whose
+ * deserializer renames `continue` to `_continue`.
+ */
+export interface ListAnswer {
+  readonly metadata?:
+    | {
+        readonly resourceVersion?: string | undefined;
+        readonly continue?: string | undefined;
+        readonly _continue?: string | undefined;
+      }
+    | undefined;
+  readonly items: readonly unknown[];
+}
+
 export interface ListPage {
   readonly limit: number | undefined;
   readonly continue: string | undefined;
@@ -138,7 +156,8 @@ export interface ListPage {
 export interface ResourceWatchOptions<T> {
   /** Shown in status() and logs. */
   readonly name: string;
-  readonly kubeConfig: KubeConfig;
+  /** Credentials and server: the lean loader's (kube-access.ts) or a client-node KubeConfig. */
+  readonly kubeConfig: KubeAccess;
   /** API path, e.g. /api/v1/pods or /api/v1/namespaces/shop/pods. */
   readonly path: string;
   readonly labelSelector?: string | undefined;
@@ -147,13 +166,13 @@ export interface ResourceWatchOptions<T> {
    * The list call with the same selectors (the informer sends them only on the
    * watch), for one page: pass limit and continue through.
    */
-  readonly list: (page: ListPage) => Promise<KubernetesListObject<object>>;
+  readonly list: (page: ListPage) => Promise<ListAnswer>;
   /**
    * The liveness probe's list: `limit=1`, ideally without selectors (only its
    * metadata.resourceVersion is read; a selector could make the server scan).
    * Default: one page of `list` with limit 1.
    */
-  readonly probeList?: () => Promise<KubernetesListObject<object>>;
+  readonly probeList?: () => Promise<ListAnswer>;
   /** Objects per list page (default 500; 0 = one request). */
   readonly pageSize?: number;
   readonly normalize: (raw: unknown) => Normalized<T>;
@@ -221,15 +240,14 @@ interface WatchHooks {
   closed(err: unknown): void;
 }
 
-/** The library's Watch, with our hooks around each request. */
-class HookedWatch extends Watch {
+/** The stream, with our hooks around each request. */
+class HookedWatch extends HttpWatch {
   readonly #hooks: WatchHooks;
 
-  constructor(kc: KubeConfig, hooks: WatchHooks, streamTimeoutMs: number) {
+  constructor(kc: KubeAccess, hooks: WatchHooks, streamTimeoutMs: number) {
     super(kc);
     this.#hooks = hooks;
-    // TypeScript-private but a plain writable field (the library's tests set it too).
-    Reflect.set(this, 'requestTimeoutMs', streamTimeoutMs);
+    this.requestTimeoutMs = streamTimeoutMs;
   }
 
   override async watch(
@@ -339,7 +357,7 @@ export class ResourceWatch<T> {
     );
     // The informer never asks for bookmarks; parameters in the path are kept.
     const path = `${opts.path}${opts.path.includes('?') ? '&' : '?'}allowWatchBookmarks=true`;
-    this.#informer = new ListWatch<Envelope>(path, watch, () => this.#list(), false, opts.labelSelector, opts.fieldSelector, {
+    this.#informer = new ListWatch<Envelope>(path, watch, () => this.#list(), opts.labelSelector, opts.fieldSelector, {
       delayFn: (ms) => this.#delay(ms),
     });
     this.#informer.on('add', (env) => this.#guard(() => this.#apply('add', env)));
@@ -473,7 +491,7 @@ export class ResourceWatch<T> {
     });
   }
 
-  async #list(): Promise<KubernetesListObject<Envelope>> {
+  async #list(): Promise<ListResult<Envelope>> {
     const gen = this.#gen;
     const deadline = Date.now() + this.#timing.listTimeoutMs;
     const pageSize = this.#opts.pageSize ?? 500;
@@ -494,7 +512,7 @@ export class ResourceWatch<T> {
         if (env !== undefined) items.push(env);
       }
       rv = raw.metadata?.resourceVersion ?? rv;
-      const next = raw.metadata?._continue;
+      const next = raw.metadata?.continue ?? raw.metadata?._continue;
       cont = typeof next === 'string' && next !== '' ? next : undefined;
     } while (cont !== undefined);
     // The informer applies the items right after this resolves; mark synced after that.
@@ -761,8 +779,8 @@ export class ResourceWatch<T> {
       const timer = setTimeout(() => finish({ kind: 'failed', error: `probe watch gave no answer within ${ms} ms` }), ms);
       timer.unref();
       this.#probeCancel = () => finish({ kind: 'failed', error: 'cancelled' });
-      const watch = new Watch(this.#opts.kubeConfig);
-      Reflect.set(watch, 'requestTimeoutMs', ms);
+      const watch = new HttpWatch(this.#opts.kubeConfig);
+      watch.requestTimeoutMs = ms;
       const query: Record<string, string | number | undefined> = {
         resourceVersion: from,
         timeoutSeconds: 1,

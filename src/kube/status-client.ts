@@ -2,22 +2,13 @@
 // patch of /status), its Lease (create, update with a resourceVersion
 // precondition) and the Node's uid for the owner reference. Thin: decisions
 // (when, what, retries) live in agent/status-writer.ts and agent/heartbeat.ts.
-import {
-  ApiException,
-  CoordinationV1Api,
-  CoreV1Api,
-  CustomObjectsApi,
-  PatchStrategy,
-  setHeaderOptions,
-  V1MicroTime,
-} from '@kubernetes/client-node';
-import type { KubeConfig, V1Lease } from '@kubernetes/client-node';
+import { kubeRequest } from './kube-http.ts';
+import type { KubeAccess } from './kube-http.ts';
 import { STATUS_GROUP, STATUS_PLURAL, STATUS_VERSION } from '../status/types.ts';
 import type { LeaseObject, NodePolicyStatusObject } from '../status/types.ts';
 
 /** HTTP status of a failed call (0 when there was no answer). */
 export function apiCode(err: unknown): number {
-  if (err instanceof ApiException) return err.code;
   const c = (err as { code?: unknown; statusCode?: unknown } | null)?.statusCode ?? (err as { code?: unknown } | null)?.code;
   return typeof c === 'number' ? c : 0;
 }
@@ -40,10 +31,12 @@ export interface LeaseApi {
   replaceLease(namespace: string, lease: LeaseObject): Promise<LeaseObject | 'conflict' | 'gone'>;
 }
 
-const MERGE = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+const MERGE = 'application/merge-patch+json';
 
-function toV1Lease(l: LeaseObject): V1Lease {
-  const time = (t: string | Date | undefined): V1MicroTime | undefined => (t === undefined ? undefined : new V1MicroTime(t));
+/** The Lease as sent: times as RFC 3339 with microseconds (MicroTime). */
+function leaseBody(l: LeaseObject): object {
+  const time = (t: string | Date | undefined): string | undefined =>
+    t === undefined ? undefined : (typeof t === 'string' ? new Date(t) : t).toISOString().replace(/Z$/, '000Z');
   const s = l.spec ?? {};
   return {
     apiVersion: 'coordination.k8s.io/v1',
@@ -58,7 +51,13 @@ function toV1Lease(l: LeaseObject): V1Lease {
   };
 }
 
-function fromV1Lease(l: V1Lease): LeaseObject {
+interface RawLease {
+  metadata?: { name?: string; namespace?: string; resourceVersion?: string };
+  spec?: { holderIdentity?: string; leaseDurationSeconds?: number; acquireTime?: string; renewTime?: string };
+}
+
+function fromLease(raw: unknown): LeaseObject {
+  const l = (raw ?? {}) as RawLease;
   return {
     metadata: {
       name: l.metadata?.name ?? '',
@@ -74,20 +73,20 @@ function fromV1Lease(l: V1Lease): LeaseObject {
   };
 }
 
-export function kubeStatusApi(kc: KubeConfig): StatusApi & LeaseApi {
-  const custom = kc.makeApiClient(CustomObjectsApi);
-  const core = kc.makeApiClient(CoreV1Api);
-  const coord = kc.makeApiClient(CoordinationV1Api);
-  const where = { group: STATUS_GROUP, version: STATUS_VERSION, plural: STATUS_PLURAL };
+export function kubeStatusApi(kc: KubeAccess): StatusApi & LeaseApi {
+  const statuses = `/apis/${STATUS_GROUP}/${STATUS_VERSION}/${STATUS_PLURAL}`;
+  const leases = (namespace: string): string => `/apis/coordination.k8s.io/v1/namespaces/${encodeURIComponent(namespace)}/leases`;
   return {
     async nodeUid(node) {
       // list (field selector) rather than get: the agent's RBAC has list/watch on nodes, no get.
-      const l = await core.listNode({ fieldSelector: `metadata.name=${node}` });
-      return l.items.find((n) => n.metadata?.name === node)?.metadata?.uid;
+      const l = (await kubeRequest(kc, 'GET', '/api/v1/nodes', { query: { fieldSelector: `metadata.name=${node}` } })) as {
+        items?: { metadata?: { name?: string; uid?: string } }[];
+      };
+      return l.items?.find((n) => n.metadata?.name === node)?.metadata?.uid;
     },
     async createStatusObject(obj) {
       try {
-        await custom.createClusterCustomObject({ ...where, body: obj });
+        await kubeRequest(kc, 'POST', statuses, { body: obj });
         return true;
       } catch (e) {
         if (apiCode(e) === 409) return false;
@@ -96,7 +95,10 @@ export function kubeStatusApi(kc: KubeConfig): StatusApi & LeaseApi {
     },
     async patchStatus(name, patch) {
       try {
-        return (await custom.patchClusterCustomObjectStatus({ ...where, name, body: patch }, MERGE)) as NodePolicyStatusObject;
+        return (await kubeRequest(kc, 'PATCH', `${statuses}/${encodeURIComponent(name)}/status`, {
+          body: patch,
+          contentType: MERGE,
+        })) as NodePolicyStatusObject;
       } catch (e) {
         if (apiCode(e) === 404) return undefined;
         throw e;
@@ -104,7 +106,7 @@ export function kubeStatusApi(kc: KubeConfig): StatusApi & LeaseApi {
     },
     async readLease(namespace, name) {
       try {
-        return fromV1Lease(await coord.readNamespacedLease({ namespace, name }));
+        return fromLease(await kubeRequest(kc, 'GET', `${leases(namespace)}/${encodeURIComponent(name)}`));
       } catch (e) {
         if (apiCode(e) === 404) return undefined;
         throw e;
@@ -112,7 +114,7 @@ export function kubeStatusApi(kc: KubeConfig): StatusApi & LeaseApi {
     },
     async createLease(namespace, lease) {
       try {
-        await coord.createNamespacedLease({ namespace, body: toV1Lease(lease) });
+        await kubeRequest(kc, 'POST', leases(namespace), { body: leaseBody(lease) });
         return true;
       } catch (e) {
         if (apiCode(e) === 409) return false;
@@ -121,7 +123,11 @@ export function kubeStatusApi(kc: KubeConfig): StatusApi & LeaseApi {
     },
     async replaceLease(namespace, lease) {
       try {
-        return fromV1Lease(await coord.replaceNamespacedLease({ namespace, name: lease.metadata.name, body: toV1Lease(lease) }));
+        return fromLease(
+          await kubeRequest(kc, 'PUT', `${leases(namespace)}/${encodeURIComponent(lease.metadata.name)}`, {
+            body: leaseBody(lease),
+          }),
+        );
       } catch (e) {
         const code = apiCode(e);
         if (code === 409) return 'conflict';

@@ -165,6 +165,31 @@ test('the read-back after an apply is given up when a newer change is queued', a
   await t.r.stop(1000);
 });
 
+test("a change that comes while an apply is running skips that apply's read-back: the next apply follows at once", async () => {
+  const t = setup();
+  t.r.start();
+  await waitFor('first apply', () => t.dataplane.applies.length === 1);
+  await waitFor('idle', () => !t.r.status().applying);
+  const lists = t.dataplane.lists;
+  const gate = deferred();
+  t.dataplane.gate = gate.promise;
+  t.source.current = clusterWith(2);
+  t.r.notify('pod added');
+  await waitFor('second apply in flight', () => t.dataplane.attempts === 2);
+  // Arrives before that apply's read-back could start (nothing to cancel yet).
+  t.source.current = clusterWith(3);
+  t.r.notify('another pod');
+  t.dataplane.gate = undefined;
+  gate.resolve();
+  await waitFor('latest applied', () => t.dataplane.kernel === renderNode(clusterWith(3), NODE).text);
+  await waitFor('idle', () => !t.r.status().applying && !t.r.status().pending);
+  assert.equal(t.dataplane.aborted, 0, 'no listing started only to be aborted');
+  assert.equal(t.dataplane.lists, lists + 1, 'only the latest apply was read back');
+  await t.r.checkDriftNow();
+  assert.equal(t.r.status().lastDriftCheck?.result, 'match', 'the latest apply was read back');
+  await t.r.stop(1000);
+});
+
 test('without a read-back of the last apply, the drift check re-applies and counts no repair', async () => {
   const t = setup();
   t.r.start();

@@ -1,6 +1,6 @@
-// KubeClusterSource against the fake API server through the unmodified
-// client: every informer trap of shared/references/client-node.md, and the
-// selective remote-pod watches.
+// KubeClusterSource against the fake API server (its own list/watch over
+// node:http, kube-http.ts): every informer trap of
+// shared/references/client-node.md, and the selective remote-pod watches.
 import { afterEach, beforeEach, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { KubeClusterSource } from '../../src/kube/kube-source.ts';
@@ -496,6 +496,35 @@ test('peer demand change: watches added and removed, still-needed watches untouc
   api.patchLabels('pods', 'shop', 'web-1', { app: 'web-old' });
   await waitFor(() => pods(s).join() === 'shop/web-1', 'no policy selects a local pod any more');
   assert.equal(s.peerPlan()?.mode, 'none');
+  assert.ok(s.synced());
+});
+
+test('local pod churn that the same policies select keeps the plan; a local pod another policy selects brings its peers', async () => {
+  const s = await started();
+  await waitFor(() => api.watchers().length === 5, 'watching');
+  const before = api.watchers().map((w) => w.id);
+  // A rollout of local web pods: the policies selecting local pods stay the same.
+  for (let i = 0; i < 20; i++) {
+    api.create('pods', pod('shop', `web-r${i}`, { app: 'web' }, 'node-1', `10.0.1.${10 + i}`));
+    if (i > 0) api.delete('pods', 'shop', `web-r${i - 1}`);
+  }
+  await waitFor(() => pods(s).includes('shop/web-r19') && !pods(s).includes('shop/web-r18'), 'rollout seen');
+  assert.deepEqual(
+    api.watchers().map((w) => w.id),
+    before,
+    'no watch opened or closed',
+  );
+  // A local pod of a kind another policy selects: that policy's peers are watched.
+  api.create(
+    'networkpolicies',
+    networkPolicy('ops', 'mon-from-cache', {
+      podSelector: { matchLabels: { app: 'mon' } },
+      ingress: [{ from: [{ namespaceSelector: {}, podSelector: { matchLabels: { app: 'cache' } } }] }],
+    }),
+  );
+  await waitFor(() => s.peerPlan()?.watches.length === 1, 'policy seen, not relevant yet');
+  api.create('pods', pod('ops', 'mon-2', { app: 'mon' }, 'node-1', '10.0.1.50'));
+  await waitFor(() => pods(s).includes('shop/cache-1'), 'the new relevant policy brings its peers');
   assert.ok(s.synced());
 });
 

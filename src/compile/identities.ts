@@ -19,11 +19,15 @@
 //                          counter drop comment "deny ingress to ns/pod"
 //   ingress-peers:         ip saddr vmap @ingress-peers-v4     10.244.2.7 : jump KUBE-PEERS-<cid>-IN
 //                          ip saddr vmap @ingress-ranges-v4    192.168.0.0/24 : jump KUBE-PEERS-<cid2>-IN
-//   KUBE-PEERS-<cid>-IN:   ip daddr . meta l4proto . th dport @allow4-<cid> accept
-//                          ip daddr . meta l4proto . th dport @allowrange4-<cid> accept
+//   KUBE-PEERS-<cid>-IN:   ip daddr . meta l4proto . th dport vmap @allow4-<cid>    10.244.1.5 . tcp . 80 : goto KUBE-NWPLCY-<p>-IN-0
+//                          ip daddr . meta l4proto . th dport vmap @allowrange4-<cid>
+//                          ip daddr vmap @allowall4-<cid>
+//   KUBE-NWPLCY-<p>-IN-0:  counter accept comment "<the rule>"
 //
-// Each allow element carries a comment naming the policy rules it comes from
-// (`shop/web ingress[0]`). Pod churn elsewhere moves one address between
+// Each allow element goes to the chain of the first rule (policy order, then
+// rule order: the evaluator's first allowing rule) that allows it, whose
+// counter is that rule's per-rule counter; its comment names every policy
+// rule it comes from (`shop/web ingress[0]`). Pod churn elsewhere moves one address between
 // identities (a hash map element); identities and their sets change when
 // policies or local pods do. Pure: the same per-policy ruleset always gives
 // the same text.
@@ -31,8 +35,18 @@ import { familyBits, parseIP } from '../model/ip.ts';
 import type { Interval } from '../model/ip.ts';
 import { DIRECTIONS, FAMILIES } from '../model/types.ts';
 import type { Direction, Family } from '../model/types.ts';
-import { addressType, countObjects, namedPortType } from '../ruleset/ir.ts';
-import type { Chain, CompiledRuleset, MapElement, Match, NamedSet, Proto, Rule, SetElement, VerdictMap } from '../ruleset/ir.ts';
+import { countObjects } from '../ruleset/ir.ts';
+import type {
+  Chain,
+  CompiledRuleset,
+  DecisionElement,
+  DecisionMap,
+  MapElement,
+  NamedSet,
+  Proto,
+  Rule,
+  VerdictMap,
+} from '../ruleset/ir.ts';
 import {
   allowAllSetName,
   allowRangeSetName,
@@ -45,15 +59,30 @@ import {
   shortHash,
 } from '../ruleset/ids.ts';
 import type { PortRange } from './ports.ts';
-import type { Term, TermSource } from './terms.ts';
+import type { Term, TermRule, TermSource } from './terms.ts';
 import { parseV4 } from './v4.ts';
 
 const ANYWHERE = '*';
 
+/** A rule's place in evaluation order (policy order, then rule order: the order of the terms). */
+interface RankedRule {
+  readonly rule: TermRule;
+  readonly rank: number;
+}
+
 interface LabelledRange {
   readonly lo: number;
   readonly hi: number;
-  readonly labels: Set<string>;
+  readonly label: string;
+  readonly by: RankedRule;
+}
+
+/** A piece of port space with the rules allowing it, attributed to the first of them. */
+interface Piece {
+  lo: number;
+  hi: number;
+  readonly labels: string;
+  readonly first: RankedRule;
 }
 
 /**
@@ -63,23 +92,33 @@ interface LabelledRange {
  */
 const SPLIT_RANGE_UP_TO = 16;
 
-/** What one identity allows: per local address, per protocol, port ranges; and local addresses open on every port. */
+const earlier = (a: RankedRule, b: RankedRule | undefined): RankedRule => (b === undefined || a.rank < b.rank ? a : b);
+
+/**
+ * What one identity allows: per local address, per protocol, port ranges; and
+ * local addresses open on every port. Every element goes to the counting
+ * chain of the first rule (in evaluation order) that allows it, and its
+ * comment names all of them.
+ */
 class Allowed {
   readonly ports = new Map<string, Map<Proto, LabelledRange[]>>();
-  readonly all = new Map<string, Set<string>>();
+  readonly all = new Map<string, { labels: Set<string>; first: RankedRule }>();
 
-  addPort(local: string, proto: Proto, lo: number, hi: number, label: string): void {
+  addPort(local: string, proto: Proto, lo: number, hi: number, label: string, by: RankedRule): void {
     let byProto = this.ports.get(local);
     if (byProto === undefined) this.ports.set(local, (byProto = new Map()));
     let list = byProto.get(proto);
     if (list === undefined) byProto.set(proto, (list = []));
-    list.push({ lo, hi, labels: new Set([label]) });
+    list.push({ lo, hi, label, by });
   }
 
-  addAll(local: string, label: string): void {
-    let s = this.all.get(local);
-    if (s === undefined) this.all.set(local, (s = new Set()));
-    s.add(label);
+  addAll(local: string, label: string, by: RankedRule): void {
+    const s = this.all.get(local);
+    if (s === undefined) this.all.set(local, { labels: new Set([label]), first: by });
+    else {
+      s.labels.add(label);
+      s.first = earlier(by, s.first);
+    }
   }
 
   get empty(): boolean {
@@ -87,42 +126,70 @@ class Allowed {
   }
 
   /**
-   * Sorted elements, overlapping ranges merged (interval sets reject
-   * overlaps) with their labels joined; single ports (and short ranges, port
-   * by port) apart from ranges.
+   * Sorted, non-overlapping elements (interval maps reject overlaps): the
+   * port space cut where the first allowing rule or the set of allowing rules
+   * changes; single ports (and short ranges, port by port) apart from ranges.
+   * Ports of a local address open on every port to an earlier rule are left
+   * to the all-ports map, which then names the first rule.
    */
-  portElements(): { single: SetElement[]; ranges: SetElement[] } {
-    const out = { single: [] as SetElement[], ranges: [] as SetElement[] };
+  portElements(): { single: DecisionElement[]; ranges: DecisionElement[] } {
+    const out = { single: [] as DecisionElement[], ranges: [] as DecisionElement[] };
     for (const local of sortAddresses(this.ports.keys())) {
       const byProto = this.ports.get(local)!;
+      const open = this.all.get(local)?.first;
       for (const proto of [...byProto.keys()].sort()) {
-        const sorted = [...byProto.get(proto)!].sort((a, b) => a.lo - b.lo || a.hi - b.hi);
-        const merged: LabelledRange[] = [];
-        for (const r of sorted) {
-          const last = merged[merged.length - 1];
-          if (last !== undefined && r.lo <= last.hi) {
-            merged[merged.length - 1] = {
-              lo: last.lo,
-              hi: Math.max(last.hi, r.hi),
-              labels: new Set([...last.labels, ...r.labels]),
-            };
-          } else merged.push({ lo: r.lo, hi: r.hi, labels: new Set(r.labels) });
-        }
-        for (const r of merged) {
-          const comment = labelComment(r.labels);
-          if (r.hi - r.lo < SPLIT_RANGE_UP_TO)
-            for (let port = r.lo; port <= r.hi; port++)
-              out.single.push({ kind: 'addr-proto-port', addr: local, proto, port, comment });
-          else out.ranges.push({ kind: 'addr-proto-port', addr: local, proto, port: { lo: r.lo, hi: r.hi }, comment });
+        for (const p of pieces(byProto.get(proto)!)) {
+          if (open !== undefined && open.rank < p.first.rank) continue;
+          const comment = p.labels;
+          const verdict = { kind: 'goto', chain: p.first.rule.chain } as const;
+          if (p.hi - p.lo < SPLIT_RANGE_UP_TO)
+            for (let port = p.lo; port <= p.hi; port++)
+              out.single.push({ key: { kind: 'addr-proto-port', addr: local, proto, port }, verdict, comment });
+          else
+            out.ranges.push({
+              key: { kind: 'addr-proto-port', addr: local, proto, port: { lo: p.lo, hi: p.hi } },
+              verdict,
+              comment,
+            });
         }
       }
     }
     return out;
   }
 
-  allElements(): SetElement[] {
-    return sortAddresses(this.all.keys()).map((addr) => ({ kind: 'addr', addr, comment: labelComment(this.all.get(addr)!) }));
+  allElements(): DecisionElement[] {
+    return sortAddresses(this.all.keys()).map((addr) => {
+      const a = this.all.get(addr)!;
+      return {
+        key: { kind: 'addr', addr },
+        verdict: { kind: 'goto', chain: a.first.rule.chain },
+        comment: labelComment(a.labels),
+      };
+    });
   }
+}
+
+/** The port ranges of one local address and protocol as pieces of constant allowing rules, sorted, adjacent equal pieces joined. */
+function pieces(ranges: readonly LabelledRange[]): Piece[] {
+  const cuts = [...new Set(ranges.flatMap((r) => [r.lo, r.hi + 1]))].sort((a, b) => a - b);
+  const sorted = [...ranges].sort((a, b) => a.lo - b.lo || a.hi - b.hi);
+  const out: Piece[] = [];
+  let from = 0;
+  const active: LabelledRange[] = [];
+  for (let i = 0; i + 1 < cuts.length; i++) {
+    const lo = cuts[i]!;
+    const hi = cuts[i + 1]! - 1;
+    while (from < sorted.length && sorted[from]!.lo <= lo) active.push(sorted[from++]!);
+    for (let j = active.length - 1; j >= 0; j--) if (active[j]!.hi < lo) active.splice(j, 1);
+    if (active.length === 0) continue;
+    let first: RankedRule | undefined;
+    for (const r of active) first = earlier(r.by, first);
+    const labels = labelComment(new Set(active.map((r) => r.label)));
+    const last = out[out.length - 1];
+    if (last !== undefined && last.hi + 1 === lo && last.first === first && last.labels === labels) last.hi = hi;
+    else out.push({ lo, hi, labels, first: first! });
+  }
+  return out;
 }
 
 /** Canonical addresses of one family in numeric order (the order the dispatch maps list pods in). */
@@ -152,26 +219,33 @@ function describe(s: TermSource): string {
 }
 
 /** What `terms` (all naming one source) allow, added to `into`; `remotePorts` for named egress sources. */
-function allowTerms(into: Allowed, terms: readonly Term[], f: Family, remotePorts: readonly PortRange[]): void {
+function allowTerms(
+  into: Allowed,
+  terms: readonly Term[],
+  f: Family,
+  remotePorts: readonly PortRange[],
+  ranked: ReadonlyMap<TermRule, RankedRule>,
+): void {
   for (const t of terms) {
+    const by = ranked.get(t.rule)!;
     if (t.family !== undefined && t.family !== f) continue;
     const locals = t.targets.get(f) ?? [];
     if (locals.length === 0) continue;
     const p = t.ports;
     switch (p.kind) {
       case 'all':
-        for (const l of locals) into.addAll(l, t.label);
+        for (const l of locals) into.addAll(l, t.label, by);
         break;
       case 'numeric':
-        for (const r of p.ranges) for (const l of locals) into.addPort(l, r.proto, r.lo, r.hi, t.label);
+        for (const r of p.ranges) for (const l of locals) into.addPort(l, r.proto, r.lo, r.hi, t.label, by);
         break;
       case 'local': {
         const mine = new Set(locals);
-        for (const e of p.triples) if (mine.has(e.addr)) into.addPort(e.addr, e.proto, e.port, e.port, t.label);
+        for (const e of p.triples) if (mine.has(e.addr)) into.addPort(e.addr, e.proto, e.port, e.port, t.label, by);
         break;
       }
       case 'remote':
-        for (const r of remotePorts) for (const l of locals) into.addPort(l, r.proto, r.lo, r.hi, t.label);
+        for (const r of remotePorts) for (const l of locals) into.addPort(l, r.proto, r.lo, r.hi, t.label, by);
         break;
     }
   }
@@ -188,7 +262,7 @@ type NamedTokens = Map<string, { readonly source: string; readonly ports: readon
 
 interface Built {
   readonly chains: Chain[];
-  readonly sets: NamedSet[];
+  readonly decisions: DecisionMap[];
   /** Identity key -> chain name; undefined when it allows nothing (its addresses get no element). */
   readonly chainOf: Map<string, string | undefined>;
 }
@@ -201,15 +275,16 @@ function buildIdentities(
   bySource: ReadonlyMap<string, readonly Term[]>,
   describeToken: (token: string) => string,
   named: NamedTokens,
+  ranked: ReadonlyMap<TermRule, RankedRule>,
 ): Built {
-  const out: Built = { chains: [], sets: [], chainOf: new Map() };
+  const out: Built = { chains: [], decisions: [], chainOf: new Map() };
   const local = d === 'ingress' ? 'daddr' : 'saddr';
   for (const id of identities) {
     if (out.chainOf.has(id.key)) continue;
     const allowed = new Allowed();
     for (const token of id.tokens) {
       const n = named.get(token);
-      allowTerms(allowed, bySource.get(n?.source ?? token) ?? [], f, n?.ports ?? []);
+      allowTerms(allowed, bySource.get(n?.source ?? token) ?? [], f, n?.ports ?? [], ranked);
     }
     if (allowed.empty) {
       out.chainOf.set(id.key, undefined);
@@ -219,35 +294,33 @@ function buildIdentities(
     const name = peersChainName(cid, d);
     out.chainOf.set(id.key, name);
     const rules: Rule[] = [];
-    // Single ports in a hash set, ranges in an interval set: a concatenation
+    // Single ports in a hash map, ranges in an interval map: a concatenation
     // with intervals is a pipapo set, whose lookup uses the FPU (AVX2) and
     // cost ~0.4 us per packet more than a hash lookup (docs/datapath.md).
+    // Maps, not sets: an element goes to its first rule's chain, which counts
+    // and accepts (the per-rule counters, docs/datapath.md).
     const { single, ranges: rangeEls } = allowed.portElements();
-    for (const [els, set, interval] of [
-      [single, allowSetName(cid, f), false],
-      [rangeEls, allowRangeSetName(cid, f), true],
+    const allEls = allowed.allElements();
+    for (const [els, map, key, interval, what] of [
+      [single, allowSetName(cid, f), 'port', false, 'local pod . protocol . port'],
+      [rangeEls, allowRangeSetName(cid, f), 'port', true, 'local pod . protocol . port range'],
+      [allEls, allowAllSetName(cid, f), 'addr', false, 'local pods open on every port'],
     ] as const) {
       if (els.length === 0) continue;
-      out.sets.push({
-        name: set,
-        type: namedPortType(f),
+      out.decisions.push({
+        name: map,
+        family: f,
+        key,
         interval,
         elements: els,
-        comment: sanitizeComment(`IPv${f} local pod . protocol . ${interval ? 'port range' : 'port'} allowed by ${name}`),
+        comment: sanitizeComment(`IPv${f} ${what} allowed by ${name}, to the first allowing rule`),
       });
-      rules.push(accept([{ kind: 'localPortSet', family: f, field: local, set }]));
-    }
-    const allEls = allowed.allElements();
-    if (allEls.length > 0) {
-      const set = allowAllSetName(cid, f);
-      out.sets.push({
-        name: set,
-        type: addressType(f),
-        interval: false,
-        elements: allEls,
-        comment: sanitizeComment(`IPv${f} local pods open on every port to ${name}`),
+      rules.push({
+        matches: [],
+        counter: false,
+        verdict: { kind: 'decisionVmap', family: f, field: local, key, map },
+        comment: undefined,
       });
-      rules.push(accept([{ kind: 'addrSet', family: f, field: local, set }]));
     }
     out.chains.push({
       name,
@@ -258,10 +331,6 @@ function buildIdentities(
     });
   }
   return out;
-}
-
-function accept(matches: Match[]): Rule {
-  return { matches, counter: false, verdict: { kind: 'accept' }, comment: undefined };
 }
 
 /**
@@ -387,6 +456,21 @@ function lookupChain(d: Direction, maps: readonly VerdictMap[]): Chain {
 }
 
 /**
+ * The chain of one allow-list rule: counts the new connections the allow maps
+ * send to it (those it is the first to allow) and accepts them.
+ */
+function ruleChain(t: Term): Chain {
+  return {
+    name: t.rule.chain,
+    role: 'rule',
+    base: undefined,
+    comment: sanitizeComment(t.label),
+    counts: t.rule.counts,
+    rules: [{ matches: [], counter: true, verdict: { kind: 'accept' }, comment: t.rule.description }],
+  };
+}
+
+/**
  * The per-policy ruleset of compileRules, flattened into peer identities (see
  * the top of this file): `terms` are what its policy chains' rules allow.
  */
@@ -397,6 +481,15 @@ export function flattenRuleset(prev: CompiledRuleset, all: readonly Term[]): Com
   for (const c of prev.chains)
     if (c.role === 'policy') for (const r of c.rules) for (const m of r.matches) if ('set' in m) policySets.add(m.set);
   const sets: NamedSet[] = prev.sets.filter((s) => !policySets.has(s.name));
+  // Every rule's counting chain, ranked in evaluation order (terms come in policy, then rule order).
+  const ranked = new Map<TermRule, RankedRule>();
+  const ruleChains: Chain[] = [];
+  for (const t of all) {
+    if (ranked.has(t.rule)) continue;
+    ranked.set(t.rule, { rule: t.rule, rank: ranked.size });
+    ruleChains.push(ruleChain(t));
+  }
+  const decisions: DecisionMap[] = [];
   const peerChains: Chain[] = [];
   const peerMaps: VerdictMap[] = [];
   for (const d of DIRECTIONS) {
@@ -419,7 +512,7 @@ export function flattenRuleset(prev: CompiledRuleset, all: readonly Term[]): Com
     };
     for (const f of FAMILIES) {
       const pods = podIdentities(ts, f, named);
-      const builtPods = buildIdentities(d, f, false, pods.identities.values(), bySource, describeToken, named);
+      const builtPods = buildIdentities(d, f, false, pods.identities.values(), bySource, describeToken, named, ranked);
       const podElements: MapElement[] = [];
       for (const addr of sortAddresses(pods.keys.keys())) {
         const chain = builtPods.chainOf.get(pods.keys.get(addr)!);
@@ -434,6 +527,7 @@ export function flattenRuleset(prev: CompiledRuleset, all: readonly Term[]): Com
         bySource,
         describeToken,
         named,
+        ranked,
       );
       const rangeElements: MapElement[] = [];
       for (const r of ranges) {
@@ -442,7 +536,7 @@ export function flattenRuleset(prev: CompiledRuleset, all: readonly Term[]): Com
       }
       for (const b of [builtPods, builtRanges]) {
         peerChains.push(...b.chains);
-        sets.push(...b.sets);
+        decisions.push(...b.decisions);
       }
       peerMaps.push(
         { name: peerMapName(d, f, false), kind: 'peers', family: f, direction: d, interval: false, elements: podElements },
@@ -470,12 +564,20 @@ export function flattenRuleset(prev: CompiledRuleset, all: readonly Term[]): Com
       if (first < 0) return c;
       return { ...c, rules: [...c.rules.slice(0, first), lookup, ...c.rules.slice(first).filter((r) => !isPolicyJump(r))] };
     });
-  const chains = [...peerChains, ...DIRECTIONS.map((d) => lookupChain(d, [...peerMaps, ...prev.maps])), ...rest];
+  const chains = [...ruleChains, ...peerChains, ...DIRECTIONS.map((d) => lookupChain(d, [...peerMaps, ...prev.maps])), ...rest];
   const maps = [...peerMaps, ...prev.maps];
+  const allDecisions = [...decisions, ...prev.decisions];
   const names = new Set<string>();
-  for (const n of [...chains.map((c) => c.name), ...sets.map((s) => s.name)]) {
+  for (const n of [...chains.map((c) => c.name), ...sets.map((s) => s.name), ...allDecisions.map((m) => m.name)]) {
     if (names.has(n)) throw new Error(`identifier collision on ${n}`);
     names.add(n);
   }
-  return { ...prev, sets, maps, chains, stats: { ...prev.stats, ...countObjects(sets, maps, chains, prev.decisions) } };
+  return {
+    ...prev,
+    sets,
+    maps,
+    decisions: allDecisions,
+    chains,
+    stats: { ...prev.stats, ...countObjects(sets, maps, chains, allDecisions) },
+  };
 }

@@ -224,10 +224,10 @@ function allowTerms(
   terms: readonly Term[],
   f: Family,
   remotePorts: readonly PortRange[],
-  ranked: ReadonlyMap<TermRule, RankedRule>,
+  ranked: ReadonlyMap<string, RankedRule>,
 ): void {
   for (const t of terms) {
-    const by = ranked.get(t.rule)!;
+    const by = ranked.get(t.rule.chain)!;
     if (t.family !== undefined && t.family !== f) continue;
     const locals = t.targets.get(f) ?? [];
     if (locals.length === 0) continue;
@@ -275,7 +275,7 @@ function buildIdentities(
   bySource: ReadonlyMap<string, readonly Term[]>,
   describeToken: (token: string) => string,
   named: NamedTokens,
-  ranked: ReadonlyMap<TermRule, RankedRule>,
+  ranked: ReadonlyMap<string, RankedRule>,
 ): Built {
   const out: Built = { chains: [], decisions: [], chainOf: new Map() };
   const local = d === 'ingress' ? 'daddr' : 'saddr';
@@ -481,12 +481,15 @@ export function flattenRuleset(prev: CompiledRuleset, all: readonly Term[]): Com
   for (const c of prev.chains)
     if (c.role === 'policy') for (const r of c.rules) for (const m of r.matches) if ('set' in m) policySets.add(m.set);
   const sets: NamedSet[] = prev.sets.filter((s) => !policySets.has(s.name));
-  // Every rule's counting chain, ranked in evaluation order (terms come in policy, then rule order).
-  const ranked = new Map<TermRule, RankedRule>();
+  // Every rule's counting chain, ranked in evaluation order (terms come in
+  // policy, then rule order). By chain name: one rule of a policy can
+  // contribute several rules (a NamespaceNetworkPolicy rule with Service
+  // peers), all counted as that rule.
+  const ranked = new Map<string, RankedRule>();
   const ruleChains: Chain[] = [];
   for (const t of all) {
-    if (ranked.has(t.rule)) continue;
-    ranked.set(t.rule, { rule: t.rule, rank: ranked.size });
+    if (ranked.has(t.rule.chain)) continue;
+    ranked.set(t.rule.chain, { rule: t.rule, rank: ranked.size });
     ruleChains.push(ruleChain(t));
   }
   const decisions: DecisionMap[] = [];

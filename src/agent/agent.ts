@@ -18,6 +18,8 @@ import { agentMetrics } from './metrics-adapter.ts';
 import type { Dataplane, EventSink, RenderFn } from './ports.ts';
 import { Reconciler } from './reconciler.ts';
 import { DeniedTraffic } from './denied/denied-traffic.ts';
+import { RuleCounters } from './rules/rule-counters.ts';
+import { sharedListing } from './rules/shared-listing.ts';
 import { AppliedStatus } from './applied-status.ts';
 import type { LeaseApi, StatusApi } from '../kube/status-client.ts';
 import { TableMonitor } from './table-monitor.ts';
@@ -91,6 +93,7 @@ export class Agent {
   readonly #reconciler: Reconciler;
   readonly #servers: Server[] = [];
   readonly #denied: DeniedTraffic;
+  readonly #rules: RuleCounters;
   readonly #status: AppliedStatus | undefined;
   readonly #monitor: TableMonitor | undefined;
   #stopping: Promise<void> | undefined;
@@ -120,14 +123,34 @@ export class Agent {
       },
       { nodeName: c.node, debounceMs: c.debounceMs, driftIntervalMs: c.driftIntervalMs, incremental: c.incremental },
     );
+    // One counters listing serves the deny and the per-rule counters when both read at once (a scrape).
+    const dp = parts.dataplane;
+    const listCounters = dp.listCounters === undefined ? undefined : sharedListing(() => dp.listCounters!.call(dp));
     this.#denied = new DeniedTraffic({
       nodeName: c.node,
       netns: c.netns,
       logDenied: c.logDenied,
-      dataplane: parts.dataplane,
+      dataplane: {
+        apply: (script) => dp.apply(script),
+        list: (signal) => dp.list(signal),
+        ...(listCounters === undefined ? {} : { listCounters }),
+      },
       metrics: parts.metrics,
       log: parts.log,
       snapshot: () => this.#snapshot(),
+    });
+    const r0 = this.#reconciler;
+    this.#rules = new RuleCounters({
+      list: listCounters,
+      ruleset: () => r0.lastAppliedRuleset(),
+      metrics: parts.metrics,
+      log: parts.log,
+      maxSeries: c.ruleMetricsMax,
+      intervalMs: c.ruleCountersIntervalMs,
+    });
+    // After an apply the new rule chains' handles are learnt at once (a full apply restarts every counter).
+    r0.onOutcome((o) => {
+      if (o.kind === 'apply' && o.result === 'applied') void this.#rules.refresh(true);
     });
     const m = parts.metrics;
     if (parts.statusApi !== undefined && (c.statusIntervalMs > 0 || c.heartbeatIntervalMs > 0)) {
@@ -186,6 +209,7 @@ export class Agent {
       lastFailedText: () => r.lastFailedText(),
       kernelMatches: () => r.kernelMatches(),
       denied: this.#denied,
+      rules: this.#rules,
     };
   }
 
@@ -216,7 +240,7 @@ export class Agent {
         debugPort = l.port;
         this.#p.log.info(
           { event: 'listen', addr: formatListenAddr({ host: c.debugAddr.host, port: l.port }) },
-          'serving /debug/state, /debug/ruleset, /debug/explain, /debug/denied',
+          'serving /debug/state, /debug/ruleset, /debug/explain, /debug/denied, /debug/rules',
         );
       }
     } catch (e) {
@@ -245,6 +269,7 @@ export class Agent {
     this.#monitor?.start();
     this.#reconciler.start();
     this.#denied.start();
+    this.#rules.start();
     this.#status?.start();
     await this.#p.source.start();
   }
@@ -259,6 +284,7 @@ export class Agent {
     const log = this.#p.log;
     await this.#p.source.stop().catch((e: unknown) => log.warn({ err: e }, 'stopping the watches failed'));
     this.#denied.stop();
+    this.#rules.stop();
     await this.#monitor?.stop();
     const finished = await this.#reconciler.stop(STOP_GRACE_MS);
     await this.#status?.stop();

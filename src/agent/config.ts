@@ -48,6 +48,10 @@ export interface AgentConfig {
   readonly crdRecheckMs: number;
   /** A watch stream silent this long gets a liveness probe (0 = never). */
   readonly watchIdleProbeMs: number;
+  /** At most this many nftnp_policy_rule_connections_total series (0: none). */
+  readonly ruleMetricsMax: number;
+  /** How often the per-rule counters are read besides scrapes, /debug/rules and applies (0: only then). */
+  readonly ruleCountersIntervalMs: number;
 }
 
 export interface DenyLogConfig {
@@ -130,6 +134,14 @@ by a previous run stays in force until then and on exit.
   --isolation-node-addresses internal|all
                           Node addresses isolated namespaces may reach and be reached
                           from (env ISOLATION_NODE_ADDRESSES; default internal = InternalIP)
+  --rule-metrics-max N    at most N series of nftnp_policy_rule_connections_total
+                          (one per policy rule selecting a local pod; env
+                          RULE_METRICS_MAX; default 2000; 0 exports none);
+                          /debug/rules lists every rule regardless
+  --rule-counters-interval D
+                          how often the per-rule counters are read (for 'last
+                          hit'), besides scrapes and applies (env
+                          RULE_COUNTERS_INTERVAL; default 30s; 0: only then)
   --crd-recheck D         while a tenancy or network-policy-api CRD is not installed,
                           look again every D
                           (env CRD_RECHECK; default 30s)
@@ -203,6 +215,8 @@ export function parseRunConfig(argv: readonly string[], env: Env): ConfigResult 
         table: { type: 'string' },
         'deny-action': { type: 'string' },
         'drift-interval': { type: 'string' },
+        'rule-metrics-max': { type: 'string' },
+        'rule-counters-interval': { type: 'string' },
         debounce: { type: 'string' },
         'log-level': { type: 'string' },
         'from-dir': { type: 'string' },
@@ -311,6 +325,16 @@ export function parseRunConfig(argv: readonly string[], env: Env): ConfigResult 
   const crdRecheckMs = duration(pick(values['crd-recheck'], 'CRD_RECHECK') ?? '30s', 'crd-recheck', 100);
   if (typeof crdRecheckMs === 'string') return fail(crdRecheckMs);
   if (crdRecheckMs === 0) return fail('--crd-recheck must be at least 100ms');
+  const maxText = pick(values['rule-metrics-max'], 'RULE_METRICS_MAX') ?? '2000';
+  const ruleMetricsMax = /^\d+$/.test(maxText.trim()) ? Number(maxText) : NaN;
+  if (!Number.isInteger(ruleMetricsMax) || ruleMetricsMax > 1_000_000)
+    return fail(`--rule-metrics-max must be a whole number from 0 to 1000000, not "${maxText}"`);
+  const ruleCountersIntervalMs = duration(
+    pick(values['rule-counters-interval'], 'RULE_COUNTERS_INTERVAL') ?? '30s',
+    'rule-counters-interval',
+    1000,
+  );
+  if (typeof ruleCountersIntervalMs === 'string') return fail(ruleCountersIntervalMs);
 
   return {
     ok: true,
@@ -337,6 +361,8 @@ export function parseRunConfig(argv: readonly string[], env: Env): ConfigResult 
       tenancy: tenancyOff ? undefined : tenancy,
       crdRecheckMs,
       watchIdleProbeMs,
+      ruleMetricsMax,
+      ruleCountersIntervalMs,
     },
   };
 }

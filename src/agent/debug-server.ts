@@ -3,7 +3,7 @@
 //   Prometheus and the kubelet;
 // - debug (default 127.0.0.1:9743, loopback on purpose: it shows pod names,
 //   labels and the ruleset): /healthz, /readyz, /debug/state,
-//   /debug/ruleset, /debug/explain, /debug/denied.
+//   /debug/ruleset, /debug/explain, /debug/denied, /debug/rules.
 // Handlers only read the agent's state; nothing here changes the dataplane.
 import type { Registry } from 'prom-client';
 import type { ClusterState } from '../model/types.ts';
@@ -13,6 +13,7 @@ import { localPodViews } from './local-view.ts';
 import { answerExplain, explainJson, explainText, parseExplainParams } from '../policy/explain.ts';
 import { routes, type Handler, type Reply } from '../observability/http-server.ts';
 import { deniedReply, type DeniedView } from './denied/endpoint.ts';
+import { rulesReply, type RulesView } from './rules/endpoint.ts';
 import { contributedPolicies } from '../kinds/registry.ts';
 import { NETWORK_POLICY } from '../kinds/network-policy.ts';
 
@@ -34,6 +35,8 @@ export interface AgentView {
   kernelMatches(): Promise<KernelCheck>;
   /** Denied traffic (agent/denied/denied-traffic.ts); absent in tests that do not need it. */
   readonly denied?: DeniedView & { refreshCounters(): Promise<void> };
+  /** Per-rule counters (agent/rules/rule-counters.ts); absent in tests that do not need them. */
+  readonly rules?: RulesView;
 }
 
 function healthz(v: AgentView): Reply {
@@ -239,6 +242,7 @@ export function debugHandler(v: AgentView, onError: ErrorLog): ReturnType<typeof
     '/debug/ruleset': () => rulesetReply(v),
     '/debug/explain': (url) => explainReply(v, url),
     '/debug/denied': (url) => deniedReply(v.denied, url),
+    '/debug/rules': (url) => rulesReply(v.rules, url),
   };
   return routes(table, onError);
 }
@@ -246,7 +250,8 @@ export function debugHandler(v: AgentView, onError: ErrorLog): ReturnType<typeof
 export function metricsHandler(v: AgentView, registry: Registry, onError: ErrorLog): ReturnType<typeof routes> {
   const table: Record<string, Handler> = {
     '/metrics': async () => {
-      await v.denied?.refreshCounters(); // the deny counters are read from the kernel per scrape
+      // The deny and per-rule counters are read from the kernel per scrape (one listing shared, see agent.ts).
+      await Promise.all([v.denied?.refreshCounters(), v.rules?.refresh()]);
       return { status: 200, body: await registry.metrics(), contentType: registry.contentType };
     },
     '/healthz': () => healthz(v),

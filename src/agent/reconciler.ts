@@ -13,6 +13,7 @@
 // Everything impure is injected (ports.ts).
 import type { Logger } from 'pino';
 import type { ClusterState } from '../model/types.ts';
+import type { CompiledRuleset } from '../ruleset/ir.ts';
 import { errorMessage } from '../observability/errors.ts';
 import { isEmptyUpdate, renderUpdate, type RulesetUpdate, type UpdateCounts } from '../nft/update.ts';
 import { ApplyScheduler, type Batch } from './apply-scheduler.ts';
@@ -266,6 +267,11 @@ export class Reconciler {
 
   lastAppliedText(): string | undefined {
     return this.#kernel.applied?.text;
+  }
+
+  /** The compiled form of the ruleset applied last, when the renderer gives it (the per-rule counters read its rule chains). */
+  lastAppliedRuleset(): CompiledRuleset | undefined {
+    return this.#kernel.applied?.compiled;
   }
 
   /** The script nft rejected last, while no later apply has succeeded. */

@@ -52,6 +52,7 @@ Commands:
   run       run the node agent (watch the cluster, program nftables)
   cleanup   remove the agent's nftables table from this node
   denied    show the connections the agent on this node denied, and why
+  rules     list the policy rules of this node by the connections they decided
   status    is a policy in force on every node that must enforce it? (exit 3 if not)
 
 Run 'nft-netpol-agent <command> --help' for the options of a command;
@@ -369,6 +370,10 @@ export async function main(argv: string[], io: Io = stdio): Promise<number> {
           process.once('SIGTERM', () => resolve());
         });
         return await deniedCommand(rest, { ...io, stopped });
+      }
+      case 'rules': {
+        const { rulesCommand } = await import('./rules.ts');
+        return await rulesCommand(rest, io);
       }
       case 'status': {
         const { statusCommand } = await import('./status.ts');

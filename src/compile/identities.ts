@@ -19,11 +19,15 @@
 //                          counter drop comment "deny ingress to ns/pod"
 //   ingress-peers:         ip saddr vmap @ingress-peers-v4     10.244.2.7 : jump KUBE-PEERS-<cid>-IN
 //                          ip saddr vmap @ingress-ranges-v4    192.168.0.0/24 : jump KUBE-PEERS-<cid2>-IN
-//   KUBE-PEERS-<cid>-IN:   ip daddr . meta l4proto . th dport @allow4-<cid> accept
-//                          ip daddr . meta l4proto . th dport @allowrange4-<cid> accept
+//   KUBE-PEERS-<cid>-IN:   ip daddr . meta l4proto . th dport vmap @allow4-<cid>    10.244.1.5 . tcp . 80 : goto KUBE-NWPLCY-<p>-IN-0
+//                          ip daddr . meta l4proto . th dport vmap @allowrange4-<cid>
+//                          ip daddr vmap @allowall4-<cid>
+//   KUBE-NWPLCY-<p>-IN-0:  counter accept comment "<the rule>"
 //
-// Each allow element carries a comment naming the policy rules it comes from
-// (`shop/web ingress[0]`). Pod churn elsewhere moves one address between
+// Each allow element goes to the chain of the first rule (policy order, then
+// rule order: the evaluator's first allowing rule) that allows it, whose
+// counter is that rule's per-rule counter; its comment names every policy
+// rule it comes from (`shop/web ingress[0]`). Pod churn elsewhere moves one address between
 // identities (a hash map element); identities and their sets change when
 // policies or local pods do. Pure: the same per-policy ruleset always gives
 // the same text.
@@ -31,8 +35,18 @@ import { familyBits, parseIP } from '../model/ip.ts';
 import type { Interval } from '../model/ip.ts';
 import { DIRECTIONS, FAMILIES } from '../model/types.ts';
 import type { Direction, Family } from '../model/types.ts';
-import { addressType, countObjects, namedPortType } from '../ruleset/ir.ts';
-import type { Chain, CompiledRuleset, MapElement, Match, NamedSet, Proto, Rule, SetElement, VerdictMap } from '../ruleset/ir.ts';
+import { countObjects } from '../ruleset/ir.ts';
+import type {
+  Chain,
+  CompiledRuleset,
+  DecisionElement,
+  DecisionMap,
+  MapElement,
+  NamedSet,
+  Proto,
+  Rule,
+  VerdictMap,
+} from '../ruleset/ir.ts';
 import {
   allowAllSetName,
   allowRangeSetName,
@@ -45,15 +59,30 @@ import {
   shortHash,
 } from '../ruleset/ids.ts';
 import type { PortRange } from './ports.ts';
-import type { Term, TermSource } from './terms.ts';
+import type { Term, TermRule, TermSource } from './terms.ts';
 import { parseV4 } from './v4.ts';
 
 const ANYWHERE = '*';
 
+/** A rule's place in evaluation order (policy order, then rule order: the order of the terms). */
+interface RankedRule {
+  readonly rule: TermRule;
+  readonly rank: number;
+}
+
 interface LabelledRange {
   readonly lo: number;
   readonly hi: number;
-  readonly labels: Set<string>;
+  readonly label: string;
+  readonly by: RankedRule;
+}
+
+/** A piece of port space with the rules allowing it, attributed to the first of them. */
+interface Piece {
+  lo: number;
+  hi: number;
+  readonly labels: string;
+  readonly first: RankedRule;
 }
 
 /**
@@ -63,23 +92,33 @@ interface LabelledRange {
  */
 const SPLIT_RANGE_UP_TO = 16;
 
-/** What one identity allows: per local address, per protocol, port ranges; and local addresses open on every port. */
+const earlier = (a: RankedRule, b: RankedRule | undefined): RankedRule => (b === undefined || a.rank < b.rank ? a : b);
+
+/**
+ * What one identity allows: per local address, per protocol, port ranges; and
+ * local addresses open on every port. Every element goes to the counting
+ * chain of the first rule (in evaluation order) that allows it, and its
+ * comment names all of them.
+ */
 class Allowed {
   readonly ports = new Map<string, Map<Proto, LabelledRange[]>>();
-  readonly all = new Map<string, Set<string>>();
+  readonly all = new Map<string, { labels: Set<string>; first: RankedRule }>();
 
-  addPort(local: string, proto: Proto, lo: number, hi: number, label: string): void {
+  addPort(local: string, proto: Proto, lo: number, hi: number, label: string, by: RankedRule): void {
     let byProto = this.ports.get(local);
     if (byProto === undefined) this.ports.set(local, (byProto = new Map()));
     let list = byProto.get(proto);
     if (list === undefined) byProto.set(proto, (list = []));
-    list.push({ lo, hi, labels: new Set([label]) });
+    list.push({ lo, hi, label, by });
   }
 
-  addAll(local: string, label: string): void {
-    let s = this.all.get(local);
-    if (s === undefined) this.all.set(local, (s = new Set()));
-    s.add(label);
+  addAll(local: string, label: string, by: RankedRule): void {
+    const s = this.all.get(local);
+    if (s === undefined) this.all.set(local, { labels: new Set([label]), first: by });
+    else {
+      s.labels.add(label);
+      s.first = earlier(by, s.first);
+    }
   }
 
   get empty(): boolean {
@@ -87,42 +126,70 @@ class Allowed {
   }
 
   /**
-   * Sorted elements, overlapping ranges merged (interval sets reject
-   * overlaps) with their labels joined; single ports (and short ranges, port
-   * by port) apart from ranges.
+   * Sorted, non-overlapping elements (interval maps reject overlaps): the
+   * port space cut where the first allowing rule or the set of allowing rules
+   * changes; single ports (and short ranges, port by port) apart from ranges.
+   * Ports of a local address open on every port to an earlier rule are left
+   * to the all-ports map, which then names the first rule.
    */
-  portElements(): { single: SetElement[]; ranges: SetElement[] } {
-    const out = { single: [] as SetElement[], ranges: [] as SetElement[] };
+  portElements(): { single: DecisionElement[]; ranges: DecisionElement[] } {
+    const out = { single: [] as DecisionElement[], ranges: [] as DecisionElement[] };
     for (const local of sortAddresses(this.ports.keys())) {
       const byProto = this.ports.get(local)!;
+      const open = this.all.get(local)?.first;
       for (const proto of [...byProto.keys()].sort()) {
-        const sorted = [...byProto.get(proto)!].sort((a, b) => a.lo - b.lo || a.hi - b.hi);
-        const merged: LabelledRange[] = [];
-        for (const r of sorted) {
-          const last = merged[merged.length - 1];
-          if (last !== undefined && r.lo <= last.hi) {
-            merged[merged.length - 1] = {
-              lo: last.lo,
-              hi: Math.max(last.hi, r.hi),
-              labels: new Set([...last.labels, ...r.labels]),
-            };
-          } else merged.push({ lo: r.lo, hi: r.hi, labels: new Set(r.labels) });
-        }
-        for (const r of merged) {
-          const comment = labelComment(r.labels);
-          if (r.hi - r.lo < SPLIT_RANGE_UP_TO)
-            for (let port = r.lo; port <= r.hi; port++)
-              out.single.push({ kind: 'addr-proto-port', addr: local, proto, port, comment });
-          else out.ranges.push({ kind: 'addr-proto-port', addr: local, proto, port: { lo: r.lo, hi: r.hi }, comment });
+        for (const p of pieces(byProto.get(proto)!)) {
+          if (open !== undefined && open.rank < p.first.rank) continue;
+          const comment = p.labels;
+          const verdict = { kind: 'goto', chain: p.first.rule.chain } as const;
+          if (p.hi - p.lo < SPLIT_RANGE_UP_TO)
+            for (let port = p.lo; port <= p.hi; port++)
+              out.single.push({ key: { kind: 'addr-proto-port', addr: local, proto, port }, verdict, comment });
+          else
+            out.ranges.push({
+              key: { kind: 'addr-proto-port', addr: local, proto, port: { lo: p.lo, hi: p.hi } },
+              verdict,
+              comment,
+            });
         }
       }
     }
     return out;
   }
 
-  allElements(): SetElement[] {
-    return sortAddresses(this.all.keys()).map((addr) => ({ kind: 'addr', addr, comment: labelComment(this.all.get(addr)!) }));
+  allElements(): DecisionElement[] {
+    return sortAddresses(this.all.keys()).map((addr) => {
+      const a = this.all.get(addr)!;
+      return {
+        key: { kind: 'addr', addr },
+        verdict: { kind: 'goto', chain: a.first.rule.chain },
+        comment: labelComment(a.labels),
+      };
+    });
   }
+}
+
+/** The port ranges of one local address and protocol as pieces of constant allowing rules, sorted, adjacent equal pieces joined. */
+function pieces(ranges: readonly LabelledRange[]): Piece[] {
+  const cuts = [...new Set(ranges.flatMap((r) => [r.lo, r.hi + 1]))].sort((a, b) => a - b);
+  const sorted = [...ranges].sort((a, b) => a.lo - b.lo || a.hi - b.hi);
+  const out: Piece[] = [];
+  let from = 0;
+  const active: LabelledRange[] = [];
+  for (let i = 0; i + 1 < cuts.length; i++) {
+    const lo = cuts[i]!;
+    const hi = cuts[i + 1]! - 1;
+    while (from < sorted.length && sorted[from]!.lo <= lo) active.push(sorted[from++]!);
+    for (let j = active.length - 1; j >= 0; j--) if (active[j]!.hi < lo) active.splice(j, 1);
+    if (active.length === 0) continue;
+    let first: RankedRule | undefined;
+    for (const r of active) first = earlier(r.by, first);
+    const labels = labelComment(new Set(active.map((r) => r.label)));
+    const last = out[out.length - 1];
+    if (last !== undefined && last.hi + 1 === lo && last.first === first && last.labels === labels) last.hi = hi;
+    else out.push({ lo, hi, labels, first: first! });
+  }
+  return out;
 }
 
 /** Canonical addresses of one family in numeric order (the order the dispatch maps list pods in). */
@@ -152,26 +219,33 @@ function describe(s: TermSource): string {
 }
 
 /** What `terms` (all naming one source) allow, added to `into`; `remotePorts` for named egress sources. */
-function allowTerms(into: Allowed, terms: readonly Term[], f: Family, remotePorts: readonly PortRange[]): void {
+function allowTerms(
+  into: Allowed,
+  terms: readonly Term[],
+  f: Family,
+  remotePorts: readonly PortRange[],
+  ranked: ReadonlyMap<string, RankedRule>,
+): void {
   for (const t of terms) {
+    const by = ranked.get(t.rule.chain)!;
     if (t.family !== undefined && t.family !== f) continue;
     const locals = t.targets.get(f) ?? [];
     if (locals.length === 0) continue;
     const p = t.ports;
     switch (p.kind) {
       case 'all':
-        for (const l of locals) into.addAll(l, t.label);
+        for (const l of locals) into.addAll(l, t.label, by);
         break;
       case 'numeric':
-        for (const r of p.ranges) for (const l of locals) into.addPort(l, r.proto, r.lo, r.hi, t.label);
+        for (const r of p.ranges) for (const l of locals) into.addPort(l, r.proto, r.lo, r.hi, t.label, by);
         break;
       case 'local': {
         const mine = new Set(locals);
-        for (const e of p.triples) if (mine.has(e.addr)) into.addPort(e.addr, e.proto, e.port, e.port, t.label);
+        for (const e of p.triples) if (mine.has(e.addr)) into.addPort(e.addr, e.proto, e.port, e.port, t.label, by);
         break;
       }
       case 'remote':
-        for (const r of remotePorts) for (const l of locals) into.addPort(l, r.proto, r.lo, r.hi, t.label);
+        for (const r of remotePorts) for (const l of locals) into.addPort(l, r.proto, r.lo, r.hi, t.label, by);
         break;
     }
   }
@@ -188,11 +262,11 @@ export type NamedTokens = Map<string, { readonly source: string; readonly ports:
 
 interface Built {
   readonly chains: Chain[];
-  readonly sets: NamedSet[];
+  readonly decisions: DecisionMap[];
   /** Identity key -> chain name; undefined when it allows nothing (its addresses get no element). */
   readonly chainOf: Map<string, string | undefined>;
-  /** Identity key -> its chain and sets, for those that allow something. */
-  readonly byKey: Map<string, { readonly chain: Chain; readonly sets: readonly NamedSet[] }>;
+  /** Identity key -> its chain and allow maps, for those that allow something. */
+  readonly byKey: Map<string, { readonly chain: Chain; readonly decisions: readonly DecisionMap[] }>;
 }
 
 function buildIdentities(
@@ -203,15 +277,16 @@ function buildIdentities(
   bySource: ReadonlyMap<string, readonly Term[]>,
   describeToken: (token: string) => string,
   named: NamedTokens,
+  ranked: ReadonlyMap<string, RankedRule>,
 ): Built {
-  const out: Built = { chains: [], sets: [], chainOf: new Map(), byKey: new Map() };
+  const out: Built = { chains: [], decisions: [], chainOf: new Map(), byKey: new Map() };
   const local = d === 'ingress' ? 'daddr' : 'saddr';
   for (const id of identities) {
     if (out.chainOf.has(id.key)) continue;
     const allowed = new Allowed();
     for (const token of id.tokens) {
       const n = named.get(token);
-      allowTerms(allowed, bySource.get(n?.source ?? token) ?? [], f, n?.ports ?? []);
+      allowTerms(allowed, bySource.get(n?.source ?? token) ?? [], f, n?.ports ?? [], ranked);
     }
     if (allowed.empty) {
       out.chainOf.set(id.key, undefined);
@@ -221,36 +296,34 @@ function buildIdentities(
     const name = peersChainName(cid, d);
     out.chainOf.set(id.key, name);
     const rules: Rule[] = [];
-    const firstSet = out.sets.length;
-    // Single ports in a hash set, ranges in an interval set: a concatenation
+    const firstDecision = out.decisions.length;
+    // Single ports in a hash map, ranges in an interval map: a concatenation
     // with intervals is a pipapo set, whose lookup uses the FPU (AVX2) and
     // cost ~0.4 us per packet more than a hash lookup (docs/datapath.md).
+    // Maps, not sets: an element goes to its first rule's chain, which counts
+    // and accepts (the per-rule counters, docs/datapath.md).
     const { single, ranges: rangeEls } = allowed.portElements();
-    for (const [els, set, interval] of [
-      [single, allowSetName(cid, f), false],
-      [rangeEls, allowRangeSetName(cid, f), true],
+    const allEls = allowed.allElements();
+    for (const [els, map, key, interval, what] of [
+      [single, allowSetName(cid, f), 'port', false, 'local pod . protocol . port'],
+      [rangeEls, allowRangeSetName(cid, f), 'port', true, 'local pod . protocol . port range'],
+      [allEls, allowAllSetName(cid, f), 'addr', false, 'local pods open on every port'],
     ] as const) {
       if (els.length === 0) continue;
-      out.sets.push({
-        name: set,
-        type: namedPortType(f),
+      out.decisions.push({
+        name: map,
+        family: f,
+        key,
         interval,
         elements: els,
-        comment: sanitizeComment(`IPv${f} local pod . protocol . ${interval ? 'port range' : 'port'} allowed by ${name}`),
+        comment: sanitizeComment(`IPv${f} ${what} allowed by ${name}, to the first allowing rule`),
       });
-      rules.push(accept([{ kind: 'localPortSet', family: f, field: local, set }]));
-    }
-    const allEls = allowed.allElements();
-    if (allEls.length > 0) {
-      const set = allowAllSetName(cid, f);
-      out.sets.push({
-        name: set,
-        type: addressType(f),
-        interval: false,
-        elements: allEls,
-        comment: sanitizeComment(`IPv${f} local pods open on every port to ${name}`),
+      rules.push({
+        matches: [],
+        counter: false,
+        verdict: { kind: 'decisionVmap', family: f, field: local, key, map },
+        comment: undefined,
       });
-      rules.push(accept([{ kind: 'addrSet', family: f, field: local, set }]));
     }
     const chain: Chain = {
       name,
@@ -260,13 +333,9 @@ function buildIdentities(
       rules,
     };
     out.chains.push(chain);
-    out.byKey.set(id.key, { chain, sets: out.sets.slice(firstSet) });
+    out.byKey.set(id.key, { chain, decisions: out.decisions.slice(firstDecision) });
   }
   return out;
-}
-
-function accept(matches: Match[]): Rule {
-  return { matches, counter: false, verdict: { kind: 'accept' }, comment: undefined };
 }
 
 /**
@@ -407,16 +476,18 @@ export interface PodIdentityPart {
   readonly terms: readonly Term[];
   /** Address -> identity key. */
   readonly keys: Map<string, string>;
-  /** Identity key -> its chain and sets, null when it allows nothing. */
-  readonly built: Map<string, { readonly chain: Chain; readonly sets: readonly NamedSet[] } | null>;
+  /** Identity key -> its chain and allow maps, null when it allows nothing. */
+  readonly built: Map<string, { readonly chain: Chain; readonly decisions: readonly DecisionMap[] } | null>;
   /** The pod map's elements (sorted by address). */
   readonly elements: readonly MapElement[];
-  /** The range identities' chains and sets, and their map: remote pods in range sources are not followed. */
+  /** The range identities' chains and allow maps, and their map: remote pods in range sources are not followed. */
   readonly rangeChains: readonly Chain[];
-  readonly rangeSets: readonly NamedSet[];
+  readonly rangeDecisions: readonly DecisionMap[];
   readonly rangeMap: VerdictMap;
   /** The pod and named sources it was built from: key and address list (by object), in key order. */
   readonly signature: readonly unknown[];
+  /** Every rule's counting chain in evaluation order (the first allowing rule gets an element). */
+  readonly ranked: ReadonlyMap<string, RankedRule>;
 }
 
 /** What the pod identities of one direction and family are built from (see flattenRulesetParts' `reuse`). */
@@ -434,11 +505,11 @@ function sameSignature(a: readonly unknown[], b: readonly unknown[]): boolean {
   return a.length === b.length && a.every((x, i) => x === b[i]);
 }
 
-/** A pod identity's chain and sets, built alone (what a new identity of a remote pod needs). */
+/** A pod identity's chain and allow maps, built alone (what a new identity of a remote pod needs). */
 export function buildPodIdentity(
   part: PodIdentityPart,
   key: string,
-): { readonly chain: Chain; readonly sets: readonly NamedSet[] } | null {
+): { readonly chain: Chain; readonly decisions: readonly DecisionMap[] } | null {
   const b = buildIdentities(
     part.direction,
     part.family,
@@ -447,16 +518,18 @@ export function buildPodIdentity(
     part.bySource,
     part.describeToken,
     part.named,
+    part.ranked,
   );
   const chain = b.chains[0];
-  return chain === undefined ? null : { chain, sets: b.sets };
+  return chain === undefined ? null : { chain, decisions: b.decisions };
 }
 
 /**
- * The ruleset from the parts: prev's other sets first, then per direction
- * and family the pod identities' chains and sets (in key order), then the
- * range identities'; the peer maps before prev's maps; the lookup chains and
- * prev's other chains after the identity chains.
+ * The ruleset from the parts: per direction and family the pod identities'
+ * chains and allow maps (in key order), then the range identities'; the
+ * allow maps before prev's decision maps (the tiers'), the peer maps before
+ * prev's maps; the lookup chains and prev's other chains (the rules'
+ * counting chains first) after the identity chains.
  */
 export function assembleFlat(
   prev: CompiledRuleset,
@@ -465,6 +538,7 @@ export function assembleFlat(
   rest: readonly Chain[],
 ): CompiledRuleset {
   const sets: NamedSet[] = [...otherSets];
+  const decisions: DecisionMap[] = [];
   const peerChains: Chain[] = [];
   const peerMaps: VerdictMap[] = [];
   for (const part of parts) {
@@ -473,10 +547,10 @@ export function assembleFlat(
       const b = part.built.get(key);
       if (b === undefined || b === null) continue;
       peerChains.push(b.chain);
-      sets.push(...b.sets);
+      decisions.push(...b.decisions);
     }
     peerChains.push(...part.rangeChains);
-    sets.push(...part.rangeSets);
+    decisions.push(...part.rangeDecisions);
     peerMaps.push(
       { name: peerMapName(d, f, false), kind: 'peers', family: f, direction: d, interval: false, elements: part.elements },
       part.rangeMap,
@@ -484,7 +558,30 @@ export function assembleFlat(
   }
   const chains = [...peerChains, ...DIRECTIONS.map((d) => lookupChain(d, [...peerMaps, ...prev.maps])), ...rest];
   const maps = [...peerMaps, ...prev.maps];
-  return { ...prev, sets, maps, chains, stats: { ...prev.stats, ...countObjects(sets, maps, chains, prev.decisions) } };
+  const allDecisions = [...decisions, ...prev.decisions];
+  return {
+    ...prev,
+    sets,
+    maps,
+    decisions: allDecisions,
+    chains,
+    stats: { ...prev.stats, ...countObjects(sets, maps, chains, allDecisions) },
+  };
+}
+
+/**
+ * The chain of one allow-list rule: counts the new connections the allow maps
+ * send to it (those it is the first to allow) and accepts them.
+ */
+function ruleChain(t: Term): Chain {
+  return {
+    name: t.rule.chain,
+    role: 'rule',
+    base: undefined,
+    comment: sanitizeComment(t.label),
+    counts: t.rule.counts,
+    rules: [{ matches: [], counter: true, verdict: { kind: 'accept' }, comment: t.rule.description }],
+  };
 }
 
 /**
@@ -515,6 +612,17 @@ export function flattenRulesetParts(
     if (c.role === 'policy') for (const r of c.rules) for (const m of r.matches) if ('set' in m) policySets.add(m.set);
   const otherSets: NamedSet[] = prev.sets.filter((s) => !policySets.has(s.name));
   const parts: PodIdentityPart[] = [];
+  // Every rule's counting chain, ranked in evaluation order (terms come in
+  // policy, then rule order). By chain name: one rule of a policy can
+  // contribute several rules (a NamespaceNetworkPolicy rule with Service
+  // peers), all counted as that rule.
+  const ranked = new Map<string, RankedRule>();
+  const ruleChains: Chain[] = [];
+  for (const t of all) {
+    if (ranked.has(t.rule.chain)) continue;
+    ranked.set(t.rule.chain, { rule: t.rule, rank: ranked.size });
+    ruleChains.push(ruleChain(t));
+  }
   for (const d of DIRECTIONS) {
     const ts = terms.get(d)!;
     const bySource = new Map<string, Term[]>();
@@ -550,7 +658,7 @@ export function flattenRulesetParts(
       } else pods = podIdentities(ts, f, named);
       // In key order: a remote pod's new identity then has its place without a flattening of everything.
       const ordered = [...pods.identities.values()].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
-      const builtPods = buildIdentities(d, f, false, ordered, bySource, describeToken, named);
+      const builtPods = buildIdentities(d, f, false, ordered, bySource, describeToken, named, ranked);
       const built: PodIdentityPart['built'] = new Map();
       for (const key of builtPods.chainOf.keys()) built.set(key, builtPods.byKey.get(key) ?? null);
       const sameChains =
@@ -574,6 +682,7 @@ export function flattenRulesetParts(
         bySource,
         describeToken,
         named,
+        ranked,
       );
       const rangeElements: MapElement[] = [];
       for (const r of ranges) {
@@ -591,7 +700,7 @@ export function flattenRulesetParts(
         built,
         elements: podElements,
         rangeChains: builtRanges.chains,
-        rangeSets: builtRanges.sets,
+        rangeDecisions: builtRanges.decisions,
         rangeMap: {
           name: peerMapName(d, f, true),
           kind: 'peers',
@@ -601,6 +710,7 @@ export function flattenRulesetParts(
           elements: rangeElements,
         },
         signature,
+        ranked,
       });
     }
   }
@@ -625,11 +735,16 @@ export function flattenRulesetParts(
       return { ...c, rules: [...c.rules.slice(0, first), lookup, ...c.rules.slice(first).filter((r) => !isPolicyJump(r))] };
     });
   const base: CompiledRuleset = { ...prev, sets: [], chains: [] };
-  const ruleset = assembleFlat(base, otherSets, parts, rest);
+  const rest2 = [...ruleChains, ...rest];
+  const ruleset = assembleFlat(base, otherSets, parts, rest2);
   const names = new Set<string>();
-  for (const n of [...ruleset.chains.map((c) => c.name), ...ruleset.sets.map((s) => s.name)]) {
+  for (const n of [
+    ...ruleset.chains.map((c) => c.name),
+    ...ruleset.sets.map((s) => s.name),
+    ...ruleset.decisions.map((m) => m.name),
+  ]) {
     if (names.has(n)) throw new Error(`identifier collision on ${n}`);
     names.add(n);
   }
-  return { ruleset, base, otherSets, parts, rest };
+  return { ruleset, base, otherSets, parts, rest: rest2 };
 }

@@ -7,7 +7,15 @@ import type { ContributedPolicy, ContributedRule } from '../kinds/kind.ts';
 import { FAMILIES } from '../model/types.ts';
 import type { Direction, Family, LabelSelector, Pod } from '../model/types.ts';
 import { formatSelector } from '../model/selector.ts';
-import { namedPortSetName, peerSetName, policyChainName, portSetName, sanitizeComment, setId } from '../ruleset/ids.ts';
+import {
+  namedPortSetName,
+  peerSetName,
+  policyChainName,
+  policyRuleChainName,
+  portSetName,
+  sanitizeComment,
+  setId,
+} from '../ruleset/ids.ts';
 import type { ClusterIndex } from './cluster-index.ts';
 import { addressType, namedPortType } from '../ruleset/ir.ts';
 import type { Chain, Match, NamedSet, Rule, SetElement } from '../ruleset/ir.ts';
@@ -27,7 +35,7 @@ import {
   tripleElement,
 } from './ports.ts';
 import type { NamedPortRef, PortTriple } from './ports.ts';
-import type { Term, TermPorts, TermSource } from './terms.ts';
+import type { Term, TermPorts, TermRule, TermSource } from './terms.ts';
 
 export interface PolicyChainInput {
   readonly idx: ClusterIndex;
@@ -141,6 +149,18 @@ function compileRuleInto(
   const { policy, direction, families } = input;
   const label = `${direction}[${rule.origin.index}]`;
   const termLabel = `${policy.origin.label} ${label}`;
+  const ruleRef: TermRule = {
+    chain: policyRuleChainName(input.policyId, direction, rule.origin.index),
+    counts: {
+      kind: policy.origin.kind,
+      namespace: policy.origin.namespace,
+      policy: policy.origin.name,
+      rule: String(rule.origin.index),
+      direction,
+      action: 'Allow',
+    },
+    description: sanitizeComment(rule.origin.description),
+  };
   const field = direction === 'ingress' ? 'saddr' : 'daddr';
   const peersDef = rule.peers === undefined ? undefined : peersDefinition(rule.peers, policy.namespace);
   const addrs =
@@ -251,7 +271,7 @@ function compileRuleInto(
         : source.kind === 'anywhere' || follows === undefined
           ? {}
           : { follows };
-    out.terms.push({ label: termLabel, direction, family, source, ports: termPorts, targets, ...followed });
+    out.terms.push({ label: termLabel, rule: ruleRef, direction, family, source, ports: termPorts, targets, ...followed });
   };
   /** A named-port rule: egress names come with the destination (the named set is the remote side). */
   const addNamed = (n: NonNullable<ReturnType<typeof namedMatch>>, f: Family, source: TermSource, peer: Match[]): void => {

@@ -5,6 +5,7 @@
 // without a round trip through text.
 import type { Interval } from '../model/ip.ts';
 import type { Direction, Family, Peer } from '../model/types.ts';
+import type { CountedRule } from '../ruleset/ir.ts';
 import type { PortRange, PortTriple } from './ports.ts';
 
 /** Where a rule's remote side may be. */
@@ -35,9 +36,20 @@ export interface PodFollow {
   readonly namespace: string;
 }
 
+/** The policy rule a term comes from: its counting chain (identities.ts makes it). */
+export interface TermRule {
+  /** KUBE-NWPLCY-<policy>-<IN|EG>-<index>: `counter accept`, the goto target of what this rule is first to allow. */
+  readonly chain: string;
+  readonly counts: CountedRule;
+  /** The rule's description (its origin's), the chain's rule comment. */
+  readonly description: string;
+}
+
 export interface Term {
   /** `ns/name ingress[0]`: shown on the allow elements. */
   readonly label: string;
+  /** Shared by the terms of one rule. */
+  readonly rule: TermRule;
   readonly direction: Direction;
   /** undefined: both families. */
   readonly family: Family | undefined;

@@ -241,7 +241,16 @@ function ruleChain(e: Entry, o: RenderOptions): Chain {
       ];
       break;
   }
-  return { name: e.chain, role: 'rule', base: undefined, comment: chainComment, rules };
+  const o2 = e.policy.origin;
+  const counts = {
+    kind: o2.kind,
+    namespace: o2.namespace,
+    policy: o2.name,
+    rule: e.rule.origin.name || String(e.index),
+    direction: e.direction,
+    action: e.rule.action,
+  };
+  return { name: e.chain, role: 'rule', base: undefined, comment: chainComment, counts, rules };
 }
 
 /** Sorted, merged port intervals of one protocol that a rule matches for this local pod and identity. */

@@ -130,7 +130,8 @@ export function mapElementText(m: VerdictMap, e: MapElement): string {
 
 /** `10.0.0.5 . tcp . 80 : goto KUBE-NWPLCY-…`, `10.0.0.5 . tcp : return`. */
 export function decisionElementText(e: DecisionElement): string {
-  return `${keyText(e.key)} : ${e.verdict.kind === 'goto' ? `goto ${e.verdict.chain}` : 'return'}`;
+  const note = e.comment === undefined ? '' : ` comment ${quoted(e.comment)}`;
+  return `${keyText(e.key)}${note} : ${e.verdict.kind === 'goto' ? `goto ${e.verdict.chain}` : 'return'}`;
 }
 
 /** A decision map's declaration on one line (`add map ... { this }`); equal text, equal declaration. */

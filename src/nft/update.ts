@@ -97,6 +97,7 @@ const sameMapElement = (a: MapElement, b: MapElement): boolean => a.chain === b.
 const sameDecision = (a: DecisionElement, b: DecisionElement): boolean =>
   a.verdict.kind === b.verdict.kind &&
   (a.verdict.kind !== 'goto' || b.verdict.kind !== 'goto' || a.verdict.chain === b.verdict.chain) &&
+  a.comment === b.comment &&
   sameKey(a.key, b.key);
 
 function full(next: CompiledRuleset, reason: string): RulesetUpdate {

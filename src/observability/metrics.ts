@@ -218,6 +218,20 @@ const DEFINITIONS = [
     felix: undefined,
   },
   {
+    name: 'nftnp_policy_rule_connections_total',
+    type: 'counter',
+    help: 'New connections one policy rule decided on this node (packets its rule chain counted), for rules selecting a local pod; series go with the rule.',
+    labelNames: ['kind', 'namespace', 'policy', 'rule', 'direction', 'action'],
+    felix: undefined,
+  },
+  {
+    name: 'nftnp_policy_rule_series_dropped',
+    type: 'gauge',
+    help: 'Policy rules of this node without an nftnp_policy_rule_connections_total series: over --rule-metrics-max.',
+    labelNames: [],
+    felix: undefined,
+  },
+  {
     name: 'nftnp_denied_log_reader_restarts_total',
     type: 'counter',
     help: 'Times the NFLOG reader (tcpdump) exited unexpectedly and was restarted.',
@@ -291,6 +305,8 @@ export interface Metrics {
   readonly deniedLogPackets: Counter;
   readonly deniedLogDropped: Counter<'reason'>;
   readonly deniedLogReaderRestarts: Counter;
+  readonly policyRuleConnections: Counter<'kind' | 'namespace' | 'policy' | 'rule' | 'direction' | 'action'>;
+  readonly policyRuleSeriesDropped: Gauge;
   /** Sets nftnp_resync_state and keeps nftnp_in_sync consistent with it. */
   setResyncState(state: ResyncStateValue): void;
   /** Sets nftnp_build_info{version,commit,nodejs,node} to 1 (replacing any earlier labels). */
@@ -388,6 +404,15 @@ export function createMetrics(registry: Registry = new Registry(), options: Metr
     deniedLogPackets: counter('nftnp_denied_log_packets_total'),
     deniedLogDropped: labelled('nftnp_denied_log_dropped_total', ['reason']),
     deniedLogReaderRestarts: counter('nftnp_denied_log_reader_restarts_total'),
+    policyRuleConnections: labelled('nftnp_policy_rule_connections_total', [
+      'kind',
+      'namespace',
+      'policy',
+      'rule',
+      'direction',
+      'action',
+    ]),
+    policyRuleSeriesDropped: gauge('nftnp_policy_rule_series_dropped'),
     setResyncState(state: ResyncStateValue): void {
       resyncState.set(state);
       inSync.set(state === ResyncState.InSync ? 1 : 0);

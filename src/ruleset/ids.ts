@@ -169,6 +169,11 @@ export function parsePodChainName(name: string): { readonly podId: string; reado
   return { podId: m[1] as string, direction: m[2] === 'IN' ? 'ingress' : 'egress' };
 }
 
+/** One rule of a policy: its counter and action (tiered rules: tiers.ts; allow-list rules: identities.ts). */
+export function policyRuleChainName(policyId: string, d: Direction, index: number): string {
+  return `KUBE-NWPLCY-${policyId}-${dirSuffix(d)}-${index}`;
+}
+
 /** One rule of a tiered policy (a ClusterNetworkPolicy rule): its counter and action. */
 export function tierRuleChainName(policyId: string, d: Direction, index: number): string {
   return `KUBE-NWPLCY-${policyId}-${dirSuffix(d)}-${index}`;

@@ -81,14 +81,35 @@ export interface BaseHook {
  * peers: what one peer identity may reach (the rendered form, identities.ts);
  * lookup: a direction's peer map lookups, jumped to from every pod chain of
  * that direction (identities.ts), or a tier's (tiers.ts);
- * rule: one rule of a tiered policy (KUBE-NWPLCY-<policy>-<dir>-<index>): its
- * counter and action, reached from the tier's decision maps (tiers.ts).
+ * rule: one rule of a policy (KUBE-NWPLCY-<policy>-<dir>-<index>): its
+ * counter and action, reached from a tier's decision maps (tiers.ts) or an
+ * identity's allow maps (identities.ts).
  */
 export type ChainRole = 'base' | 'pod' | 'policy' | 'peers' | 'lookup' | 'rule';
+
+/**
+ * What a rule chain counts for (role 'rule'): the policy rule whose decided
+ * connections its counter holds. The agent exports these counters
+ * (nftnp_policy_rule_connections_total) with these labels; nft never sees them.
+ */
+export interface CountedRule {
+  /** The policy's kind, e.g. `NetworkPolicy`, `ClusterNetworkPolicy`. */
+  readonly kind: string;
+  /** '' for cluster-scoped policies. */
+  readonly namespace: string;
+  readonly policy: string;
+  /** The rule's name when it has one (ClusterNetworkPolicy), else its index in its direction. */
+  readonly rule: string;
+  readonly direction: Direction;
+  /** `Allow` (allow-list kinds), or a tiered rule's action: `Accept`, `Deny`, `Pass`. */
+  readonly action: string;
+}
 
 export interface Chain {
   readonly name: string;
   readonly role: ChainRole;
+  /** Only for rule chains: the rule their counter counts for. */
+  readonly counts?: CountedRule;
   /** Only for base chains (policy accept). */
   readonly base: BaseHook | undefined;
   readonly comment: string | undefined;
@@ -227,11 +248,15 @@ export interface DecisionElement {
   /** Of the map's decisionKeyType: `10.0.0.5 . tcp . 80`, `10.0.0.5 . tcp . 1000-2000`, `10.0.0.5 . tcp`, `10.0.0.5`. */
   readonly key: Extract<ElementKey, { readonly kind: 'addr' | 'addr-proto-port' | 'addr-proto' | 'proto-port' | 'proto' }>;
   readonly verdict: DecisionVerdict;
+  /** Already sanitized; the allow maps of identities.ts name every rule allowing the element. */
+  readonly comment?: string;
 }
 
 /**
  * What one tier identity decides (compile/tiers.ts): local address, protocol
- * and port to the first matching rule of the tier. Like sets, these come and
+ * and port to the first matching rule of the tier; or what one peer identity
+ * allows (compile/identities.ts: the allow maps), to the chain of the first
+ * allowing rule, which counts and accepts. Like sets, these come and
  * go with policies and local pods (not fixed per node like VerdictMap).
  */
 export interface DecisionMap {

@@ -49,6 +49,8 @@ test('run: defaults, env, flags over env', () => {
     tenancy: DEFAULT_TENANCY,
     crdRecheckMs: 30_000,
     watchIdleProbeMs: 150_000,
+    ruleMetricsMax: 2000,
+    ruleCountersIntervalMs: 30_000,
   });
   const e = parseRunConfig([], {
     NODE_NAME: 'from-env',
@@ -73,6 +75,12 @@ test('run: defaults, env, flags over env', () => {
   assert.equal(f.config.debugAddr, undefined, 'an explicit empty flag disables');
   assert.equal(f.config.driftIntervalMs, 0);
   assert.equal(f.config.conntrack, false);
+  // Per-rule counters: the cap and the read interval, by flag or env; bad values fail with the flag's name.
+  const rc = parseRunConfig(['--node', 'n', '--rule-metrics-max', '5'], { RULE_METRICS_MAX: '9', RULE_COUNTERS_INTERVAL: '0' });
+  assert.ok(rc.ok);
+  assert.deepEqual([rc.config.ruleMetricsMax, rc.config.ruleCountersIntervalMs], [5, 0]);
+  const bad = parseRunConfig(['--node', 'n', '--rule-metrics-max', '-1'], {});
+  assert.ok(!bad.ok && !bad.help && bad.error.includes('--rule-metrics-max'));
 });
 
 test('run: usage errors say what is wrong', () => {

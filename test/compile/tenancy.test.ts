@@ -67,6 +67,34 @@ test('a workspace is one peer set shared by its namespaces; causes in comments; 
   );
 });
 
+test('a NamespaceNetworkPolicy rule with plain and Service peers (several contributed rules, one index): one counting chain', () => {
+  // The differential fuzzer found it: the compiler threw an identifier collision on the rule's chain.
+  const s = tenancyState({
+    isolatedWorkspaces: ['acme', 'beta'],
+    isolatedProjects: [],
+    extra: [
+      nsnpObject('shop', 'to-api', {
+        policyTypes: ['Egress'],
+        egress: [{ to: [{ namespace: { name: 'cart' } }, { service: { name: 'api', namespace: 'cart' } }] }],
+      }),
+    ],
+  });
+  const c = compileNode(s, 'node-1');
+  const mine = c.chains.filter((x) => x.role === 'rule' && x.counts?.policy === 'to-api');
+  assert.deepEqual(
+    mine.map((x) => [x.counts?.kind, x.counts?.namespace, x.counts?.direction, x.counts?.rule, x.counts?.action]),
+    [['NamespaceNetworkPolicy', 'shop', 'egress', '0', 'Allow']],
+  );
+  // Every allow element of its rule goes to that one chain.
+  const targets = new Set(
+    c.decisions.flatMap((m) =>
+      m.elements.flatMap((e) => (e.verdict.kind === 'goto' && e.comment?.includes('to-api') === true ? [e.verdict.chain] : [])),
+    ),
+  );
+  assert.deepEqual([...targets], [mine[0]?.name]);
+  log.add('nsnp with service and namespace peers', renderRuleset(c));
+});
+
 test('tenancy off (state.tenancy absent): annotations, workspaces and NSNPs contribute nothing', () => {
   const objs = tenancyObjects({ isolatedWorkspaces: ['acme'], isolatedProjects: ['lab'] });
   const off = buildState(objs).state;

@@ -4,9 +4,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { compileNode, compileRules } from '../../src/compile/compile.ts';
-import { renderCleanup, renderRuleset } from '../../src/nft/render.ts';
+import { decisionElementText, renderCleanup, renderRuleset } from '../../src/nft/render.ts';
 import { renderNode } from '../support/render-node.ts';
-import { sanitizeComment } from '../../src/ruleset/ids.ts';
+import { policyId, policyRuleChainName, sanitizeComment } from '../../src/ruleset/ids.ts';
 import type { ClusterState } from '../../src/model/types.ts';
 import { ipBlock, pod, podPeer, policy, port, rule, sel, state } from '../support/state-builder.ts';
 import { podChain, policyChain, rules } from '../compile/ir-query.ts';
@@ -49,7 +49,8 @@ test('objects are declared before they are referenced', () => {
     assert.ok(i >= 0, String(re));
     return i;
   };
-  assert.ok(at(/\tset allow4-/) < at(/\tchain KUBE-PEERS-/));
+  assert.ok(at(/\tchain KUBE-NWPLCY-[0-9a-f]{12}-IN-0 /) < at(/\tmap allow4-/));
+  assert.ok(at(/\tmap allow4-/) < at(/\tchain KUBE-PEERS-/));
   assert.ok(at(/\tchain KUBE-PEERS-/) < at(/\tmap ingress-peers-v4/));
   assert.ok(at(/\tmap ingress-ranges-v6/) < at(/\tchain ingress-peers /));
   assert.ok(at(/\tchain egress-peers /) < at(/\tchain KUBE-POD-FW-/));
@@ -57,7 +58,7 @@ test('objects are declared before they are referenced', () => {
   assert.ok(at(/\tmap ingress-v6/) < at(/\tchain forward-egress/));
 });
 
-test('allow sets: single ports and ranges of up to 16 ports in a hash set, longer ranges in an interval set', async (t) => {
+test('allow maps: single ports and ranges of up to 16 ports in a hash map, longer ranges in an interval map, each to its rule', async (t) => {
   const s = state({
     pods: [
       pod('a', 'web', { labels: { app: 'web' }, ips: ['10.0.0.1'] }),
@@ -78,7 +79,7 @@ test('allow sets: single ports and ranges of up to 16 ports in a hash set, longe
   const { text } = renderNode(s, 'node-1');
   log.add('allow set kinds', text);
   const block = (re: RegExp): string => {
-    const m = new RegExp(`\\tset ${re.source} \\{\\n([\\s\\S]*?)\\n\\t\\}`).exec(text);
+    const m = new RegExp(`\\tmap ${re.source} \\{\\n([\\s\\S]*?)\\n\\t\\}`).exec(text);
     assert.ok(m, String(re));
     return m[1] ?? '';
   };
@@ -88,10 +89,13 @@ test('allow sets: single ports and ranges of up to 16 ports in a hash set, longe
   assert.deepEqual(singlePorts, [80, 81, ...Array.from({ length: 16 }, (_, i) => 8080 + i)]);
   const ranges = block(/allowrange4-[0-9a-f]{12}/);
   assert.match(ranges, /flags interval/);
-  assert.match(ranges, /elements = \{ 10\.0\.0\.1 \. udp \. 9000-9016 comment "a\/web ingress\[0\]" \}/);
+  assert.match(
+    ranges,
+    /elements = \{ 10\.0\.0\.1 \. udp \. 9000-9016 comment "a\/web ingress\[0\]" : goto KUBE-NWPLCY-[0-9a-f]{12}-IN-0 \}/,
+  );
   assert.match(
     text,
-    /ip daddr \. meta l4proto \. th dport @allow4-[0-9a-f]{12} accept\n\t\tip daddr \. meta l4proto \. th dport @allowrange4-/,
+    /ip daddr \. meta l4proto \. th dport vmap @allow4-[0-9a-f]{12}\n\t\tip daddr \. meta l4proto \. th dport vmap @allowrange4-/,
   );
   if (await haveNft(t)) await assertNftAccepts(text, 'allow set kinds');
 });
@@ -156,8 +160,10 @@ test('invalid rules render nothing (fail closed) but leave a trace in the chain 
   const all = c.sets.flatMap(elementTexts);
   assert.ok(!all.includes('10.0.0.0/8') && !all.includes('tcp . 80'), all.join(' '));
   // Nor into the rendered form: the one valid rule is the only allow element.
-  const allowed = flat.sets.flatMap(elementTexts);
-  assert.deepEqual(allowed, ['10.0.0.1 . tcp . 443 comment "a/web ingress[1]"']);
+  const allowed = flat.decisions.flatMap((m) => m.elements.map(decisionElementText));
+  assert.deepEqual(allowed, [
+    `10.0.0.1 . tcp . 443 comment "a/web ingress[1]" : goto ${policyRuleChainName(policyId('a', 'web'), 'ingress', 1)}`,
+  ]);
   assert.deepEqual(
     flat.maps.find((m) => m.name === 'ingress-ranges-v4')?.elements.map((e) => addressText(e.key)),
     ['192.168.0.0/16'],
@@ -194,9 +200,9 @@ test('comments: hostile names are sanitized and capped; identifiers are hashes',
   for (const ch of c.chains)
     assert.match(
       ch.name,
-      /^(KUBE-(POD-FW|PEERS)-[0-9a-f]{12}-(IN|EG)|forward-egress|forward-ingress|input-egress|ingress-peers|egress-peers)$/,
+      /^(KUBE-(POD-FW|PEERS)-[0-9a-f]{12}-(IN|EG)|KUBE-NWPLCY-[0-9a-f]{12}-(IN|EG)-[0-9]+|forward-egress|forward-ingress|input-egress|ingress-peers|egress-peers)$/,
     );
-  for (const st of c.sets) assert.match(st.name, /^allow(all|range)?[46]-[0-9a-f]{12}$/);
+  for (const m of [...c.sets, ...c.decisions]) assert.match(m.name, /^allow(all|range)?[46]-[0-9a-f]{12}$/);
   for (const st of compileRules(s, node).sets) assert.match(st.name, /^(peer4|peer6|port|named4|named6)-[0-9a-f]{12}$/);
   assert.equal(sanitizeComment('x'.repeat(500)).length, 120);
   assert.equal(sanitizeComment('ok a/b ingress[0]'), 'ok a/b ingress[0]');

@@ -26,7 +26,11 @@ const NODE1: Node = { name: 'node-1', addresses: ['192.168.100.1'], podCIDRs: ['
 const NODE2: Node = { name: 'node-2', addresses: ['192.168.100.2'], podCIDRs: ['10.0.2.0/24', 'fd00:2::/64'] };
 
 function elementCount(c: CompiledRuleset): number {
-  return c.sets.reduce((n, s) => n + s.elements.length, 0) + c.maps.reduce((n, m) => n + m.elements.length, 0);
+  return (
+    c.sets.reduce((n, s) => n + s.elements.length, 0) +
+    c.maps.reduce((n, m) => n + m.elements.length, 0) +
+    c.decisions.reduce((n, m) => n + m.elements.length, 0)
+  );
 }
 
 // ---- pure: what an update holds ----
@@ -161,7 +165,8 @@ test('a new isolated local pod: its chains are added before the map entries that
   const addRule = cmds.findIndex((l) => l.startsWith('add rule inet nft-netpol KUBE-POD-FW-H-IN counter drop'));
   // What its egress policy allows it: an element of the identity's allow set, added after the chains.
   const addAllow = cmds.findIndex(
-    (l) => l === 'add element inet nft-netpol allow4-H { 10.0.1.3 . tcp . 443 comment "a/web egress[0]" }',
+    (l) =>
+      l === 'add element inet nft-netpol allow4-H { 10.0.1.3 . tcp . 443 comment "a/web egress[0]" : goto KUBE-NWPLCY-H-EG-0 }',
   );
   assert.ok(addAllow > addChain, cmds.join('\n'));
   const addMap = cmds.findIndex((l) =>
@@ -210,10 +215,10 @@ test('a policy changes: the allow elements of its peer identities change, nothin
   assert.equal(u.kind, 'incremental');
   if (u.kind !== 'incremental') return;
   assert.deepEqual([u.chainsAdded, u.chainsChanged, u.chainsDeleted, u.setsAdded, u.setsDeleted], [0, 0, 0, 0, 0]);
-  // The element names the policy rule it comes from.
+  // The element names the policy rule it comes from, and goes to its counting chain.
   assert.deepEqual(commands(u.text), [
-    'delete element inet nft-netpol allow4-H { 10.0.1.2 . tcp . 80 comment "a/web ingress[0]" }',
-    'add element inet nft-netpol allow4-H { 10.0.1.2 . tcp . 81 comment "a/web ingress[0]" }',
+    'delete element inet nft-netpol allow4-H { 10.0.1.2 . tcp . 80 }',
+    'add element inet nft-netpol allow4-H { 10.0.1.2 . tcp . 81 comment "a/web ingress[0]" : goto KUBE-NWPLCY-H-IN-0 }',
   ]);
   // The deny action is in every pod chain: each is flushed and refilled, nothing else.
   const r = renderUpdate(
@@ -454,7 +459,8 @@ test('kernel, property: prev + update == next, for random clusters, random pod c
           assert.equal(elementCount(next), elementCount(prev) + u.added - u.removed);
           const chains = (c: CompiledRuleset): number => c.chains.length;
           assert.equal(chains(next), chains(prev) + u.chainsAdded - u.chainsDeleted);
-          assert.equal(next.sets.length, prev.sets.length + u.setsAdded - u.setsDeleted);
+          const sets = (c: CompiledRuleset): number => c.sets.length + c.decisions.length;
+          assert.equal(sets(next), sets(prev) + u.setsAdded - u.setsDeleted);
           if (u.chainsAdded + u.chainsChanged + u.chainsDeleted > 0) structural++;
           else if (!isEmptyUpdate(u)) elementsOnly++;
           if (u.setsAdded + u.setsDeleted > 0) setsChanged++;

@@ -37,6 +37,11 @@ const EXPECTED: Record<string, { type: MetricType; labels?: string[] }> = {
   nftnp_last_successful_apply_timestamp_seconds: { type: 'gauge' },
   nftnp_denied_packets_total: { type: 'counter', labels: ['direction'] },
   nftnp_pod_denied_packets_total: { type: 'counter', labels: ['namespace', 'pod', 'direction'] },
+  nftnp_policy_rule_connections_total: {
+    type: 'counter',
+    labels: ['kind', 'namespace', 'policy', 'rule', 'direction', 'action'],
+  },
+  nftnp_policy_rule_series_dropped: { type: 'gauge', labels: [] },
   nftnp_denied_log_packets_total: { type: 'counter' },
   nftnp_denied_log_dropped_total: { type: 'counter', labels: ['reason'] },
   nftnp_denied_log_reader_restarts_total: { type: 'counter' },

@@ -15,7 +15,9 @@ import { sanitizeComment } from '../ruleset/ids.ts';
 import { ClusterIndex } from './cluster-index.ts';
 import { baseChains, dispatch } from './dispatch.ts';
 import { flattenRuleset } from './identities.ts';
-import { localEndpoints } from './local-endpoints.ts';
+import { localEndpoints, localPods } from './local-endpoints.ts';
+import { hasStaged, withStagedEnforced } from '../model/staged.ts';
+import { affectedPods, withShadowPath } from './staged.ts';
 import { PeerResolver } from './peers.ts';
 import { policyChains, relevantPolicies } from './policy-chains.ts';
 import { SharedSets } from './shared-sets.ts';
@@ -46,8 +48,7 @@ export function compileNode(
   kinds: readonly PolicyKind[] = POLICY_KINDS,
 ): CompiledRuleset {
   const idx = new ClusterIndex(state);
-  const c = compileRulesWith(state, nodeName, resolveOptions(opts), idx, new PeerResolver(idx), kinds);
-  return flattenRuleset(c.ruleset, c.terms);
+  return compileWith(state, nodeName, resolveOptions(opts), idx, new PeerResolver(idx), kinds);
 }
 
 /**
@@ -75,7 +76,14 @@ export function compileWith(
   kinds: readonly PolicyKind[] = POLICY_KINDS,
 ): CompiledRuleset {
   const c = compileRulesWith(state, nodeName, o, idx, peers, kinds);
-  return flattenRuleset(c.ruleset, c.terms);
+  const enforced = flattenRuleset(c.ruleset, c.terms);
+  if (!hasStaged(state)) return enforced;
+  // Staged policies (compile/staged.ts): the same compiler on the state with them enforced, as a shadow path.
+  const shadowState = withStagedEnforced(state);
+  const affected = affectedPods(state, shadowState, localPods(state, nodeName), kinds);
+  if (affected.length === 0) return enforced;
+  const sc = compileRulesWith(shadowState, nodeName, o, idx, peers, kinds);
+  return withShadowPath(enforced, flattenRuleset(sc.ruleset, sc.terms), affected, o, (ip) => idx.ip(ip)?.family);
 }
 
 function compileRulesWith(

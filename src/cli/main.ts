@@ -9,6 +9,7 @@ import { formatValidationError, type ClusterState, type ValidationError } from '
 import { compileNode } from '../compile/compile.ts';
 import { renderRuleset } from '../nft/render.ts';
 import { answerExplain, explainJson, explainText, parseExplainParams } from '../policy/explain.ts';
+import { stagedChangesText, stagedPolicyLabels, stagedVerdict } from '../policy/staged.ts';
 import { buildInfo, versionText } from '../observability/build-info.ts';
 import {
   kindCounter,
@@ -103,6 +104,11 @@ ingress at the destination).
                         --family that contradicts it is a usage error)
   --allow-pod-to-node   judge as an agent run with --allow-pod-to-node: egress
                         from a pod to an address of its own node is allowed
+  --staged              also judge with the staged policies (annotated
+                        nft-netpol.io/staged: "true") enforced: the verdict
+                        they would give, and per direction whether it would
+                        change ("would deny", "would allow"), by which staged
+                        policy and rule
 ${INPUT_HELP}`,
   validate: `Usage: nft-netpol-agent validate -f PATH...
 
@@ -284,6 +290,7 @@ async function explainCmd(args: string[], io: Io): Promise<number> {
     port: { type: 'string' },
     family: { type: 'string' },
     'allow-pod-to-node': { type: 'boolean', default: false },
+    staged: { type: 'boolean', default: false },
   });
   if (v.help) return help(io, 'explain');
   const format = outputFormat(v.output);
@@ -307,8 +314,23 @@ async function explainCmd(args: string[], io: Io): Promise<number> {
     return failed(answer.problems.map((p) => ({ object: `--${p.param}`, path: '', message: p.message })));
   }
   const { verdict: result, from, to } = answer.value;
-  if (format === 'text') io.out(explainText(result, from, to));
-  else emit(io, format, { ...explainJson(result, from, to), errors: errorObjects(loaded), warnings: warningObjects(loaded) });
+  const sv = v.staged
+    ? stagedVerdict(loaded.state, from, to, result.protocol, result.port, {
+        family: result.family,
+        allowPodToNode: v['allow-pod-to-node'],
+      })
+    : undefined;
+  const stagedCount = stagedPolicyLabels(loaded.state).size;
+  if (format === 'text') io.out(explainText(result, from, to) + (sv === undefined ? '' : stagedChangesText(sv, stagedCount)));
+  else
+    emit(io, format, {
+      ...explainJson(result, from, to),
+      ...(sv === undefined
+        ? {}
+        : { staged: { policies: [...stagedPolicyLabels(loaded.state)], allowed: sv.staged.allowed, changes: sv.changes } }),
+      errors: errorObjects(loaded),
+      warnings: warningObjects(loaded),
+    });
   // Invalid policies are part of the answer (they fail closed), not a usage problem.
   reportWarnings(io, loaded);
   for (const e of loaded.validationErrors) io.err(`invalid: ${formatValidationError(e)}`);

@@ -10,6 +10,7 @@ import { compileNode } from '../compile/compile.ts';
 import { renderRuleset } from '../nft/render.ts';
 import { answerExplain, explainJson, explainText, parseExplainParams } from '../policy/explain.ts';
 import { stagedChangesText, stagedPolicyLabels, stagedVerdict } from '../policy/staged.ts';
+import { STAGED_ANNOTATION, stagedNames } from '../model/staged.ts';
 import { buildInfo, versionText } from '../observability/build-info.ts';
 import {
   kindCounter,
@@ -321,7 +322,8 @@ async function explainCmd(args: string[], io: Io): Promise<number> {
       })
     : undefined;
   const stagedCount = stagedPolicyLabels(loaded.state).size;
-  if (format === 'text') io.out(explainText(result, from, to) + (sv === undefined ? '' : stagedChangesText(sv, stagedCount)));
+  if (format === 'text')
+    io.out(explainText(result, from, to) + (sv === undefined ? '' : `\n${stagedChangesText(sv, stagedCount)}`));
   else
     emit(io, format, {
       ...explainJson(result, from, to),
@@ -349,19 +351,26 @@ async function validateCmd(args: string[], io: Io): Promise<number> {
     ...loaded.validationErrors.map(formatValidationError),
   ];
   const { read, ignored } = loaded.kinds;
+  const staged = stagedNames(loaded.state);
+  const stagedCount = staged.policies.length + staged.clusterPolicies.length;
   if (format !== 'text') {
-    emit(io, format, { valid: errors.length === 0, errors, warnings: warningObjects(loaded), read, ignored });
+    emit(io, format, { valid: errors.length === 0, errors, warnings: warningObjects(loaded), read, ignored, staged });
   } else if (errors.length === 0) {
     const s = loaded.state;
     const cn = s.clusterPolicies?.length ?? 0;
     const clusterPolicies = cn === 0 ? '' : `${cn} cluster network ${cn === 1 ? 'policy' : 'policies'}, `;
+    const stagedText = stagedCount === 0 ? '' : ` (${stagedCount} staged, not enforced)`;
     io.out(
-      `ok: ${s.policies.length} policies, ${clusterPolicies}${s.pods.length} pods, ${s.namespaces.length} namespaces, ${s.nodes.length} nodes; no errors`,
+      `ok: ${s.policies.length} policies, ${clusterPolicies}${s.pods.length} pods, ${s.namespaces.length} namespaces, ${s.nodes.length} nodes${stagedText}; no errors`,
     );
   } else {
     for (const l of lines) io.out(l);
   }
   io.err(`read: ${Object.keys(read).length === 0 ? 'nothing' : countsText(read)}`);
+  // Staged policies are valid or not like any other; they are named so that nobody takes them for enforced ones.
+  for (const p of staged.policies) io.err(`staged: NetworkPolicy ${p} (annotated ${STAGED_ANNOTATION}: "true"; not enforced)`);
+  for (const p of staged.clusterPolicies)
+    io.err(`staged: ClusterNetworkPolicy ${p} (annotated ${STAGED_ANNOTATION}: "true"; not enforced)`);
   reportIgnored(io, loaded);
   // Warnings and notes never change the exit code (and stay off stdout for -o json).
   reportWarnings(io, loaded);

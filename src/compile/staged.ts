@@ -24,7 +24,7 @@
 //
 // Nothing is added when no staged policy selects a local pod: the ruleset is
 // then E, byte for byte.
-import type { ContributedPolicy, PolicyKind, TieredPolicy } from '../kinds/kind.ts';
+import type { ContributedPolicy, PolicyKind, PolicyOrigin, TieredPolicy } from '../kinds/kind.ts';
 import { POLICY_KINDS, tieredPolicies } from '../kinds/registry.ts';
 import { selectorMatches } from '../model/selector.ts';
 import { DIRECTIONS, FAMILIES, objectKey } from '../model/types.ts';
@@ -62,7 +62,8 @@ const CHANGE: Record<ShadowMode, 'would-deny' | 'would-allow'> = { acc: 'would-d
 export interface Affected {
   readonly pod: Pod;
   readonly direction: Direction;
-  readonly policies: readonly string[];
+  /** In evaluation order (Admin tier, allow-list, Baseline tier). */
+  readonly policies: readonly PolicyOrigin[];
 }
 
 function subjectSelects(t: TieredPolicy, pod: Pod, nsLabels: ReadonlyMap<string, Readonly<Record<string, string>>>): boolean {
@@ -99,15 +100,13 @@ export function affectedPods(
   for (const pod of local) {
     for (const d of DIRECTIONS) {
       const names = [
-        ...tiered
-          .filter((t) => t.tier === 'admin' && t[d].length > 0 && subjectSelects(t, pod, nsLabels))
-          .map((t) => t.origin.label),
+        ...tiered.filter((t) => t.tier === 'admin' && t[d].length > 0 && subjectSelects(t, pod, nsLabels)).map((t) => t.origin),
         ...allowList
           .filter((p) => p.types[d] && p.namespace === pod.namespace && selectorMatches(p.podSelector, pod.labels))
-          .map((p) => p.origin.label),
+          .map((p) => p.origin),
         ...tiered
           .filter((t) => t.tier === 'baseline' && t[d].length > 0 && subjectSelects(t, pod, nsLabels))
-          .map((t) => t.origin.label),
+          .map((t) => t.origin),
       ];
       if (names.length > 0) out.push({ pod, direction: d, policies: names });
     }

@@ -34,7 +34,7 @@ import {
   podId,
   sanitizeComment,
   STAGED_DENIED_PREFIX,
-  STAGED_LOG_LIMIT,
+  DENY_LOG_LIMIT,
   stagedLogPrefix,
   stagedTallyChainName,
 } from '../ruleset/ids.ts';
@@ -185,7 +185,8 @@ function stagedLog(prefix: string, o: RenderOptions): Rule[] {
     ? []
     : [
         {
-          matches: [{ kind: 'limit', name: STAGED_LOG_LIMIT }],
+          // The deny path's limit: one log budget per node (a table object, fixed while logging is on).
+          matches: [{ kind: 'limit', name: DENY_LOG_LIMIT }],
           counter: false,
           verdict: { kind: 'log', group: o.logDenied.group, prefix, snaplen: DENY_LOG_SNAPLEN },
           comment: undefined,
@@ -494,16 +495,11 @@ export function withShadowPath(
   const decisions = [...copyDecisions, ...e.decisions];
   // Shadow chains first: within a role, what is referenced comes first (E's pod chains jump to DEN's).
   const allChains = [...tallies, ...tallyLookups, ...copies, ...chains, ...bases];
-  const limits =
-    o.logDenied === undefined
-      ? e.limits
-      : [...e.limits, { name: STAGED_LOG_LIMIT, ratePerSecond: o.logDenied.ratePerSecond, burst: o.logDenied.burst }];
   return {
     ...e,
     sets,
     maps,
     decisions,
-    limits,
     chains: allChains,
     stats: { ...e.stats, ...countObjects(sets, maps, allChains, decisions) },
   };

@@ -190,9 +190,6 @@ export function decisionMapName(cid: string, f: Family, key: 'port' | 'range' | 
   return `${tag}${f}-${cid}`;
 }
 
-/** The shared in-kernel rate limit of the staged policies' log rules (one per node, beside the deny path's). */
-export const STAGED_LOG_LIMIT = 'staged-log';
-
 export type StagedChange = 'would-deny' | 'would-allow';
 
 /**

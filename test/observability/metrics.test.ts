@@ -37,6 +37,7 @@ const EXPECTED: Record<string, { type: MetricType; labels?: string[] }> = {
   nftnp_last_successful_apply_timestamp_seconds: { type: 'gauge' },
   nftnp_denied_packets_total: { type: 'counter', labels: ['direction'] },
   nftnp_pod_denied_packets_total: { type: 'counter', labels: ['namespace', 'pod', 'direction'] },
+  nftnp_staged_verdict_changes_total: { type: 'counter', labels: ['namespace', 'policy', 'change'] },
   nftnp_denied_log_packets_total: { type: 'counter' },
   nftnp_denied_log_dropped_total: { type: 'counter', labels: ['reason'] },
   nftnp_denied_log_reader_restarts_total: { type: 'counter' },

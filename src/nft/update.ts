@@ -11,7 +11,8 @@
 // nft applies a file as one transaction: packets see `prev` or `next`, never
 // a mix, and if anything in it fails (the kernel does not hold `prev`, an
 // element to delete is missing) nothing of it is applied. Base chains, maps
-// and the table itself are fixed per node; a change to them (or to an
+// and the table itself are fixed per node (except the staged policies' shadow
+// base chains and maps, compile/staged.ts, updated by name); a change to them (or to an
 // object's declaration, which `add` cannot change in place) falls back to the
 // full script (render.ts), which is always the recovery path.
 import type { Chain, CompiledRuleset, DecisionElement, MapElement, SetElement } from '../ruleset/ir.ts';

@@ -30,6 +30,7 @@ import { selectorMatches } from '../model/selector.ts';
 import { DIRECTIONS, FAMILIES, objectKey } from '../model/types.ts';
 import type { ClusterState, Direction, Family, Pod } from '../model/types.ts';
 import {
+  parseTierRuleChainName,
   podChainName,
   podId,
   sanitizeComment,
@@ -480,8 +481,57 @@ export function withShadowPath(
     const pc = podChainName(id, a.direction);
     denEntry.set(pc, shadow.chains.has(pc) ? `${CHAIN_PREFIX.den}${pc}` : stagedTallyChainName('would-allow', id, a.direction));
   }
+  // A tiered Deny rule's chain is shared by the pods its policy selects: it
+  // asks a lookup by local address, which knows the affected pods (others fall
+  // through to the deny).
+  const ruleEntryMaps: VerdictMap[] = [];
+  const ruleEntries: Chain[] = [];
+  const ruleEntryOf = new Map<Direction, string>();
+  for (const d of DIRECTIONS) {
+    if (!dirs.has(d)) continue;
+    const byFamily = new Map<Family, { key: string; chain: string }[]>();
+    for (const a of affected) {
+      if (a.direction !== d) continue;
+      const target = denEntry.get(podChainName(podId(a.pod.namespace, a.pod.name), d));
+      if (target === undefined) continue;
+      for (const ip of a.pod.ips) {
+        const f = familyOf(ip);
+        if (f === undefined) continue;
+        let l = byFamily.get(f);
+        if (l === undefined) byFamily.set(f, (l = []));
+        if (!l.some((x) => x.key === ip)) l.push({ key: ip, chain: target });
+      }
+    }
+    const name = `STG-DENR-${d === 'ingress' ? 'IN' : 'EG'}`;
+    ruleEntryOf.set(d, name);
+    for (const f of FAMILIES) {
+      const list = (byFamily.get(f) ?? []).sort((x, y) => (x.key < y.key ? -1 : x.key > y.key ? 1 : 0));
+      ruleEntryMaps.push({
+        name: `stg-denr-${d}-v${f}`,
+        kind: 'tally',
+        family: f,
+        direction: d,
+        interval: false,
+        elements: list,
+        shadow: true,
+      });
+    }
+    ruleEntries.push({
+      name,
+      role: 'tally-lookup',
+      base: undefined,
+      comment: `staged: ${d} denied by a shared rule, to the staged verdict of affected pods`,
+      rules: FAMILIES.map((f): Rule => ({
+        matches: [],
+        counter: false,
+        verdict: { kind: 'vmap', family: f, field: localField(d), map: `stg-denr-${d}-v${f}` },
+        comment: undefined,
+      })),
+    });
+  }
   const chains = e.chains.map((c): Chain => {
-    const target = c.role === 'pod' ? denEntry.get(c.name) : undefined;
+    const tier = c.role === 'rule' ? parseTierRuleChainName(c.name) : undefined;
+    const target = c.role === 'pod' ? denEntry.get(c.name) : tier === undefined ? undefined : ruleEntryOf.get(tier.direction);
     const at = c.rules.findIndex((r) => isDeny(r.verdict));
     if (target === undefined || at < 0) return c;
     return {
@@ -491,10 +541,10 @@ export function withShadowPath(
   });
 
   const sets = [...e.sets, ...newSets];
-  const maps = [...tallyMaps, ...copyMaps, ...e.maps, ...dispatchMaps];
+  const maps = [...tallyMaps, ...ruleEntryMaps, ...copyMaps, ...e.maps, ...dispatchMaps];
   const decisions = [...copyDecisions, ...e.decisions];
   // Shadow chains first: within a role, what is referenced comes first (E's pod chains jump to DEN's).
-  const allChains = [...tallies, ...tallyLookups, ...copies, ...chains, ...bases];
+  const allChains = [...tallies, ...tallyLookups, ...ruleEntries, ...copies, ...chains, ...bases];
   return {
     ...e,
     sets,

@@ -17,6 +17,7 @@ import { verdict } from '../../src/policy/verdict.ts';
 import { podId, stagedTallyChainName } from '../../src/ruleset/ids.ts';
 import type { CompiledRuleset } from '../../src/ruleset/ir.ts';
 import { networkPolicy, type RawObject } from '../cases/raw.ts';
+import { clusterNetworkPolicy } from '../cases/cnp-conformance.ts';
 import { UPSTREAM_PODS } from '../cases/upstream-model.ts';
 import { Cluster } from '../harness/cluster.ts';
 import { stateOf } from '../harness/enforce.ts';
@@ -36,6 +37,21 @@ const DENY_ALL_INGRESS = networkPolicy('x', 'deny-all', { podSelector: { matchLa
 const ALLOW_FROM_Y = networkPolicy('x', 'allow-from-y', {
   podSelector: { matchLabels: { pod: 'a' } },
   ingress: [{ from: [{ namespaceSelector: { matchLabels: { ns: 'y' } } }] }],
+});
+
+const Y_PEER = { namespaces: { matchLabels: { ns: 'y' } } };
+const X_A_SUBJECT = { pods: { namespaceSelector: { matchLabels: { ns: 'x' } }, podSelector: { matchLabels: { pod: 'a' } } } };
+const DENY_Y = clusterNetworkPolicy('deny-y', {
+  tier: 'Admin',
+  priority: 20,
+  subject: X_A_SUBJECT,
+  ingress: [{ name: 'no-y', action: 'Deny', from: [Y_PEER] }],
+});
+const ACCEPT_Y = clusterNetworkPolicy('accept-y', {
+  tier: 'Admin',
+  priority: 10,
+  subject: X_A_SUBJECT,
+  ingress: [{ name: 'y-ok', action: 'Accept', from: [Y_PEER] }],
 });
 
 interface NftJson {
@@ -178,6 +194,51 @@ describe('staged policies, routed pod network', { skip }, () => {
     assert.deepEqual(
       after.filter((o) => o.connected).map((o) => o.probe.from),
       wouldAllow,
+    );
+  });
+
+  test('a staged ClusterNetworkPolicy Accept over an enforced Deny rule: would allow, counted from the shared Deny rule', async () => {
+    const stagedState = stateOf([...upstreamObjects(c), DENY_Y, staged(ACCEPT_Y)]);
+    const prev = compileAll(c, stagedState);
+    await apply(c, prev);
+    const t = podOf(stagedState, TARGET);
+    const results = await probeEach(c, stagedState, stagedTallyChainName('would-allow', podId(t.namespace, t.name), 'ingress'));
+    const wouldAllow = changedBy(stagedState);
+    assert.deepEqual(
+      wouldAllow,
+      UPSTREAM_PODS.filter((k) => k.startsWith('y/')),
+    );
+    assert.deepEqual(
+      results.filter((r) => r.connected).map((r) => r.from),
+      UPSTREAM_PODS.filter((k) => k !== TARGET && !k.startsWith('y/')),
+      'the Deny rule stays in force',
+    );
+    assert.deepEqual(
+      results.filter((r) => r.counted).map((r) => r.from),
+      wouldAllow,
+    );
+    const enforcedState = stateOf([...upstreamObjects(c), DENY_Y, ACCEPT_Y]);
+    for (const n of c.nodes) {
+      const u = renderUpdate(prev.get(n.name), compileNode(enforcedState, n.name, OPTS));
+      assert.equal(u.kind, 'incremental', u.kind === 'full' ? u.reason : '');
+      const r = await runNft(u.text, { netns: n.netns });
+      assert.ok(r.ok, r.ok ? '' : `${r.error}\n${u.text}`);
+    }
+    const after = await runProbes(
+      c,
+      UPSTREAM_PODS.filter((k) => k !== TARGET).map((from) => ({
+        from,
+        to: TARGET,
+        protocol: 'TCP',
+        port: 80,
+        family: 4,
+        via: 'pod',
+      })),
+      { expect: () => true },
+    );
+    assert.deepEqual(
+      after.filter((o) => !o.connected).map((o) => o.probe.from),
+      [],
     );
   });
 });

@@ -369,8 +369,7 @@ async function validateCmd(args: string[], io: Io): Promise<number> {
   io.err(`read: ${Object.keys(read).length === 0 ? 'nothing' : countsText(read)}`);
   // Staged policies are valid or not like any other; they are named so that nobody takes them for enforced ones.
   for (const p of staged.policies) io.err(`staged: NetworkPolicy ${p} (annotated ${STAGED_ANNOTATION}: "true"; not enforced)`);
-  for (const p of staged.clusterPolicies)
-    io.err(`staged: ClusterNetworkPolicy ${p} (annotated ${STAGED_ANNOTATION}: "true"; not enforced)`);
+  for (const p of staged.clusterPolicies) io.err(`staged: ${p} (annotated ${STAGED_ANNOTATION}: "true"; not enforced)`);
   reportIgnored(io, loaded);
   // Warnings and notes never change the exit code (and stay off stdout for -o json).
   reportWarnings(io, loaded);

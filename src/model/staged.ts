@@ -54,13 +54,13 @@ export function withStagedEnforced(state: ClusterState): ClusterState {
   return s;
 }
 
-/** `ns/name` of the staged NetworkPolicies and names of the staged ClusterNetworkPolicies. */
+/** `ns/name` of the staged NetworkPolicies; `KIND name` of the staged cluster policies (ClusterNetworkPolicy, or a legacy kind). */
 export function stagedNames(state: ClusterState): {
   readonly policies: readonly string[];
   readonly clusterPolicies: readonly string[];
 } {
   return {
     policies: state.policies.filter(isStaged).map((p) => `${p.namespace}/${p.name}`),
-    clusterPolicies: (state.clusterPolicies ?? []).filter(isStaged).map((p) => p.name),
+    clusterPolicies: (state.clusterPolicies ?? []).filter(isStaged).map((p) => `${p.sourceKind} ${p.name}`),
   };
 }

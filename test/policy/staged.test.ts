@@ -101,6 +101,7 @@ test('a staged ClusterNetworkPolicy Deny: would deny, decided by that rule; unst
   });
   const s = stateOf([...CLUSTER, staged(cnp)]);
   assert.deepEqual([...stagedPolicyLabels(s)], ['ClusterNetworkPolicy no-mon']);
+  assert.deepEqual(stagedNames(s), { policies: [], clusterPolicies: ['ClusterNetworkPolicy no-mon'] });
   const v = stagedVerdict(s, podEp(s, 'ops/mon'), podEp(s, 'shop/web'), 'TCP', 80);
   assert.equal(v.enforced.allowed, true);
   assert.deepEqual(

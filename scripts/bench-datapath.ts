@@ -31,6 +31,9 @@
 //   node scripts/bench-datapath.ts --cnp                 1000 policies plus 100 ClusterNetworkPolicies of 25 rules
 //                                                        (50 selecting the server): the client accepted by an Admin
 //                                                        rule, or passed to the NetworkPolicy tier; denied by one
+//   node scripts/bench-datapath.ts --staged              1 policy enforced plus 100 (--policies) staged ones selecting
+//                                                        the same pods (compile/staged.ts: the shadow path judges
+//                                                        every new connection; nothing changes verdict)
 //   node scripts/bench-datapath.ts --candidate FILE.ts   a module exporting render(state, node): string
 //                                                        measured instead of the project's renderer
 import { execa } from 'execa';
@@ -52,6 +55,7 @@ import {
   benchState,
   cnpBenchState,
   DENIED_PORT,
+  stagedBenchState,
   NS,
   SYN_ALLOWED_PORT,
   TABLE,
@@ -243,9 +247,10 @@ async function main(): Promise<void> {
       verbose: { type: 'boolean' },
       updates: { type: 'boolean' },
       cnp: { type: 'boolean' },
+      staged: { type: 'boolean' },
     },
   });
-  const counts = (values.policies ?? '1,10,100,1000').split(',').map(Number);
+  const counts = (values.policies ?? (values.staged === true ? '100' : '1,10,100,1000')).split(',').map(Number);
   const o: Opts = {
     runs: Number(values.runs ?? 3),
     conns: Number(values.conns ?? 10_000),
@@ -302,21 +307,34 @@ async function main(): Promise<void> {
     const rate: string[][] = [['policies', 'egress too', ...paths.flatMap((p) => [`${p}/s`, 'base', 'ratio'])]];
     const cost: string[][] = [['policies', 'egress too', ...paths.flatMap((p) => [`${p} nft +ns`, 'CPU ratio'])]];
     // With --cnp: 1000 NetworkPolicies plus 100 ClusterNetworkPolicies of 25 rules (cnpBenchState), the client decided by an Admin Accept or Pass.
+    // With --staged: the same one enforced policy without (staged 0) and with n staged ones.
     type Config = [number | CnpPath | undefined, boolean];
     const configs: Config[] = values['no-self'] === true ? [] : [[undefined, false]];
-    for (const egress of values['no-egress'] === true ? [false] : [false, true])
+    for (const egress of values['no-egress'] === true ? [false] : [false, true]) {
+      if (values.staged === true) configs.push([0, egress]);
       for (const n of values.cnp === true ? (['accept', 'pass'] as const) : counts) configs.push([n, egress]);
+    }
     for (const [n, egress] of configs) {
       const state =
         n === undefined
           ? undefined
           : typeof n === 'number'
-            ? benchState(n, egress, b.client.ip, b.server.ip)
+            ? values.staged === true
+              ? n === 0
+                ? benchState(1, egress, b.client.ip, b.server.ip)
+                : stagedBenchState(n, egress, b.client.ip, b.server.ip)
+              : benchState(n, egress, b.client.ip, b.server.ip)
             : cnpBenchState(egress, n, b.client.ip, b.server.ip);
       const text = state === undefined ? undefined : render(state, 'node-1');
       const r = await compare(b, text, o);
       const head = [
-        n === undefined ? 'baseline itself' : typeof n === 'number' ? String(n) : `1000 + 100 CNP (${n})`,
+        n === undefined
+          ? 'baseline itself'
+          : typeof n === 'number'
+            ? values.staged === true
+              ? `1 + ${n} staged`
+              : String(n)
+            : `1000 + 100 CNP (${n})`,
         egress ? 'yes' : 'no',
       ];
       const fs = [r.conns, r.syns, r.denied];

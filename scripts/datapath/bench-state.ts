@@ -145,3 +145,21 @@ export function cnpBenchState(egress: boolean, path: CnpPath, client: string, se
   });
   return { ...s, clusterPolicies: policies };
 }
+
+/**
+ * --staged: benchState(1) enforced (the client allowed to the server, and with
+ * `egress` from the client), plus benchState(n)'s n policies (and as many for
+ * egress) annotated staged, renamed `staged-*`: every new connection to or
+ * from the selected pods is also judged in the shadow path (compile/staged.ts);
+ * the staged policies allow the client too, so no verdict changes (the common
+ * case, and the dearest: an allowed packet walks the whole shadow path).
+ */
+export function stagedBenchState(n: number, egress: boolean, client: string, server: string): ClusterState {
+  const enforced = benchState(1, egress, client, server);
+  const extra = benchState(n, egress, client, server);
+  const staged = extra.policies.map((p) => ({ ...p, name: `staged-${p.name}`, staged: true as const }));
+  return {
+    ...extra,
+    policies: [...enforced.policies, ...staged].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)),
+  };
+}

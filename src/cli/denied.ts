@@ -6,12 +6,16 @@ import { parseArgs } from 'node:util';
 import { formatListenAddr, parseDuration, parseListenAddr } from '../agent/config.ts';
 import { formatDocument, parseFormat } from './output.ts';
 
-export const DENIED_HELP = `Usage: nft-netpol-agent denied [--pod NS/NAME] [--namespace NS] [--direction D] [--since 5m] [-f]
+export const DENIED_HELP = `Usage: nft-netpol-agent denied [--staged] [--pod NS/NAME] [--namespace NS] [--direction D] [--since 5m] [-f]
 
 Show the connection attempts the agent on this node denied, most recent first,
 with the pods on both sides and the policy reason. Identical attempts are one
 entry with a count. Needs the agent to run with --log-denied.
 
+  --staged               instead: the new connections whose verdict staged policies
+                         (annotated nft-netpol.io/staged: "true") would change,
+                         "would deny" (connected) or "would allow" (denied), with
+                         the staged policy, its rule and the reason
   --pod NS/NAME          only denials to or from this pod
   --namespace NS         only denials to or from pods of this namespace
   --direction D          ingress or egress
@@ -36,6 +40,8 @@ interface EntryJson {
   readonly firstSeen: string;
   readonly lastSeen: string;
   readonly reason: string;
+  /** Staged entries only. */
+  readonly change?: string;
 }
 
 interface DeniedJson {
@@ -58,7 +64,8 @@ function side(name: string, ip: string): string {
 export function formatEntry(e: EntryJson): string {
   const port = e.port === null ? e.protocol : `${e.port}/${e.protocol}`;
   const times = e.count > 1 ? ` x${e.count} (first ${e.firstSeen})` : '';
-  return `${e.lastSeen} ${e.direction.padEnd(7)} ${side(e.src, e.srcIP)} -> ${side(e.dst, e.dstIP)} ${port}${times}\n    ${e.reason}`;
+  const change = e.change === undefined ? '' : `${e.change.replace('-', ' ')} `;
+  return `${e.lastSeen} ${change}${e.direction.padEnd(7)} ${side(e.src, e.srcIP)} -> ${side(e.dst, e.dstIP)} ${port}${times}\n    ${e.reason}`;
 }
 
 export async function deniedCommand(argv: string[], io: DeniedIo, env: NodeJS.ProcessEnv = process.env): Promise<number> {
@@ -73,6 +80,7 @@ export async function deniedCommand(argv: string[], io: DeniedIo, env: NodeJS.Pr
         namespace: { type: 'string' },
         direction: { type: 'string' },
         since: { type: 'string' },
+        staged: { type: 'boolean', default: false },
         follow: { type: 'boolean', short: 'f', default: false },
         output: { type: 'string', short: 'o', default: 'text' },
         addr: { type: 'string' },
@@ -108,6 +116,7 @@ export async function deniedCommand(argv: string[], io: DeniedIo, env: NodeJS.Pr
     if (v.namespace !== undefined) q.set('namespace', v.namespace);
     if (v.direction !== undefined) q.set('direction', v.direction);
     if (since !== undefined) q.set('since', since);
+    if (v.staged) q.set('staged', '1');
     q.set('format', 'json');
     return `${base}?${q.toString()}`;
   };
@@ -134,7 +143,8 @@ export async function deniedCommand(argv: string[], io: DeniedIo, env: NodeJS.Pr
   if (!first.logDenied) io.err('note: the agent runs without --log-denied (LOG_DENIED=true): no denied connections are recorded');
   if (!v.follow) {
     if (format !== 'text') io.out(formatDocument(format, first.entries));
-    else if (first.entries.length === 0) io.out('no denied connections match');
+    else if (first.entries.length === 0)
+      io.out(v.staged ? 'no connection whose verdict a staged policy would change matches' : 'no denied connections match');
     else for (const e of first.entries) print(e);
     return 0;
   }

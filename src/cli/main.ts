@@ -9,6 +9,8 @@ import { formatValidationError, type ClusterState, type ValidationError } from '
 import { compileNode } from '../compile/compile.ts';
 import { renderRuleset } from '../nft/render.ts';
 import { answerExplain, explainJson, explainText, parseExplainParams } from '../policy/explain.ts';
+import { stagedChangesText, stagedPolicyLabels, stagedVerdict } from '../policy/staged.ts';
+import { STAGED_ANNOTATION, stagedNames } from '../model/staged.ts';
 import { buildInfo, versionText } from '../observability/build-info.ts';
 import {
   kindCounter,
@@ -104,6 +106,11 @@ ingress at the destination).
                         --family that contradicts it is a usage error)
   --allow-pod-to-node   judge as an agent run with --allow-pod-to-node: egress
                         from a pod to an address of its own node is allowed
+  --staged              also judge with the staged policies (annotated
+                        nft-netpol.io/staged: "true") enforced: the verdict
+                        they would give, and per direction whether it would
+                        change ("would deny", "would allow"), by which staged
+                        policy and rule
 ${INPUT_HELP}`,
   validate: `Usage: nft-netpol-agent validate -f PATH...
 
@@ -285,6 +292,7 @@ async function explainCmd(args: string[], io: Io): Promise<number> {
     port: { type: 'string' },
     family: { type: 'string' },
     'allow-pod-to-node': { type: 'boolean', default: false },
+    staged: { type: 'boolean', default: false },
   });
   if (v.help) return help(io, 'explain');
   const format = outputFormat(v.output);
@@ -308,8 +316,24 @@ async function explainCmd(args: string[], io: Io): Promise<number> {
     return failed(answer.problems.map((p) => ({ object: `--${p.param}`, path: '', message: p.message })));
   }
   const { verdict: result, from, to } = answer.value;
-  if (format === 'text') io.out(explainText(result, from, to));
-  else emit(io, format, { ...explainJson(result, from, to), errors: errorObjects(loaded), warnings: warningObjects(loaded) });
+  const sv = v.staged
+    ? stagedVerdict(loaded.state, from, to, result.protocol, result.port, {
+        family: result.family,
+        allowPodToNode: v['allow-pod-to-node'],
+      })
+    : undefined;
+  const stagedCount = stagedPolicyLabels(loaded.state).size;
+  if (format === 'text')
+    io.out(explainText(result, from, to) + (sv === undefined ? '' : `\n${stagedChangesText(sv, stagedCount)}`));
+  else
+    emit(io, format, {
+      ...explainJson(result, from, to),
+      ...(sv === undefined
+        ? {}
+        : { staged: { policies: [...stagedPolicyLabels(loaded.state)], allowed: sv.staged.allowed, changes: sv.changes } }),
+      errors: errorObjects(loaded),
+      warnings: warningObjects(loaded),
+    });
   // Invalid policies are part of the answer (they fail closed), not a usage problem.
   reportWarnings(io, loaded);
   for (const e of loaded.validationErrors) io.err(`invalid: ${formatValidationError(e)}`);
@@ -328,19 +352,25 @@ async function validateCmd(args: string[], io: Io): Promise<number> {
     ...loaded.validationErrors.map(formatValidationError),
   ];
   const { read, ignored } = loaded.kinds;
+  const staged = stagedNames(loaded.state);
+  const stagedCount = staged.policies.length + staged.clusterPolicies.length;
   if (format !== 'text') {
-    emit(io, format, { valid: errors.length === 0, errors, warnings: warningObjects(loaded), read, ignored });
+    emit(io, format, { valid: errors.length === 0, errors, warnings: warningObjects(loaded), read, ignored, staged });
   } else if (errors.length === 0) {
     const s = loaded.state;
     const cn = s.clusterPolicies?.length ?? 0;
     const clusterPolicies = cn === 0 ? '' : `${cn} cluster network ${cn === 1 ? 'policy' : 'policies'}, `;
+    const stagedText = stagedCount === 0 ? '' : ` (${stagedCount} staged, not enforced)`;
     io.out(
-      `ok: ${s.policies.length} policies, ${clusterPolicies}${s.pods.length} pods, ${s.namespaces.length} namespaces, ${s.nodes.length} nodes; no errors`,
+      `ok: ${s.policies.length} policies, ${clusterPolicies}${s.pods.length} pods, ${s.namespaces.length} namespaces, ${s.nodes.length} nodes${stagedText}; no errors`,
     );
   } else {
     for (const l of lines) io.out(l);
   }
   io.err(`read: ${Object.keys(read).length === 0 ? 'nothing' : countsText(read)}`);
+  // Staged policies are valid or not like any other; they are named so that nobody takes them for enforced ones.
+  for (const p of staged.policies) io.err(`staged: NetworkPolicy ${p} (annotated ${STAGED_ANNOTATION}: "true"; not enforced)`);
+  for (const p of staged.clusterPolicies) io.err(`staged: ${p} (annotated ${STAGED_ANNOTATION}: "true"; not enforced)`);
   reportIgnored(io, loaded);
   // Warnings and notes never change the exit code (and stay off stdout for -o json).
   reportWarnings(io, loaded);

@@ -15,7 +15,9 @@ import { sanitizeComment } from '../ruleset/ids.ts';
 import { ClusterIndex } from './cluster-index.ts';
 import { baseChains, dispatch } from './dispatch.ts';
 import { flattenRuleset, flattenRulesetParts } from './identities.ts';
-import { localEndpoints } from './local-endpoints.ts';
+import { localEndpoints, localPods } from './local-endpoints.ts';
+import { hasStaged, withStagedEnforced } from '../model/staged.ts';
+import { affectedPods, withShadowPath } from './staged.ts';
 import { PeerResolver } from './peers.ts';
 import { policyChains, relevantPolicies } from './policy-chains.ts';
 import { SharedSets } from './shared-sets.ts';
@@ -46,8 +48,7 @@ export function compileNode(
   kinds: readonly PolicyKind[] = POLICY_KINDS,
 ): CompiledRuleset {
   const idx = new ClusterIndex(state);
-  const c = compileRulesWith(state, nodeName, resolveOptions(opts), idx, new PeerResolver(idx), kinds);
-  return flattenRuleset(c.ruleset, c.terms);
+  return compileWith(state, nodeName, resolveOptions(opts), idx, new PeerResolver(idx), kinds);
 }
 
 /**
@@ -74,13 +75,14 @@ export function compileWith(
   peers: PeerResolver,
   kinds: readonly PolicyKind[] = POLICY_KINDS,
 ): CompiledRuleset {
-  const c = compileRulesWith(state, nodeName, o, idx, peers, kinds);
-  return flattenRuleset(c.ruleset, c.terms);
+  return compileWithParts(state, nodeName, o, idx, peers, undefined, kinds).ruleset;
 }
 
 /**
  * compileWith, with what the flat ruleset was assembled from (identities.ts)
- * and whether the state has tiered policies (whose output follows pods too).
+ * and whether a remote pod's churn may be applied to those parts alone
+ * (peer-churn.ts): not when the state has tiered policies (whose output
+ * follows pods too) or a staged policy's shadow path.
  * `reuse`: the parts of the previous compile over the same index and resolver.
  */
 export function compileWithParts(
@@ -91,9 +93,22 @@ export function compileWithParts(
   peers: PeerResolver,
   reuse?: ReturnType<typeof flattenRulesetParts>['parts'],
   kinds: readonly PolicyKind[] = POLICY_KINDS,
-): { readonly flat: ReturnType<typeof flattenRulesetParts>; readonly tiered: boolean } {
+): {
+  readonly flat: ReturnType<typeof flattenRulesetParts>;
+  readonly ruleset: CompiledRuleset;
+  readonly churnable: boolean;
+} {
   const c = compileRulesWith(state, nodeName, o, idx, peers, kinds);
-  return { flat: flattenRulesetParts(c.ruleset, c.terms, reuse), tiered: tieredPolicies(state, kinds).length > 0 };
+  const flat = flattenRulesetParts(c.ruleset, c.terms, reuse);
+  const churnable = tieredPolicies(state, kinds).length === 0;
+  if (!hasStaged(state)) return { flat, ruleset: flat.ruleset, churnable };
+  // Staged policies (compile/staged.ts): the same compiler on the state with them enforced, as a shadow path.
+  const shadowState = withStagedEnforced(state);
+  const affected = affectedPods(state, shadowState, localPods(state, nodeName), kinds);
+  if (affected.length === 0) return { flat, ruleset: flat.ruleset, churnable };
+  const sc = compileRulesWith(shadowState, nodeName, o, idx, peers, kinds);
+  const ruleset = withShadowPath(flat.ruleset, flattenRuleset(sc.ruleset, sc.terms), affected, o, (ip) => idx.ip(ip)?.family);
+  return { flat, ruleset, churnable: false };
 }
 
 function compileRulesWith(

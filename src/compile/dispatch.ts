@@ -21,7 +21,7 @@ export const BASE_CHAINS = {
 } as const;
 
 // IPv6 neighbour discovery must work even for fully isolated pods.
-const ND_TYPES = ['nd-neighbor-solicit', 'nd-neighbor-advert', 'nd-router-solicit', 'nd-router-advert'];
+export const ND_TYPES = ['nd-neighbor-solicit', 'nd-neighbor-advert', 'nd-router-solicit', 'nd-router-advert'];
 
 /**
  * `unknown`: the local pod CIDR sets, per family. After the dispatch, an

@@ -173,11 +173,11 @@ export class NodeCompiler {
       peers = new PeerResolver(idx);
       this.#mode = 'fresh';
     }
-    const { flat, tiered } = compileWithParts(state, this.#node, this.#opts, idx, peers, reuse);
+    const { flat, ruleset, churnable } = compileWithParts(state, this.#node, this.#opts, idx, peers, reuse);
     // Keep only what this compile used: the caches follow the policies in force.
     const p = peers.sweep();
     this.#kept = { ...idx.sweep(p.nsSelectors, p.labelKeys), peers: p.peers, rules: p.rules };
-    const churn = tiered
+    const churn = !churnable
       ? undefined
       : new PeerChurn(
           flat,
@@ -190,7 +190,7 @@ export class NodeCompiler {
     this.#prev = { state, idx, peers, churn };
     // A copy: the index's list moves on with the next diff. (Remote churn leaves it as it is.)
     this.#localPods = [...idx.podsOnNode(this.#node)];
-    return flat.ruleset;
+    return ruleset;
   }
 
   /**

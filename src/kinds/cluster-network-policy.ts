@@ -12,6 +12,7 @@ import type {
   ClusterPolicyRule,
   Direction,
 } from '../model/types.ts';
+import { isStaged } from '../model/staged.ts';
 import { compareTiered } from './kind.ts';
 import type { OrderedKind, OrderedTier, PolicyOrigin, TieredPeer, TieredPolicy, TieredPort, TieredRule } from './kind.ts';
 
@@ -147,5 +148,10 @@ export function tierClusterNetworkPolicy(p: ClusterNetworkPolicy): TieredPolicy 
 export const clusterNetworkPolicyKind: OrderedKind = {
   kind: CLUSTER_NETWORK_POLICY,
   tier: 'ordered',
-  tieredPolicies: (state) => (state.clusterPolicies ?? []).map(tierClusterNetworkPolicy).sort(compareTiered),
+  // Staged ones are not enforced (model/staged.ts).
+  tieredPolicies: (state) =>
+    (state.clusterPolicies ?? [])
+      .filter((p) => !isStaged(p))
+      .map(tierClusterNetworkPolicy)
+      .sort(compareTiered),
 };

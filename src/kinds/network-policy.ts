@@ -1,5 +1,6 @@
 // NetworkPolicy as a policy kind: the first user of the seam (kind.ts). One
 // contributed policy per object, its rules one to one.
+import { isStaged } from '../model/staged.ts';
 import type { Direction, NetworkPolicy, Rule } from '../model/types.ts';
 import type { AllowListKind, ContributedPolicy, ContributedRule, PolicyOrigin } from './kind.ts';
 
@@ -39,5 +40,6 @@ export function contributeNetworkPolicy(p: NetworkPolicy): ContributedPolicy {
 export const networkPolicyKind: AllowListKind = {
   kind: NETWORK_POLICY,
   tier: 'allow-list',
-  policies: (state) => state.policies.map(contributeNetworkPolicy),
+  // A staged policy (model/staged.ts) is not enforced: only the shadow path reads it, through withStagedEnforced.
+  policies: (state) => state.policies.filter((p) => !isStaged(p)).map(contributeNetworkPolicy),
 };

@@ -24,6 +24,7 @@
 //   CRD does not check it): elsewhere the rule is invalid, so a Deny naming
 //   domains denies everything rather than nothing.
 import { ANY, LABEL_SELECTOR, listOf, object, objectFields } from './field-tree.ts';
+import { readStaged } from './staged.ts';
 import { formatCIDR, parseCIDR } from './ip.ts';
 import { field, isObjectAt, isRecord, normalizeSelector, objectVersion, readHead, show } from './normalize-common.ts';
 import type { Normalized, Raw, Report } from './normalize-common.ts';
@@ -326,6 +327,7 @@ function normalizeFlavor(obj: unknown, f: Flavor): Normalized<ClusterNetworkPoli
     egress: restrict(egress),
     errors,
     ...(version === undefined ? {} : { version }),
+    ...(readStaged(field(h.head.metadata, 'annotations')) ? { staged: true as const } : {}),
   };
   return { ok: true, value, errors };
 }

@@ -20,6 +20,7 @@ import {
 } from './normalize-common.ts';
 import type { Normalized, Raw, Report } from './normalize-common.ts';
 import { EVERYTHING } from './selector.ts';
+import { readStaged } from './staged.ts';
 import { PROTOCOLS } from './types.ts';
 import type { LabelSelector, NetworkPolicy, Peer, PortSpec, Protocol, Rule } from './types.ts';
 
@@ -90,9 +91,17 @@ export function normalizePolicy(obj: unknown): Normalized<NetworkPolicy> {
   const namespace = h.head.namespace ?? 'default';
   const { report, errors } = sink;
   const version = objectVersion(h.head.metadata);
+  const staged = readStaged(field(h.head.metadata, 'annotations'));
   const result = (p: Omit<NetworkPolicy, 'namespace' | 'name' | 'errors'>): Normalized<NetworkPolicy> => ({
     ok: true,
-    value: { namespace, name, ...p, errors, ...(version === undefined ? {} : { version }) },
+    value: {
+      namespace,
+      name,
+      ...p,
+      errors,
+      ...(version === undefined ? {} : { version }),
+      ...(staged ? { staged: true as const } : {}),
+    },
     errors,
   });
   const failClosed = (): Normalized<NetworkPolicy> =>

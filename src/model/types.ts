@@ -131,6 +131,8 @@ export interface NetworkPolicy extends PolicySpec {
   readonly errors: readonly ValidationError[];
   /** The API object's version, when it came from an API server (applied status reports it). */
   readonly version?: ObjectVersion;
+  /** Annotated `nft-netpol.io/staged: "true"`: evaluated in the shadow path only, not enforced (model/staged.ts). */
+  readonly staged?: true;
 }
 
 /** metadata.uid, generation and resourceVersion as the API server gave them. */
@@ -289,6 +291,8 @@ export interface ClusterNetworkPolicy {
   readonly errors: readonly ValidationError[];
   /** The API object's version, when it came from an API server. */
   readonly version?: ObjectVersion;
+  /** Annotated `nft-netpol.io/staged: "true"`: evaluated in the shadow path only, not enforced (model/staged.ts). */
+  readonly staged?: true;
 }
 
 export interface ValidationError {

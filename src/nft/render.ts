@@ -216,7 +216,8 @@ export function renderRuleset(c: CompiledRuleset): string {
     `\tcomment ${quoted(c.comment)}`,
     '',
   ];
-  // Referenced objects come before their users: limits, sets, policy
+  // Referenced objects come before their users: limits, sets, (staged
+  // tallies, their maps and lookups), policy
   // chains, tier rule chains, decision maps (goto rule chains), peer chains
   // (vmap on decision maps), peer maps and a class's peer decision maps
   // (jump or goto peer chains), lookup
@@ -225,6 +226,10 @@ export function renderRuleset(c: CompiledRuleset): string {
   for (const l of c.limits) renderLimit(out, l);
   for (const s of c.sets) renderSet(out, s);
   const byRole = (role: Chain['role']): Chain[] => c.chains.filter((ch) => ch.role === role);
+  // The staged shadow path's tallies (compile/staged.ts): referenced by every other kind of chain.
+  for (const ch of byRole('tally')) renderChain(out, ch);
+  for (const m of c.maps) if (m.kind === 'tally') renderMap(out, m);
+  for (const ch of byRole('tally-lookup')) renderChain(out, ch);
   for (const ch of byRole('policy')) renderChain(out, ch);
   for (const ch of byRole('rule')) renderChain(out, ch);
   for (const m of c.decisions) if (m.key !== 'peer') renderDecisionMap(out, m);

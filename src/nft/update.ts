@@ -11,7 +11,8 @@
 // nft applies a file as one transaction: packets see `prev` or `next`, never
 // a mix, and if anything in it fails (the kernel does not hold `prev`, an
 // element to delete is missing) nothing of it is applied. Base chains, maps
-// and the table itself are fixed per node; a change to them (or to an
+// and the table itself are fixed per node (except the staged policies' shadow
+// base chains and maps, compile/staged.ts, updated by name); a change to them (or to an
 // object's declaration, which `add` cannot change in place) falls back to the
 // full script (render.ts), which is always the recovery path.
 import type { Chain, CompiledRuleset, DecisionElement, MapElement, SetElement } from '../ruleset/ir.ts';
@@ -115,6 +116,23 @@ function sameRules(a: Chain, b: Chain): boolean {
   );
 }
 
+// The staged shadow path's base chains and maps (compile/staged.ts) come and
+// go with staged policies: updated by name like the other chains and sets.
+function isFixedBase(c: Chain): boolean {
+  return c.role === 'base' && c.shadow !== true;
+}
+
+function chainDeclaration(c: Chain): string {
+  const parts: string[] = [];
+  if (c.base !== undefined) {
+    const p = c.base.priority;
+    const prio = p === 0 ? 'filter' : p > 0 ? `filter + ${p}` : `filter - ${-p}`;
+    parts.push(`type filter hook ${c.base.hook} priority ${prio}; policy accept;`);
+  }
+  if (c.comment !== undefined) parts.push(`comment ${quoted(c.comment)};`);
+  return parts.length === 0 ? '' : ` { ${parts.join(' ')} }`;
+}
+
 function byName<T extends { readonly name: string }>(xs: readonly T[]): Map<string, T> {
   return new Map(xs.map((x) => [x.name, x]));
 }
@@ -131,9 +149,9 @@ function fixedPart(c: CompiledRuleset): string {
 
 function fixedPartText(c: CompiledRuleset): string {
   const base = c.chains
-    .filter((ch) => ch.role === 'base')
+    .filter(isFixedBase)
     .map((ch) => `${ch.name} ${JSON.stringify(ch.base)} ${ch.comment ?? ''}\n${ch.rules.map(ruleText).join('\n')}`);
-  const maps = c.maps.map((m) => `${m.name} ${m.kind} ${m.direction} ${mapDeclaration(m)}`);
+  const maps = c.maps.filter((m) => m.shadow !== true).map((m) => `${m.name} ${m.kind} ${m.direction} ${mapDeclaration(m)}`);
   const limits = c.limits.map((l) => `limit ${l.name} ${limitDeclaration(l)}`);
   return [c.comment, ...base, ...maps, ...limits].join('\n');
 }
@@ -151,8 +169,8 @@ export function renderUpdate(prev: CompiledRuleset | undefined, next: CompiledRu
   const t = `inet ${next.table}`;
   const prevSets = byName(prev.sets);
   const nextSets = byName(next.sets);
-  const prevChains = byName(prev.chains.filter((c) => c.role !== 'base'));
-  const nextChains = byName(next.chains.filter((c) => c.role !== 'base'));
+  const prevChains = byName(prev.chains.filter((c) => !isFixedBase(c)));
+  const nextChains = byName(next.chains.filter((c) => !isFixedBase(c)));
 
   const addSets: string[] = [];
   const deleteElements: string[] = [];
@@ -184,9 +202,40 @@ export function renderUpdate(prev: CompiledRuleset | undefined, next: CompiledRu
     removed += s.elements.length;
   }
 
-  next.maps.forEach((m, i) => {
+  const prevFixedMaps = prev.maps.filter((m) => m.shadow !== true);
+  const prevShadowMaps = byName(prev.maps.filter((m) => m.shadow === true));
+  const nextShadowMaps = byName(next.maps.filter((m) => m.shadow === true));
+  const addShadowMaps: string[] = [];
+  const deleteShadowMaps: string[] = [];
+  for (const m of prev.maps) {
+    if (m.shadow !== true || nextShadowMaps.has(m.name)) continue;
+    deleteShadowMaps.push(`delete map ${t} ${m.name}`);
+    removed += m.elements.length;
+  }
+  let fixedIndex = 0;
+  next.maps.forEach((m) => {
+    let old: readonly MapElement[];
+    if (m.shadow === true) {
+      const p = prevShadowMaps.get(m.name);
+      if (p === undefined || mapDeclaration(p) !== mapDeclaration(m) || p.kind !== m.kind) {
+        if (p !== undefined) deleteShadowMaps.push(`delete map ${t} ${m.name}`);
+        addShadowMaps.push(`add map ${t} ${m.name} { ${mapDeclaration(m)} }`);
+        if (m.elements.length > 0)
+          addElements.push(
+            `add element ${t} ${m.name} ${elementList(
+              m.elements.map((e) => mapElementText(m, e)),
+              '\t',
+            )}`,
+          );
+        added += m.elements.length;
+        return;
+      }
+      old = p.elements;
+    } else {
+      old = prevFixedMaps[fixedIndex++]?.elements ?? [];
+    }
     // As diffElements: both lists are sorted by key, so only the window between a common head and tail can differ.
-    const w = window(prev.maps[i]?.elements ?? [], m.elements, sameMapElement);
+    const w = window(old, m.elements, sameMapElement);
     if (w === undefined) return;
     const [before, after] = w;
     const keyed = (e: MapElement): [string, string] => [addressText(e.key), mapElementText(m, e)];
@@ -240,12 +289,12 @@ export function renderUpdate(prev: CompiledRuleset | undefined, next: CompiledRu
   const addRules: string[] = [];
   let chainsChanged = 0;
   for (const c of next.chains) {
-    if (c.role === 'base') continue;
+    if (isFixedBase(c)) continue;
     const old = prevChains.get(c.name);
     if (old === c) continue;
     if (old === undefined) {
-      addChains.push(`add chain ${t} ${c.name}${c.comment === undefined ? '' : ` { comment ${quoted(c.comment)}; }`}`);
-    } else if (old.comment !== c.comment) {
+      addChains.push(`add chain ${t} ${c.name}${chainDeclaration(c)}`);
+    } else if (chainDeclaration(old) !== chainDeclaration(c)) {
       return full(next, `chain ${c.name} declared differently`);
     } else if (!sameRules(old, c)) {
       flushChains.push(`flush chain ${t} ${c.name}`);
@@ -253,7 +302,7 @@ export function renderUpdate(prev: CompiledRuleset | undefined, next: CompiledRu
     } else continue;
     for (const r of c.rules) addRules.push(`add rule ${t} ${c.name} ${ruleText(r)}`);
   }
-  const gone = prev.chains.filter((c) => c.role !== 'base' && !nextChains.has(c.name));
+  const gone = prev.chains.filter((c) => !isFixedBase(c) && !nextChains.has(c.name));
   // A chain must be empty to be deleted, and unreferenced: jumps to it are in
   // chains flushed above, map entries to it are deleted above.
   for (const c of gone) flushChains.push(`flush chain ${t} ${c.name}`);
@@ -265,8 +314,8 @@ export function renderUpdate(prev: CompiledRuleset | undefined, next: CompiledRu
     chainsAdded: addChains.length,
     chainsChanged,
     chainsDeleted: deleteChains.length,
-    setsAdded: addSets.filter((l) => l.startsWith('add set')).length + addDecisionMaps.length,
-    setsDeleted: deleteSets.length + deleteDecisionMaps.length,
+    setsAdded: addSets.filter((l) => l.startsWith('add set')).length + addDecisionMaps.length + addShadowMaps.length,
+    setsDeleted: deleteSets.length + deleteDecisionMaps.length + deleteShadowMaps.length,
   };
   const node = next.node.replace(/[^A-Za-z0-9._-]/g, '_');
   const header = `# nft-netpol-agent incremental update for node ${node}: ${added} elements added, ${removed} removed; chains ${counts.chainsAdded} added, ${chainsChanged} changed, ${counts.chainsDeleted} deleted; sets ${counts.setsAdded} added, ${counts.setsDeleted} deleted`;
@@ -281,9 +330,12 @@ export function renderUpdate(prev: CompiledRuleset | undefined, next: CompiledRu
     ...addDecisionMaps,
     ...deleteElements,
     ...flushChains,
+    ...deleteShadowMaps.filter((l) => addShadowMaps.some((a) => a.startsWith(l.replace('delete map', 'add map')))),
+    ...addShadowMaps,
     ...addRules,
     ...addElements,
     ...deleteDecisionMaps,
+    ...deleteShadowMaps.filter((l) => !addShadowMaps.some((a) => a.startsWith(l.replace('delete map', 'add map')))),
     ...deleteChains,
     ...deleteSets,
     '',

@@ -204,6 +204,13 @@ const DEFINITIONS = [
     felix: undefined,
   },
   {
+    name: 'nftnp_staged_verdict_changes_total',
+    type: 'counter',
+    help: 'New connections whose verdict a staged policy would change (change would-deny or would-allow), counted in the kernel, by the staged policy selecting the local pod (the first in evaluation order).',
+    labelNames: ['namespace', 'policy', 'change'],
+    felix: undefined,
+  },
+  {
     name: 'nftnp_denied_log_packets_total',
     type: 'counter',
     help: 'Deny-path log packets (--log-denied) received from the kernel NFLOG group.',
@@ -302,6 +309,7 @@ export interface Metrics {
   readonly buildInfo: Gauge<'version' | 'commit' | 'nodejs' | 'node'>;
   readonly deniedPackets: Counter<'direction'>;
   readonly podDeniedPackets: Counter<'namespace' | 'pod' | 'direction'>;
+  readonly stagedVerdictChanges: Counter<'namespace' | 'policy' | 'change'>;
   readonly deniedLogPackets: Counter;
   readonly deniedLogDropped: Counter<'reason'>;
   readonly deniedLogReaderRestarts: Counter;
@@ -401,6 +409,7 @@ export function createMetrics(registry: Registry = new Registry(), options: Metr
     buildInfo,
     deniedPackets: labelled('nftnp_denied_packets_total', ['direction']),
     podDeniedPackets: labelled('nftnp_pod_denied_packets_total', ['namespace', 'pod', 'direction']),
+    stagedVerdictChanges: labelled('nftnp_staged_verdict_changes_total', ['namespace', 'policy', 'change']),
     deniedLogPackets: counter('nftnp_denied_log_packets_total'),
     deniedLogDropped: labelled('nftnp_denied_log_dropped_total', ['reason']),
     deniedLogReaderRestarts: counter('nftnp_denied_log_reader_restarts_total'),

@@ -204,3 +204,46 @@ const DECISION_TAGS = { port: 'tdec', range: 'tdecr', proto: 'tdecp', addr: 'tde
 export function decisionMapName(cid: string, f: Family, key: keyof typeof DECISION_TAGS): string {
   return `${DECISION_TAGS[key]}${f}-${cid}`;
 }
+
+export type StagedChange = 'would-deny' | 'would-allow';
+
+/**
+ * The `log prefix` of a staged verdict change (compile/staged.ts):
+ * `stg:<pod id>:IN|EG:WD|WA`; the agent maps it back to the pod and asks the
+ * evaluator which staged policy and rule change the verdict.
+ */
+export function stagedLogPrefix(podId: string, d: Direction, change: StagedChange): string {
+  return `stg:${podId}:${dirSuffix(d)}:${change === 'would-deny' ? 'WD' : 'WA'}`;
+}
+
+export function parseStagedLogPrefix(
+  prefix: string,
+): { readonly podId: string; readonly direction: Direction; readonly change: StagedChange } | undefined {
+  const m = /^stg:([0-9a-f]{12}):(IN|EG):(WD|WA)$/.exec(prefix.trim());
+  if (m === null) return undefined;
+  return {
+    podId: m[1] as string,
+    direction: m[2] === 'IN' ? 'ingress' : 'egress',
+    change: m[3] === 'WD' ? 'would-deny' : 'would-allow',
+  };
+}
+
+/** The chain counting one local pod's staged verdict changes of one kind and direction. */
+export function stagedTallyChainName(change: StagedChange, podId: string, d: Direction): string {
+  return `STG-${change === 'would-deny' ? 'WD' : 'WA'}-${podId}-${dirSuffix(d)}`;
+}
+
+export function parseStagedTallyChainName(
+  name: string,
+): { readonly podId: string; readonly direction: Direction; readonly change: StagedChange } | undefined {
+  const m = /^STG-(WD|WA)-([0-9a-f]{12})-(IN|EG)$/.exec(name);
+  if (m === null) return undefined;
+  return {
+    podId: m[2] as string,
+    direction: m[3] === 'IN' ? 'ingress' : 'egress',
+    change: m[1] === 'WD' ? 'would-deny' : 'would-allow',
+  };
+}
+
+/** Chains of the shadow path run for packets the enforced ruleset denies: `STG-DEN-` + the shadow ruleset's chain name. */
+export const STAGED_DENIED_PREFIX = 'STG-DEN-';

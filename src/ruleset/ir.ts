@@ -83,9 +83,12 @@ export interface BaseHook {
  * that direction (identities.ts), or a tier's (tiers.ts);
  * rule: one rule of a policy (KUBE-NWPLCY-<policy>-<dir>-<index>): its
  * counter and action, reached from a tier's decision maps (tiers.ts) or an
- * identity's allow maps (identities.ts).
+ * identity's allow maps (identities.ts);
+ * tally: counts (and logs) one local pod's staged verdict changes in one
+ * direction (compile/staged.ts); tally-lookup: a direction's local address to
+ * its tally chain (for the shared chains of the shadow path).
  */
-export type ChainRole = 'base' | 'pod' | 'policy' | 'peers' | 'lookup' | 'rule';
+export type ChainRole = 'base' | 'pod' | 'policy' | 'peers' | 'lookup' | 'rule' | 'tally' | 'tally-lookup';
 
 /**
  * What a rule chain counts for (role 'rule'): the policy rule whose decided
@@ -114,6 +117,12 @@ export interface Chain {
   readonly base: BaseHook | undefined;
   readonly comment: string | undefined;
   readonly rules: readonly Rule[];
+  /**
+   * Part of the staged policies' shadow path (compile/staged.ts): present
+   * only while a staged policy selects a local pod, so a base chain marked so
+   * comes and goes in incremental updates (nft/update.ts).
+   */
+  readonly shadow?: true;
 }
 
 export type SetType =
@@ -214,9 +223,10 @@ export interface MapElement {
  * chain of its peer identity (pod chains; see compile/identities.ts);
  * tier-peers: the same for a tier's identities, `goto` (compile/tiers.ts: a
  * pod address's identity includes the ranges holding it, so the range map
- * is not consulted after a hit).
+ * is not consulted after a hit);
+ * tally: local pod address -> `goto` its tally chain (compile/staged.ts).
  */
-export type MapKind = 'dispatch' | 'peers' | 'tier-peers';
+export type MapKind = 'dispatch' | 'peers' | 'tier-peers' | 'tally';
 
 export interface VerdictMap {
   readonly name: string;
@@ -227,6 +237,8 @@ export interface VerdictMap {
   readonly direction: Direction;
   readonly interval: boolean;
   readonly elements: readonly MapElement[];
+  /** Part of the staged shadow path: comes and goes with it (see Chain.shadow), matched by name in updates. */
+  readonly shadow?: true;
 }
 
 /**

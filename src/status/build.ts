@@ -91,6 +91,7 @@ interface Found {
   readonly version: ObjectVersion | undefined;
   readonly localPods: number;
   readonly errors: readonly ValidationError[];
+  readonly staged?: true;
 }
 
 /**
@@ -155,7 +156,15 @@ function clusterFound(state: ClusterState, local: ReadonlyMap<string, readonly P
       for (const pod of local.get(ns) ?? []) if (selectorMatches(p.subject.podSelector, pod.labels)) n++;
     }
     if (n > 0)
-      out.push({ kind: clusterPolicyKind(p), namespace: '', name: p.name, version: p.version, localPods: n, errors: p.errors });
+      out.push({
+        kind: clusterPolicyKind(p),
+        namespace: '',
+        name: p.name,
+        version: p.version,
+        localPods: n,
+        errors: p.errors,
+        ...(p.staged === true ? { staged: true as const } : {}),
+      });
   }
   return out;
 }
@@ -194,6 +203,7 @@ export function relevantPolicies(
         version: pol.version,
         localPods: n,
         errors: pol.errors,
+        ...(pol.staged === true ? { staged: true as const } : {}),
       });
   }
   found.push(...tenancyFound(state, local, namespaces), ...clusterFound(state, local, namespaces));
@@ -214,6 +224,7 @@ export function relevantPolicies(
       appliedTime: same ? old.appliedTime : iso(atUnixMs),
       localPods: f.localPods,
       ...(invalid.length === 0 ? {} : { invalidFields: invalid }),
+      ...(f.staged === true ? { staged: true } : {}),
     };
   });
   return out.sort((a, b) => {

@@ -95,6 +95,8 @@ export interface PolicyReport {
   /** Nodes among `nodes` whose agent does not report (Lease expired or missing). */
   readonly notReporting: readonly string[];
   readonly invalidFields: readonly string[];
+  /** Annotated nft-netpol.io/staged: "true": not enforced, evaluated in the nodes' shadow path only. */
+  readonly staged?: true;
   /** A ClusterNetworkPolicy's tier and priority, `Admin tier, priority 10` (absent for the namespaced kinds). */
   readonly place?: string;
 }
@@ -159,6 +161,8 @@ interface Expected {
   readonly errors: readonly ValidationError[];
   /** Its invalid fields are also those the agents find (a NamespaceNetworkPolicy's missing Service). */
   readonly reportedErrors: boolean;
+  /** Annotated nft-netpol.io/staged: "true" (not enforced). */
+  readonly staged?: boolean;
 }
 
 function expected(input: ReportInput): Expected[] {
@@ -170,6 +174,7 @@ function expected(input: ReportInput): Expected[] {
     podSelector: p.podSelector,
     errors: p.errors,
     reportedErrors: false,
+    staged: p.staged === true,
   }));
   const c = input.clusterPolicies;
   if (c !== undefined) {
@@ -191,6 +196,7 @@ function expected(input: ReportInput): Expected[] {
         },
         errors: p.errors,
         reportedErrors: false,
+        staged: p.staged === true,
         place: tierPlace(p.tier === 'Admin' ? 'admin' : 'baseline', p.priority),
       });
   }
@@ -298,6 +304,7 @@ export function buildReport(input: ReportInput): ClusterReport {
       lagging,
       notReporting,
       invalidFields: [...invalid],
+      ...(p.staged === true ? { staged: true as const } : {}),
       ...(p.place === undefined ? {} : { place: p.place }),
     });
   }
@@ -382,6 +389,10 @@ export function policyText(r: ClusterReport, p: PolicyReport, now: number): stri
     (p.kind === 'NetworkPolicy' ? `NetworkPolicy ${p.namespace}/${p.name}` : policyLabel(p)) +
     (p.place === undefined ? '' : ` (${p.place})`);
   const lines = [`${head}${p.generation === undefined ? '' : ` (generation ${p.generation})`}`];
+  if (p.staged === true)
+    lines.push(
+      '  STAGED: not enforced; the nodes count what it would change (`denied --staged` on a node, nftnp_staged_verdict_changes_total)',
+    );
   if (p.nodes.length === 0) lines.push('  selects no running pod: nothing to enforce');
   else lines.push(`  in force on ${p.inForce.length} of ${p.nodes.length} nodes that host pods it selects`);
   for (const l of p.lagging) lines.push(`  lagging: ${lagText(now, l)}`);
@@ -419,6 +430,12 @@ export function summaryText(r: ClusterReport, now: number, wide: boolean): strin
       out.push(
         `  ${n.name}: in sync ${String(n.inSync ?? 'unknown')}, last apply ${n.lastApplyResult ?? '-'} ${n.lastApplyTime ?? ''}${n.lastError === undefined ? '' : `: ${n.lastError}`}`,
       );
+  }
+  const staged = r.policies.filter((p) => p.staged === true);
+  if (staged.length > 0) {
+    out.push('', 'STAGED POLICIES (not enforced; see `denied --staged` on a node)');
+    for (const p of staged.slice(0, wide ? staged.length : 10)) out.push(`  ${policyLabel(p)}`);
+    if (!wide && staged.length > 10) out.push(`  ... and ${staged.length - 10} more (-o wide)`);
   }
   const invalid = r.policies.filter((p) => p.invalidFields.length > 0);
   if (invalid.length > 0) {

@@ -55,6 +55,8 @@ export interface AppliedPolicy {
   readonly localPods: number;
   /** Its validation errors ("spec.ingress[0].ports[1].endPort: must be >= port (8080)"); enforced fail-closed. */
   readonly invalidFields?: readonly string[];
+  /** Annotated nft-netpol.io/staged: "true": not enforced; the node runs it in the shadow path only (compile/staged.ts). */
+  readonly staged?: boolean;
 }
 
 export type ApplyResultText = 'Applied' | 'Failed';

@@ -282,3 +282,64 @@ items:
     );
   });
 });
+
+test('staged policies: explain --staged says what would change and why; validate names them; render leaves them out', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'nnp-staged-'));
+  try {
+    const p = join(dir, 'c.yaml');
+    await writeFile(
+      p,
+      [
+        'apiVersion: v1\nkind: Namespace\nmetadata: {name: shop, labels: {kubernetes.io/metadata.name: shop}}',
+        'apiVersion: v1\nkind: Pod\nmetadata: {name: web, namespace: shop, labels: {app: web}}\nspec: {nodeName: node-1, containers: [{name: c, image: x}]}\nstatus: {phase: Running, podIP: 10.0.0.2, podIPs: [{ip: 10.0.0.2}]}',
+        'apiVersion: v1\nkind: Pod\nmetadata: {name: db, namespace: shop, labels: {app: db}}\nspec: {nodeName: node-1, containers: [{name: c, image: x}]}\nstatus: {phase: Running, podIP: 10.0.0.3, podIPs: [{ip: 10.0.0.3}]}',
+        'apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: db-only-api, namespace: shop, annotations: {nft-netpol.io/staged: "true"}}\nspec:\n  podSelector: {matchLabels: {app: db}}\n  ingress: [{from: [{podSelector: {matchLabels: {app: api}}}]}]',
+      ].join('\n---\n'),
+    );
+    const t = await run(['explain', '--staged', '-f', p, '--from', 'shop/web', '--to', 'shop/db', '--port', '5432']);
+    assert.equal(t.code, 0, t.err);
+    assert.match(t.out, /^ALLOWED: shop\/web/);
+    assert.match(
+      t.out,
+      /with staged policies: DENIED \(enforced: ALLOWED\)\n {2}ingress at the destination: would deny by shop\/db-only-api/,
+    );
+    const j = await run([
+      'explain',
+      '--staged',
+      '-o',
+      'json',
+      '-f',
+      p,
+      '--from',
+      'shop/web',
+      '--to',
+      'shop/db',
+      '--port',
+      '5432',
+    ]);
+    const parsed = JSON.parse(j.out) as {
+      allowed: boolean;
+      staged: { allowed: boolean; policies: string[]; changes: { change: string }[] };
+    };
+    assert.equal(parsed.allowed, true);
+    assert.deepEqual(parsed.staged.policies, ['shop/db-only-api']);
+    assert.equal(parsed.staged.allowed, false);
+    assert.deepEqual(
+      parsed.staged.changes.map((c) => c.change),
+      ['would-deny'],
+    );
+    // Without --staged: the enforced answer only.
+    const plain = await run(['explain', '-f', p, '--from', 'shop/web', '--to', 'shop/db', '--port', '5432']);
+    assert.doesNotMatch(plain.out, /staged/);
+    const v = await run(['validate', '-f', p]);
+    assert.equal(v.code, 0);
+    assert.match(v.out, /\(1 staged, not enforced\)/);
+    assert.match(v.err, /staged: NetworkPolicy shop\/db-only-api \(annotated nft-netpol\.io\/staged: "true"; not enforced\)/);
+    const r = await run(['render', '--node', 'node-1', '-f', p]);
+    assert.equal(r.code, 0, r.err);
+    assert.match(r.out, /chain staged-forward-ingress/);
+    assert.doesNotMatch(r.out, /chain KUBE-POD-FW-[0-9a-f]+-IN \{/, 'db is not isolated: the policy is staged');
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});

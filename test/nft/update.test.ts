@@ -588,3 +588,44 @@ test('kernel: ClusterNetworkPolicy steps (tier decision maps diffed by value) gi
   t.diagnostic(`${decisionChanges} steps changed a decision map`);
   assert.ok(decisionChanges >= 10, `only ${decisionChanges} steps changed a decision map`);
 });
+
+test('kernel: staging, editing and unstaging policies (NetworkPolicy and ClusterNetworkPolicy) are incremental and give the same table as a full apply', async (t) => {
+  if (!(await haveNft(t))) return;
+  const cl = withClusterPolicies(
+    generateCluster({ pods: 200, policies: 30, namespaces: 8, podsPerNode: 50, seed: 3 }).state,
+    'narrow',
+  );
+  const stage = (s: ClusterState, every: number, from = 0): ClusterState => ({
+    ...s,
+    policies: s.policies.map((p, i) => (i % every === from ? { ...p, staged: true as const } : p)),
+    clusterPolicies: (s.clusterPolicies ?? []).map((p, i) => (i % every === from ? { ...p, staged: true as const } : p)),
+  });
+  const steps: [string, ClusterState][] = [
+    ['nothing staged', cl],
+    ['every third policy staged', stage(cl, 3)],
+    ['also pod churn', { ...stage(cl, 3), pods: cl.pods.filter((_, i) => i % 11 !== 4) }],
+    ['other policies staged', stage(cl, 3, 1)],
+    ['all unstaged (enforced)', cl],
+  ];
+  let shadowSteps = 0;
+  await withNetns(2, async (nss) => {
+    for (const node of ['node-00000', 'node-00002']) {
+      for (const opts of [
+        DROP,
+        { ...DROP, logDenied: { group: 7, ratePerSecond: 10, burst: 5 }, denyAction: 'reject' as const },
+      ]) {
+        let prev: CompiledRuleset | undefined;
+        for (const [what, s] of steps) {
+          const next = compileNode(s, node, opts);
+          if (next.chains.some((c) => c.shadow === true)) shadowSteps++;
+          if (prev !== undefined) {
+            const u = await checkUpdate(prev, next, nss, `${node} ${what}`);
+            assert.equal(u.kind, 'incremental', `${node} ${what}: ${u.kind === 'full' ? u.reason : ''}`);
+          }
+          prev = next;
+        }
+      }
+    }
+  });
+  assert.ok(shadowSteps >= 6, `the staged steps built a shadow path (${shadowSteps})`);
+});

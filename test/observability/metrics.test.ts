@@ -42,6 +42,7 @@ const EXPECTED: Record<string, { type: MetricType; labels?: string[] }> = {
     labels: ['kind', 'namespace', 'policy', 'rule', 'direction', 'action'],
   },
   nftnp_policy_rule_series_dropped: { type: 'gauge', labels: [] },
+  nftnp_staged_verdict_changes_total: { type: 'counter', labels: ['namespace', 'policy', 'change'] },
   nftnp_denied_log_packets_total: { type: 'counter' },
   nftnp_denied_log_dropped_total: { type: 'counter', labels: ['reason'] },
   nftnp_denied_log_reader_restarts_total: { type: 'counter' },

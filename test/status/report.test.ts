@@ -5,6 +5,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { parseStatusArgs } from '../../src/cli/status.ts';
 import { buildReport, leaseState, policyText, summaryText, type ReportInput } from '../../src/status/report.ts';
+import { relevantPolicies } from '../../src/status/build.ts';
 import type { AppliedPolicy, LeaseObject, NodePolicyStatusObject } from '../../src/status/types.ts';
 import type { NetworkPolicy } from '../../src/model/types.ts';
 import { pod, policy, sel } from '../support/state-builder.ts';
@@ -192,4 +193,21 @@ test('status arguments: kubectl-style TYPE/NAME and TYPE NAME name the tenancy k
   assert.throws(() => parseStatusArgs(['--no-tenancy', 'nsnp/p']), /--no-tenancy checks NetworkPolicies only/);
   const a = parseStatusArgs(['--no-tenancy']);
   assert.ok(a !== 'help' && !a.tenancy);
+});
+
+test('a staged policy is named as such: in the policy text, the summary, and the node entry', () => {
+  const staged: NetworkPolicy = { ...web, staged: true };
+  const r = buildReport(input({ policies: [staged] }));
+  assert.equal(r.policies[0]?.staged, true);
+  assert.match(policyText(r, r.policies[0]!, NOW), /STAGED: not enforced/);
+  assert.match(
+    summaryText(r, NOW, false),
+    /STAGED POLICIES \(not enforced[^\n]*\n {2}NetworkPolicy shop\/web|STAGED POLICIES \(not enforced[^\n]*\n {2}shop\/web/,
+  );
+  assert.equal(buildReport(input()).policies[0]?.staged, undefined, 'an enforced policy has no staged mark');
+  const node = relevantPolicies({ namespaces: [], pods, policies: [staged], nodes: [] }, 'n1', NOW, undefined);
+  assert.deepEqual(
+    node.map((e) => [e.name, e.staged]),
+    [['web', true]],
+  );
 });

@@ -7,7 +7,13 @@
 // replaced (a full apply, a changed chain): a rule handle not seen before or
 // a value that went down counts from 0.
 import { BASE_CHAINS } from '../../compile/dispatch.ts';
-import { parsePodChainName, parseTierRuleChainName } from '../../ruleset/ids.ts';
+import {
+  parsePodChainName,
+  parseStagedTallyChainName,
+  parseTierRuleChainName,
+  STAGED_DENIED_PREFIX,
+  type StagedChange,
+} from '../../ruleset/ids.ts';
 import type { Direction } from '../../model/types.ts';
 
 /** A denied-packet counter in the kernel: which rule, which pod chain (or base chain) and direction. */
@@ -39,9 +45,14 @@ export function denyCountersFromJson(json: string): KernelDenyCounter[] {
   for (const item of doc.nftables ?? []) {
     const r = item.rule;
     if (r?.chain === undefined || r.handle === undefined) continue;
-    const pod = parsePodChainName(r.chain);
+    // With staged policies, a packet the enforced ruleset denies is denied in the
+    // shadow path's copy of the chains (STG-DEN-<chain>) or in a would-allow
+    // tally (compile/staged.ts): counted as that pod's or rule's deny.
+    const chain = r.chain.startsWith(STAGED_DENIED_PREFIX) ? r.chain.slice(STAGED_DENIED_PREFIX.length) : r.chain;
+    const tally = parseStagedTallyChainName(chain);
+    const pod = parsePodChainName(chain) ?? (tally?.change === 'would-allow' ? tally : undefined);
     // A ClusterNetworkPolicy Deny rule's chain: shared by the pods its policy selects, so node totals only.
-    const baseDir = BASE_DIRECTION[r.chain] ?? parseTierRuleChainName(r.chain)?.direction;
+    const baseDir = BASE_DIRECTION[chain] ?? parseTierRuleChainName(chain)?.direction;
     if (pod === undefined && baseDir === undefined) continue;
     let packets: number | undefined;
     let denies = false;
@@ -89,5 +100,51 @@ export class DenyCounterState {
     }
     this.#last = next;
     return { node, pods };
+  }
+}
+
+/** A staged verdict change tally in the kernel (compile/staged.ts): one local pod, direction and change. */
+export interface KernelStagedCounter {
+  readonly rule: string;
+  readonly podId: string;
+  readonly direction: Direction;
+  readonly change: StagedChange;
+  readonly packets: number;
+}
+
+/** The counters of the staged tallies in an `nft -j` listing of our table (new connections whose verdict would change). */
+export function stagedCountersFromJson(json: string): KernelStagedCounter[] {
+  const out: KernelStagedCounter[] = [];
+  const doc = JSON.parse(json) as { nftables?: readonly { rule?: NftJsonRule }[] };
+  for (const item of doc.nftables ?? []) {
+    const r = item.rule;
+    if (r?.chain === undefined || r.handle === undefined) continue;
+    const tally = parseStagedTallyChainName(r.chain);
+    if (tally === undefined) continue;
+    for (const e of r.expr ?? []) {
+      const c = e['counter'] as { packets?: number } | undefined;
+      if (c !== undefined && typeof c.packets === 'number')
+        out.push({ rule: `${r.chain}#${r.handle}`, ...tally, packets: c.packets });
+    }
+  }
+  return out;
+}
+
+/** The increase per `podId direction change` since the last read (a replaced rule or a value gone down counts from 0). */
+export class StagedCounterState {
+  #last = new Map<string, number>();
+
+  advance(now: readonly KernelStagedCounter[]): ReadonlyMap<string, number> {
+    const out = new Map<string, number>();
+    const next = new Map<string, number>();
+    for (const c of now) {
+      const before = this.#last.get(c.rule);
+      const delta = before === undefined || c.packets < before ? c.packets : c.packets - before;
+      next.set(c.rule, c.packets);
+      const k = `${c.podId} ${c.direction} ${c.change}`;
+      out.set(k, (out.get(k) ?? 0) + delta);
+    }
+    this.#last = next;
+    return out;
   }
 }

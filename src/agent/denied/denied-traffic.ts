@@ -7,7 +7,11 @@ import { isActivePod } from '../../model/types.ts';
 import { podId } from '../../ruleset/ids.ts';
 import type { Metrics } from '../../observability/metrics.ts';
 import type { DenyLogConfig } from '../config.ts';
-import { DenyCounterState, denyCountersFromJson } from './counters.ts';
+import { DenyCounterState, denyCountersFromJson, StagedCounterState, stagedCountersFromJson } from './counters.ts';
+import { affectedPods } from '../../compile/staged.ts';
+import { localPods } from '../../compile/local-endpoints.ts';
+import { withStagedEnforced } from '../../model/staged.ts';
+import type { PolicyOrigin } from '../../kinds/kind.ts';
 import { DeniedLog } from './log-line.ts';
 import type { DeniedEntry, DeniedFilter } from './ring.ts';
 import { NflogReader } from '../nflog/reader.ts';
@@ -34,6 +38,8 @@ export interface DeniedStatus {
     readonly queued: number;
   } | null;
   readonly entries: number;
+  /** Staged verdict changes held (their own ring, same capacity). */
+  readonly stagedEntries: number;
   readonly capacity: number;
   readonly evicted: number;
   readonly suppressedLines: number;
@@ -49,6 +55,8 @@ const FLUSH_MS = 30_000;
 export class DeniedTraffic {
   readonly #p: DeniedTrafficParts;
   readonly #counters = new DenyCounterState();
+  readonly #staged = new StagedCounterState();
+  #affected: { state: ClusterState; byKey: Map<string, PolicyOrigin> } | undefined;
   /** label key -> labels of the per-pod series exported so far. */
   #podSeries = new Map<string, { namespace: string; pod: string; direction: Direction }>();
   #reading: Promise<void> | undefined;
@@ -104,9 +112,9 @@ export class DeniedTraffic {
     this.#log?.flush();
   }
 
-  /** Matching denials, most recent first (empty without --log-denied). */
-  query(f: DeniedFilter): DeniedEntry[] {
-    return this.#log?.ring.query(f) ?? [];
+  /** Matching denials (`staged`: staged verdict changes), most recent first (empty without --log-denied). */
+  query(f: DeniedFilter, staged = false): DeniedEntry[] {
+    return (staged ? this.#log?.staged : this.#log?.ring)?.query(f) ?? [];
   }
 
   status(): DeniedStatus {
@@ -119,6 +127,7 @@ export class DeniedTraffic {
           ? null
           : { running: r.running, pid: r.pid ?? null, restarts: r.restarts, received: r.received, queued: r.queued },
       entries: this.#log?.ring.size ?? 0,
+      stagedEntries: this.#log?.staged.size ?? 0,
       capacity: this.#log?.ring.capacity ?? 0,
       evicted: this.#log?.ring.evicted ?? 0,
       suppressedLines: this.#log?.suppressed ?? 0,
@@ -144,6 +153,7 @@ export class DeniedTraffic {
     const json = await list.call(this.#p.dataplane);
     if (json === undefined) return;
     const delta = this.#counters.advance(denyCountersFromJson(json));
+    this.#countStaged(json);
     const m = this.#p.metrics;
     for (const d of ['ingress', 'egress'] as const) m.deniedPackets.inc({ direction: d }, delta.node[d]);
     const local = new Map<string, Pod>();
@@ -170,5 +180,33 @@ export class DeniedTraffic {
       else if (!seen.has(k)) seen.set(k, labels);
     }
     this.#podSeries = seen;
+  }
+
+  /**
+   * nftnp_staged_verdict_changes_total from the kernel's tallies: a tally is
+   * per local pod and direction; its series is that of the first staged
+   * policy (evaluation order) selecting the pod there, as the compiler saw them.
+   */
+  #countStaged(json: string): void {
+    const delta = this.#staged.advance(stagedCountersFromJson(json));
+    if (delta.size === 0) return;
+    const state = this.#p.snapshot();
+    if (state === undefined) return;
+    if (this.#affected?.state !== state) {
+      const byKey = new Map<string, PolicyOrigin>();
+      const local = localPods(state, this.#p.nodeName);
+      for (const a of affectedPods(state, withStagedEnforced(state), local)) {
+        const first = a.policies[0];
+        if (first !== undefined) byKey.set(`${podId(a.pod.namespace, a.pod.name)} ${a.direction}`, first);
+      }
+      this.#affected = { state, byKey };
+    }
+    for (const [key, n] of delta) {
+      const [id = '', direction = '', change = ''] = key.split(' ');
+      const origin = this.#affected.byKey.get(`${id} ${direction}`);
+      // A pod or staged policy gone since the kernel counted: the counts stay in the node total only.
+      const labels = { namespace: origin?.namespace ?? '', policy: origin?.name ?? '(gone)', change };
+      this.#p.metrics.stagedVerdictChanges.inc(labels, n);
+    }
   }
 }

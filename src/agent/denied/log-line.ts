@@ -7,12 +7,21 @@
 // per-second budget (the rest is counted), and a repeat costs a map lookup,
 // not an evaluation.
 import type { Logger } from 'pino';
-import { parseDenyLogPrefix, parseTierDenyLogPrefix, podId, policyKeyId, tierRuleChainName } from '../../ruleset/ids.ts';
+import {
+  parseDenyLogPrefix,
+  parseStagedLogPrefix,
+  parseTierDenyLogPrefix,
+  podId,
+  policyKeyId,
+  tierRuleChainName,
+  type StagedChange,
+} from '../../ruleset/ids.ts';
 import { isActivePod, objectKey, type ClusterState, type Direction, type Pod, type Protocol } from '../../model/types.ts';
 import type { TieredPolicy } from '../../kinds/kind.ts';
 import { tieredPolicies } from '../../kinds/registry.ts';
 import { tieredRuleName } from '../../kinds/cluster-network-policy.ts';
 import { verdict, type Endpoint } from '../../policy/verdict.ts';
+import { stagedVerdict } from '../../policy/staged.ts';
 import { protoName, type LoggedPacket } from '../nflog/pcap.ts';
 import {
   attemptKey,
@@ -22,6 +31,7 @@ import {
   type DeniedEntry,
   type DeniedPeer,
   type DeniedRule,
+  type StagedCause,
 } from './ring.ts';
 
 export interface DeniedLogOptions {
@@ -49,17 +59,22 @@ interface Index {
 /** Where a logged packet was denied: a pod chain's deny path or a tiered Deny rule's chain. */
 type Tag =
   | { readonly kind: 'pod'; readonly podId: string; readonly direction: Direction }
+  | { readonly kind: 'staged'; readonly podId: string; readonly direction: Direction; readonly change: StagedChange }
   | { readonly kind: 'rule'; readonly policyId: string; readonly direction: Direction; readonly index: number };
 
 function parseTag(prefix: string): Tag | undefined {
   const pod = parseDenyLogPrefix(prefix);
   if (pod !== undefined) return { kind: 'pod', ...pod };
+  const staged = parseStagedLogPrefix(prefix);
+  if (staged !== undefined) return { kind: 'staged', ...staged };
   const rule = parseTierDenyLogPrefix(prefix);
   return rule === undefined ? undefined : { kind: 'rule', ...rule };
 }
 
 export class DeniedLog {
   readonly ring: DeniedRing;
+  /** Staged verdict changes (`denied --staged`, /debug/denied?staged=1): a ring of their own, so they never evict denials. */
+  readonly staged: DeniedRing;
   readonly #o: DeniedLogOptions;
   #index: { state: ClusterState; index: Index } | undefined;
   #second = 0;
@@ -69,6 +84,7 @@ export class DeniedLog {
   constructor(o: DeniedLogOptions) {
     this.#o = o;
     this.ring = new DeniedRing(o.capacity ?? 1000);
+    this.staged = new DeniedRing(o.capacity ?? 1000);
   }
 
   /** One packet from the NFLOG group. */
@@ -89,7 +105,7 @@ export class DeniedLog {
     let pod: string;
     let rule: DeniedRule | undefined;
     let policy: TieredPolicy | undefined;
-    if (tag.kind === 'pod') {
+    if (tag.kind === 'pod' || tag.kind === 'staged') {
       const localPod = idx?.local.get(tag.podId);
       pod = localPod === undefined ? `(pod chain ${tag.podId}, no longer a local pod)` : objectKey(localPod);
     } else {
@@ -121,6 +137,10 @@ export class DeniedLog {
       port: p.dport,
       rule,
     };
+    if (tag.kind === 'staged') {
+      this.#onStaged(tag, attempt, state, idx);
+      return;
+    }
     const key = attemptKey(attempt);
     const seen = this.ring.get(key);
     if (seen !== undefined) {
@@ -140,6 +160,30 @@ export class DeniedLog {
     }
   }
 
+  /** A staged verdict change: its own ring and log event, the cause named by the evaluator on the live state. */
+  #onStaged(
+    tag: Extract<Tag, { kind: 'staged' }>,
+    base: DeniedAttempt,
+    state: ClusterState | undefined,
+    idx: Index | undefined,
+  ): void {
+    const probe: DeniedAttempt = { ...base, staged: { change: tag.change, policies: [], rule: undefined } };
+    const key = attemptKey(probe);
+    const seen = this.staged.get(key);
+    if (seen !== undefined) {
+      this.staged.repeat(seen, base.atMs);
+      return;
+    }
+    const found = state === undefined ? undefined : stagedCauseFor(state, base, tag.change, idx);
+    const attempt: DeniedAttempt = { ...base, staged: found?.cause ?? probe.staged };
+    const reason = found?.reason ?? 'the cluster state is not synced yet';
+    const e = this.staged.add(key, attempt, reason);
+    if (this.#budget()) {
+      e.logged = e.count;
+      this.#o.log.info({ event: 'staged', ...entryJson(e) }, `staged: ${tag.change.replace('-', ' ')} ${e.direction}: ${reason}`);
+    }
+  }
+
   /**
    * One line per entry with repeats (or suppressed lines) since its last
    * line: count so far, first and last seen. Called periodically.
@@ -152,6 +196,15 @@ export class DeniedLog {
       this.#o.log.info(
         { event: 'denied-repeated', repeats, ...entryJson(e) },
         `denied ${e.direction} again (${repeats} more, ${e.count} since ${new Date(e.firstSeenMs).toISOString()}): ${e.reason}`,
+      );
+    }
+    for (const e of this.staged.unlogged()) {
+      if (!this.#budget()) break;
+      const repeats = e.count - e.logged;
+      e.logged = e.count;
+      this.#o.log.info(
+        { event: 'staged-repeated', repeats, ...entryJson(e) },
+        `staged: ${e.staged?.change.replace('-', ' ') ?? 'change'} ${e.direction} again (${repeats} more, ${e.count} since ${new Date(e.firstSeenMs).toISOString()}): ${e.reason}`,
       );
     }
   }
@@ -258,6 +311,37 @@ export function reasonFor(state: ClusterState, a: DeniedAttempt, idx: Index | un
   }
   if (!d.allowed) return `${at}: ${d.reason}`;
   return `${at}: dropped by the ruleset in force at the time; the live state now allows it (${d.reason})`;
+}
+
+/**
+ * `ingress at shop/db-0: would deny by shop/db-only-api: shop/db-0 is isolated
+ * ...`: which staged policy and rule change the verdict of this connection in
+ * this direction, on the live state (policy/staged.ts).
+ */
+export function stagedCauseFor(
+  state: ClusterState,
+  a: DeniedAttempt,
+  change: StagedChange,
+  idx: Index | undefined,
+): { cause: StagedCause; reason: string } {
+  const at = `${a.direction} at ${a.pod}`;
+  const endpoint = (p: DeniedPeer): Endpoint => {
+    const pod = idx?.owners.get(p.ip);
+    return pod === undefined ? { kind: 'ip', ip: p.ip } : { kind: 'pod', pod };
+  };
+  const proto = PORT_PROTOCOLS[a.protocol];
+  const v = stagedVerdict(state, endpoint(a.src), endpoint(a.dst), proto ?? 'TCP', proto === undefined ? 0 : (a.port ?? 0), {
+    family: a.family,
+  });
+  const c = v.changes.find((x) => x.direction === a.direction);
+  const what = change.replace('-', ' ');
+  if (c === undefined || c.change !== change)
+    return {
+      cause: { change, policies: [], rule: undefined },
+      reason: `${at}: ${what} by the staged policies in force at the time; the live state's staged policies no longer change it (${v.staged[a.direction].reason})`,
+    };
+  const by = c.rule ?? (c.policies.length === 0 ? 'staged policies' : c.policies.join(', '));
+  return { cause: { change, policies: c.policies, rule: c.rule }, reason: `${at}: ${what} by ${by}: ${c.reason}` };
 }
 
 function peerText(p: DeniedPeer): string {

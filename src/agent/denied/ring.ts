@@ -39,6 +39,17 @@ export interface DeniedAttempt {
   readonly port: number | undefined;
   /** Set when a ClusterNetworkPolicy Deny rule denied it (its chain logged), not a pod chain's deny path. */
   readonly rule?: DeniedRule | undefined;
+  /** Set for a staged verdict change (compile/staged.ts): the connection was not denied, or was denied and would be allowed. */
+  readonly staged?: StagedCause | undefined;
+}
+
+/** What staged policies would change about a connection, and which of them (policy/staged.ts on the live state). */
+export interface StagedCause {
+  readonly change: 'would-deny' | 'would-allow';
+  /** The staged policies causing it, as the evaluator names them. */
+  readonly policies: readonly string[];
+  /** The deciding rule, when it is one rule of a staged policy. */
+  readonly rule: string | undefined;
 }
 
 export interface DeniedEntry extends DeniedAttempt {
@@ -52,7 +63,10 @@ export interface DeniedEntry extends DeniedAttempt {
 }
 
 export function attemptKey(a: Omit<DeniedAttempt, 'atMs'>): string {
-  const by = a.rule === undefined ? [] : [`cnp:${a.rule.policyId}:${a.rule.index}`];
+  const by = [
+    ...(a.rule === undefined ? [] : [`cnp:${a.rule.policyId}:${a.rule.index}`]),
+    ...(a.staged === undefined ? [] : [a.staged.change]),
+  ];
   return [a.direction, a.pod, a.src.ip, a.dst.ip, a.protocol, a.port ?? '-', ...by].join(' ');
 }
 
@@ -150,6 +164,9 @@ export function entryJson(e: DeniedEntry): Record<string, unknown> {
     lastSeen: new Date(e.lastSeenMs).toISOString(),
     reason: e.reason,
     rule: e.rule === undefined ? null : ruleJson(e.rule),
+    ...(e.staged === undefined
+      ? {}
+      : { change: e.staged.change, stagedPolicies: [...e.staged.policies], stagedRule: e.staged.rule ?? null }),
   };
 }
 
@@ -169,5 +186,6 @@ function ruleJson(r: DeniedRule): Record<string, unknown> {
 export function entryText(e: DeniedEntry): string {
   const port = e.port === undefined ? e.protocol : `${e.port}/${e.protocol}`;
   const times = e.count > 1 ? ` x${e.count} (first ${new Date(e.firstSeenMs).toISOString()})` : '';
-  return `${new Date(e.lastSeenMs).toISOString()} ${e.direction.padEnd(7)} ${peerLabel(e.src)} -> ${peerLabel(e.dst)} ${port}${times}\n    ${e.reason}`;
+  const change = e.staged === undefined ? '' : `${e.staged.change.replace('-', ' ')} `;
+  return `${new Date(e.lastSeenMs).toISOString()} ${change}${e.direction.padEnd(7)} ${peerLabel(e.src)} -> ${peerLabel(e.dst)} ${port}${times}\n    ${e.reason}`;
 }

@@ -1,0 +1,244 @@
+// Staged policies with real packets (compile/staged.ts): real TCP connections
+// between pods of a simulated two-node cluster (routed), the rendered
+// ruleset applied with real nft, and the kernel's own tally counters read
+// after each probe, so each probe's "would deny" / "would allow" is known
+// exactly. The oracle is the reference evaluator on the state with the
+// staged policies enforced (policy/staged.ts). Then the annotation is removed
+// and the update path's incremental script enforces the policy.
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { compileNode } from '../../src/compile/compile.ts';
+import { withStagedEnforced } from '../../src/model/staged.ts';
+import type { ClusterState, Pod } from '../../src/model/types.ts';
+import { runNft } from '../../src/nft/exec.ts';
+import { renderRuleset } from '../../src/nft/render.ts';
+import { renderUpdate } from '../../src/nft/update.ts';
+import { verdict } from '../../src/policy/verdict.ts';
+import { podId, stagedTallyChainName } from '../../src/ruleset/ids.ts';
+import type { CompiledRuleset } from '../../src/ruleset/ir.ts';
+import { networkPolicy, type RawObject } from '../cases/raw.ts';
+import { clusterNetworkPolicy } from '../cases/cnp-conformance.ts';
+import { UPSTREAM_PODS } from '../cases/upstream-model.ts';
+import { Cluster } from '../harness/cluster.ts';
+import { stateOf } from '../harness/enforce.ts';
+import { runProbes, type Probe } from '../harness/probe.ts';
+import { datapathSkip } from '../harness/requirements.ts';
+import { upstreamClusterSpec, upstreamObjects } from '../harness/upstream.ts';
+
+const skip = datapathSkip();
+const TARGET = 'x/a';
+const OPTS = { denyAction: 'reject' } as const;
+
+function staged(o: RawObject): RawObject {
+  return { ...o, metadata: { ...o.metadata, annotations: { 'nft-netpol.io/staged': 'true' } } };
+}
+
+const DENY_ALL_INGRESS = networkPolicy('x', 'deny-all', { podSelector: { matchLabels: { pod: 'a' } }, policyTypes: ['Ingress'] });
+const ALLOW_FROM_Y = networkPolicy('x', 'allow-from-y', {
+  podSelector: { matchLabels: { pod: 'a' } },
+  ingress: [{ from: [{ namespaceSelector: { matchLabels: { ns: 'y' } } }] }],
+});
+
+const Y_PEER = { namespaces: { matchLabels: { ns: 'y' } } };
+const X_A_SUBJECT = { pods: { namespaceSelector: { matchLabels: { ns: 'x' } }, podSelector: { matchLabels: { pod: 'a' } } } };
+const DENY_Y = clusterNetworkPolicy('deny-y', {
+  tier: 'Admin',
+  priority: 20,
+  subject: X_A_SUBJECT,
+  ingress: [{ name: 'no-y', action: 'Deny', from: [Y_PEER] }],
+});
+const ACCEPT_Y = clusterNetworkPolicy('accept-y', {
+  tier: 'Admin',
+  priority: 10,
+  subject: X_A_SUBJECT,
+  ingress: [{ name: 'y-ok', action: 'Accept', from: [Y_PEER] }],
+});
+
+interface NftJson {
+  nftables?: { rule?: { chain?: string; expr?: Record<string, unknown>[] } }[];
+}
+
+/** Packets counted by the rules of one chain of the node's table. */
+async function chainPackets(c: Cluster, node: string, chain: string): Promise<number> {
+  const r = await c.exec(node, 'nft', ['-j', 'list', 'table', 'inet', 'nft-netpol']);
+  const doc = JSON.parse(r.stdout) as NftJson;
+  let n = 0;
+  for (const item of doc.nftables ?? []) {
+    if (item.rule?.chain !== chain) continue;
+    for (const e of item.rule.expr ?? []) {
+      const k = e['counter'] as { packets?: number } | undefined;
+      if (typeof k?.packets === 'number') n += k.packets;
+    }
+  }
+  return n;
+}
+
+async function apply(c: Cluster, rulesets: ReadonlyMap<string, CompiledRuleset>): Promise<void> {
+  for (const [node, rs] of rulesets) {
+    const r = await runNft(renderRuleset(rs), { netns: c.node(node).netns });
+    assert.ok(r.ok, r.ok ? '' : r.error);
+  }
+}
+
+function compileAll(c: Cluster, state: ClusterState): Map<string, CompiledRuleset> {
+  return new Map(c.nodes.map((n) => [n.name, compileNode(state, n.name, OPTS)]));
+}
+
+function podOf(state: ClusterState, key: string): Pod {
+  const p = state.pods.find((x) => `${x.namespace}/${x.name}` === key);
+  assert.ok(p !== undefined, key);
+  return p;
+}
+
+/** Each probe alone: connected or not, and by how much the target's tally chain counted it. */
+async function probeEach(
+  c: Cluster,
+  state: ClusterState,
+  tally: string,
+): Promise<{ from: string; connected: boolean; counted: boolean }[]> {
+  const node = podOf(state, TARGET).nodeName as string;
+  const out: { from: string; connected: boolean; counted: boolean }[] = [];
+  for (const from of UPSTREAM_PODS.filter((k) => k !== TARGET)) {
+    const probe: Probe = { from, to: TARGET, protocol: 'TCP', port: 80, family: 4, via: 'pod' };
+    const before = await chainPackets(c, node, tally);
+    const [o] = await runProbes(c, [probe], { retries: 0 });
+    const after = await chainPackets(c, node, tally);
+    out.push({ from, connected: o!.connected, counted: after > before });
+  }
+  return out;
+}
+
+/** Sources whose ingress verdict at TARGET the staged policies change, by the evaluator. */
+function changedBy(state: ClusterState): string[] {
+  const shadow = withStagedEnforced(state);
+  const to = podOf(state, TARGET);
+  return UPSTREAM_PODS.filter((k) => k !== TARGET).filter((from) => {
+    const a = verdict(state, { kind: 'pod', pod: podOf(state, from) }, { kind: 'pod', pod: to }, 'TCP', 80);
+    const b = verdict(shadow, { kind: 'pod', pod: podOf(shadow, from) }, { kind: 'pod', pod: to }, 'TCP', 80);
+    return a.ingress.allowed !== b.ingress.allowed;
+  });
+}
+
+describe('staged policies, routed pod network', { skip }, () => {
+  let c: Cluster;
+  before(async () => {
+    c = await Cluster.create(upstreamClusterSpec('routed'));
+  });
+  after(async () => {
+    await c?.destroy();
+  });
+
+  test('a staged default-deny counts exactly the probes it would deny, and all of them connect', async () => {
+    const state = stateOf([...upstreamObjects(c), staged(ALLOW_FROM_Y)]);
+    await apply(c, compileAll(c, state));
+    const t = podOf(state, TARGET);
+    const results = await probeEach(c, state, stagedTallyChainName('would-deny', podId(t.namespace, t.name), 'ingress'));
+    const wouldDeny = changedBy(state);
+    assert.ok(wouldDeny.length > 0 && wouldDeny.some((k) => k.startsWith('y/')) === false, wouldDeny.join(' '));
+    assert.deepEqual(
+      results.filter((r) => !r.connected).map((r) => r.from),
+      [],
+      'a staged policy must not block anything',
+    );
+    assert.deepEqual(
+      results.filter((r) => r.counted).map((r) => r.from),
+      wouldDeny,
+    );
+  });
+
+  test('a staged allow under an enforced deny counts the probes it would allow, which stay blocked; unstaging enforces it incrementally', async () => {
+    const stagedState = stateOf([...upstreamObjects(c), DENY_ALL_INGRESS, staged(ALLOW_FROM_Y)]);
+    const prev = compileAll(c, stagedState);
+    await apply(c, prev);
+    const t = podOf(stagedState, TARGET);
+    const results = await probeEach(c, stagedState, stagedTallyChainName('would-allow', podId(t.namespace, t.name), 'ingress'));
+    const wouldAllow = changedBy(stagedState);
+    assert.deepEqual(
+      wouldAllow,
+      UPSTREAM_PODS.filter((k) => k.startsWith('y/')),
+    );
+    assert.deepEqual(
+      results.filter((r) => r.connected).map((r) => r.from),
+      [],
+      'the enforced deny stays in force',
+    );
+    assert.deepEqual(
+      results.filter((r) => r.counted).map((r) => r.from),
+      wouldAllow,
+    );
+
+    // Unstaged: one incremental transaction per node, then the policy is enforced.
+    const enforcedState = stateOf([...upstreamObjects(c), DENY_ALL_INGRESS, ALLOW_FROM_Y]);
+    for (const n of c.nodes) {
+      const next = compileNode(enforcedState, n.name, OPTS);
+      const u = renderUpdate(prev.get(n.name), next);
+      assert.equal(u.kind, 'incremental', u.kind === 'full' ? u.reason : '');
+      const r = await runNft(u.text, { netns: n.netns });
+      assert.ok(r.ok, r.ok ? '' : `${r.error}\n${u.text}`);
+      // The kernel now holds exactly the enforced ruleset: no shadow path is left.
+      const listed = (await c.exec(n.name, 'nft', ['list', 'table', 'inet', 'nft-netpol'])).stdout;
+      assert.doesNotMatch(listed, /STG-|staged-/);
+    }
+    const after = await runProbes(
+      c,
+      UPSTREAM_PODS.filter((k) => k !== TARGET).map((from) => ({
+        from,
+        to: TARGET,
+        protocol: 'TCP',
+        port: 80,
+        family: 4,
+        via: 'pod',
+      })),
+      { expect: (r) => r.probe.from.startsWith('y/') },
+    );
+    assert.deepEqual(
+      after.filter((o) => o.connected).map((o) => o.probe.from),
+      wouldAllow,
+    );
+  });
+
+  test('a staged ClusterNetworkPolicy Accept over an enforced Deny rule: would allow, counted from the shared Deny rule', async () => {
+    const stagedState = stateOf([...upstreamObjects(c), DENY_Y, staged(ACCEPT_Y)]);
+    const prev = compileAll(c, stagedState);
+    await apply(c, prev);
+    const t = podOf(stagedState, TARGET);
+    const results = await probeEach(c, stagedState, stagedTallyChainName('would-allow', podId(t.namespace, t.name), 'ingress'));
+    const wouldAllow = changedBy(stagedState);
+    assert.deepEqual(
+      wouldAllow,
+      UPSTREAM_PODS.filter((k) => k.startsWith('y/')),
+    );
+    assert.deepEqual(
+      results.filter((r) => r.connected).map((r) => r.from),
+      UPSTREAM_PODS.filter((k) => k !== TARGET && !k.startsWith('y/')),
+      'the Deny rule stays in force',
+    );
+    assert.deepEqual(
+      results.filter((r) => r.counted).map((r) => r.from),
+      wouldAllow,
+    );
+    const enforcedState = stateOf([...upstreamObjects(c), DENY_Y, ACCEPT_Y]);
+    for (const n of c.nodes) {
+      const u = renderUpdate(prev.get(n.name), compileNode(enforcedState, n.name, OPTS));
+      assert.equal(u.kind, 'incremental', u.kind === 'full' ? u.reason : '');
+      const r = await runNft(u.text, { netns: n.netns });
+      assert.ok(r.ok, r.ok ? '' : `${r.error}\n${u.text}`);
+    }
+    const after = await runProbes(
+      c,
+      UPSTREAM_PODS.filter((k) => k !== TARGET).map((from) => ({
+        from,
+        to: TARGET,
+        protocol: 'TCP',
+        port: 80,
+        family: 4,
+        via: 'pod',
+      })),
+      { expect: () => true },
+    );
+    assert.deepEqual(
+      after.filter((o) => !o.connected).map((o) => o.probe.from),
+      [],
+    );
+  });
+});

@@ -10,7 +10,7 @@ import { networkPolicyKind } from '../../src/kinds/network-policy.ts';
 import { contributedPolicies, POLICY_KINDS } from '../../src/kinds/registry.ts';
 import { objectKey } from '../../src/model/types.ts';
 import type { ClusterState } from '../../src/model/types.ts';
-import { renderRuleset } from '../../src/nft/render.ts';
+import { decisionElementText, renderRuleset } from '../../src/nft/render.ts';
 import { runNft } from '../../src/nft/exec.ts';
 import { explainText } from '../../src/policy/explain.ts';
 import { verdict, type Endpoint } from '../../src/policy/verdict.ts';
@@ -18,7 +18,6 @@ import { policyChainName, policyKeyId } from '../../src/ruleset/ids.ts';
 import { haveNft } from '../nft/nft-support.ts';
 import { chain, podChain, rules } from '../compile/ir-query.ts';
 import { ALL, ns, pod, podPeer, policy, port, rule, sel, state } from '../support/state-builder.ts';
-import { elementTexts } from '../../src/nft/elements.ts';
 
 // A toy kind: namespaces labelled isolate=yes isolate every pod for ingress;
 // allowed: the same namespace (rule 0), and TCP 9100 from anywhere (rule 1,
@@ -110,9 +109,11 @@ test('a registered kind is compiled: its chain, jumped to after the NetworkPolic
   assert.equal(c.stats.policies, 2);
   // Flattened into peer identities (what the kernel gets), its rules still name their origin.
   const flat = compileNode(s, 'node-1', {}, KINDS);
+  // (The allow maps: each element goes to its first allowing rule's counting chain, and names every allowing rule.)
+  const allowTexts = flat.decisions.flatMap((m) => m.elements.map(decisionElementText));
   assert.ok(
-    flat.sets.some((x) => elementTexts(x).some((e) => e.endsWith('"isolation of ns shop ingress[1]"'))),
-    flat.sets.flatMap(elementTexts).join('\n'),
+    allowTexts.some((e) => /"isolation of ns shop ingress\[1\]" : goto KUBE-NWPLCY-/.test(e)),
+    allowTexts.join('\n'),
   );
   // Without the kind, only the NetworkPolicy is compiled.
   assert.equal(compileNode(s, 'node-1').stats.policies, 1);

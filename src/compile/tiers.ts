@@ -32,8 +32,11 @@
 // and port only (`meta l4proto . th dport vmap`, `meta l4proto vmap`, then a
 // jump for protocols without ports). Same lookups per packet; the elements
 // grow with classes x identities instead of local pods x identities.
-// perClass() picks per class by the element counts (rules naming most of the
-// cluster stay shared, where each address is listed once).
+// With tierLayout 'auto', perClass() picks per class by the element counts
+// (rules naming most of the cluster stay shared, where each address is listed
+// once). The default is 'shared': at 100k pods the per-class layout halved
+// the elements but not the compile + render time, and nft -f took ~8 % longer
+// (its many small maps; docs/benchmarks.md).
 //
 // The most specific map is looked up first; each (local address, protocol)
 // has its most common decision in the `proto` map and only the pieces that
@@ -569,7 +572,7 @@ function identityEntries(
  * cluster: shared, where every address is listed once per tier and direction.
  */
 function perClass(cls: LocalClass, sources: ReadonlyMap<string, Source>, ctx: TierContext): boolean {
-  const layout = ctx.o.tierLayout ?? 'auto';
+  const layout = ctx.o.tierLayout ?? 'shared';
   if (layout !== 'auto') return layout === 'per-class';
   const used = new Set<string>();
   for (const e of cls.entries) for (const k of e.sources) used.add(k);

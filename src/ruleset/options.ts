@@ -24,9 +24,10 @@ export interface RenderOptions {
   /** --log-denied: the deny path also logs to an NFLOG group (compile/deny-path.ts); undefined = off. */
   readonly logDenied: DenyLogOptions | undefined;
   /**
-   * How the ordered tiers reach their decisions (compile/tiers.ts): chosen per
-   * class of local pods by their size ('auto', the default), or forced, so
-   * that tests and benchmarks exercise each layout. Not a flag.
+   * How the ordered tiers reach their decisions (compile/tiers.ts): one shared
+   * lookup keyed by the local address ('shared', the default), a lookup per
+   * class of local pods ('per-class'), or chosen per class by element counts
+   * ('auto'). Tests and benchmarks exercise each. Not a flag.
    */
   readonly tierLayout?: TierLayout;
 }

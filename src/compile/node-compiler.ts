@@ -209,7 +209,8 @@ export class NodeCompiler {
       same(prev.namespacePolicies, next.namespacePolicies) &&
       same(prev.workspaces, next.workspaces) &&
       same(prev.services, next.services) &&
-      prev.tenancy === next.tenancy
+      // The source builds its tenancy settings anew with each snapshot: a small object, compared by value.
+      (prev.tenancy === next.tenancy || JSON.stringify(prev.tenancy) === JSON.stringify(next.tenancy))
     );
   }
 }

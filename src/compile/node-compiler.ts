@@ -209,8 +209,11 @@ export class NodeCompiler {
       same(prev.namespacePolicies, next.namespacePolicies) &&
       same(prev.workspaces, next.workspaces) &&
       same(prev.services, next.services) &&
-      // The source builds its tenancy settings anew with each snapshot: a small object, compared by value.
-      (prev.tenancy === next.tenancy || JSON.stringify(prev.tenancy) === JSON.stringify(next.tenancy))
+      // Tenancy on: the agent's source builds its settings anew with each
+      // snapshot, so this holds only without tenancy. The tenancy kinds'
+      // allowances (DNS and node addresses, Service peers) follow more than
+      // the peer sets the churn path counts: they take the normal compile.
+      prev.tenancy === next.tenancy
     );
   }
 }

@@ -3,7 +3,8 @@
 // for `kubectl exec -n nft-netpol-system ds/nft-netpol-agent -- nft-netpol-agent denied -f`.
 // Exit codes: 0 ok, 1 the agent cannot be reached or answered an error, 2 usage.
 import { parseArgs } from 'node:util';
-import { formatListenAddr, parseDuration, parseListenAddr } from '../agent/config.ts';
+import { parseDuration } from '../agent/config.ts';
+import { debugEndpointBase } from './debug-endpoint.ts';
 import { formatDocument, parseFormat } from './output.ts';
 
 export const DENIED_HELP = `Usage: nft-netpol-agent denied [--staged] [--pod NS/NAME] [--namespace NS] [--direction D] [--since 5m] [-f]
@@ -95,11 +96,8 @@ export async function deniedCommand(argv: string[], io: DeniedIo, env: NodeJS.Pr
     io.out(DENIED_HELP);
     return 0;
   }
-  const addrText = v.addr ?? (env['DEBUG_ADDR'] === undefined || env['DEBUG_ADDR'] === '' ? '127.0.0.1:9743' : env['DEBUG_ADDR']);
-  const addr = parseListenAddr(addrText);
-  if (addr === undefined) return usage(io, `--addr must be host:port, not "${addrText}"`);
-  // An agent listening on every address is reached on loopback.
-  const host = addr.host === '0.0.0.0' ? '127.0.0.1' : addr.host === '::' ? '::1' : addr.host;
+  const endpoint = debugEndpointBase(v.addr, env);
+  if ('error' in endpoint) return usage(io, endpoint.error);
   const format = parseFormat(v.output);
   if (format === undefined) return usage(io, `--output must be text, json or yaml, not "${v.output}"`);
   if (v.since !== undefined && parseDuration(v.since) === undefined)
@@ -109,7 +107,7 @@ export async function deniedCommand(argv: string[], io: DeniedIo, env: NodeJS.Pr
   if (v.direction !== undefined && v.direction !== 'ingress' && v.direction !== 'egress')
     return usage(io, `--direction must be ingress or egress, not "${v.direction}"`);
 
-  const base = `http://${formatListenAddr({ host, port: addr.port })}/debug/denied`;
+  const base = `${endpoint.base}/debug/denied`;
   const query = (since: string | undefined): string => {
     const q = new URLSearchParams();
     if (v.pod !== undefined) q.set('pod', v.pod);

@@ -4,7 +4,7 @@
 // never hit. Meant for `kubectl exec -n nft-netpol-system ds/nft-netpol-agent -- nft-netpol-agent rules --unused`.
 // Exit codes: 0 ok, 1 the agent cannot be reached or answered an error, 2 usage.
 import { parseArgs } from 'node:util';
-import { formatListenAddr, parseListenAddr } from '../agent/config.ts';
+import { debugEndpointBase } from './debug-endpoint.ts';
 import { formatDocument, parseFormat } from './output.ts';
 
 export const RULES_HELP = `Usage: nft-netpol-agent rules [--unused] [--namespace NS] [--limit N]
@@ -96,15 +96,13 @@ export async function rulesCommand(argv: string[], io: RulesIo, env: NodeJS.Proc
     io.out(RULES_HELP);
     return 0;
   }
-  const addrText = v.addr ?? (env['DEBUG_ADDR'] === undefined || env['DEBUG_ADDR'] === '' ? '127.0.0.1:9743' : env['DEBUG_ADDR']);
-  const addr = parseListenAddr(addrText);
-  if (addr === undefined) return usage(io, `--addr must be host:port, not "${addrText}"`);
-  const host = addr.host === '0.0.0.0' ? '127.0.0.1' : addr.host === '::' ? '::1' : addr.host;
+  const endpoint = debugEndpointBase(v.addr, env);
+  if ('error' in endpoint) return usage(io, endpoint.error);
   const format = parseFormat(v.output);
   if (format === undefined) return usage(io, `--output must be text, json or yaml, not "${v.output}"`);
   if (v.limit !== undefined && !/^[1-9][0-9]*$/.test(v.limit)) return usage(io, `--limit must be a positive whole number`);
 
-  const base = `http://${formatListenAddr({ host, port: addr.port })}/debug/rules`;
+  const base = `${endpoint.base}/debug/rules`;
   const q = new URLSearchParams();
   if (v.unused) q.set('unused', '1');
   if (v.namespace !== undefined) q.set('namespace', v.namespace);

@@ -4,6 +4,7 @@
 // how many increments went in since the last full apply, and the read-back in
 // flight (cancelled when newer work makes it moot).
 import type { Logger } from 'pino';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { errorMessage } from '../observability/errors.ts';
 import { checkDrift, compiledObjects, normalizeListing, sameObjects, tableObjects } from './drift.ts';
 import type { Clock, Dataplane, Rendered } from './ports.ts';
@@ -12,6 +13,9 @@ export type KernelCheck =
   | { readonly kind: 'match' }
   | { readonly kind: 'drifted'; readonly detail: string }
   | { readonly kind: 'unknown'; readonly detail: string };
+
+/** Listings faster than this are read back at once (1k pods: ~40 ms; 100k: 0.4-0.8 s). */
+export const SETTLE_ABOVE_MS = 250;
 
 export const NO_READBACK = 'no listing was captured after the last apply';
 
@@ -38,6 +42,8 @@ export class KernelState {
   /** Monotonic time the kernel was last seen to match the last apply. */
   #verifiedAt: number | undefined;
   #incrementsSinceFull = 0;
+  /** How long the last listing took (ms): a dear one waits for a quiet moment (readBack). */
+  #lastListMs = 0;
   #readBack: AbortController | undefined;
   /** The script of the last failed transaction, until one succeeds (debug endpoint). */
   #failedText: string | undefined;
@@ -90,6 +96,11 @@ export class KernelState {
     this.#failedText = undefined;
   }
 
+  /** How long a read-back waits before listing: nothing for a cheap listing, twice the last one's time (at most 2 s) for a dear one. */
+  get settleMs(): number {
+    return this.#lastListMs < SETTLE_ABOVE_MS ? 0 : Math.min(2_000, 2 * this.#lastListMs);
+  }
+
   /** Newer work is waiting: the read-back in flight is moot. */
   cancelReadBack(): void {
     this.#readBack?.abort();
@@ -110,7 +121,15 @@ export class KernelState {
     this.#readBack = ac;
     let listing: string | undefined;
     try {
+      // A listing that costs more than a change's apply (100k pods: ~0.8 s
+      // of nft and parsing) waits for a quiet moment: under a stream of
+      // changes each one cancels it, instead of competing with their applies
+      // for the CPU. The table monitor still reports foreign changes meanwhile.
+      const settle = this.settleMs;
+      if (settle > 0) await sleep(settle, undefined, { signal: ac.signal });
+      const t = this.#clock.mono();
       listing = await this.#dataplane.list(ac.signal);
+      this.#lastListMs = this.#clock.mono() - t;
     } catch (e) {
       if (ac.signal.aborted) return { kind: 'cancelled' };
       this.#log.warn({ err: e }, 'listing the table failed');

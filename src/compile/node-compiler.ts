@@ -203,16 +203,15 @@ export class NodeCompiler {
     const same = <T>(a: readonly T[] | undefined, b: readonly T[] | undefined): boolean =>
       a === b || (a !== undefined && b !== undefined && a.length === b.length && a.every((x, i) => x === b[i]));
     return (
+      // By object, not sameNamespaces' labels: an annotation (project isolation) changes the tenancy kinds' rules.
+      same(prev.namespaces, next.namespaces) &&
       same(prev.policies, next.policies) &&
       same(prev.nodes, next.nodes) &&
       same(prev.clusterPolicies, next.clusterPolicies) &&
       same(prev.namespacePolicies, next.namespacePolicies) &&
       same(prev.workspaces, next.workspaces) &&
       same(prev.services, next.services) &&
-      // Tenancy on: the agent's source builds its settings anew with each
-      // snapshot, so this holds only without tenancy. The tenancy kinds'
-      // allowances (DNS and node addresses, Service peers) follow more than
-      // the peer sets the churn path counts: they take the normal compile.
+      // The agent's source keeps its tenancy settings while they are the same.
       prev.tenancy === next.tenancy
     );
   }

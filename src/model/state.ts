@@ -45,7 +45,7 @@ export function uniqueByKey<T>(sorted: readonly T[], key: (x: T) => ObjectKeyed)
  * label) for each namespace that pods or policies live in but that was not given:
  * it exists in any real cluster, and namespaceSelectors must be able to match it.
  */
-export function makeState(parts: {
+export interface StateParts {
   readonly namespaces: readonly Namespace[];
   readonly pods: readonly Pod[];
   readonly policies: readonly NetworkPolicy[];
@@ -55,32 +55,46 @@ export function makeState(parts: {
   readonly services?: readonly Service[];
   readonly tenancy?: TenancySettings;
   readonly clusterPolicies?: readonly ClusterNetworkPolicy[];
-}): ClusterState {
+}
+
+export function makeState(parts: StateParts): ClusterState {
   const namespaces = new Map<string, Namespace>();
   for (const ns of parts.namespaces) namespaces.set(ns.name, ns);
   for (const o of [...parts.pods, ...parts.policies, ...(parts.namespacePolicies ?? [])]) {
     if (!namespaces.has(o.namespace)) namespaces.set(o.namespace, namespaceWithLabels(o.namespace, {}));
   }
-  const state: ClusterState = {
+  const { workspaces, namespacePolicies, services, clusterPolicies } = parts;
+  return assembleState({
+    ...parts,
     namespaces: [...namespaces.values()].sort((a, b) => byString(a.name, b.name)),
     pods: [...parts.pods].sort(byObjectKey),
     policies: [...parts.policies].sort(byObjectKey),
     nodes: [...parts.nodes].sort((a, b) => byString(a.name, b.name)),
-  };
+    ...(workspaces === undefined ? {} : { workspaces: [...workspaces].sort((a, b) => byString(a.name, b.name)) }),
+    ...(namespacePolicies === undefined ? {} : { namespacePolicies: [...namespacePolicies].sort(byObjectKey) }),
+    ...(services === undefined ? {} : { services: [...services].sort(byObjectKey) }),
+    ...(clusterPolicies === undefined ? {} : { clusterPolicies: [...clusterPolicies].sort(byClusterPolicy) }),
+  });
+}
+
+/**
+ * makeState of parts that are already sorted as makeState sorts them, with
+ * every namespace an object names (implicit ones included): the arrays are
+ * taken as they are. For a source that keeps its lists sorted across changes
+ * (kube/sorted-view.ts): an unchanged list stays the same array.
+ */
+export function assembleState(parts: StateParts): ClusterState {
   // Tenancy inputs only when given: states without them stay exactly as before.
   const { workspaces, namespacePolicies, services, tenancy, clusterPolicies } = parts;
   return {
-    ...state,
+    namespaces: parts.namespaces,
+    pods: parts.pods,
+    policies: parts.policies,
+    nodes: parts.nodes,
     ...(tenancy === undefined ? {} : { tenancy }),
-    ...(workspaces === undefined || workspaces.length === 0
-      ? {}
-      : { workspaces: [...workspaces].sort((a, b) => byString(a.name, b.name)) }),
-    ...(namespacePolicies === undefined || namespacePolicies.length === 0
-      ? {}
-      : { namespacePolicies: [...namespacePolicies].sort(byObjectKey) }),
-    ...(services === undefined || services.length === 0 ? {} : { services: [...services].sort(byObjectKey) }),
-    ...(clusterPolicies === undefined || clusterPolicies.length === 0
-      ? {}
-      : { clusterPolicies: [...clusterPolicies].sort(byClusterPolicy) }),
+    ...(workspaces === undefined || workspaces.length === 0 ? {} : { workspaces }),
+    ...(namespacePolicies === undefined || namespacePolicies.length === 0 ? {} : { namespacePolicies }),
+    ...(services === undefined || services.length === 0 ? {} : { services }),
+    ...(clusterPolicies === undefined || clusterPolicies.length === 0 ? {} : { clusterPolicies }),
   };
 }

@@ -78,10 +78,13 @@ export class FakeDataplane implements Dataplane {
 
   /** Make listings fail (nft error). */
   listFails = false;
+  /** Every listing takes this long (real time): a big table. */
+  listDelayMs = 0;
 
   async list(signal?: AbortSignal): Promise<string | undefined> {
     this.lists++;
     if (this.listFails) throw new Error('nft list: injected failure');
+    if (this.listDelayMs > 0) await new Promise((r) => setTimeout(r, this.listDelayMs));
     if (this.listGate !== undefined) {
       const gate = this.listGate;
       await new Promise<void>((resolve, reject) => {

@@ -4,6 +4,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Reconciler, type ReconcilerOptions } from '../../src/agent/reconciler.ts';
 import type { Outcome } from '../../src/agent/outcome.ts';
+import { SETTLE_ABOVE_MS } from '../../src/agent/kernel-state.ts';
 import { nodeRenderer } from '../../src/agent/agent.ts';
 import { renderNode } from '../support/render-node.ts';
 import type { ClusterState } from '../../src/model/types.ts';
@@ -159,6 +160,29 @@ test('the read-back after an apply is given up when a newer change is queued', a
   t.dataplane.listGate = undefined;
   gate.resolve();
   await waitFor('latest applied', () => t.dataplane.kernel === renderNode(clusterWith(3), NODE).text);
+  await waitFor('idle', () => !t.r.status().applying && !t.r.status().pending);
+  await t.r.checkDriftNow();
+  assert.equal(t.r.status().lastDriftCheck?.result, 'match', 'the latest apply was read back');
+  await t.r.stop(1000);
+});
+
+test('a dear listing waits for a quiet moment: a change within that wait cancels the read-back before it lists', async () => {
+  const t = setup();
+  // A big table: every listing takes longer than SETTLE_ABOVE_MS, so a read-back first waits twice that.
+  t.dataplane.listDelayMs = SETTLE_ABOVE_MS + 50;
+  t.r.start();
+  await waitFor('first apply read back', () => t.dataplane.applies.length === 1 && t.dataplane.lists === 1);
+  await waitFor('idle', () => !t.r.status().applying);
+  t.source.current = clusterWith(2);
+  t.r.notify('pod added');
+  await waitFor('second apply', () => t.dataplane.applies.length === 2);
+  // Within the wait (2 x 300 ms): the second apply's read-back is cancelled before it lists.
+  t.source.current = clusterWith(3);
+  t.r.notify('another pod');
+  await waitFor('third apply', () => t.dataplane.applies.length === 3);
+  assert.equal(t.dataplane.lists, 1, 'no listing started for the second apply');
+  assert.equal(t.dataplane.aborted, 0);
+  await waitFor('the last apply read back after its wait', () => t.dataplane.lists === 2);
   await waitFor('idle', () => !t.r.status().applying && !t.r.status().pending);
   await t.r.checkDriftNow();
   assert.equal(t.r.status().lastDriftCheck?.result, 'match', 'the latest apply was read back');

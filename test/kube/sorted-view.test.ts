@@ -1,0 +1,79 @@
+// SortedView (kube/sorted-view.ts) advances a sorted list by the keys that
+// changed: after any stream of changes it must equal sorting the source anew,
+// leave earlier lists as they were, and not rebuild for a few changes.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import fc from 'fast-check';
+import { findKey, SortedView } from '../../src/kube/sorted-view.ts';
+import { byObjectKey } from '../../src/model/state.ts';
+
+interface Obj {
+  readonly namespace: string;
+  readonly name: string;
+  readonly v: number;
+}
+
+test('property: the advanced list equals a fresh sort after every batch; earlier lists stay as they were', () => {
+  const key = fc.record({ ns: fc.constantFrom('a', 'b', 'c', 'a-b', 'a.b'), name: fc.constantFrom('x', 'y', 'z', 'x-1', 'x0') });
+  const change = fc.record({ key, put: fc.boolean(), v: fc.nat(9) });
+  fc.assert(
+    fc.property(fc.array(fc.array(change, { maxLength: 6 }), { minLength: 1, maxLength: 20 }), (batches) => {
+      const store = new Map<string, Obj>();
+      const view = new SortedView<Obj>();
+      const src = {
+        all: () => [...store.values()],
+        get: (ns: string, name: string) => store.get(`${ns}/${name}`),
+      };
+      const kept: { list: readonly Obj[]; copy: Obj[] }[] = [];
+      assert.deepEqual(view.list(src), []);
+      for (const batch of batches) {
+        for (const c of batch) {
+          const k = `${c.key.ns}/${c.key.name}`;
+          if (c.put) store.set(k, { namespace: c.key.ns, name: c.key.name, v: c.v });
+          else store.delete(k);
+          view.touch(k);
+        }
+        const list = view.list(src);
+        assert.deepEqual(list, [...store.values()].sort(byObjectKey));
+        kept.push({ list, copy: [...list] });
+      }
+      for (const k of kept) assert.deepEqual(k.list, k.copy, 'a list handed out never changes');
+      assert.equal(view.rebuilds, 1, 'only the first list is a full build');
+    }),
+    { numRuns: 300, seed: 27 },
+  );
+});
+
+test('an unchanged view hands out the same array; invalidate rebuilds; many changes rebuild', () => {
+  const store = new Map<string, Obj>();
+  for (let i = 0; i < 1000; i++) store.set(`ns/${i}`, { namespace: 'ns', name: String(i), v: i });
+  const src = { all: () => [...store.values()], get: (ns: string, name: string) => store.get(`${ns}/${name}`) };
+  const view = new SortedView<Obj>();
+  const first = view.list(src);
+  assert.equal(view.list(src), first);
+  view.touch('ns/5');
+  store.set('ns/5', { namespace: 'ns', name: '5', v: -1 });
+  const second = view.list(src);
+  assert.notEqual(second, first);
+  assert.equal(second[findKey(second, 'ns', '5')]?.v, -1);
+  assert.equal(first[findKey(first, 'ns', '5')]?.v, 5);
+  assert.equal(view.rebuilds, 1);
+  for (let i = 0; i < 100; i++) view.touch(`ns/${i}`);
+  view.list(src);
+  assert.equal(view.rebuilds, 2, 'past the limit a sort');
+  view.invalidate();
+  view.list(src);
+  assert.equal(view.rebuilds, 3);
+});
+
+test('findKey: the index of a key or where it would go', () => {
+  const list = [
+    { namespace: 'a', name: 'x' },
+    { namespace: 'a', name: 'z' },
+    { namespace: 'b', name: 'a' },
+  ];
+  assert.equal(findKey(list, 'a', 'z'), 1);
+  assert.equal(findKey(list, 'a', 'y'), -2);
+  assert.equal(findKey(list, 'c', 'a'), -4);
+  assert.equal(findKey([], 'a', 'a'), -1);
+});

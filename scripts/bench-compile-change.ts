@@ -8,6 +8,7 @@
 //
 //   node scripts/bench-compile-change.ts                    1k, 10k, 100k
 //   node scripts/bench-compile-change.ts --sizes 100k --samples 40 --kinds remote
+//   node scripts/bench-compile-change.ts --node first      the agent benchmark's node instead of the busiest
 //   node scripts/bench-compile-change.ts --baseline /tmp/base
 //       also runs the NodeCompiler and renderUpdate of another checkout
 //       (e.g. `git worktree add /tmp/base <commit>`), alternating with this
@@ -130,11 +131,18 @@ interface Row {
   modes: Map<string, number>;
 }
 
-async function runSize(size: string, samples: number, impls: readonly Impl[], kinds: readonly Step['kind'][]): Promise<Row[]> {
+async function runSize(
+  size: string,
+  samples: number,
+  impls: readonly Impl[],
+  kinds: readonly Step['kind'][],
+  whichNode: string,
+): Promise<Row[]> {
   const o = SIZES[size];
   if (o === undefined) throw new Error(`unknown size ${size}; one of ${Object.keys(SIZES).join(', ')}`);
   const cluster = generateCluster({ ...o, podsPerNode: 110 });
-  const { node } = busiestNode(cluster.state);
+  // The busiest node (cluster-wide peers), or with --node first the agent benchmark's node (bench-agent.ts).
+  const node = whichNode === 'first' ? (cluster.nodes[0] ?? '') : busiestNode(cluster.state).node;
   const start = cluster.state;
   const steps = changes(start, node, samples, kinds);
   const runs = impls.map((impl) => {
@@ -184,7 +192,13 @@ async function runSize(size: string, samples: number, impls: readonly Impl[], ki
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
-    options: { sizes: { type: 'string' }, samples: { type: 'string' }, baseline: { type: 'string' }, kinds: { type: 'string' } },
+    options: {
+      sizes: { type: 'string' },
+      samples: { type: 'string' },
+      baseline: { type: 'string' },
+      kinds: { type: 'string' },
+      node: { type: 'string', default: 'busiest' },
+    },
   });
   const sizes = (values.sizes ?? '1k,10k,100k').split(',');
   const samples = Number(values.samples ?? 90);
@@ -197,7 +211,7 @@ async function main(): Promise<void> {
   );
   console.log(`per change: compile = NodeCompiler.compile, update = renderUpdate(prev, next); ms p50 / p99`);
   const all: Row[] = [];
-  for (const s of sizes) all.push(...(await runSize(s, samples, impls, kinds)));
+  for (const s of sizes) all.push(...(await runSize(s, samples, impls, kinds, values.node)));
   const f = (xs: number[]): string => `${pct(xs, 50).toFixed(1)} / ${pct(xs, 99).toFixed(1)}`;
   const lines = [['size', 'impl', 'change', 'n', 'compile ms', 'update ms', 'compile+update ms', 'modes']];
   for (const r of all)

@@ -37,6 +37,28 @@ function sortedUnique(list: readonly ContributedPolicy[]): readonly ContributedP
   return list;
 }
 
+/** A policy and its place in its kind's sorted list. */
+type Ranked = { readonly rank: number; readonly policy: ContributedPolicy };
+
+// A kind's policies grouped by the namespace they apply in, with their rank in
+// the kind's order, per list the kind returned (the same list while no policy changed).
+const byNamespace = new WeakMap<readonly ContributedPolicy[], ReadonlyMap<string, readonly Ranked[]>>();
+
+function groupedByNamespace(list: readonly ContributedPolicy[]): ReadonlyMap<string, readonly Ranked[]> {
+  let g = byNamespace.get(list);
+  if (g === undefined) {
+    const m = new Map<string, Ranked[]>();
+    sortedUnique(list).forEach((policy, rank) => {
+      let l = m.get(policy.namespace);
+      if (l === undefined) m.set(policy.namespace, (l = []));
+      l.push({ rank, policy });
+    });
+    g = m;
+    byNamespace.set(list, g);
+  }
+  return g;
+}
+
 /**
  * Policies that isolate at least one local pod in some direction: kind by
  * kind in registry order, within a kind sorted by namespace/name.
@@ -58,13 +80,20 @@ export function relevantPolicies(
       case 'ordered':
         break;
       case 'allow-list':
-        // A chain per policy; the pod chain jumps to each and denies after the last.
-        for (const policy of sortedUnique(kind.policies(state))) {
-          if (!policy.types.ingress && !policy.types.egress) continue;
-          const pods = byNs.get(policy.namespace);
-          if (pods === undefined) continue;
-          const targets = pods.filter((p) => selectorMatches(policy.podSelector, p.labels));
-          if (targets.length > 0) out.push({ policy, id: policyKeyId(policy.key), targets });
+        {
+          // A chain per policy; the pod chain jumps to each and denies after the last.
+          // Only the policies of local pods' namespaces, in the kind's order.
+          const grouped = groupedByNamespace(kind.policies(state));
+          const found: (Ranked & { readonly targets: readonly Pod[] })[] = [];
+          for (const [ns, pods] of byNs) {
+            for (const { rank, policy } of grouped.get(ns) ?? []) {
+              if (!policy.types.ingress && !policy.types.egress) continue;
+              const targets = pods.filter((p) => selectorMatches(policy.podSelector, p.labels));
+              if (targets.length > 0) found.push({ rank, policy, targets });
+            }
+          }
+          found.sort((a, b) => a.rank - b.rank);
+          for (const { policy, targets } of found) out.push({ policy, id: policyKeyId(policy.key), targets });
         }
         break;
     }

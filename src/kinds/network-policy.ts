@@ -37,9 +37,19 @@ export function contributeNetworkPolicy(p: NetworkPolicy): ContributedPolicy {
   return c;
 }
 
+// The agent's source hands out the same policies array while no policy changed: translated once per array.
+const listMemo = new WeakMap<readonly NetworkPolicy[], readonly ContributedPolicy[]>();
+
 export const networkPolicyKind: AllowListKind = {
   kind: NETWORK_POLICY,
   tier: 'allow-list',
   // A staged policy (model/staged.ts) is not enforced: only the shadow path reads it, through withStagedEnforced.
-  policies: (state) => state.policies.filter((p) => !isStaged(p)).map(contributeNetworkPolicy),
+  policies: (state) => {
+    let l = listMemo.get(state.policies);
+    if (l === undefined) {
+      l = state.policies.filter((p) => !isStaged(p)).map(contributeNetworkPolicy);
+      listMemo.set(state.policies, l);
+    }
+    return l;
+  },
 };

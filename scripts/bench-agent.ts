@@ -458,6 +458,8 @@ async function benchSize(
     const latency: SizeResult['latency'] = {};
     for (const [kind, ch] of Object.entries(changes)) {
       const xs: number[] = [];
+      // Where each sample's time went: the apply's own phases, and what came before the apply started (watch delivery, queue).
+      const parts: Record<string, number[]> = { before: [], snapshot: [], compile: [], update: [], nft: [] };
       let missed = 0;
       for (let i = 0; i < SAMPLES; i++) {
         const seen = agent.lines.length;
@@ -479,15 +481,23 @@ async function benchSize(
           missed++;
           continue;
         }
-        if (line?.['result'] === 'applied') xs.push(Date.parse(String(line['time'])) - before);
-        else missed++;
+        if (line?.['result'] === 'applied') {
+          const total = Date.parse(String(line['time'])) - before;
+          xs.push(total);
+          parts['before']?.push(total - Number(line['durationMs']));
+          const ph = (line['phasesMs'] ?? {}) as Record<string, number>;
+          for (const k of ['snapshot', 'compile', 'update', 'nft']) parts[k]?.push(Number(ph[k] ?? 0));
+        } else missed++;
         // Let follow-up work (peer re-plans) settle so the next sample is alone;
         // the jitter keeps samples from locking onto the agent's own rhythm.
         await sleep(150 + Math.floor(Math.random() * 150));
       }
       latency[kind] = { p50: pct(xs, 50), p99: pct(xs, 99), max: Math.max(...xs), n: xs.length, missed };
+      const split = Object.entries(parts)
+        .map(([k, v]) => `${k} ${Math.round(pct(v, 50))}/${Math.round(pct(v, 99))}`)
+        .join(', ');
       process.stderr.write(
-        `  ${pods} pods, ${kind}: p50 ${pct(xs, 50)} ms, p99 ${pct(xs, 99)} ms (${xs.length} samples, ${missed} missed)\n`,
+        `  ${pods} pods, ${kind}: p50 ${pct(xs, 50)} ms, p99 ${pct(xs, 99)} ms (${xs.length} samples, ${missed} missed); p50/p99 ms: ${split}\n`,
       );
     }
     const applies = agent.lines.filter((l) => l['event'] === 'apply' && l['result'] === 'applied');

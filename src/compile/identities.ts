@@ -192,13 +192,21 @@ function pieces(ranges: readonly LabelledRange[]): Piece[] {
   return out;
 }
 
+const INDEX_SPAN = 2 ** 20;
+
 /** Canonical addresses of one family in numeric order (the order the dispatch maps list pods in). */
 function sortAddresses(list: Iterable<string>): string[] {
   const all = [...list];
   const v4 = all.map(parseV4);
-  if (v4.every((n) => n !== undefined)) {
-    const order = all.map((_, i) => i).sort((x, y) => v4[x]! - v4[y]!);
-    return order.map((i) => all[i]!);
+  if (all.length <= INDEX_SPAN && v4.every((n) => n !== undefined)) {
+    // Address and index packed in one double (32 + 20 bits, exact): a native
+    // numeric sort instead of a comparator call per comparison.
+    const packed = new Float64Array(all.length);
+    for (let i = 0; i < all.length; i++) packed[i] = (v4[i] as number) * INDEX_SPAN + i;
+    packed.sort();
+    const out: string[] = new Array<string>(all.length);
+    for (let i = 0; i < packed.length; i++) out[i] = all[(packed[i] as number) % INDEX_SPAN] as string;
+    return out;
   }
   const v6 = all.map((a) => parseIP(a)?.value ?? 0n);
   const order = all.map((_, i) => i).sort((x, y) => (v6[x]! < v6[y]! ? -1 : v6[x]! > v6[y]! ? 1 : 0));
@@ -353,10 +361,23 @@ function podIdentities(
     const s = t.source;
     if ((s.kind === 'pods' || s.kind === 'named') && t.family === f) sources.set(s.key, s);
   }
-  const keys = new Map<string, string>();
+  // An address's key grows one token at a time (tokens come sorted): each
+  // distinct key is built once as a state, and addresses hold states, so at
+  // 50k addresses there is no string per address to build and hash.
+  const stateOf = new Map<string, number>();
+  const stateKeys: string[] = [''];
+  const transitions = new Map<string, Map<number, number>>();
   const add = (addr: string, token: string): void => {
-    const k = keys.get(addr);
-    keys.set(addr, k === undefined ? token : `${k}|${token}`);
+    let byState = transitions.get(token);
+    if (byState === undefined) transitions.set(token, (byState = new Map()));
+    const cur = stateOf.get(addr) ?? 0;
+    let next = byState.get(cur);
+    if (next === undefined) {
+      next = stateKeys.length;
+      stateKeys.push(cur === 0 ? token : `${stateKeys[cur]}|${token}`);
+      byState.set(cur, next);
+    }
+    stateOf.set(addr, next);
   };
   for (const name of [...sources.keys()].sort()) {
     const s = sources.get(name)!;
@@ -377,6 +398,8 @@ function podIdentities(
       }
     }
   }
+  const keys = new Map<string, string>();
+  for (const [addr, state] of stateOf) keys.set(addr, stateKeys[state] as string);
   const identities = new Map<string, Identity>();
   for (const k of keys.values()) if (!identities.has(k)) identities.set(k, { key: k, tokens: k.split('|') });
   return { keys, identities };

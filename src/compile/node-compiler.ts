@@ -148,7 +148,7 @@ export class NodeCompiler {
       }
       if (out !== undefined) {
         prev.idx.advance(state, d.removed, d.added);
-        prev.peers.invalidate([...d.removed, ...d.added]);
+        prev.peers.advance(d.removed, d.added);
         this.#mode = 'churn';
         this.#prev = { ...prev, state };
         return out;
@@ -166,11 +166,12 @@ export class NodeCompiler {
       idx = prev.idx;
       peers = prev.peers;
       idx.advance(state, diff.removed, diff.added);
-      peers.invalidate([...diff.removed, ...diff.added]);
+      peers.advance(diff.removed, diff.added);
       this.#mode = 'incremental';
     } else {
       idx = new ClusterIndex(state, this.#scanLimit);
-      peers = new PeerResolver(idx);
+      // Tests lower the scan limit to exercise the small-cluster paths: the resolver's patching too.
+      peers = new PeerResolver(idx, this.#scanLimit);
       this.#mode = 'fresh';
     }
     const { flat, ruleset, churnable } = compileWithParts(state, this.#node, this.#opts, idx, peers, reuse);

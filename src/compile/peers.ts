@@ -4,7 +4,9 @@
 import { cidrInterval, mergeIntervals, parseCIDR, subtractIntervals } from '../model/ip.ts';
 import type { Interval } from '../model/ip.ts';
 import { formatSelector, selectorMatches } from '../model/selector.ts';
+import { isActivePod } from '../model/types.ts';
 import type { Family, LabelSelector, Peer, Pod } from '../model/types.ts';
+import { byObjectKey } from '../model/state.ts';
 import type { ClusterIndex } from './cluster-index.ts';
 import { mergeV4, parseV4 } from './v4.ts';
 
@@ -19,14 +21,81 @@ function byFamily(merged: readonly Interval[]): FamilyIntervals {
   return { 4: merged.filter((iv) => iv.family === 4), 6: merged.filter((iv) => iv.family === 6) };
 }
 
-interface PodPeerResult {
+/** Results holding at least this many pods are patched by a pod diff (PeerResolver.advance); smaller ones are resolved again. */
+export const PATCH_ABOVE = 256;
+
+/** A pod peer's pods (sorted by key) and, on first use, their addresses (the tiers read only the pods). */
+class PodPeerResult {
   readonly pods: readonly Pod[];
-  readonly intervals: readonly Interval[];
   /** What decides the result: pods in these namespaces matching this selector (undefined = all). */
   readonly namespaces: ReadonlySet<string>;
   readonly selector: LabelSelector | undefined;
   /** formatSelector of the peer's namespaceSelector, if it has one. */
   readonly nsSelector: string | undefined;
+  readonly idx: ClusterIndex;
+  #intervals: readonly Interval[] | undefined;
+
+  constructor(
+    pods: readonly Pod[],
+    namespaces: ReadonlySet<string>,
+    selector: LabelSelector | undefined,
+    nsSelector: string | undefined,
+    idx: ClusterIndex,
+    intervals?: readonly Interval[],
+  ) {
+    this.pods = pods;
+    this.namespaces = namespaces;
+    this.selector = selector;
+    this.nsSelector = nsSelector;
+    this.idx = idx;
+    this.#intervals = intervals;
+  }
+
+  get intervals(): readonly Interval[] {
+    return (this.#intervals ??= podIntervals(this.pods, this.idx));
+  }
+
+  /** Could this pod (old or new object of a change) be part of the result? */
+  scopes(p: Pod): boolean {
+    return this.namespaces.has(p.namespace) && (this.selector === undefined || selectorMatches(this.selector, p.labels));
+  }
+
+  /**
+   * The result after a pod diff (`gone`: old objects, `added`: new ones),
+   * without resolving it again: the pods filtered and the added ones put in
+   * place, the addresses (if computed) patched address by address. The same
+   * pods and intervals a fresh resolution gives (tested against it).
+   */
+  advanced(gone: ReadonlySet<Pod>, added: readonly Pod[]): PodPeerResult {
+    const left = this.pods.filter((p) => !gone.has(p));
+    const removed = this.pods.length - left.length;
+    const coming = added.filter((p) => isActivePod(p) && this.scopes(p));
+    if (removed === 0 && coming.length === 0) return this;
+    for (const p of coming) insertByKey(left, p);
+    const before = this.#intervals;
+    if (before === undefined) return new PodPeerResult(left, this.namespaces, this.selector, this.nsSelector, this.idx);
+    let ivs = before;
+    if (removed > 0) {
+      for (const p of this.pods) {
+        if (!gone.has(p)) continue;
+        // An address another pod of the result still holds stays.
+        for (const text of p.ips) if (!left.some((q) => q.ips.includes(text))) ivs = this.#patch(ivs, text, withoutAddress);
+      }
+    }
+    for (const p of coming) for (const text of p.ips) ivs = this.#patch(ivs, text, withAddress);
+    return new PodPeerResult(left, this.namespaces, this.selector, this.nsSelector, this.idx, ivs);
+  }
+
+  #patch(
+    ivs: readonly Interval[],
+    text: string,
+    op: (ivs: readonly Interval[], family: Family, value: bigint) => readonly Interval[],
+  ): readonly Interval[] {
+    const v4 = parseV4(text);
+    if (v4 !== undefined) return op(ivs, 4, BigInt(v4));
+    const ip = this.idx.ip(text);
+    return ip === undefined ? ivs : op(ivs, ip.family, ip.value);
+  }
 }
 
 interface RuleResult {
@@ -106,8 +175,8 @@ function podPeerKey(peer: Extract<Peer, { kind: 'pods' }>, policyNs: string): st
 
 /**
  * Resolves pod peers, memoized by (namespace scope, pod selector). The memo
- * outlives one compile when the index is advanced by a pod diff: invalidate()
- * drops exactly the results a changed pod could be part of.
+ * outlives one compile when the index is advanced by a pod diff: advance()
+ * patches or drops exactly the results a changed pod could be part of.
  */
 export class PeerResolver {
   readonly #idx: ClusterIndex;
@@ -117,25 +186,31 @@ export class PeerResolver {
   readonly #used = new Set<string>();
   readonly #usedRules = new Set<string>();
 
-  constructor(idx: ClusterIndex) {
+  readonly #patchAbove: number;
+
+  /** patchAbove: see PATCH_ABOVE (tests lower it to exercise the patching on small clusters). */
+  constructor(idx: ClusterIndex, patchAbove = PATCH_ABOVE) {
     this.#idx = idx;
+    this.#patchAbove = patchAbove;
   }
 
   /**
-   * Forgets every result that one of these pods (old or new objects of
-   * changed pods) is, or may now be, part of: its namespace in the scope and
-   * its labels matching the selector. Namespaces must not have changed.
+   * Follows a pod diff of the index (`removed`: old objects, `added`: new
+   * ones; a changed pod is both): a result one of them is, or may now be,
+   * part of is patched when big (a cluster-wide peer: resolving it again
+   * walks its tens of thousands of pods and sorts their addresses) and
+   * forgotten when small; the rule results built from it are forgotten.
    */
-  invalidate(changed: readonly Pod[]): void {
-    if (changed.length === 0) return;
+  advance(removed: readonly Pod[], added: readonly Pod[]): void {
+    if (removed.length + added.length === 0) return;
+    const changed = [...removed, ...added];
+    const gone = new Set(removed);
     const dropped = new Set<string>();
     for (const [key, r] of this.#memo) {
-      if (
-        changed.some((p) => r.namespaces.has(p.namespace) && (r.selector === undefined || selectorMatches(r.selector, p.labels)))
-      ) {
-        this.#memo.delete(key);
-        dropped.add(key);
-      }
+      if (!changed.some((p) => r.scopes(p))) continue;
+      dropped.add(key);
+      if (r.pods.length < this.#patchAbove) this.#memo.delete(key);
+      else this.#memo.set(key, r.advanced(gone, added));
     }
     if (dropped.size === 0) return;
     for (const [def, r] of this.#ruleMemo) if (r.deps.some((k) => dropped.has(k))) this.#ruleMemo.delete(def);
@@ -169,19 +244,13 @@ export class PeerResolver {
     let r = this.#memo.get(key);
     if (r === undefined) {
       const namespaces = peer.namespaceSelector === undefined ? [policyNs] : this.#idx.namespacesMatching(peer.namespaceSelector);
-      const pods = this.#idx.podsMatching(namespaces, peer.podSelector);
-      const idx = this.#idx;
-      let intervals: readonly Interval[] | undefined;
-      r = {
-        pods,
-        // On first use: the tiers (compile/tiers.ts) read only the pods.
-        get intervals(): readonly Interval[] {
-          return (intervals ??= podIntervals(pods, idx));
-        },
-        namespaces: new Set(namespaces),
-        selector: peer.podSelector,
-        nsSelector: peer.namespaceSelector === undefined ? undefined : formatSelector(peer.namespaceSelector),
-      };
+      r = new PodPeerResult(
+        this.#idx.podsMatching(namespaces, peer.podSelector),
+        new Set(namespaces),
+        peer.podSelector,
+        peer.namespaceSelector === undefined ? undefined : formatSelector(peer.namespaceSelector),
+        this.#idx,
+      );
       this.#memo.set(key, r);
     }
     return r;
@@ -251,6 +320,60 @@ function podIntervals(pods: readonly Pod[], idx: ClusterIndex): readonly Interva
   // (A non-canonical IPv4 text would land in `other`: then merge all together.)
   const fast = mergeV4(v4);
   return other.some((iv) => iv.family === 4) ? mergeIntervals([...fast, ...other]) : [...fast, ...mergeIntervals(other)];
+}
+
+function insertByKey(list: Pod[], p: Pod): void {
+  let lo = 0;
+  let hi = list.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    const m = list[mid];
+    if (m !== undefined && byObjectKey(m, p) <= 0) lo = mid + 1;
+    else hi = mid;
+  }
+  list.splice(lo, 0, p);
+}
+
+/** Where (family, value) is or would go in sorted, merged intervals: the first interval not wholly before it. */
+function lowerBound(ivs: readonly Interval[], family: Family, value: bigint): number {
+  let lo = 0;
+  let hi = ivs.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    const iv = ivs[mid] as Interval;
+    if (iv.family < family || (iv.family === family && iv.hi < value)) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/** Sorted, merged intervals with one address more: what merging all the addresses again gives. */
+export function withAddress(ivs: readonly Interval[], family: Family, value: bigint): readonly Interval[] {
+  const i = lowerBound(ivs, family, value);
+  const at = ivs[i];
+  if (at !== undefined && at.family === family && at.lo <= value) return ivs; // already inside
+  const prev = ivs[i - 1];
+  const joinPrev = prev !== undefined && prev.family === family && prev.hi + 1n === value;
+  const joinNext = at !== undefined && at.family === family && at.lo - 1n === value;
+  const out = ivs.slice();
+  if (joinPrev && joinNext) out.splice(i - 1, 2, { family, lo: prev.lo, hi: at.hi });
+  else if (joinPrev) out.splice(i - 1, 1, { family, lo: prev.lo, hi: value });
+  else if (joinNext) out.splice(i, 1, { family, lo: value, hi: at.hi });
+  else out.splice(i, 0, { family, lo: value, hi: value });
+  return out;
+}
+
+/** Sorted, merged intervals with one address less. */
+export function withoutAddress(ivs: readonly Interval[], family: Family, value: bigint): readonly Interval[] {
+  const i = lowerBound(ivs, family, value);
+  const at = ivs[i];
+  if (at === undefined || at.family !== family || at.lo > value) return ivs; // not there
+  const parts: Interval[] = [];
+  if (at.lo < value) parts.push({ family, lo: at.lo, hi: value - 1n });
+  if (value < at.hi) parts.push({ family, lo: value + 1n, hi: at.hi });
+  const out = ivs.slice();
+  out.splice(i, 1, ...parts);
+  return out;
 }
 
 /** Is `value` inside one of the sorted, disjoint intervals? */

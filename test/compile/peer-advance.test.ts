@@ -1,0 +1,108 @@
+// PeerResolver.advance (compile/peers.ts) patches a big pod peer's result by
+// a pod diff instead of resolving it again. Whatever the diff, the patched
+// result must be what a fresh resolver gives on the new state: the same
+// pods (in key order) and the same merged address intervals.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import fc from 'fast-check';
+import { ClusterIndex } from '../../src/compile/cluster-index.ts';
+import { PeerResolver, withAddress, withoutAddress } from '../../src/compile/peers.ts';
+import { mergeIntervals } from '../../src/model/ip.ts';
+import type { Interval } from '../../src/model/ip.ts';
+import type { ClusterState, Peer, Pod } from '../../src/model/types.ts';
+import { byObjectKey } from '../../src/model/state.ts';
+import { ns, pod, podPeer, sel, state } from '../support/state-builder.ts';
+
+test('property: withAddress / withoutAddress equal merging the address set again', () => {
+  const addr = fc.record({ family: fc.constantFrom(4 as const, 6 as const), v: fc.bigInt({ min: 0n, max: 40n }) });
+  fc.assert(
+    fc.property(fc.array(addr, { maxLength: 30 }), fc.array(fc.tuple(fc.boolean(), addr), { maxLength: 20 }), (start, ops) => {
+      const have = new Map<string, { family: 4 | 6; v: bigint }>();
+      const key = (a: { family: 4 | 6; v: bigint }): string => `${a.family}/${a.v}`;
+      for (const a of start) have.set(key(a), a);
+      const merged = (): Interval[] => mergeIntervals([...have.values()].map((a) => ({ family: a.family, lo: a.v, hi: a.v })));
+      let ivs: readonly Interval[] = merged();
+      for (const [add, a] of ops) {
+        if (add) have.set(key(a), a);
+        else have.delete(key(a));
+        ivs = add ? withAddress(ivs, a.family, a.v) : withoutAddress(ivs, a.family, a.v);
+        assert.deepEqual(ivs, merged());
+      }
+    }),
+    { numRuns: 500, seed: 1127 },
+  );
+});
+
+const NSS = ['a', 'b', 'c'];
+const APPS = ['web', 'db'];
+const PEERS: Peer[] = [
+  podPeer(sel({ app: 'web' })),
+  podPeer(sel({}), sel({})),
+  podPeer(sel({ app: 'db' }), sel({ team: 'x' })),
+  podPeer(undefined, sel({ team: 'y' })),
+];
+
+test('property: a patched peer result equals a fresh resolution after every pod diff', () => {
+  const podArb = fc.record({
+    ns: fc.constantFrom(...NSS),
+    name: fc.constantFrom('p0', 'p1', 'p2', 'p3', 'p4', 'p5'),
+    app: fc.constantFrom(...APPS),
+    ip: fc.integer({ min: 1, max: 12 }),
+    v6: fc.boolean(),
+    done: fc.boolean(),
+  });
+  const make = (x: { ns: string; name: string; app: string; ip: number; v6: boolean; done: boolean }): Pod =>
+    pod(x.ns, x.name, {
+      labels: { app: x.app },
+      ips: x.v6 ? [`10.0.0.${x.ip}`, `fd00::${x.ip}`] : [`10.0.0.${x.ip}`],
+      ...(x.done ? { phase: 'Succeeded' as const } : {}),
+    });
+  fc.assert(
+    fc.property(
+      fc.array(podArb, { maxLength: 12 }),
+      fc.array(fc.array(podArb, { minLength: 1, maxLength: 3 }), { maxLength: 8 }),
+      (start, steps) => {
+        const namespaces = NSS.map((n, i) => ns(n, { team: i === 2 ? 'y' : 'x' }));
+        const byKey = new Map<string, Pod>();
+        for (const x of start) byKey.set(`${x.ns}/${x.name}`, make(x));
+        const snapshot = (): ClusterState => state({ namespaces, pods: [...byKey.values()].sort(byObjectKey) });
+        let s = snapshot();
+        const idx = new ClusterIndex(s, 0);
+        const peers = new PeerResolver(idx, 0);
+        // Addresses computed up front: the patch then works on intervals, not only on pods.
+        for (const p of PEERS) peers.peerIntervals(p, 'a');
+        for (const step of steps) {
+          const removed: Pod[] = [];
+          const added: Pod[] = [];
+          for (const x of step) {
+            const k = `${x.ns}/${x.name}`;
+            const old = byKey.get(k);
+            if (old !== undefined) removed.push(old);
+            if (x.ip === 12)
+              byKey.delete(k); // 12: the pod is deleted
+            else {
+              const p = make(x);
+              byKey.set(k, p);
+              added.push(p);
+            }
+          }
+          const next = snapshot();
+          const gone = removed.filter((p) => !next.pods.includes(p));
+          const came = added.filter((p) => next.pods.includes(p) && !s.pods.includes(p));
+          idx.advance(next, [...new Set(gone)], [...new Set(came)]);
+          peers.advance([...new Set(gone)], [...new Set(came)]);
+          s = next;
+          const fresh = new PeerResolver(new ClusterIndex(s, 0), 0);
+          for (const p of PEERS) {
+            assert.deepEqual(peers.peerIntervals(p, 'a'), fresh.peerIntervals(p, 'a'), JSON.stringify(p));
+            assert.deepEqual(
+              peers.destinations([p], 'a').pods.map((q) => `${q.namespace}/${q.name}`),
+              fresh.destinations([p], 'a').pods.map((q) => `${q.namespace}/${q.name}`),
+            );
+          }
+        }
+      },
+    ),
+    { numRuns: 300, seed: 2711 },
+  );
+});

@@ -26,14 +26,17 @@ export const PATCH_ABOVE = 256;
 
 /** A pod peer's pods (sorted by key) and, on first use, their addresses (the tiers read only the pods). */
 class PodPeerResult {
-  readonly pods: readonly Pod[];
   /** What decides the result: pods in these namespaces matching this selector (undefined = all). */
   readonly namespaces: ReadonlySet<string>;
   readonly selector: LabelSelector | undefined;
   /** formatSelector of the peer's namespaceSelector, if it has one. */
   readonly nsSelector: string | undefined;
   readonly idx: ClusterIndex;
+  #pods: readonly Pod[];
   #intervals: readonly Interval[] | undefined;
+  /** Pod diffs not applied yet (advance): gone objects, and added ones this result scopes. */
+  #gone: Set<Pod> | undefined;
+  #added: Pod[] = [];
 
   constructor(
     pods: readonly Pod[],
@@ -41,18 +44,27 @@ class PodPeerResult {
     selector: LabelSelector | undefined,
     nsSelector: string | undefined,
     idx: ClusterIndex,
-    intervals?: readonly Interval[],
   ) {
-    this.pods = pods;
+    this.#pods = pods;
     this.namespaces = namespaces;
     this.selector = selector;
     this.nsSelector = nsSelector;
     this.idx = idx;
-    this.#intervals = intervals;
+  }
+
+  /** Pods before the pending diffs: enough to tell a big result from a small one. */
+  get size(): number {
+    return this.#pods.length;
+  }
+
+  get pods(): readonly Pod[] {
+    this.#settle();
+    return this.#pods;
   }
 
   get intervals(): readonly Interval[] {
-    return (this.#intervals ??= podIntervals(this.pods, this.idx));
+    this.#settle();
+    return (this.#intervals ??= podIntervals(this.#pods, this.idx));
   }
 
   /** Could this pod (old or new object of a change) be part of the result? */
@@ -61,29 +73,44 @@ class PodPeerResult {
   }
 
   /**
-   * The result after a pod diff (`gone`: old objects, `added`: new ones),
-   * without resolving it again: the pods filtered and the added ones put in
+   * Takes a pod diff (`gone`: old objects, `added`: new ones) without
+   * resolving again, and without work until the result is read (the
+   * remote-pod path never reads it): the lists and handed-out arrays stay as
+   * they were, a read gets the result of every diff since.
+   */
+  advance(gone: ReadonlySet<Pod>, added: readonly Pod[]): void {
+    for (const p of gone) if (this.scopes(p)) (this.#gone ??= new Set()).add(p);
+    for (const p of added) if (isActivePod(p) && this.scopes(p)) this.#added.push(p);
+  }
+
+  /**
+   * Applies the pending diffs: the pods filtered and the added ones put in
    * place, the addresses (if computed) patched address by address. The same
    * pods and intervals a fresh resolution gives (tested against it).
    */
-  advanced(gone: ReadonlySet<Pod>, added: readonly Pod[]): PodPeerResult {
-    const left = this.pods.filter((p) => !gone.has(p));
-    const removed = this.pods.length - left.length;
-    const coming = added.filter((p) => isActivePod(p) && this.scopes(p));
-    if (removed === 0 && coming.length === 0) return this;
+  #settle(): void {
+    const gone = this.#gone ?? new Set<Pod>();
+    const coming = this.#added.filter((p) => !gone.has(p));
+    if (gone.size === 0 && coming.length === 0) {
+      this.#added = [];
+      return;
+    }
+    const before = this.#pods;
+    const left = before.filter((p) => !gone.has(p));
     for (const p of coming) insertByKey(left, p);
-    const before = this.#intervals;
-    if (before === undefined) return new PodPeerResult(left, this.namespaces, this.selector, this.nsSelector, this.idx);
-    let ivs = before;
-    if (removed > 0) {
-      for (const p of this.pods) {
+    let ivs = this.#intervals;
+    if (ivs !== undefined) {
+      // Removed: the addresses of pods that were here (the intervals hold theirs) and went, unless a pod still here holds them.
+      for (const p of before) {
         if (!gone.has(p)) continue;
-        // An address another pod of the result still holds stays.
         for (const text of p.ips) if (!left.some((q) => q.ips.includes(text))) ivs = this.#patch(ivs, text, withoutAddress);
       }
+      for (const p of coming) for (const text of p.ips) ivs = this.#patch(ivs, text, withAddress);
     }
-    for (const p of coming) for (const text of p.ips) ivs = this.#patch(ivs, text, withAddress);
-    return new PodPeerResult(left, this.namespaces, this.selector, this.nsSelector, this.idx, ivs);
+    this.#pods = left;
+    this.#intervals = ivs;
+    this.#gone = undefined;
+    this.#added = [];
   }
 
   #patch(
@@ -209,8 +236,8 @@ export class PeerResolver {
     for (const [key, r] of this.#memo) {
       if (!changed.some((p) => r.scopes(p))) continue;
       dropped.add(key);
-      if (r.pods.length < this.#patchAbove) this.#memo.delete(key);
-      else this.#memo.set(key, r.advanced(gone, added));
+      if (r.size < this.#patchAbove) this.#memo.delete(key);
+      else r.advance(gone, added);
     }
     if (dropped.size === 0) return;
     for (const [def, r] of this.#ruleMemo) if (r.deps.some((k) => dropped.has(k))) this.#ruleMemo.delete(def);

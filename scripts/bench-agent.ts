@@ -458,8 +458,9 @@ async function benchSize(
     const latency: SizeResult['latency'] = {};
     for (const [kind, ch] of Object.entries(changes)) {
       const xs: number[] = [];
-      // Where each sample's time went: the apply's own phases, and what came before the apply started (watch delivery, queue).
-      const parts: Record<string, number[]> = { before: [], snapshot: [], compile: [], update: [], nft: [] };
+      // Where each sample's time went: the watch delivery (API write to the agent's change notice, the
+      // fake API server's side included), the wait in the agent's queue, and the apply's own phases.
+      const parts: Record<string, number[]> = { delivery: [], queue: [], snapshot: [], compile: [], update: [], nft: [] };
       let missed = 0;
       for (let i = 0; i < SAMPLES; i++) {
         const seen = agent.lines.length;
@@ -484,7 +485,8 @@ async function benchSize(
         if (line?.['result'] === 'applied') {
           const total = Date.parse(String(line['time'])) - before;
           xs.push(total);
-          parts['before']?.push(total - Number(line['durationMs']));
+          parts['delivery']?.push(total - Number(line['latencyMs']));
+          parts['queue']?.push(Number(line['latencyMs']) - Number(line['durationMs']));
           const ph = (line['phasesMs'] ?? {}) as Record<string, number>;
           for (const k of ['snapshot', 'compile', 'update', 'nft']) parts[k]?.push(Number(ph[k] ?? 0));
         } else missed++;

@@ -6,15 +6,11 @@ import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { FakeApiServer, namespace, networkPolicy, node, pod } from '../support/fake-apiserver.ts';
+import { FakeApiServer, networkPolicy } from '../support/fake-apiserver.ts';
 import { createNetns, deleteNetns, uniquePrefix } from '../harness/netns.ts';
 import { requireDatapath } from '../harness/requirements.ts';
-import { AgentProcess, eventually, listTableIn, nftIn, scratch, type Scratch } from './agent-process.ts';
-
-const NODE = 'node-1';
-const DB_IP = '10.244.1.10';
-const WEB_IP = '10.244.2.10';
-const OTHER_IP = '10.244.2.11';
+import { AgentProcess, eventually, listTableIn, nftIn, type Scratch } from './agent-process.ts';
+import { DB_IP, OTHER_IP, scratchNode, WEB_IP } from './scratch-node.ts';
 
 const ALLOW_WEB = networkPolicy('shop', 'db-allow-web', {
   podSelector: { matchLabels: { app: 'db' } },
@@ -35,48 +31,9 @@ interface Env {
 
 /** A fake API server with one local and two remote pods, a scratch netns, and cleanup. */
 async function setup(t: TestContext): Promise<Env | undefined> {
-  if (!requireDatapath(t)) return undefined;
-  const api = await FakeApiServer.start();
-  const netns = `${uniquePrefix()}k`;
-  await createNetns([netns]);
-  const s = await scratch(api);
-  const agents: AgentProcess[] = [];
-  t.after(async () => {
-    for (const a of agents) await a.stop();
-    const sleeping = await readFile(join(s.dir, 'sleeping'), 'utf8').catch(() => undefined);
-    if (sleeping !== undefined) {
-      try {
-        process.kill(Number(sleeping.trim()), 'SIGKILL');
-      } catch {
-        // already gone
-      }
-    }
-    await deleteNetns([netns]);
-    await api.close();
-    await s.cleanup();
-  });
-  api.create('namespaces', namespace('shop'));
-  api.create('nodes', node(NODE, ['172.18.0.11']));
-  api.create('pods', pod('shop', 'db', { app: 'db' }, NODE, DB_IP));
-  api.create('pods', pod('shop', 'web', { app: 'web' }, 'node-2', WEB_IP));
-  api.create('pods', pod('shop', 'other', { app: 'other' }, 'node-2', OTHER_IP));
-  return {
-    api,
-    netns,
-    s,
-    agents,
-    start(extra = {}) {
-      const a = AgentProcess.start({
-        node: NODE,
-        netns,
-        kubeconfig: s.kubeconfig,
-        args: ['--drift-interval', '300ms', ...(extra.args ?? [])],
-        ...(extra.nft === undefined ? {} : { nft: extra.nft }),
-      });
-      agents.push(a);
-      return a;
-    },
-  };
+  const n = await scratchNode(t, 'k');
+  if (n === undefined) return undefined;
+  return { ...n, start: (extra = {}) => n.start(['--drift-interval', '300ms', ...(extra.args ?? [])], extra.nft) };
 }
 
 async function tableHas(netns: string, text: string): Promise<boolean> {

@@ -6,18 +6,13 @@
 // Needs root, nft and ip: skipped locally without them, failing in CI.
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
+import { statusCommand } from '../../src/cli/status.ts';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { statusCommand } from '../../src/cli/status.ts';
-import { FakeApiServer, namespace, networkPolicy, node, pod, type KubeObject } from '../support/fake-apiserver.ts';
-import { createNetns, deleteNetns, uniquePrefix } from '../harness/netns.ts';
-import { requireDatapath } from '../harness/requirements.ts';
-import { AgentProcess, eventually, listTableIn, scratch, type Scratch } from './agent-process.ts';
+import { FakeApiServer, namespace, networkPolicy, type KubeObject } from '../support/fake-apiserver.ts';
+import { AgentProcess, eventually, listTableIn, type Scratch } from './agent-process.ts';
+import { NODE, OTHER_IP, scratchNode, WEB_IP } from './scratch-node.ts';
 
-const NODE = 'node-1';
-const DB_IP = '10.244.1.10';
-const WEB_IP = '10.244.2.10';
-const OTHER_IP = '10.244.2.11';
 const AGENT_NS = 'nft-netpol-system';
 
 const fromApp = (name: string, app: string): KubeObject =>
@@ -51,57 +46,18 @@ interface Env {
 }
 
 async function setup(t: TestContext): Promise<Env | undefined> {
-  if (!requireDatapath(t)) return undefined;
-  const api = await FakeApiServer.start();
-  const netns = `${uniquePrefix()}st`;
-  await createNetns([netns]);
-  const s = await scratch(api);
-  const agents: AgentProcess[] = [];
-  t.after(async () => {
-    for (const a of agents) await a.stop();
-    const sleeping = await readFile(join(s.dir, 'sleeping'), 'utf8').catch(() => undefined);
-    if (sleeping !== undefined) {
-      try {
-        process.kill(Number(sleeping.trim()), 'SIGKILL');
-      } catch {
-        // already gone
-      }
-    }
-    await deleteNetns([netns]);
-    await api.close();
-    await s.cleanup();
-  });
-  api.create('namespaces', namespace('shop'));
-  api.create('nodes', node(NODE, ['172.18.0.11']));
-  api.create('pods', pod('shop', 'db', { app: 'db' }, NODE, DB_IP));
-  api.create('pods', pod('shop', 'web', { app: 'web' }, 'node-2', WEB_IP));
-  api.create('pods', pod('shop', 'other', { app: 'other' }, 'node-2', OTHER_IP));
+  const n = await scratchNode(t, 'st');
+  if (n === undefined) return undefined;
+  const { api, netns } = n;
   const status = (): ReturnType<Env['status']> =>
     api.get('nodepolicystatuses', undefined, NODE)?.status as ReturnType<Env['status']>;
   return {
-    api,
-    netns,
-    s,
-    start(extra = {}) {
-      const a = AgentProcess.start({
-        node: NODE,
-        netns,
-        kubeconfig: s.kubeconfig,
-        args: [
-          '--drift-interval',
-          '1s',
-          '--status-interval',
-          '200ms',
-          '--heartbeat-interval',
-          '1s',
-          '--agent-namespace',
-          AGENT_NS,
-        ],
-        ...(extra.nft === undefined ? {} : { nft: extra.nft }),
-      });
-      agents.push(a);
-      return a;
-    },
+    ...n,
+    start: (extra = {}) =>
+      n.start(
+        ['--drift-interval', '1s', '--status-interval', '200ms', '--heartbeat-interval', '1s', '--agent-namespace', AGENT_NS],
+        extra.nft,
+      ),
     status,
     entry: (name) => status()?.policies?.find((e) => e.name === name),
     kernelHas: async (text) => (await listTableIn(netns))?.includes(text) ?? false,

@@ -6,7 +6,7 @@
 import { parseIP } from '../model/ip.ts';
 import type { IP } from '../model/ip.ts';
 import { formatSelector, selectorMatches } from '../model/selector.ts';
-import { byObjectKey } from '../model/state.ts';
+import { byObjectKey, insertByObjectKey } from '../model/state.ts';
 import { isActivePod } from '../model/types.ts';
 import { parseV4 } from './v4.ts';
 import type { ClusterState, ContainerPort, LabelSelector, Namespace, Pod } from '../model/types.ts';
@@ -25,18 +25,6 @@ function labelValue(p: Pod, key: string): string | undefined {
 }
 
 /** Inserts `p` into a list sorted by byObjectKey, keeping it sorted. */
-function insertSorted(list: Pod[], p: Pod): void {
-  let lo = 0;
-  let hi = list.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >> 1;
-    const m = list[mid];
-    if (m !== undefined && byObjectKey(m, p) <= 0) lo = mid + 1;
-    else hi = mid;
-  }
-  list.splice(lo, 0, p);
-}
-
 function removeFrom(list: Pod[], p: Pod): void {
   const i = list.indexOf(p);
   if (i >= 0) list.splice(i, 1);
@@ -88,7 +76,7 @@ export class ClusterIndex {
     for (const p of [...removed, ...added]) touched.add(p.namespace);
     for (const ns of touched) {
       const list = (this.#podsByNs.get(ns) ?? []).filter((p) => !gone.has(p));
-      for (const p of added) if (p.namespace === ns && isActivePod(p)) insertSorted(list, p);
+      for (const p of added) if (p.namespace === ns && isActivePod(p)) insertByObjectKey(list, p);
       if (list.length > 0) this.#podsByNs.set(ns, list);
       else this.#podsByNs.delete(ns);
     }
@@ -105,12 +93,12 @@ export class ClusterIndex {
         if (v === undefined) continue;
         let list = m.get(v);
         if (list === undefined) m.set(v, (list = []));
-        insertSorted(list, p);
+        insertByObjectKey(list, p);
       }
     }
     for (const [node, list] of this.#byNode) {
       for (const p of removed) if (p.nodeName === node) removeFrom(list, p);
-      for (const p of added) if (p.nodeName === node && isActivePod(p)) insertSorted(list, p);
+      for (const p of added) if (p.nodeName === node && isActivePod(p)) insertByObjectKey(list, p);
     }
     // Rebuilt on demand: few rules need it, and holders are per port.
     if (removed.some((p) => p.ports.length > 0) || added.some((p) => p.ports.length > 0)) this.#namedPorts = undefined;

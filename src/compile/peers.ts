@@ -6,7 +6,7 @@ import type { Interval } from '../model/ip.ts';
 import { formatSelector, selectorMatches } from '../model/selector.ts';
 import { isActivePod } from '../model/types.ts';
 import type { Family, LabelSelector, Peer, Pod } from '../model/types.ts';
-import { byObjectKey } from '../model/state.ts';
+import { insertByObjectKey } from '../model/state.ts';
 import type { ClusterIndex } from './cluster-index.ts';
 import { mergeV4, parseV4 } from './v4.ts';
 
@@ -97,7 +97,7 @@ class PodPeerResult {
     }
     const before = this.#pods;
     const left = before.filter((p) => !gone.has(p));
-    for (const p of coming) insertByKey(left, p);
+    for (const p of coming) insertByObjectKey(left, p);
     let ivs = this.#intervals;
     if (ivs !== undefined) {
       // Removed: the addresses of pods that were here (the intervals hold theirs) and went, unless a pod still here holds them.
@@ -347,18 +347,6 @@ function podIntervals(pods: readonly Pod[], idx: ClusterIndex): readonly Interva
   // (A non-canonical IPv4 text would land in `other`: then merge all together.)
   const fast = mergeV4(v4);
   return other.some((iv) => iv.family === 4) ? mergeIntervals([...fast, ...other]) : [...fast, ...mergeIntervals(other)];
-}
-
-function insertByKey(list: Pod[], p: Pod): void {
-  let lo = 0;
-  let hi = list.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >> 1;
-    const m = list[mid];
-    if (m !== undefined && byObjectKey(m, p) <= 0) lo = mid + 1;
-    else hi = mid;
-  }
-  list.splice(lo, 0, p);
 }
 
 /** Where (family, value) is or would go in sorted, merged intervals: the first interval not wholly before it. */

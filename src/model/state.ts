@@ -29,6 +29,19 @@ export function byObjectKey(a: ObjectKeyed, b: ObjectKeyed): number {
   return byString(a.namespace, b.namespace) || byString(a.name, b.name);
 }
 
+/** Puts `x` into `list` (sorted by byObjectKey), after any equal key. */
+export function insertByObjectKey<T extends ObjectKeyed>(list: T[], x: T): void {
+  let lo = 0;
+  let hi = list.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    const m = list[mid];
+    if (m !== undefined && byObjectKey(m, x) <= 0) lo = mid + 1;
+    else hi = mid;
+  }
+  list.splice(lo, 0, x);
+}
+
 /**
  * A list sorted by byObjectKey of `key` without repeated namespace/names (the
  * first stays): a valid state has none, but output must never repeat a chain.

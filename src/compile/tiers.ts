@@ -68,7 +68,20 @@ import {
   tierPeerMapName,
   tierRuleChainName,
 } from '../ruleset/ids.ts';
-import type { Chain, DecisionElement, DecisionKey, DecisionMap, MapElement, Proto, Rule, VerdictMap } from '../ruleset/ir.ts';
+import { blockDecisionMap } from '../ruleset/ir.ts';
+import type {
+  Chain,
+  DecisionBlock,
+  DecisionElement,
+  DecisionKey,
+  DecisionMap,
+  DecisionTail,
+  DecisionVerdict,
+  MapElement,
+  Proto,
+  Rule,
+  VerdictMap,
+} from '../ruleset/ir.ts';
 import type { RenderOptions } from '../ruleset/options.ts';
 import type { ClusterIndex } from './cluster-index.ts';
 import { denyLogRule } from './deny-path.ts';
@@ -112,6 +125,8 @@ interface Entry {
   readonly sources: ReadonlySet<string>;
   /** Its position in evaluation order (policy order, then rule order). */
   readonly order: number;
+  /** `goto` its chain (one object for all its decision elements). */
+  readonly verdict: DecisionVerdict;
 }
 
 type Source =
@@ -322,16 +337,18 @@ interface NamedPort {
   readonly port: number;
 }
 
-function verdictOf(e: Entry | undefined): DecisionElement['verdict'] {
-  return e === undefined ? { kind: 'return' } : { kind: 'goto', chain: e.chain };
+const RETURN: DecisionVerdict = { kind: 'return' };
+
+function verdictOf(e: Entry | undefined): DecisionVerdict {
+  return e === undefined ? RETURN : e.verdict;
 }
 
-/** The decision elements of one identity, per map. */
-interface Decided {
-  readonly port: DecisionElement[];
-  readonly range: DecisionElement[];
-  readonly proto: DecisionElement[];
-  readonly addr: DecisionElement[];
+/** The decision elements of one identity, per map: keyed by protocol and port (a class's own maps), or blocks of local addresses with their tails (the shared maps). */
+interface Decided<T> {
+  readonly port: T[];
+  readonly range: T[];
+  readonly proto: T[];
+  readonly addr: T[];
 }
 
 /** What one list of matching rules decides for one local pod: per protocol its default and the differing pieces. */
@@ -359,35 +376,32 @@ function decide(entries: readonly Entry[], local: Pod, named: ReadonlyMap<string
 }
 
 /**
- * A decision's elements: keyed by the local address `addr` (the shared
- * layout), or, without one, by protocol and port only (a class's own maps;
- * protocols without ports are then the caller's rule: the returned entry).
+ * A decision's tails (ruleset/ir.ts DecisionTail: what follows the local
+ * address in the shared maps' keys), per map; `other` is the rule for
+ * protocols without ports.
  */
-function addDecision(d: Decision, addr: string | undefined, into: Decided): Entry | undefined {
+function tailsOf(d: Decision): { readonly tails: Decided<DecisionTail>; readonly other: Entry | undefined } {
+  const tails: Decided<DecisionTail> = { port: [], range: [], proto: [], addr: [] };
   for (const { p4: proto, best, pieces } of d.protos) {
-    if (best !== undefined)
-      into.proto.push({
-        key: addr === undefined ? { kind: 'proto', proto } : { kind: 'addr-proto', addr, proto },
-        verdict: verdictOf(best),
-      });
+    if (best !== undefined) tails.proto.push({ proto, port: undefined, verdict: best.verdict });
     for (const p of pieces) {
+      const verdict = verdictOf(p.entry);
       if (p.hi - p.lo < SPLIT_RANGE_UP_TO) {
-        for (let port = p.lo; port <= p.hi; port++)
-          into.port.push({
-            key: addr === undefined ? { kind: 'proto-port', proto, port } : { kind: 'addr-proto-port', addr, proto, port },
-            verdict: verdictOf(p.entry),
-          });
-      } else {
-        const port = { lo: p.lo, hi: p.hi };
-        into.range.push({
-          key: addr === undefined ? { kind: 'proto-port', proto, port } : { kind: 'addr-proto-port', addr, proto, port },
-          verdict: verdictOf(p.entry),
-        });
-      }
+        for (let port = p.lo; port <= p.hi; port++) tails.port.push({ proto, port, verdict });
+      } else tails.range.push({ proto, port: { lo: p.lo, hi: p.hi }, verdict });
     }
   }
-  if (d.other !== undefined && addr !== undefined) into.addr.push({ key: { kind: 'addr', addr }, verdict: verdictOf(d.other) });
-  return d.other;
+  if (d.other !== undefined) tails.addr.push({ proto: undefined, port: undefined, verdict: d.other.verdict });
+  return { tails, other: d.other };
+}
+
+/** A class's own decision elements: keyed by protocol and port only (protocols without ports are the caller's jump). */
+function classElements(tails: Decided<DecisionTail>): Decided<DecisionElement> {
+  const keyed = (t: DecisionTail): DecisionElement => ({
+    key: t.port === undefined ? { kind: 'proto', proto: t.proto! } : { kind: 'proto-port', proto: t.proto!, port: t.port },
+    verdict: t.verdict,
+  });
+  return { port: tails.port.map(keyed), range: tails.range.map(keyed), proto: tails.proto.map(keyed), addr: [] };
 }
 
 /** Does a rule name a port by name on the local side (ingress), so that the decision depends on the local pod's ports? */
@@ -628,15 +642,17 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
           if (!sources.has(s.key)) sources.set(s.key, memoized(s));
           keys.add(s.key);
         }
+        const chain = tierRuleChainName(pid, d, index);
         const e: Entry = {
           tier: p.tier,
           policy: p,
           rule,
           index,
           direction: d,
-          chain: tierRuleChainName(pid, d, index),
+          chain,
           sources: keys,
           order: order++,
+          verdict: { kind: 'goto', chain },
         };
         entries.push(e);
         mine.push(e);
@@ -672,36 +688,25 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
     f: Family,
     d: Direction,
     tier: OrderedTier,
-    decided: Decided,
-    byClass: boolean,
+    decided: { readonly byClass: Decided<DecisionElement> } | { readonly shared: Decided<DecisionBlock> },
     other: Entry | undefined,
     comment: string,
   ): void => {
     const field = d === 'ingress' ? 'daddr' : 'saddr';
     const rules: Rule[] = [];
-    const parts: [DecisionKey, 'port' | 'range' | 'proto' | 'addr', DecisionElement[], boolean][] = byClass
-      ? [
-          ['l4port', 'port', decided.port, false],
-          ['l4port', 'range', decided.range, true],
-          ['l4proto', 'proto', decided.proto, false],
-        ]
-      : [
-          ['port', 'port', decided.port, false],
-          ['port', 'range', decided.range, true],
-          ['proto', 'proto', decided.proto, false],
-          ['addr', 'addr', decided.addr, false],
-        ];
-    for (const [key, which, els, interval] of parts) {
-      if (els.length === 0) continue;
-      const map = decisionMapName(cid, f, which);
-      decisions.push({
-        name: map,
-        family: f,
-        key,
-        interval,
-        elements: els,
-        comment: sanitizeComment(`${tier} tier decisions of ${name}`),
-      });
+    const which = ['port', 'range', 'proto', 'addr'] as const;
+    for (const w of 'byClass' in decided ? which.slice(0, 3) : which) {
+      const key: DecisionKey = 'byClass' in decided ? (w === 'proto' ? 'l4proto' : 'l4port') : w === 'range' ? 'port' : w;
+      const interval = w === 'range';
+      const map = decisionMapName(cid, f, w);
+      const fields = { name: map, family: f, key, interval, comment: sanitizeComment(`${tier} tier decisions of ${name}`) };
+      if ('byClass' in decided) {
+        if (decided.byClass[w].length === 0) continue;
+        decisions.push({ ...fields, elements: decided.byClass[w] });
+      } else {
+        if (decided.shared[w].length === 0) continue;
+        decisions.push(blockDecisionMap(fields, decided.shared[w]));
+      }
       rules.push({
         matches: [],
         counter: false,
@@ -769,8 +774,8 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
             const { entries: idEntries, named } = identityEntries(id, entriesBySource, table);
             const matching = idEntries.filter((e) => cls.has.has(e));
             if (matching.length === 0) continue;
-            const decided: Decided = { port: [], range: [], proto: [], addr: [] };
-            const other = addDecision(decide(matching, cls.pods[0]!, named), undefined, decided);
+            const { tails, other } = tailsOf(decide(matching, cls.pods[0]!, named));
+            const decided = classElements(tails);
             if (decided.port.length + decided.range.length + decided.proto.length === 0 && other === undefined) continue;
             const cid = shortHash(`tierclass\0${tier}\0${d}\0${f}\0${cls.key}\0${id.key}`);
             const name = peersChainName(cid, d);
@@ -781,8 +786,7 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
               f,
               d,
               tier,
-              decided,
-              true,
+              { byClass: decided },
               other,
               `${tier} tier ${d} ${d === 'ingress' ? 'from' : 'to'} IPv${f} ${about(id)}, for one class of local pods`,
             );
@@ -853,13 +857,14 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
           const chainOf = new Map<string, string>();
           for (const id of table.identities) {
             const { entries: idEntries, named } = identityEntries(id, entriesBySource, table);
-            const decided: Decided = { port: [], range: [], proto: [], addr: [] };
+            const decided: Decided<DecisionBlock> = { port: [], range: [], proto: [], addr: [] };
             for (const [cls, addrs] of locals) {
               // Local pods of one class decide alike (a class includes the local ports when a rule names one).
               const matching = idEntries.filter((e) => cls.has.has(e));
               if (matching.length === 0) continue;
-              const dec = decide(matching, cls.pods[0]!, named);
-              for (const addr of addrs) addDecision(dec, addr, decided);
+              const { tails } = tailsOf(decide(matching, cls.pods[0]!, named));
+              for (const w of ['port', 'range', 'proto', 'addr'] as const)
+                if (tails[w].length > 0) decided[w].push({ addrs, tails: tails[w] });
             }
             if (decided.port.length + decided.range.length + decided.proto.length + decided.addr.length === 0) continue;
             const cid = shortHash(`tier\0${tier}\0${d}\0${f}\0${id.key}`);
@@ -871,8 +876,7 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
               f,
               d,
               tier,
-              decided,
-              false,
+              { shared: decided },
               undefined,
               `${tier} tier ${d} ${d === 'ingress' ? 'from' : 'to'} IPv${f} ${about(id)}`,
             );

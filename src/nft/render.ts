@@ -4,9 +4,9 @@
 // nothing outside our table is touched. This full script is also the
 // recovery path of the incremental updates of nft/update.ts.
 import { sanitizeComment } from '../ruleset/ids.ts';
-import { addressText, elementText, keyText } from './elements.ts';
+import { addressText, elementText, keyText, portText } from './elements.ts';
 import { resolveOptions } from '../ruleset/options.ts';
-import { addressType, decisionKeyType } from '../ruleset/ir.ts';
+import { addressType, decisionBlocks, decisionKeyType } from '../ruleset/ir.ts';
 import type {
   Chain,
   CompiledRuleset,
@@ -134,6 +134,22 @@ export function decisionElementText(e: DecisionElement): string {
   return `${keyText(e.key)}${note} : ${e.verdict.kind === 'goto' ? `goto ${e.verdict.chain}` : 'return'}`;
 }
 
+/** Every element of a decision map as text, in order; a block map's straight from its blocks (ruleset/ir.ts). */
+export function decisionElementTexts(m: DecisionMap): string[] {
+  const blocks = decisionBlocks(m);
+  if (blocks === undefined) return m.elements.map(decisionElementText);
+  const out: string[] = [];
+  for (const b of blocks) {
+    // What follows the address, the same for each (decisionElementText's text: keyText, then the verdict).
+    const tails = b.tails.map((t) => {
+      const key = t.proto === undefined ? '' : t.port === undefined ? ` . ${t.proto}` : ` . ${t.proto} . ${portText(t.port)}`;
+      return `${key} : ${t.verdict.kind === 'goto' ? `goto ${t.verdict.chain}` : 'return'}`;
+    });
+    for (const addr of b.addrs) for (const tail of tails) out.push(addr + tail);
+  }
+  return out;
+}
+
 /** A decision map's declaration on one line (`add map ... { this }`); equal text, equal declaration. */
 export function decisionDeclaration(m: DecisionMap): string {
   return [
@@ -147,7 +163,7 @@ function renderDecisionMap(out: string[], m: DecisionMap): void {
   out.push(`\tmap ${m.name} {`, `\t\ttype ${decisionKeyType(m.family, m.key)} : verdict`);
   if (m.interval) out.push('\t\tflags interval');
   if (m.comment !== undefined) out.push(`\t\tcomment ${quoted(m.comment)}`);
-  elementsBlock(out, m.elements.map(decisionElementText));
+  elementsBlock(out, decisionElementTexts(m));
   out.push('\t}', '');
 }
 

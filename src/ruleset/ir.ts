@@ -281,6 +281,61 @@ export interface DecisionMap {
   readonly comment: string | undefined;
 }
 
+/** The part of a decision element after its local address: protocol and port, protocol, or nothing (see DecisionBlock). */
+export interface DecisionTail {
+  readonly proto: Proto | undefined;
+  /** Only with a protocol. */
+  readonly port: PortKey | undefined;
+  readonly verdict: DecisionVerdict;
+}
+
+/**
+ * Elements as a cross product: every address with every tail, addresses
+ * outer (`10.0.0.5 . tcp . 80`, `10.0.0.5 . tcp`, `10.0.0.5`). The shared
+ * tier layout (compile/tiers.ts) decides alike for the local pods of one
+ * class, so its maps are a few such blocks: render writes their text without
+ * an element object per address, and `elements` lists them on first read.
+ */
+export interface DecisionBlock {
+  readonly addrs: readonly string[];
+  readonly tails: readonly DecisionTail[];
+}
+
+/** A map's blocks, when it was built from them; a copy of the map (`{ ...m }`) has none and is read from `elements`. */
+const blocksOf = new WeakMap<DecisionMap, readonly DecisionBlock[]>();
+
+export function decisionBlocks(m: DecisionMap): readonly DecisionBlock[] | undefined {
+  return blocksOf.get(m);
+}
+
+/** A decision map whose elements are these blocks, listed as elements only when read. */
+export function blockDecisionMap(fields: Omit<DecisionMap, 'elements'>, blocks: readonly DecisionBlock[]): DecisionMap {
+  let elements: readonly DecisionElement[] | undefined;
+  const m: DecisionMap = {
+    ...fields,
+    get elements(): readonly DecisionElement[] {
+      return (elements ??= blocks.flatMap((b) => b.addrs.flatMap((addr) => b.tails.map((t) => blockElement(addr, t)))));
+    },
+  };
+  blocksOf.set(m, blocks);
+  return m;
+}
+
+function blockElement(addr: string, t: DecisionTail): DecisionElement {
+  if (t.proto === undefined) return { key: { kind: 'addr', addr }, verdict: t.verdict };
+  if (t.port === undefined) return { key: { kind: 'addr-proto', addr, proto: t.proto }, verdict: t.verdict };
+  return { key: { kind: 'addr-proto-port', addr, proto: t.proto, port: t.port }, verdict: t.verdict };
+}
+
+/** How many elements a decision map holds (without listing a block map's). */
+export function decisionSize(m: DecisionMap): number {
+  const blocks = blocksOf.get(m);
+  if (blocks === undefined) return m.elements.length;
+  let n = 0;
+  for (const b of blocks) n += b.addrs.length * b.tails.length;
+  return n;
+}
+
 /** The key type of a decision map. */
 export function decisionKeyType(f: Family, key: DecisionKey): SetType {
   const a = addressType(f);
@@ -338,6 +393,6 @@ export function countObjects(
   let elements = 0;
   for (const s of sets) elements += s.elements.length;
   for (const m of maps) elements += m.elements.length;
-  for (const m of decisions) elements += m.elements.length;
+  for (const m of decisions) elements += decisionSize(m);
   return { chains: chains.length, rules, sets: sets.length, maps: maps.length + decisions.length, elements };
 }

@@ -127,6 +127,8 @@ interface Entry {
   readonly order: number;
   /** `goto` its chain (one object for all its decision elements). */
   readonly verdict: DecisionVerdict;
+  /** Names a port by name on the local side (ingress): the decision depends on the local pod's ports. */
+  readonly localNamed: boolean;
 }
 
 type Source =
@@ -152,14 +154,17 @@ interface Piece {
 const byValue = (a: { value: bigint }, b: { value: bigint }): number => (a.value < b.value ? -1 : a.value > b.value ? 1 : 0);
 
 function selectorText(sel: Parameters<typeof formatSelector>[0]): string {
-  const t = formatSelector(sel);
-  return t === '{}' ? 'all' : t;
+  return aboutSelector(formatSelector(sel));
 }
+
+const aboutSelector = (formatted: string): string => (formatted === '{}' ? 'all' : formatted);
 
 function sourceOf(peer: TieredPeer, ctx: TierContext): Source {
   switch (peer.kind) {
     case 'pods': {
-      const key = `pods ${formatSelector(peer.namespaceSelector)} ${formatSelector(peer.podSelector)}`;
+      const ns = formatSelector(peer.namespaceSelector);
+      const ps = formatSelector(peer.podSelector);
+      const key = `pods ${ns} ${ps}`;
       let pods: readonly Pod[] | undefined;
       const addrs = (f: Family): Addr[] => {
         // Memoized and invalidated by pod churn in the resolver (node-compiler.ts).
@@ -179,7 +184,7 @@ function sourceOf(peer: TieredPeer, ctx: TierContext): Source {
       return {
         kind: 'hash',
         key,
-        about: `pods(${selectorText(peer.podSelector)}) in ns(${selectorText(peer.namespaceSelector)})`,
+        about: `pods(${aboutSelector(ps)}) in ns(${aboutSelector(ns)})`,
         addrs,
       };
     }
@@ -402,11 +407,6 @@ function classElements(tails: Decided<DecisionTail>): Decided<DecisionElement> {
     verdict: t.verdict,
   });
   return { port: tails.port.map(keyed), range: tails.range.map(keyed), proto: tails.proto.map(keyed), addr: [] };
-}
-
-/** Does a rule name a port by name on the local side (ingress), so that the decision depends on the local pod's ports? */
-function localNamed(e: Entry): boolean {
-  return e.direction === 'ingress' && (e.rule.ports ?? []).some((p) => p.kind === 'named');
 }
 
 interface Identity {
@@ -653,6 +653,7 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
           sources: keys,
           order: order++,
           verdict: { kind: 'goto', chain },
+          localNamed: d === 'ingress' && (rule.ports ?? []).some((p) => p.kind === 'named'),
         };
         entries.push(e);
         mine.push(e);
@@ -695,11 +696,12 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
     const field = d === 'ingress' ? 'daddr' : 'saddr';
     const rules: Rule[] = [];
     const which = ['port', 'range', 'proto', 'addr'] as const;
+    const mapComment = sanitizeComment(`${tier} tier decisions of ${name}`);
     for (const w of 'byClass' in decided ? which.slice(0, 3) : which) {
       const key: DecisionKey = 'byClass' in decided ? (w === 'proto' ? 'l4proto' : 'l4port') : w === 'range' ? 'port' : w;
       const interval = w === 'range';
       const map = decisionMapName(cid, f, w);
-      const fields = { name: map, family: f, key, interval, comment: sanitizeComment(`${tier} tier decisions of ${name}`) };
+      const fields = { name: map, family: f, key, interval, comment: mapComment };
       if ('byClass' in decided) {
         if (decided.byClass[w].length === 0) continue;
         decisions.push({ ...fields, elements: decided.byClass[w] });
@@ -717,6 +719,25 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
     if (other !== undefined)
       rules.push({ matches: [], counter: false, verdict: { kind: 'jump', chain: other.chain }, comment: undefined });
     identityChains.push({ name, role: 'peers', base: undefined, comment: sanitizeComment(comment), rules });
+  };
+  /**
+   * What a list of matching rules decides, as tails; shared by the classes
+   * and identities meeting the same rules (the same list decides alike unless
+   * a rule names a port, which the local pod or the identity then resolves).
+   */
+  const tailMemo = new Map<string, Decided<DecisionTail>>();
+  const decidedTails = (
+    matching: readonly Entry[],
+    local: Pod,
+    named: ReadonlyMap<string, readonly NamedPort[]>,
+  ): Decided<DecisionTail> => {
+    const key = named.size === 0 && !matching.some((e) => e.localNamed) ? matching.map((e) => e.order).join(',') : undefined;
+    let tails = key === undefined ? undefined : tailMemo.get(key);
+    if (tails === undefined) {
+      tails = tailsOf(decide(matching, local, named)).tails;
+      if (key !== undefined) tailMemo.set(key, tails);
+    }
+    return tails;
   };
   const about = (id: Identity): string =>
     id.tokens.map((t) => (t.startsWith(NAMED) ? t.slice(NAMED.length) : (sources.get(t)?.about ?? t))).join(' + ');
@@ -740,7 +761,7 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
         const applied = applicable.get(pod)?.get(`${tier} ${d}`);
         if (applied === undefined) continue;
         // Grouped by the policies selecting the pod (cheap); named by their ids (stable across unrelated edits).
-        const named = applied.some((a) => a.entries.some(localNamed));
+        const named = applied.some((a) => a.entries.some((e) => e.localNamed));
         const ports = named ? `|${JSON.stringify(pod.ports)}` : '';
         const group = `${applied.map((a) => a.index).join(',')}${ports}`;
         let cls = classMap.get(group);
@@ -862,7 +883,7 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
               // Local pods of one class decide alike (a class includes the local ports when a rule names one).
               const matching = idEntries.filter((e) => cls.has.has(e));
               if (matching.length === 0) continue;
-              const { tails } = tailsOf(decide(matching, cls.pods[0]!, named));
+              const tails = decidedTails(matching, cls.pods[0]!, named);
               for (const w of ['port', 'range', 'proto', 'addr'] as const)
                 if (tails[w].length > 0) decided[w].push({ addrs, tails: tails[w] });
             }

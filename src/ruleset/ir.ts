@@ -301,24 +301,42 @@ export interface DecisionBlock {
   readonly tails: readonly DecisionTail[];
 }
 
-/** A map's blocks, when it was built from them; a copy of the map (`{ ...m }`) has none and is read from `elements`. */
-const blocksOf = new WeakMap<DecisionMap, readonly DecisionBlock[]>();
+/**
+ * A decision map built from blocks. Its elements are listed on first read (a
+ * getter of the class: a copy, `{ ...m, elements }`, is a plain map and has
+ * no blocks).
+ */
+class BlockDecisionMap implements DecisionMap {
+  readonly name: string;
+  readonly family: Family;
+  readonly key: DecisionKey;
+  readonly interval: boolean;
+  readonly comment: string | undefined;
+  readonly blocks: readonly DecisionBlock[];
+  #elements: readonly DecisionElement[] | undefined;
 
+  constructor(fields: Omit<DecisionMap, 'elements'>, blocks: readonly DecisionBlock[]) {
+    this.name = fields.name;
+    this.family = fields.family;
+    this.key = fields.key;
+    this.interval = fields.interval;
+    this.comment = fields.comment;
+    this.blocks = blocks;
+  }
+
+  get elements(): readonly DecisionElement[] {
+    return (this.#elements ??= this.blocks.flatMap((b) => b.addrs.flatMap((addr) => b.tails.map((t) => blockElement(addr, t)))));
+  }
+}
+
+/** A map's blocks, when it was built from them. */
 export function decisionBlocks(m: DecisionMap): readonly DecisionBlock[] | undefined {
-  return blocksOf.get(m);
+  return m instanceof BlockDecisionMap ? m.blocks : undefined;
 }
 
 /** A decision map whose elements are these blocks, listed as elements only when read. */
 export function blockDecisionMap(fields: Omit<DecisionMap, 'elements'>, blocks: readonly DecisionBlock[]): DecisionMap {
-  let elements: readonly DecisionElement[] | undefined;
-  const m: DecisionMap = {
-    ...fields,
-    get elements(): readonly DecisionElement[] {
-      return (elements ??= blocks.flatMap((b) => b.addrs.flatMap((addr) => b.tails.map((t) => blockElement(addr, t)))));
-    },
-  };
-  blocksOf.set(m, blocks);
-  return m;
+  return new BlockDecisionMap(fields, blocks);
 }
 
 function blockElement(addr: string, t: DecisionTail): DecisionElement {
@@ -329,7 +347,7 @@ function blockElement(addr: string, t: DecisionTail): DecisionElement {
 
 /** How many elements a decision map holds (without listing a block map's). */
 export function decisionSize(m: DecisionMap): number {
-  const blocks = blocksOf.get(m);
+  const blocks = decisionBlocks(m);
   if (blocks === undefined) return m.elements.length;
   let n = 0;
   for (const b of blocks) n += b.addrs.length * b.tails.length;

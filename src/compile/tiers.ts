@@ -55,6 +55,8 @@ import type { Interval } from '../model/ip.ts';
 import { formatSelector, selectorMatches } from '../model/selector.ts';
 import { DIRECTIONS, FAMILIES, PROTOCOLS } from '../model/types.ts';
 import type { ClusterState, Direction, Family, Pod, Protocol } from '../model/types.ts';
+import { rangeSegments } from './range-sweep.ts';
+import type { RangeSegment } from './range-sweep.ts';
 import type { OrderedTier, TieredPeer, TieredPolicy, TieredRule } from '../kinds/kind.ts';
 import {
   decisionMapName,
@@ -414,43 +416,8 @@ interface Identity {
   readonly tokens: readonly string[];
 }
 
-/** Non-overlapping intervals of constant source membership (a sweep over boundaries), in address order. */
-function rangeSegments(
-  ranges: readonly { key: string; ivs: readonly Interval[] }[],
-  f: Family,
-): { iv: Interval; tokens: string[] }[] {
-  const max = (1n << BigInt(familyBits(f))) - 1n;
-  const events: { at: bigint; key: string; delta: number }[] = [];
-  for (const r of ranges) {
-    for (const iv of r.ivs) {
-      events.push({ at: iv.lo, key: r.key, delta: 1 });
-      if (iv.hi < max) events.push({ at: iv.hi + 1n, key: r.key, delta: -1 });
-    }
-  }
-  events.sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : 0));
-  const active = new Map<string, number>();
-  const out: { iv: Interval; tokens: string[] }[] = [];
-  for (let i = 0; i < events.length;) {
-    const at = events[i]!.at;
-    while (i < events.length && events[i]!.at === at) {
-      const e = events[i++]!;
-      const n = (active.get(e.key) ?? 0) + e.delta;
-      if (n === 0) active.delete(e.key);
-      else active.set(e.key, n);
-    }
-    const end = i < events.length ? events[i]!.at - 1n : max;
-    if (active.size === 0) continue;
-    const tokens = [...active.keys()].sort();
-    const last = out[out.length - 1];
-    if (last !== undefined && last.tokens.join('|') === tokens.join('|') && last.iv.hi + 1n === at) {
-      out[out.length - 1] = { iv: { ...last.iv, hi: end }, tokens };
-    } else out.push({ iv: { family: f, lo: at, hi: end }, tokens });
-  }
-  return out;
-}
-
 /** The index of the segment holding `value`, or -1. */
-function segmentIndex(segs: readonly { iv: Interval; tokens: string[] }[], value: bigint): number {
+function segmentIndex(segs: readonly RangeSegment[], value: bigint): number {
   let lo = 0;
   let hi = segs.length - 1;
   while (lo <= hi) {
@@ -498,12 +465,12 @@ function identityTable(
   f: Family,
   namedNames: ReadonlySet<string>,
 ): IdentityTable {
-  const ranges: { key: string; ivs: readonly Interval[] }[] = [];
+  const ranges: [string, readonly Interval[]][] = [];
   // Address -> its hash sources' keys, `|`-joined: sources are visited in key order, so the list comes sorted.
   const hashTokens = new Map<string, { addr: Addr; key: string }>();
   for (const key of [...used].sort()) {
     const s = sources.get(key)!;
-    if (s.kind === 'range') ranges.push({ key, ivs: s.ivs(f) });
+    if (s.kind === 'range') ranges.push([key, s.ivs(f)]);
     else
       for (const a of s.addrs(f)) {
         const h = hashTokens.get(a.text);
@@ -515,7 +482,6 @@ function identityTable(
       }
   }
   const segments = rangeSegments(ranges, f);
-  const segmentKeys = segments.map((sg) => sg.tokens.join('|'));
   const namedPorts = new Map<string, { name: string; ports: NamedPort[] }>();
   const namedOrder = [...namedNames].sort();
   const identities = new Map<string, Identity>();
@@ -537,7 +503,7 @@ function identityTable(
         named = `${named}|${token}`;
       }
     }
-    const key = `${h.key}#${seg < 0 ? '' : segmentKeys[seg]}#${named}`;
+    const key = `${h.key}#${seg < 0 ? '' : segments[seg]!.key}#${named}`;
     if (!identities.has(key)) {
       const tokens = [
         ...h.key.split('|'),
@@ -548,8 +514,8 @@ function identityTable(
     }
     hashIds.push({ addr: h.addr, key });
   }
-  const segs = segments.map((sg, i) => {
-    const key = `#${segmentKeys[i]}#`;
+  const segs = segments.map((sg) => {
+    const key = `#${sg.key}#`;
     if (!identities.has(key)) identities.set(key, { key, tokens: sg.tokens });
     return { iv: sg.iv, key };
   });

@@ -170,10 +170,7 @@ function sourceOf(peer: TieredPeer, ctx: TierContext): Source {
       let pods: readonly Pod[] | undefined;
       const addrs = (f: Family): Addr[] => {
         // Memoized and invalidated by pod churn in the resolver (node-compiler.ts).
-        pods ??= ctx.peers.destinations(
-          [{ kind: 'pods', namespaceSelector: peer.namespaceSelector, podSelector: peer.podSelector }],
-          '',
-        ).pods;
+        pods ??= ctx.peers.podsOf({ kind: 'pods', namespaceSelector: peer.namespaceSelector, podSelector: peer.podSelector }, '');
         const out: Addr[] = [];
         for (const pod of pods) {
           for (const text of pod.ips) {
@@ -842,13 +839,27 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
         if (locals.size > 0) {
           const table = identityTable(sharedUsed, sources, f, namedNames);
           const chainOf = new Map<string, string>();
+          // Per rule, the classes (positions in `locals`) it applies to: an identity visits only the classes its rules reach.
+          const localList = [...locals];
+          const classesOf = new Map<Entry, number[]>();
+          localList.forEach(([cls], i) => {
+            for (const e of cls.entries) {
+              const l = classesOf.get(e);
+              if (l === undefined) classesOf.set(e, [i]);
+              else l.push(i);
+            }
+          });
           for (const id of table.identities) {
             const { entries: idEntries, named } = identityEntries(id, entriesBySource, table);
             const decided: Decided<DecisionBlock> = { port: [], range: [], proto: [], addr: [] };
-            for (const [cls, addrs] of locals) {
+            const reached =
+              idEntries.length === 1
+                ? (classesOf.get(idEntries[0]!) ?? [])
+                : [...new Set(idEntries.flatMap((e) => classesOf.get(e) ?? []))].sort((a, b) => a - b);
+            for (const i of reached) {
+              const [cls, addrs] = localList[i]!;
               // Local pods of one class decide alike (a class includes the local ports when a rule names one).
-              const matching = idEntries.filter((e) => cls.has.has(e));
-              if (matching.length === 0) continue;
+              const matching = idEntries.length === 1 ? idEntries : idEntries.filter((e) => cls.has.has(e));
               const tails = decidedTails(matching, cls.pods[0]!, named);
               for (const w of ['port', 'range', 'proto', 'addr'] as const)
                 if (tails[w].length > 0) decided[w].push({ addrs, tails: tails[w] });

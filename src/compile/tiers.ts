@@ -659,7 +659,8 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
     const field = d === 'ingress' ? 'daddr' : 'saddr';
     const rules: Rule[] = [];
     const which = ['port', 'range', 'proto', 'addr'] as const;
-    const mapComment = sanitizeComment(`${tier} tier decisions of ${name}`);
+    // Tier and chain names only: nothing to sanitize.
+    const mapComment = `${tier} tier decisions of ${name}`;
     for (const w of 'byClass' in decided ? which.slice(0, 3) : which) {
       const key: DecisionKey = 'byClass' in decided ? (w === 'proto' ? 'l4proto' : 'l4port') : w === 'range' ? 'port' : w;
       const interval = w === 'range';

@@ -48,20 +48,8 @@ export function selectorIsEmpty(sel: LabelSelector): boolean {
   return Object.keys(sel.matchLabels).length === 0 && sel.matchExpressions.length === 0;
 }
 
-/** formatSelector's results: selectors are immutable values, and one is formatted for many keys of one compile. */
-const formatted = new WeakMap<LabelSelector, string>();
-
 /** Canonical text, stable across key order: used for hashing and human output. */
 export function formatSelector(sel: LabelSelector): string {
-  let text = formatted.get(sel);
-  if (text === undefined) {
-    text = format(sel);
-    formatted.set(sel, text);
-  }
-  return text;
-}
-
-function format(sel: LabelSelector): string {
   const parts: string[] = [];
   for (const k of Object.keys(sel.matchLabels).sort()) parts.push(`${k}=${sel.matchLabels[k]}`);
   const exprs = sel.matchExpressions.map((r) => {

@@ -7,7 +7,8 @@
 //
 //   node scripts/bench-render.ts            all cases (each in its own process, for clean RSS)
 //   node scripts/bench-render.ts --case 1k  one case (100k-cnp: the 100k cluster with 100 ClusterNetworkPolicies;
-//                                           --tier-layout shared|per-class forces the tiers' layout, compile/tiers.ts)
+//                                           --tier-layout auto|per-class: the tiers' layout, compile/tiers.ts;
+//                                           default shared, the agent's)
 //   node scripts/bench-render.ts --no-nft   skip the nft -f timing
 import { resolveOptions, type TierLayout } from '../src/ruleset/options.ts';
 import { execa } from 'execa';
@@ -199,7 +200,7 @@ async function nftTiming(text: string): Promise<CaseResult['nft']> {
   }
 }
 
-async function runCase(name: string, withNft: boolean, tierLayout: TierLayout = 'auto'): Promise<CaseResult> {
+async function runCase(name: string, withNft: boolean, tierLayout: TierLayout = 'shared'): Promise<CaseResult> {
   const opts = CASES[name];
   if (opts === undefined) throw new Error(`unknown case ${name}; one of ${Object.keys(CASES).join(', ')}`);
   let t0 = process.hrtime.bigint();
@@ -331,7 +332,8 @@ async function main(): Promise<void> {
       case: { type: 'string' },
       'no-nft': { type: 'boolean' },
       json: { type: 'boolean' },
-      'tier-layout': { type: 'string', default: 'auto' },
+      // The agent's default (compile/tiers.ts).
+      'tier-layout': { type: 'string', default: 'shared' },
     },
   });
   const withNft = values['no-nft'] !== true;

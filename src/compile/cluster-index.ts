@@ -5,7 +5,7 @@
 // needs instead of pods x policies.
 import { parseIP } from '../model/ip.ts';
 import type { IP } from '../model/ip.ts';
-import { formatSelector, selectorMatches } from '../model/selector.ts';
+import { formatSelector, selectorMatcher, selectorMatches } from '../model/selector.ts';
 import { byObjectKey, insertByObjectKey } from '../model/state.ts';
 import { isActivePod } from '../model/types.ts';
 import { parseV4 } from './v4.ts';
@@ -190,11 +190,13 @@ export class ClusterIndex {
         if (best === undefined || list.length < best.length) best = list;
       }
       const nsSet = new Set(namespaces);
-      return (best ?? []).filter((p) => nsSet.has(p.namespace) && selectorMatches(podSel, p.labels));
+      const matches = selectorMatcher(podSel);
+      return (best ?? []).filter((p) => nsSet.has(p.namespace) && matches(p.labels));
     }
     const out: Pod[] = [];
+    const matches = podSel === undefined ? undefined : selectorMatcher(podSel);
     for (const ns of namespaces) {
-      for (const p of this.podsIn(ns)) if (podSel === undefined || selectorMatches(podSel, p.labels)) out.push(p);
+      for (const p of this.podsIn(ns)) if (matches === undefined || matches(p.labels)) out.push(p);
     }
     return out;
   }

@@ -58,6 +58,7 @@ import {
   sanitizeComment,
   shortHash,
 } from '../ruleset/ids.ts';
+import { rangeSegments } from './range-sweep.ts';
 import type { PortRange } from './ports.ts';
 import type { Term, TermRule, TermSource } from './terms.ts';
 import { parseV4 } from './v4.ts';
@@ -418,34 +419,7 @@ function rangeIdentities(terms: readonly Term[], f: Family): { iv: Interval; id:
     if (s.kind === 'anywhere') sources.set(key, [{ family: f, lo: 0n, hi: max }]);
     else sources.set(key, s.ivs);
   }
-  // Sweep over interval boundaries: between two boundaries the covering sources are constant.
-  const events: { at: bigint; key: string; delta: number }[] = [];
-  for (const [key, ivs] of sources) {
-    for (const iv of ivs) {
-      events.push({ at: iv.lo, key, delta: 1 });
-      if (iv.hi < max) events.push({ at: iv.hi + 1n, key, delta: -1 });
-    }
-  }
-  events.sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : 0));
-  const active = new Map<string, number>();
-  const out: { iv: { family: Family; lo: bigint; hi: bigint }; id: Identity }[] = [];
-  for (let i = 0; i < events.length;) {
-    const at = events[i]!.at;
-    while (i < events.length && events[i]!.at === at) {
-      const e = events[i++]!;
-      const n = (active.get(e.key) ?? 0) + e.delta;
-      if (n === 0) active.delete(e.key);
-      else active.set(e.key, n);
-    }
-    const end = i < events.length ? events[i]!.at - 1n : max;
-    if (active.size === 0) continue;
-    const tokens = [...active.keys()].sort();
-    const key = tokens.join('|');
-    const last = out[out.length - 1];
-    if (last !== undefined && last.id.key === key && last.iv.hi + 1n === at) last.iv.hi = end;
-    else out.push({ iv: { family: f, lo: at, hi: end }, id: { key, tokens } });
-  }
-  return out;
+  return rangeSegments(sources, f).map((sg) => ({ iv: sg.iv, id: { key: sg.key, tokens: sg.tokens } }));
 }
 
 /**

@@ -316,6 +316,11 @@ export class PeerResolver {
     return byFamily(mergeIntervals(peers.flatMap((p) => (p.kind === 'ipBlock' ? ipBlockIntervals(p) : []))));
   }
 
+  /** The pods one pod peer of a policy in `policyNs` selects. */
+  podsOf(peer: Extract<Peer, { kind: 'pods' }>, policyNs: string): readonly Pod[] {
+    return this.#podPeer(peer, policyNs).pods;
+  }
+
   /** Pods and blocks a rule's peers name (for resolving named ports on destinations). */
   destinations(peers: readonly Peer[], policyNs: string): PeerDestinations {
     const pods = new Set<Pod>();

@@ -55,6 +55,8 @@ import type { Interval } from '../model/ip.ts';
 import { formatSelector, selectorMatches } from '../model/selector.ts';
 import { DIRECTIONS, FAMILIES, PROTOCOLS } from '../model/types.ts';
 import type { ClusterState, Direction, Family, Pod, Protocol } from '../model/types.ts';
+import { rangeSegments } from './range-sweep.ts';
+import type { RangeSegment } from './range-sweep.ts';
 import type { OrderedTier, TieredPeer, TieredPolicy, TieredRule } from '../kinds/kind.ts';
 import {
   decisionMapName,
@@ -68,7 +70,20 @@ import {
   tierPeerMapName,
   tierRuleChainName,
 } from '../ruleset/ids.ts';
-import type { Chain, DecisionElement, DecisionKey, DecisionMap, MapElement, Proto, Rule, VerdictMap } from '../ruleset/ir.ts';
+import { blockDecisionMap } from '../ruleset/ir.ts';
+import type {
+  Chain,
+  DecisionBlock,
+  DecisionElement,
+  DecisionKey,
+  DecisionMap,
+  DecisionTail,
+  DecisionVerdict,
+  MapElement,
+  Proto,
+  Rule,
+  VerdictMap,
+} from '../ruleset/ir.ts';
 import type { RenderOptions } from '../ruleset/options.ts';
 import type { ClusterIndex } from './cluster-index.ts';
 import { denyLogRule } from './deny-path.ts';
@@ -112,6 +127,10 @@ interface Entry {
   readonly sources: ReadonlySet<string>;
   /** Its position in evaluation order (policy order, then rule order). */
   readonly order: number;
+  /** `goto` its chain (one object for all its decision elements). */
+  readonly verdict: DecisionVerdict;
+  /** Names a port by name on the local side (ingress): the decision depends on the local pod's ports. */
+  readonly localNamed: boolean;
 }
 
 type Source =
@@ -137,21 +156,21 @@ interface Piece {
 const byValue = (a: { value: bigint }, b: { value: bigint }): number => (a.value < b.value ? -1 : a.value > b.value ? 1 : 0);
 
 function selectorText(sel: Parameters<typeof formatSelector>[0]): string {
-  const t = formatSelector(sel);
-  return t === '{}' ? 'all' : t;
+  return aboutSelector(formatSelector(sel));
 }
+
+const aboutSelector = (formatted: string): string => (formatted === '{}' ? 'all' : formatted);
 
 function sourceOf(peer: TieredPeer, ctx: TierContext): Source {
   switch (peer.kind) {
     case 'pods': {
-      const key = `pods ${formatSelector(peer.namespaceSelector)} ${formatSelector(peer.podSelector)}`;
+      const ns = formatSelector(peer.namespaceSelector);
+      const ps = formatSelector(peer.podSelector);
+      const key = `pods ${ns} ${ps}`;
       let pods: readonly Pod[] | undefined;
       const addrs = (f: Family): Addr[] => {
         // Memoized and invalidated by pod churn in the resolver (node-compiler.ts).
-        pods ??= ctx.peers.destinations(
-          [{ kind: 'pods', namespaceSelector: peer.namespaceSelector, podSelector: peer.podSelector }],
-          '',
-        ).pods;
+        pods ??= ctx.peers.podsOf({ kind: 'pods', namespaceSelector: peer.namespaceSelector, podSelector: peer.podSelector }, '');
         const out: Addr[] = [];
         for (const pod of pods) {
           for (const text of pod.ips) {
@@ -164,7 +183,7 @@ function sourceOf(peer: TieredPeer, ctx: TierContext): Source {
       return {
         kind: 'hash',
         key,
-        about: `pods(${selectorText(peer.podSelector)}) in ns(${selectorText(peer.namespaceSelector)})`,
+        about: `pods(${aboutSelector(ps)}) in ns(${aboutSelector(ns)})`,
         addrs,
       };
     }
@@ -322,16 +341,18 @@ interface NamedPort {
   readonly port: number;
 }
 
-function verdictOf(e: Entry | undefined): DecisionElement['verdict'] {
-  return e === undefined ? { kind: 'return' } : { kind: 'goto', chain: e.chain };
+const RETURN: DecisionVerdict = { kind: 'return' };
+
+function verdictOf(e: Entry | undefined): DecisionVerdict {
+  return e === undefined ? RETURN : e.verdict;
 }
 
-/** The decision elements of one identity, per map. */
-interface Decided {
-  readonly port: DecisionElement[];
-  readonly range: DecisionElement[];
-  readonly proto: DecisionElement[];
-  readonly addr: DecisionElement[];
+/** The decision elements of one identity, per map: keyed by protocol and port (a class's own maps), or blocks of local addresses with their tails (the shared maps). */
+interface Decided<T> {
+  readonly port: T[];
+  readonly range: T[];
+  readonly proto: T[];
+  readonly addr: T[];
 }
 
 /** What one list of matching rules decides for one local pod: per protocol its default and the differing pieces. */
@@ -359,40 +380,32 @@ function decide(entries: readonly Entry[], local: Pod, named: ReadonlyMap<string
 }
 
 /**
- * A decision's elements: keyed by the local address `addr` (the shared
- * layout), or, without one, by protocol and port only (a class's own maps;
- * protocols without ports are then the caller's rule: the returned entry).
+ * A decision's tails (ruleset/ir.ts DecisionTail: what follows the local
+ * address in the shared maps' keys), per map; `other` is the rule for
+ * protocols without ports.
  */
-function addDecision(d: Decision, addr: string | undefined, into: Decided): Entry | undefined {
+function tailsOf(d: Decision): { readonly tails: Decided<DecisionTail>; readonly other: Entry | undefined } {
+  const tails: Decided<DecisionTail> = { port: [], range: [], proto: [], addr: [] };
   for (const { p4: proto, best, pieces } of d.protos) {
-    if (best !== undefined)
-      into.proto.push({
-        key: addr === undefined ? { kind: 'proto', proto } : { kind: 'addr-proto', addr, proto },
-        verdict: verdictOf(best),
-      });
+    if (best !== undefined) tails.proto.push({ proto, port: undefined, verdict: best.verdict });
     for (const p of pieces) {
+      const verdict = verdictOf(p.entry);
       if (p.hi - p.lo < SPLIT_RANGE_UP_TO) {
-        for (let port = p.lo; port <= p.hi; port++)
-          into.port.push({
-            key: addr === undefined ? { kind: 'proto-port', proto, port } : { kind: 'addr-proto-port', addr, proto, port },
-            verdict: verdictOf(p.entry),
-          });
-      } else {
-        const port = { lo: p.lo, hi: p.hi };
-        into.range.push({
-          key: addr === undefined ? { kind: 'proto-port', proto, port } : { kind: 'addr-proto-port', addr, proto, port },
-          verdict: verdictOf(p.entry),
-        });
-      }
+        for (let port = p.lo; port <= p.hi; port++) tails.port.push({ proto, port, verdict });
+      } else tails.range.push({ proto, port: { lo: p.lo, hi: p.hi }, verdict });
     }
   }
-  if (d.other !== undefined && addr !== undefined) into.addr.push({ key: { kind: 'addr', addr }, verdict: verdictOf(d.other) });
-  return d.other;
+  if (d.other !== undefined) tails.addr.push({ proto: undefined, port: undefined, verdict: d.other.verdict });
+  return { tails, other: d.other };
 }
 
-/** Does a rule name a port by name on the local side (ingress), so that the decision depends on the local pod's ports? */
-function localNamed(e: Entry): boolean {
-  return e.direction === 'ingress' && (e.rule.ports ?? []).some((p) => p.kind === 'named');
+/** A class's own decision elements: keyed by protocol and port only (protocols without ports are the caller's jump). */
+function classElements(tails: Decided<DecisionTail>): Decided<DecisionElement> {
+  const keyed = (t: DecisionTail): DecisionElement => ({
+    key: t.port === undefined ? { kind: 'proto', proto: t.proto! } : { kind: 'proto-port', proto: t.proto!, port: t.port },
+    verdict: t.verdict,
+  });
+  return { port: tails.port.map(keyed), range: tails.range.map(keyed), proto: tails.proto.map(keyed), addr: [] };
 }
 
 interface Identity {
@@ -400,43 +413,8 @@ interface Identity {
   readonly tokens: readonly string[];
 }
 
-/** Non-overlapping intervals of constant source membership (a sweep over boundaries), in address order. */
-function rangeSegments(
-  ranges: readonly { key: string; ivs: readonly Interval[] }[],
-  f: Family,
-): { iv: Interval; tokens: string[] }[] {
-  const max = (1n << BigInt(familyBits(f))) - 1n;
-  const events: { at: bigint; key: string; delta: number }[] = [];
-  for (const r of ranges) {
-    for (const iv of r.ivs) {
-      events.push({ at: iv.lo, key: r.key, delta: 1 });
-      if (iv.hi < max) events.push({ at: iv.hi + 1n, key: r.key, delta: -1 });
-    }
-  }
-  events.sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : 0));
-  const active = new Map<string, number>();
-  const out: { iv: Interval; tokens: string[] }[] = [];
-  for (let i = 0; i < events.length;) {
-    const at = events[i]!.at;
-    while (i < events.length && events[i]!.at === at) {
-      const e = events[i++]!;
-      const n = (active.get(e.key) ?? 0) + e.delta;
-      if (n === 0) active.delete(e.key);
-      else active.set(e.key, n);
-    }
-    const end = i < events.length ? events[i]!.at - 1n : max;
-    if (active.size === 0) continue;
-    const tokens = [...active.keys()].sort();
-    const last = out[out.length - 1];
-    if (last !== undefined && last.tokens.join('|') === tokens.join('|') && last.iv.hi + 1n === at) {
-      out[out.length - 1] = { iv: { ...last.iv, hi: end }, tokens };
-    } else out.push({ iv: { family: f, lo: at, hi: end }, tokens });
-  }
-  return out;
-}
-
 /** The index of the segment holding `value`, or -1. */
-function segmentIndex(segs: readonly { iv: Interval; tokens: string[] }[], value: bigint): number {
+function segmentIndex(segs: readonly RangeSegment[], value: bigint): number {
   let lo = 0;
   let hi = segs.length - 1;
   while (lo <= hi) {
@@ -484,12 +462,12 @@ function identityTable(
   f: Family,
   namedNames: ReadonlySet<string>,
 ): IdentityTable {
-  const ranges: { key: string; ivs: readonly Interval[] }[] = [];
+  const ranges: [string, readonly Interval[]][] = [];
   // Address -> its hash sources' keys, `|`-joined: sources are visited in key order, so the list comes sorted.
   const hashTokens = new Map<string, { addr: Addr; key: string }>();
   for (const key of [...used].sort()) {
     const s = sources.get(key)!;
-    if (s.kind === 'range') ranges.push({ key, ivs: s.ivs(f) });
+    if (s.kind === 'range') ranges.push([key, s.ivs(f)]);
     else
       for (const a of s.addrs(f)) {
         const h = hashTokens.get(a.text);
@@ -501,7 +479,6 @@ function identityTable(
       }
   }
   const segments = rangeSegments(ranges, f);
-  const segmentKeys = segments.map((sg) => sg.tokens.join('|'));
   const namedPorts = new Map<string, { name: string; ports: NamedPort[] }>();
   const namedOrder = [...namedNames].sort();
   const identities = new Map<string, Identity>();
@@ -523,7 +500,7 @@ function identityTable(
         named = `${named}|${token}`;
       }
     }
-    const key = `${h.key}#${seg < 0 ? '' : segmentKeys[seg]}#${named}`;
+    const key = `${h.key}#${seg < 0 ? '' : segments[seg]!.key}#${named}`;
     if (!identities.has(key)) {
       const tokens = [
         ...h.key.split('|'),
@@ -534,8 +511,8 @@ function identityTable(
     }
     hashIds.push({ addr: h.addr, key });
   }
-  const segs = segments.map((sg, i) => {
-    const key = `#${segmentKeys[i]}#`;
+  const segs = segments.map((sg) => {
+    const key = `#${sg.key}#`;
     if (!identities.has(key)) identities.set(key, { key, tokens: sg.tokens });
     return { iv: sg.iv, key };
   });
@@ -628,15 +605,18 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
           if (!sources.has(s.key)) sources.set(s.key, memoized(s));
           keys.add(s.key);
         }
+        const chain = tierRuleChainName(pid, d, index);
         const e: Entry = {
           tier: p.tier,
           policy: p,
           rule,
           index,
           direction: d,
-          chain: tierRuleChainName(pid, d, index),
+          chain,
           sources: keys,
           order: order++,
+          verdict: { kind: 'goto', chain },
+          localNamed: d === 'ingress' && (rule.ports ?? []).some((p) => p.kind === 'named'),
         };
         entries.push(e);
         mine.push(e);
@@ -672,36 +652,27 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
     f: Family,
     d: Direction,
     tier: OrderedTier,
-    decided: Decided,
-    byClass: boolean,
+    decided: { readonly byClass: Decided<DecisionElement> } | { readonly shared: Decided<DecisionBlock> },
     other: Entry | undefined,
     comment: string,
   ): void => {
     const field = d === 'ingress' ? 'daddr' : 'saddr';
     const rules: Rule[] = [];
-    const parts: [DecisionKey, 'port' | 'range' | 'proto' | 'addr', DecisionElement[], boolean][] = byClass
-      ? [
-          ['l4port', 'port', decided.port, false],
-          ['l4port', 'range', decided.range, true],
-          ['l4proto', 'proto', decided.proto, false],
-        ]
-      : [
-          ['port', 'port', decided.port, false],
-          ['port', 'range', decided.range, true],
-          ['proto', 'proto', decided.proto, false],
-          ['addr', 'addr', decided.addr, false],
-        ];
-    for (const [key, which, els, interval] of parts) {
-      if (els.length === 0) continue;
-      const map = decisionMapName(cid, f, which);
-      decisions.push({
-        name: map,
-        family: f,
-        key,
-        interval,
-        elements: els,
-        comment: sanitizeComment(`${tier} tier decisions of ${name}`),
-      });
+    const which = ['port', 'range', 'proto', 'addr'] as const;
+    // Tier and chain names only: nothing to sanitize.
+    const mapComment = `${tier} tier decisions of ${name}`;
+    for (const w of 'byClass' in decided ? which.slice(0, 3) : which) {
+      const key: DecisionKey = 'byClass' in decided ? (w === 'proto' ? 'l4proto' : 'l4port') : w === 'range' ? 'port' : w;
+      const interval = w === 'range';
+      const map = decisionMapName(cid, f, w);
+      const fields = { name: map, family: f, key, interval, comment: mapComment };
+      if ('byClass' in decided) {
+        if (decided.byClass[w].length === 0) continue;
+        decisions.push({ ...fields, elements: decided.byClass[w] });
+      } else {
+        if (decided.shared[w].length === 0) continue;
+        decisions.push(blockDecisionMap(fields, decided.shared[w]));
+      }
       rules.push({
         matches: [],
         counter: false,
@@ -712,6 +683,25 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
     if (other !== undefined)
       rules.push({ matches: [], counter: false, verdict: { kind: 'jump', chain: other.chain }, comment: undefined });
     identityChains.push({ name, role: 'peers', base: undefined, comment: sanitizeComment(comment), rules });
+  };
+  /**
+   * What a list of matching rules decides, as tails; shared by the classes
+   * and identities meeting the same rules (the same list decides alike unless
+   * a rule names a port, which the local pod or the identity then resolves).
+   */
+  const tailMemo = new Map<string, Decided<DecisionTail>>();
+  const decidedTails = (
+    matching: readonly Entry[],
+    local: Pod,
+    named: ReadonlyMap<string, readonly NamedPort[]>,
+  ): Decided<DecisionTail> => {
+    const key = named.size === 0 && !matching.some((e) => e.localNamed) ? matching.map((e) => e.order).join(',') : undefined;
+    let tails = key === undefined ? undefined : tailMemo.get(key);
+    if (tails === undefined) {
+      tails = tailsOf(decide(matching, local, named)).tails;
+      if (key !== undefined) tailMemo.set(key, tails);
+    }
+    return tails;
   };
   const about = (id: Identity): string =>
     id.tokens.map((t) => (t.startsWith(NAMED) ? t.slice(NAMED.length) : (sources.get(t)?.about ?? t))).join(' + ');
@@ -735,7 +725,7 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
         const applied = applicable.get(pod)?.get(`${tier} ${d}`);
         if (applied === undefined) continue;
         // Grouped by the policies selecting the pod (cheap); named by their ids (stable across unrelated edits).
-        const named = applied.some((a) => a.entries.some(localNamed));
+        const named = applied.some((a) => a.entries.some((e) => e.localNamed));
         const ports = named ? `|${JSON.stringify(pod.ports)}` : '';
         const group = `${applied.map((a) => a.index).join(',')}${ports}`;
         let cls = classMap.get(group);
@@ -769,8 +759,8 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
             const { entries: idEntries, named } = identityEntries(id, entriesBySource, table);
             const matching = idEntries.filter((e) => cls.has.has(e));
             if (matching.length === 0) continue;
-            const decided: Decided = { port: [], range: [], proto: [], addr: [] };
-            const other = addDecision(decide(matching, cls.pods[0]!, named), undefined, decided);
+            const { tails, other } = tailsOf(decide(matching, cls.pods[0]!, named));
+            const decided = classElements(tails);
             if (decided.port.length + decided.range.length + decided.proto.length === 0 && other === undefined) continue;
             const cid = shortHash(`tierclass\0${tier}\0${d}\0${f}\0${cls.key}\0${id.key}`);
             const name = peersChainName(cid, d);
@@ -781,8 +771,7 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
               f,
               d,
               tier,
-              decided,
-              true,
+              { byClass: decided },
               other,
               `${tier} tier ${d} ${d === 'ingress' ? 'from' : 'to'} IPv${f} ${about(id)}, for one class of local pods`,
             );
@@ -851,15 +840,30 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
         if (locals.size > 0) {
           const table = identityTable(sharedUsed, sources, f, namedNames);
           const chainOf = new Map<string, string>();
+          // Per rule, the classes (positions in `locals`) it applies to: an identity visits only the classes its rules reach.
+          const localList = [...locals];
+          const classesOf = new Map<Entry, number[]>();
+          localList.forEach(([cls], i) => {
+            for (const e of cls.entries) {
+              const l = classesOf.get(e);
+              if (l === undefined) classesOf.set(e, [i]);
+              else l.push(i);
+            }
+          });
           for (const id of table.identities) {
             const { entries: idEntries, named } = identityEntries(id, entriesBySource, table);
-            const decided: Decided = { port: [], range: [], proto: [], addr: [] };
-            for (const [cls, addrs] of locals) {
+            const decided: Decided<DecisionBlock> = { port: [], range: [], proto: [], addr: [] };
+            const reached =
+              idEntries.length === 1
+                ? (classesOf.get(idEntries[0]!) ?? [])
+                : [...new Set(idEntries.flatMap((e) => classesOf.get(e) ?? []))].sort((a, b) => a - b);
+            for (const i of reached) {
+              const [cls, addrs] = localList[i]!;
               // Local pods of one class decide alike (a class includes the local ports when a rule names one).
-              const matching = idEntries.filter((e) => cls.has.has(e));
-              if (matching.length === 0) continue;
-              const dec = decide(matching, cls.pods[0]!, named);
-              for (const addr of addrs) addDecision(dec, addr, decided);
+              const matching = idEntries.length === 1 ? idEntries : idEntries.filter((e) => cls.has.has(e));
+              const tails = decidedTails(matching, cls.pods[0]!, named);
+              for (const w of ['port', 'range', 'proto', 'addr'] as const)
+                if (tails[w].length > 0) decided[w].push({ addrs, tails: tails[w] });
             }
             if (decided.port.length + decided.range.length + decided.proto.length + decided.addr.length === 0) continue;
             const cid = shortHash(`tier\0${tier}\0${d}\0${f}\0${id.key}`);
@@ -871,8 +875,7 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
               f,
               d,
               tier,
-              decided,
-              false,
+              { shared: decided },
               undefined,
               `${tier} tier ${d} ${d === 'ingress' ? 'from' : 'to'} IPv${f} ${about(id)}`,
             );

@@ -26,6 +26,24 @@ export function selectorMatches(sel: LabelSelector, labels: Labels): boolean {
   return true;
 }
 
+/**
+ * selectorMatches with the selector read once: for testing many label sets
+ * against one selector (no per-call allocation).
+ */
+export function selectorMatcher(sel: LabelSelector): (labels: Labels) => boolean {
+  const keys = Object.keys(sel.matchLabels);
+  const values = keys.map((k) => sel.matchLabels[k]);
+  const exprs = sel.matchExpressions;
+  return (labels) => {
+    for (let i = 0; i < keys.length; i++) {
+      const k = keys[i]!;
+      if (!Object.hasOwn(labels, k) || labels[k] !== values[i]) return false;
+    }
+    for (const r of exprs) if (!requirementMatches(r, labels)) return false;
+    return true;
+  };
+}
+
 export function selectorIsEmpty(sel: LabelSelector): boolean {
   return Object.keys(sel.matchLabels).length === 0 && sel.matchExpressions.length === 0;
 }

@@ -27,7 +27,7 @@ export function addressText(a: AddressKey): string {
   return typeof a === 'string' ? a : formatInterval(a);
 }
 
-function portText(p: PortKey): string {
+export function portText(p: PortKey): string {
   return typeof p === 'number' ? String(p) : `${p.lo}-${p.hi}`;
 }
 

@@ -4,9 +4,9 @@
 // nothing outside our table is touched. This full script is also the
 // recovery path of the incremental updates of nft/update.ts.
 import { sanitizeComment } from '../ruleset/ids.ts';
-import { addressText, elementText, keyText } from './elements.ts';
+import { addressText, elementText, keyText, portText } from './elements.ts';
 import { resolveOptions } from '../ruleset/options.ts';
-import { addressType, decisionKeyType } from '../ruleset/ir.ts';
+import { addressType, decisionBlocks, decisionKeyType } from '../ruleset/ir.ts';
 import type {
   Chain,
   CompiledRuleset,
@@ -107,9 +107,14 @@ export function ruleText(r: Rule): string {
 
 /** `{ a, b, ... }`, PER_LINE elements a line, continuation lines indented by `indent`. */
 export function elementList(elements: readonly string[], indent: string): string {
-  const lines: string[] = [];
-  for (let i = 0; i < elements.length; i += PER_LINE) lines.push(elements.slice(i, i + PER_LINE).join(', '));
-  return `{ ${lines.join(`,\n${indent}`)} }`;
+  // One pass, no array per line: the tiers' decision maps list tens of thousands.
+  const lineBreak = `,\n${indent}`;
+  let text = '{ ';
+  for (let i = 0; i < elements.length; i++) {
+    if (i > 0) text += i % PER_LINE === 0 ? lineBreak : ', ';
+    text += elements[i];
+  }
+  return `${text} }`;
 }
 
 function elementsBlock(out: string[], elements: readonly string[]): void {
@@ -134,6 +139,22 @@ export function decisionElementText(e: DecisionElement): string {
   return `${keyText(e.key)}${note} : ${e.verdict.kind === 'goto' ? `goto ${e.verdict.chain}` : 'return'}`;
 }
 
+/** Every element of a decision map as text, in order; a block map's straight from its blocks (ruleset/ir.ts). */
+export function decisionElementTexts(m: DecisionMap): string[] {
+  const blocks = decisionBlocks(m);
+  if (blocks === undefined) return m.elements.map(decisionElementText);
+  const out: string[] = [];
+  for (const b of blocks) {
+    // What follows the address, the same for each (decisionElementText's text: keyText, then the verdict).
+    const tails = b.tails.map((t) => {
+      const key = t.proto === undefined ? '' : t.port === undefined ? ` . ${t.proto}` : ` . ${t.proto} . ${portText(t.port)}`;
+      return `${key} : ${t.verdict.kind === 'goto' ? `goto ${t.verdict.chain}` : 'return'}`;
+    });
+    for (const addr of b.addrs) for (const tail of tails) out.push(addr + tail);
+  }
+  return out;
+}
+
 /** A decision map's declaration on one line (`add map ... { this }`); equal text, equal declaration. */
 export function decisionDeclaration(m: DecisionMap): string {
   return [
@@ -147,7 +168,7 @@ function renderDecisionMap(out: string[], m: DecisionMap): void {
   out.push(`\tmap ${m.name} {`, `\t\ttype ${decisionKeyType(m.family, m.key)} : verdict`);
   if (m.interval) out.push('\t\tflags interval');
   if (m.comment !== undefined) out.push(`\t\tcomment ${quoted(m.comment)}`);
-  elementsBlock(out, m.elements.map(decisionElementText));
+  elementsBlock(out, decisionElementTexts(m));
   out.push('\t}', '');
 }
 

@@ -16,10 +16,12 @@
 // object's declaration, which `add` cannot change in place) falls back to the
 // full script (render.ts), which is always the recovery path.
 import type { Chain, CompiledRuleset, DecisionElement, MapElement, SetElement } from '../ruleset/ir.ts';
+import { decisionSize } from '../ruleset/ir.ts';
 import { addressText, elementText, keyText, sameAddress, sameElement, sameKey } from './elements.ts';
 import {
   decisionDeclaration,
   decisionElementText,
+  decisionElementTexts,
   elementList,
   limitDeclaration,
   mapDeclaration,
@@ -258,9 +260,9 @@ export function renderUpdate(prev: CompiledRuleset | undefined, next: CompiledRu
     const old = prevDecisions.get(m.name);
     if (old === undefined) {
       addDecisionMaps.push(`add map ${t} ${m.name} { ${decisionDeclaration(m)} }`);
-      if (m.elements.length > 0)
-        addElements.push(`add element ${t} ${m.name} ${elementList(m.elements.map(decisionElementText), '\t')}`);
-      added += m.elements.length;
+      const texts = decisionElementTexts(m);
+      if (texts.length > 0) addElements.push(`add element ${t} ${m.name} ${elementList(texts, '\t')}`);
+      added += texts.length;
       continue;
     }
     if (decisionDeclaration(old) !== decisionDeclaration(m)) return full(next, `map ${m.name} declared differently`);
@@ -281,7 +283,7 @@ export function renderUpdate(prev: CompiledRuleset | undefined, next: CompiledRu
   for (const m of prev.decisions) {
     if (nextDecisions.has(m.name)) continue;
     deleteDecisionMaps.push(`delete map ${t} ${m.name}`);
-    removed += m.elements.length;
+    removed += decisionSize(m);
   }
 
   const addChains: string[] = [];

@@ -281,6 +281,79 @@ export interface DecisionMap {
   readonly comment: string | undefined;
 }
 
+/** The part of a decision element after its local address: protocol and port, protocol, or nothing (see DecisionBlock). */
+export interface DecisionTail {
+  readonly proto: Proto | undefined;
+  /** Only with a protocol. */
+  readonly port: PortKey | undefined;
+  readonly verdict: DecisionVerdict;
+}
+
+/**
+ * Elements as a cross product: every address with every tail, addresses
+ * outer (`10.0.0.5 . tcp . 80`, `10.0.0.5 . tcp`, `10.0.0.5`). The shared
+ * tier layout (compile/tiers.ts) decides alike for the local pods of one
+ * class, so its maps are a few such blocks: render writes their text without
+ * an element object per address, and `elements` lists them on first read.
+ */
+export interface DecisionBlock {
+  readonly addrs: readonly string[];
+  readonly tails: readonly DecisionTail[];
+}
+
+/**
+ * A decision map built from blocks. Its elements are listed on first read (a
+ * getter of the class: a copy, `{ ...m, elements }`, is a plain map and has
+ * no blocks).
+ */
+class BlockDecisionMap implements DecisionMap {
+  readonly name: string;
+  readonly family: Family;
+  readonly key: DecisionKey;
+  readonly interval: boolean;
+  readonly comment: string | undefined;
+  readonly blocks: readonly DecisionBlock[];
+  #elements: readonly DecisionElement[] | undefined;
+
+  constructor(fields: Omit<DecisionMap, 'elements'>, blocks: readonly DecisionBlock[]) {
+    this.name = fields.name;
+    this.family = fields.family;
+    this.key = fields.key;
+    this.interval = fields.interval;
+    this.comment = fields.comment;
+    this.blocks = blocks;
+  }
+
+  get elements(): readonly DecisionElement[] {
+    return (this.#elements ??= this.blocks.flatMap((b) => b.addrs.flatMap((addr) => b.tails.map((t) => blockElement(addr, t)))));
+  }
+}
+
+/** A map's blocks, when it was built from them. */
+export function decisionBlocks(m: DecisionMap): readonly DecisionBlock[] | undefined {
+  return m instanceof BlockDecisionMap ? m.blocks : undefined;
+}
+
+/** A decision map whose elements are these blocks, listed as elements only when read. */
+export function blockDecisionMap(fields: Omit<DecisionMap, 'elements'>, blocks: readonly DecisionBlock[]): DecisionMap {
+  return new BlockDecisionMap(fields, blocks);
+}
+
+function blockElement(addr: string, t: DecisionTail): DecisionElement {
+  if (t.proto === undefined) return { key: { kind: 'addr', addr }, verdict: t.verdict };
+  if (t.port === undefined) return { key: { kind: 'addr-proto', addr, proto: t.proto }, verdict: t.verdict };
+  return { key: { kind: 'addr-proto-port', addr, proto: t.proto, port: t.port }, verdict: t.verdict };
+}
+
+/** How many elements a decision map holds (without listing a block map's). */
+export function decisionSize(m: DecisionMap): number {
+  const blocks = decisionBlocks(m);
+  if (blocks === undefined) return m.elements.length;
+  let n = 0;
+  for (const b of blocks) n += b.addrs.length * b.tails.length;
+  return n;
+}
+
 /** The key type of a decision map. */
 export function decisionKeyType(f: Family, key: DecisionKey): SetType {
   const a = addressType(f);
@@ -338,6 +411,6 @@ export function countObjects(
   let elements = 0;
   for (const s of sets) elements += s.elements.length;
   for (const m of maps) elements += m.elements.length;
-  for (const m of decisions) elements += m.elements.length;
+  for (const m of decisions) elements += decisionSize(m);
   return { chains: chains.length, rules, sets: sets.length, maps: maps.length + decisions.length, elements };
 }

@@ -355,7 +355,7 @@ export class Reconciler {
     // The update from what the kernel holds, when both sides are compiled:
     // it also says whether anything changed, without rendering the full text.
     const tu = this.#clock.mono();
-    const update: RulesetUpdate | undefined =
+    let update: RulesetUpdate | undefined =
       prev?.compiled !== undefined && rendered.compiled !== undefined
         ? renderUpdate(prev.compiled, rendered.compiled)
         : undefined;
@@ -427,10 +427,12 @@ export class Reconciler {
     let res: NftResult = { ok: true };
     if (mode === 'full') {
       this.#d.metrics.restoreCall();
-      const tr = this.#clock.mono();
-      const text = update?.kind === 'full' ? update.text : rendered.text;
-      phases.render = this.#clock.mono() - tr;
-      res = await this.#applyScript(text, phases);
+      const sent = this.#applyScript(this.#fullScript(update, rendered, phases), phases);
+      // The script is not held through the read-back below (this frame lives
+      // on across it): the script and the listing are ~2 MB each at 100k pods.
+      // eslint-disable-next-line no-useless-assignment -- drops the frame's reference
+      update = undefined;
+      res = await sent;
     }
     // Render and transaction; the read-back below is bookkeeping, not applying.
     this.#d.metrics.applySeconds((this.#clock.mono() - t0) / 1000);
@@ -536,6 +538,13 @@ export class Reconciler {
       state: r.state,
       enforced: undefined,
     });
+  }
+
+  #fullScript(update: RulesetUpdate | undefined, rendered: Rendered, phases: ApplyPhases): string {
+    const tr = this.#clock.mono();
+    const text = update?.kind === 'full' ? update.text : rendered.text;
+    phases.render = this.#clock.mono() - tr;
+    return text;
   }
 
   async #applyScript(script: string, phases: ApplyPhases): Promise<NftResult> {

@@ -98,6 +98,11 @@ export function rvNumber(rv: unknown): bigint | undefined {
   return typeof rv === 'string' && /^\d{1,20}$/.test(rv) ? BigInt(rv) : undefined;
 }
 
+/** A resourceVersion as a number when String() gives it back exactly; as given otherwise. */
+export function compactRv(rv: string | undefined): string | number | undefined {
+  return rv !== undefined && /^(0|[1-9]\d{0,14})$/.test(rv) ? Number(rv) : rv;
+}
+
 /**
  * What the informer caches in place of the raw object: one small object per
  * cached object (a node may cache 100k+ pods).
@@ -105,7 +110,12 @@ export function rvNumber(rv: unknown): bigint | undefined {
 class Envelope {
   readonly name: string;
   readonly namespace: string | undefined;
-  readonly resourceVersion: string | undefined;
+  /**
+   * The resourceVersion, held as a number when it is a plain decimal that
+   * converts back to the same text (etcd's are): a string per cached object
+   * costs ~30 bytes, a number below 2^31 nothing (issue 24).
+   */
+  readonly #rv: string | number | undefined;
   /** undefined: the object failed to normalize (it is not part of the model). */
   readonly value: unknown;
   /** Shared EMPTY when there are none. */
@@ -120,9 +130,13 @@ class Envelope {
   ) {
     this.name = name;
     this.namespace = namespace;
-    this.resourceVersion = resourceVersion;
+    this.#rv = compactRv(resourceVersion);
     this.value = value;
     this.errors = errors;
+  }
+
+  get resourceVersion(): string | undefined {
+    return typeof this.#rv === 'number' ? String(this.#rv) : this.#rv;
   }
 
   /** The informer reads metadata.name, .namespace and .resourceVersion: the envelope's own fields. */

@@ -164,7 +164,7 @@ export class Agent {
         heartbeatIntervalMs: c.heartbeatIntervalMs,
         agentVersion: parts.agentVersion ?? 'unknown',
         nftVersion: parts.nftVersion ?? (() => undefined),
-        appliedText: () => r.lastAppliedText(),
+        appliedRuleset: () => r.lastApplied(),
         onWrite: (object, ok) => m.statusWrites.inc({ object, result: ok ? 'ok' : 'error' }),
       });
       r.onOutcome(this.#status.onOutcome);

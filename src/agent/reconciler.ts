@@ -269,6 +269,11 @@ export class Reconciler {
     return this.#kernel.applied?.text;
   }
 
+  /** The ruleset applied last (its `text` renders the full script on each read). */
+  lastApplied(): Rendered | undefined {
+    return this.#kernel.applied;
+  }
+
   /** The compiled form of the ruleset applied last, when the renderer gives it (the per-rule counters read its rule chains). */
   lastAppliedRuleset(): CompiledRuleset | undefined {
     return this.#kernel.applied?.compiled;

@@ -108,8 +108,6 @@ export function compactRv(rv: string | undefined): string | number | undefined {
  * cached object (a node may cache 100k+ pods).
  */
 class Envelope {
-  readonly name: string;
-  readonly namespace: string | undefined;
   /**
    * The resourceVersion, held as a number when it is a plain decimal that
    * converts back to the same text (etcd's are): a string per cached object
@@ -118,8 +116,13 @@ class Envelope {
   readonly #rv: string | number | undefined;
   /** undefined: the object failed to normalize (it is not part of the model). */
   readonly value: unknown;
-  /** Shared EMPTY when there are none. */
-  readonly errors: readonly ValidationError[];
+  /**
+   * Name, namespace and errors, only when the value does not carry the same
+   * name and namespace itself or there are errors: most cached objects are
+   * normalized values that do, and save the fields (issue 24).
+   */
+  readonly #own:
+    { readonly name: string; readonly namespace: string | undefined; readonly errors: readonly ValidationError[] } | undefined;
 
   constructor(
     name: string,
@@ -128,11 +131,23 @@ class Envelope {
     value: unknown,
     errors: readonly ValidationError[],
   ) {
-    this.name = name;
-    this.namespace = namespace;
     this.#rv = compactRv(resourceVersion);
     this.value = value;
-    this.errors = errors;
+    const v = record(value);
+    this.#own = errors.length === 0 && v?.name === name && v.namespace === namespace ? undefined : { name, namespace, errors };
+  }
+
+  get name(): string {
+    return this.#own?.name ?? (this.value as { readonly name: string }).name;
+  }
+
+  get namespace(): string | undefined {
+    return this.#own === undefined ? (this.value as { readonly namespace?: string }).namespace : this.#own.namespace;
+  }
+
+  /** Shared EMPTY when there are none. */
+  get errors(): readonly ValidationError[] {
+    return this.#own?.errors ?? EMPTY;
   }
 
   get resourceVersion(): string | undefined {

@@ -5,7 +5,7 @@
 // flight (cancelled when newer work makes it moot).
 import type { Logger } from 'pino';
 import { errorMessage } from '../observability/errors.ts';
-import { checkDrift, compiledObjects, normalizeListing, sameObjects, tableObjects } from './drift.ts';
+import { PackedListing, checkDrift, compiledObjects, normalizeListing, sameObjects, tableObjects } from './drift.ts';
 import type { Clock, Dataplane, Rendered } from './ports.ts';
 
 export type KernelCheck =
@@ -18,8 +18,8 @@ export const NO_READBACK = 'no listing was captured after the last apply';
 interface Applied {
   /** What was applied; its text is rendered lazily (only a full apply or the debug endpoint needs it). */
   readonly rendered: Rendered;
-  /** Normalized kernel listing right after the apply; undefined if it could not be read. */
-  readonly canonical: string | undefined;
+  /** Normalized kernel listing right after the apply (packed); undefined if it could not be read. */
+  readonly canonical: PackedListing | undefined;
 }
 
 export type ReadBack =
@@ -121,8 +121,9 @@ export class KernelState {
     if (ac.signal.aborted) return { kind: 'cancelled' };
     if (listing === undefined) return { kind: 'missing' };
     if (!sameObjects(objectsOf(applied.rendered), listing)) return { kind: 'changed' };
+    const canonical = await PackedListing.of(normalizeListing(listing));
     if (this.#applied !== applied) return { kind: 'cancelled' };
-    this.#applied = { rendered: applied.rendered, canonical: normalizeListing(listing) };
+    this.#applied = { rendered: applied.rendered, canonical };
     this.#verifiedAt = this.#clock.mono();
     return { kind: 'captured' };
   }
@@ -144,7 +145,7 @@ export class KernelState {
       if (listing === undefined) return { kind: 'drifted', detail: 'table missing' };
       return { kind: 'unknown', detail: NO_READBACK };
     }
-    const c = checkDrift(applied.canonical, listing);
+    const c = checkDrift(applied.canonical.text(), listing);
     if (!c.drifted) {
       this.#verifiedAt = this.#clock.mono();
       return { kind: 'match' };

@@ -2,7 +2,14 @@
 // local pod views, released IPs, the Event body, content negotiation.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { checkDrift, compiledObjects, normalizeListing, sameObjects, tableObjects } from '../../src/agent/drift.ts';
+import {
+  PackedListing,
+  checkDrift,
+  compiledObjects,
+  normalizeListing,
+  sameObjects,
+  tableObjects,
+} from '../../src/agent/drift.ts';
 import { compileNode } from '../../src/compile/compile.ts';
 import { renderRuleset } from '../../src/nft/render.ts';
 import { diffInvalid, eventMessage, reportsEventFor } from '../../src/agent/invalid-policies.ts';
@@ -297,4 +304,14 @@ test('metrics: ClusterNetworkPolicies by tier and the invalid ones, beside the N
   assert.equal(await metricValue(m, 'nftnp_cluster_num_cluster_network_policies', { tier: 'Admin' }), 2);
   assert.equal(await metricValue(m, 'nftnp_cluster_num_cluster_network_policies', { tier: 'Baseline' }), 1);
   assert.equal(await metricValue(m, 'nftnp_invalid_cluster_network_policies'), 1);
+});
+
+test('a packed canonical listing unpacks to the same text, smaller than it', async () => {
+  const lines = Array.from({ length: 5000 }, (_, i) => `\t\telements = { 10.${i >> 8}.${i & 255}.1 }`);
+  const text = normalizeListing(['table inet nft-netpol {', ...lines, '}'].join('\n'));
+  const packed = await PackedListing.of(text);
+  assert.equal(packed.text(), text);
+  assert.ok(packed.size < text.length / 4, `packed ${packed.size} of ${text.length}`);
+  assert.equal(checkDrift(packed.text(), text).drifted, false);
+  assert.equal((await PackedListing.of('')).text(), '');
 });

@@ -356,7 +356,7 @@ export class Reconciler {
     }
     this.#lastState = state;
 
-    const prev = this.#kernel.applied;
+    let prev = this.#kernel.applied;
     // The update from what the kernel holds, when both sides are compiled:
     // it also says whether anything changed, without rendering the full text.
     const tu = this.#clock.mono();
@@ -368,7 +368,12 @@ export class Reconciler {
     const unchanged =
       prev !== undefined &&
       (update === undefined ? prev.text === rendered.text : update.kind === 'incremental' && isEmptyUpdate(update));
-    if (!batch.force && prev !== undefined && unchanged) {
+    // The previous ruleset is not held by this frame through the awaits below
+    // (a read-back takes seconds at 100k pods): two compiled rulesets live at
+    // once cost a few MB there (issue 24).
+    // eslint-disable-next-line no-useless-assignment -- drops the frame's reference
+    prev = undefined;
+    if (!batch.force && unchanged) {
       const check: KernelCheck = this.#kernel.verifiedWithin(this.#o.kernelCheckFreshMs)
         ? { kind: 'match' }
         : await this.#kernel.check();

@@ -40,13 +40,15 @@ export class PackedListing {
  * (traffic), the expiry of timed set elements, and trailing whitespace.
  */
 export function normalizeListing(listing: string): string {
+  // Line by line (trimEnd each line of the split, drop the empty ones, join),
+  // as whole-text replaces: no string per line and no arrays of them (a
+  // listing at 100k pods has ~50k lines, read back after every apply).
   return listing
     .replace(/packets \d+ bytes \d+/g, 'packets 0 bytes 0')
     .replace(/ expires [0-9dhms.]+/g, '')
-    .split('\n')
-    .map((l) => l.trimEnd())
-    .filter((l) => l !== '')
-    .join('\n');
+    .replace(/[^\S\n]+(?=\n|$)/g, '')
+    .replace(/\n{2,}/g, '\n')
+    .replace(/^\n|\n$/g, '');
 }
 
 export type DriftCheck =

@@ -315,3 +315,29 @@ test('a packed canonical listing unpacks to the same text, smaller than it', asy
   assert.equal(checkDrift(packed.text(), text).drifted, false);
   assert.equal((await PackedListing.of('')).text(), '');
 });
+
+test('normalizeListing trims every line and drops empty ones, as line-by-line trimming would', () => {
+  const byLine = (l: string): string =>
+    l
+      .replace(/packets \d+ bytes \d+/g, 'packets 0 bytes 0')
+      .replace(/ expires [0-9dhms.]+/g, '')
+      .split('\n')
+      .map((x) => x.trimEnd())
+      .filter((x) => x !== '')
+      .join('\n');
+  const cases = [
+    '',
+    '\n',
+    '\n\n\n',
+    '   \n\t\n',
+    'a',
+    'a\n',
+    '\na',
+    'a  \n\n\tb \t\n\n\n  c\u00a0\n',
+    'x\r\ny\r\n',
+    'x \u2028y  \n',
+    `${LISTING}\n\n`,
+    '  counter packets 12 bytes 3400 \n\telements = { 10.0.0.1 expires 4m59s }  \n',
+  ];
+  for (const c of cases) assert.equal(normalizeListing(c), byLine(c), JSON.stringify(c));
+});

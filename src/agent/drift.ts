@@ -3,10 +3,11 @@
 // what it prints (merged intervals, element order, defaults). The canonical
 // listing is captured right after each successful apply.
 import { promisify } from 'node:util';
-import { deflateRaw, inflateRawSync } from 'node:zlib';
+import { deflateRaw, deflateRawSync, inflateRawSync } from 'node:zlib';
 import type { CompiledRuleset } from '../ruleset/ir.ts';
 
 const deflateRawAsync = promisify(deflateRaw);
+const SYNC_PACK_CHARS = 256 * 1024;
 
 /**
  * A normalized listing as it is kept between applies: deflated (at 100k pods
@@ -22,6 +23,10 @@ export class PackedListing {
   }
 
   static async of(normalized: string): Promise<PackedListing> {
+    // A small listing packs in well under a millisecond: at once, without the
+    // hop to the thread pool (the canonical listing is then there as soon as
+    // the read-back ends, as when it was kept as text).
+    if (normalized.length < SYNC_PACK_CHARS) return new PackedListing(deflateRawSync(normalized, { level: 1 }));
     return new PackedListing(await deflateRawAsync(normalized, { level: 1 }));
   }
 

@@ -53,10 +53,12 @@ export function nodeRenderer(node: string, opts: RenderOptions, log?: Logger): R
       }
       guarding = now;
     }
-    let text: string | undefined;
+    // Rendered on each read, not kept: the full script is ~2 MB at 100k pods,
+    // and this object stays the kernel's "applied" until the next apply; its
+    // readers (a full apply, the debug endpoint, a rejected script) read it once.
     return {
       get text(): string {
-        return (text ??= renderRuleset(compiled));
+        return renderRuleset(compiled);
       },
       stats: compiled.stats,
       compiled,
@@ -162,7 +164,7 @@ export class Agent {
         heartbeatIntervalMs: c.heartbeatIntervalMs,
         agentVersion: parts.agentVersion ?? 'unknown',
         nftVersion: parts.nftVersion ?? (() => undefined),
-        appliedText: () => r.lastAppliedText(),
+        appliedRuleset: () => r.lastApplied(),
         onWrite: (object, ok) => m.statusWrites.inc({ object, result: ok ? 'ok' : 'error' }),
       });
       r.onOutcome(this.#status.onOutcome);

@@ -22,8 +22,11 @@ export interface AppliedStatusOptions {
   readonly agentVersion: string;
   /** The nft version (known after the agent's preflight). */
   readonly nftVersion: () => string | undefined;
-  /** The full script of the ruleset in force (rendered on first use; hashed only when a write is due). */
-  readonly appliedText: () => string | undefined;
+  /**
+   * The ruleset in force; its full script is rendered and hashed only when a
+   * write is due, once per ruleset (the hash is kept, the ~2 MB text is not).
+   */
+  readonly appliedRuleset: () => { readonly text: string } | undefined;
   readonly onWrite?: (object: 'status' | 'lease', ok: boolean) => void;
 }
 
@@ -34,7 +37,8 @@ export class AppliedStatus {
   #applied: Omit<AppliedRuleset, 'hash'> | undefined;
   #last: StatusInput['last'];
   #inSync = false;
-  #hashed: { text: string; hash: string } | undefined;
+  /** The hash of the script of `of` (held weakly: a replaced ruleset goes). */
+  #hashed: { of: WeakRef<object>; hash: string } | undefined;
 
   constructor(api: StatusApi & LeaseApi, log: Logger, opts: AppliedStatusOptions) {
     this.#o = opts;
@@ -98,9 +102,10 @@ export class AppliedStatus {
   };
 
   #hash(): string | undefined {
-    const text = this.#o.appliedText();
-    if (text === undefined) return undefined;
-    if (this.#hashed?.text !== text) this.#hashed = { text, hash: `sha256:${createHash('sha256').update(text).digest('hex')}` };
+    const applied = this.#o.appliedRuleset();
+    if (applied === undefined) return undefined;
+    if (this.#hashed?.of.deref() !== applied)
+      this.#hashed = { of: new WeakRef(applied), hash: `sha256:${createHash('sha256').update(applied.text).digest('hex')}` };
     return this.#hashed.hash;
   }
 }

@@ -6,7 +6,7 @@
 import type { Logger } from 'pino';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { errorMessage } from '../observability/errors.ts';
-import { checkDrift, compiledObjects, normalizeListing, sameObjects, tableObjects } from './drift.ts';
+import { PackedListing, checkDrift, compiledObjects, normalizeListing, sameObjects, tableObjects } from './drift.ts';
 import type { Clock, Dataplane, Rendered } from './ports.ts';
 
 export type KernelCheck =
@@ -22,8 +22,8 @@ export const NO_READBACK = 'no listing was captured after the last apply';
 interface Applied {
   /** What was applied; its text is rendered lazily (only a full apply or the debug endpoint needs it). */
   readonly rendered: Rendered;
-  /** Normalized kernel listing right after the apply; undefined if it could not be read. */
-  readonly canonical: string | undefined;
+  /** Normalized kernel listing right after the apply (packed); undefined if it could not be read. */
+  readonly canonical: PackedListing | undefined;
 }
 
 export type ReadBack =
@@ -140,8 +140,9 @@ export class KernelState {
     if (ac.signal.aborted) return { kind: 'cancelled' };
     if (listing === undefined) return { kind: 'missing' };
     if (!sameObjects(objectsOf(applied.rendered), listing)) return { kind: 'changed' };
+    const canonical = await PackedListing.of(normalizeListing(listing));
     if (this.#applied !== applied) return { kind: 'cancelled' };
-    this.#applied = { rendered: applied.rendered, canonical: normalizeListing(listing) };
+    this.#applied = { rendered: applied.rendered, canonical };
     this.#verifiedAt = this.#clock.mono();
     return { kind: 'captured' };
   }
@@ -163,7 +164,7 @@ export class KernelState {
       if (listing === undefined) return { kind: 'drifted', detail: 'table missing' };
       return { kind: 'unknown', detail: NO_READBACK };
     }
-    const c = checkDrift(applied.canonical, listing);
+    const c = checkDrift(applied.canonical.text(), listing);
     if (!c.drifted) {
       this.#verifiedAt = this.#clock.mono();
       return { kind: 'match' };

@@ -269,6 +269,11 @@ export class Reconciler {
     return this.#kernel.applied?.text;
   }
 
+  /** The ruleset applied last (its `text` renders the full script on each read). */
+  lastApplied(): Rendered | undefined {
+    return this.#kernel.applied;
+  }
+
   /** The compiled form of the ruleset applied last, when the renderer gives it (the per-rule counters read its rule chains). */
   lastAppliedRuleset(): CompiledRuleset | undefined {
     return this.#kernel.applied?.compiled;
@@ -351,11 +356,11 @@ export class Reconciler {
     }
     this.#lastState = state;
 
-    const prev = this.#kernel.applied;
+    let prev = this.#kernel.applied;
     // The update from what the kernel holds, when both sides are compiled:
     // it also says whether anything changed, without rendering the full text.
     const tu = this.#clock.mono();
-    const update: RulesetUpdate | undefined =
+    let update: RulesetUpdate | undefined =
       prev?.compiled !== undefined && rendered.compiled !== undefined
         ? renderUpdate(prev.compiled, rendered.compiled)
         : undefined;
@@ -363,7 +368,12 @@ export class Reconciler {
     const unchanged =
       prev !== undefined &&
       (update === undefined ? prev.text === rendered.text : update.kind === 'incremental' && isEmptyUpdate(update));
-    if (!batch.force && prev !== undefined && unchanged) {
+    // The previous ruleset is not held by this frame through the awaits below
+    // (a read-back takes seconds at 100k pods): two compiled rulesets live at
+    // once cost a few MB there (issue 24).
+    // eslint-disable-next-line no-useless-assignment -- drops the frame's reference
+    prev = undefined;
+    if (!batch.force && unchanged) {
       const check: KernelCheck = this.#kernel.verifiedWithin(this.#o.kernelCheckFreshMs)
         ? { kind: 'match' }
         : await this.#kernel.check();
@@ -427,10 +437,12 @@ export class Reconciler {
     let res: NftResult = { ok: true };
     if (mode === 'full') {
       this.#d.metrics.restoreCall();
-      const tr = this.#clock.mono();
-      const text = update?.kind === 'full' ? update.text : rendered.text;
-      phases.render = this.#clock.mono() - tr;
-      res = await this.#applyScript(text, phases);
+      const sent = this.#applyScript(this.#fullScript(update, rendered, phases), phases);
+      // The script is not held through the read-back below (this frame lives
+      // on across it): the script and the listing are ~2 MB each at 100k pods.
+      // eslint-disable-next-line no-useless-assignment -- drops the frame's reference
+      update = undefined;
+      res = await sent;
     }
     // Render and transaction; the read-back below is bookkeeping, not applying.
     this.#d.metrics.applySeconds((this.#clock.mono() - t0) / 1000);
@@ -536,6 +548,13 @@ export class Reconciler {
       state: r.state,
       enforced: undefined,
     });
+  }
+
+  #fullScript(update: RulesetUpdate | undefined, rendered: Rendered, phases: ApplyPhases): string {
+    const tr = this.#clock.mono();
+    const text = update?.kind === 'full' ? update.text : rendered.text;
+    phases.render = this.#clock.mono() - tr;
+    return text;
   }
 
   async #applyScript(script: string, phases: ApplyPhases): Promise<NftResult> {

@@ -98,18 +98,31 @@ export function rvNumber(rv: unknown): bigint | undefined {
   return typeof rv === 'string' && /^\d{1,20}$/.test(rv) ? BigInt(rv) : undefined;
 }
 
+/** A resourceVersion as a number when String() gives it back exactly; as given otherwise. */
+export function compactRv(rv: string | undefined): string | number | undefined {
+  return rv !== undefined && /^(0|[1-9]\d{0,14})$/.test(rv) ? Number(rv) : rv;
+}
+
 /**
  * What the informer caches in place of the raw object: one small object per
  * cached object (a node may cache 100k+ pods).
  */
 class Envelope {
-  readonly name: string;
-  readonly namespace: string | undefined;
-  readonly resourceVersion: string | undefined;
+  /**
+   * The resourceVersion, held as a number when it is a plain decimal that
+   * converts back to the same text (etcd's are): a string per cached object
+   * costs ~30 bytes, a number below 2^31 nothing (issue 24).
+   */
+  readonly #rv: string | number | undefined;
   /** undefined: the object failed to normalize (it is not part of the model). */
   readonly value: unknown;
-  /** Shared EMPTY when there are none. */
-  readonly errors: readonly ValidationError[];
+  /**
+   * Name, namespace and errors, only when the value does not carry the same
+   * name and namespace itself or there are errors: most cached objects are
+   * normalized values that do, and save the fields (issue 24).
+   */
+  readonly #own:
+    { readonly name: string; readonly namespace: string | undefined; readonly errors: readonly ValidationError[] } | undefined;
 
   constructor(
     name: string,
@@ -118,11 +131,27 @@ class Envelope {
     value: unknown,
     errors: readonly ValidationError[],
   ) {
-    this.name = name;
-    this.namespace = namespace;
-    this.resourceVersion = resourceVersion;
+    this.#rv = compactRv(resourceVersion);
     this.value = value;
-    this.errors = errors;
+    const v = record(value);
+    this.#own = errors.length === 0 && v?.name === name && v.namespace === namespace ? undefined : { name, namespace, errors };
+  }
+
+  get name(): string {
+    return this.#own?.name ?? (this.value as { readonly name: string }).name;
+  }
+
+  get namespace(): string | undefined {
+    return this.#own === undefined ? (this.value as { readonly namespace?: string }).namespace : this.#own.namespace;
+  }
+
+  /** Shared EMPTY when there are none. */
+  get errors(): readonly ValidationError[] {
+    return this.#own?.errors ?? EMPTY;
+  }
+
+  get resourceVersion(): string | undefined {
+    return typeof this.#rv === 'number' ? String(this.#rv) : this.#rv;
   }
 
   /** The informer reads metadata.name, .namespace and .resourceVersion: the envelope's own fields. */

@@ -2,7 +2,14 @@
 // local pod views, released IPs, the Event body, content negotiation.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { checkDrift, compiledObjects, normalizeListing, sameObjects, tableObjects } from '../../src/agent/drift.ts';
+import {
+  PackedListing,
+  checkDrift,
+  compiledObjects,
+  normalizeListing,
+  sameObjects,
+  tableObjects,
+} from '../../src/agent/drift.ts';
 import { compileNode } from '../../src/compile/compile.ts';
 import { renderRuleset } from '../../src/nft/render.ts';
 import { diffInvalid, eventMessage, reportsEventFor } from '../../src/agent/invalid-policies.ts';
@@ -297,4 +304,43 @@ test('metrics: ClusterNetworkPolicies by tier and the invalid ones, beside the N
   assert.equal(await metricValue(m, 'nftnp_cluster_num_cluster_network_policies', { tier: 'Admin' }), 2);
   assert.equal(await metricValue(m, 'nftnp_cluster_num_cluster_network_policies', { tier: 'Baseline' }), 1);
   assert.equal(await metricValue(m, 'nftnp_invalid_cluster_network_policies'), 1);
+});
+
+test('a packed canonical listing unpacks to the same text, smaller than it', async () => {
+  // Below and above the size packed on the thread pool.
+  for (const n of [5000, 20000]) {
+    const lines = Array.from({ length: n }, (_, i) => `\t\telements = { 10.${i >> 16}.${(i >> 8) & 255}.${i & 255} }`);
+    const text = normalizeListing(['table inet nft-netpol {', ...lines, '}'].join('\n'));
+    const packed = await PackedListing.of(text);
+    assert.equal(packed.text(), text);
+    assert.ok(packed.size < text.length / 4, `packed ${packed.size} of ${text.length}`);
+    assert.equal(checkDrift(packed.text(), text).drifted, false);
+  }
+  assert.equal((await PackedListing.of('')).text(), '');
+});
+
+test('normalizeListing trims every line and drops empty ones, as line-by-line trimming would', () => {
+  const byLine = (l: string): string =>
+    l
+      .replace(/packets \d+ bytes \d+/g, 'packets 0 bytes 0')
+      .replace(/ expires [0-9dhms.]+/g, '')
+      .split('\n')
+      .map((x) => x.trimEnd())
+      .filter((x) => x !== '')
+      .join('\n');
+  const cases = [
+    '',
+    '\n',
+    '\n\n\n',
+    '   \n\t\n',
+    'a',
+    'a\n',
+    '\na',
+    'a  \n\n\tb \t\n\n\n  c\u00a0\n',
+    'x\r\ny\r\n',
+    'x \u2028y  \n',
+    `${LISTING}\n\n`,
+    '  counter packets 12 bytes 3400 \n\telements = { 10.0.0.1 expires 4m59s }  \n',
+  ];
+  for (const c of cases) assert.equal(normalizeListing(c), byLine(c), JSON.stringify(c));
 });

@@ -4,7 +4,7 @@
 import { afterEach, beforeEach, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { CoreV1Api } from '@kubernetes/client-node';
-import { ResourceWatch } from '../../src/kube/resource-watch.ts';
+import { ResourceWatch, compactRv } from '../../src/kube/resource-watch.ts';
 import type { ChangeType } from '../../src/kube/resource-watch.ts';
 import { normalizePod } from '../../src/model/normalize.ts';
 import type { Normalized } from '../../src/model/normalize.ts';
@@ -278,4 +278,15 @@ test('a dead stream (silent while its resource changes) is still detected: resta
   assert.equal(st.restarts, 1);
   assert.match(st.lastError ?? '', /stalled: missed the event at resourceVersion \d+/);
   consistent(w);
+});
+
+test('cached resourceVersions are held as numbers only when they convert back to the same text', () => {
+  for (const rv of ['0', '7', '123456789', '999999999999999']) {
+    const c = compactRv(rv);
+    assert.equal(typeof c, 'number', rv);
+    assert.equal(String(c), rv);
+  }
+  // Leading zeros, beyond 15 digits (past exact doubles), non-decimal: kept as given.
+  for (const rv of ['007', '12345678901234567890', '1e3', ' 12', 'abc', '']) assert.equal(compactRv(rv), rv);
+  assert.equal(compactRv(undefined), undefined);
 });

@@ -21,9 +21,11 @@
 // machine): the CPU ratio (baseline CPU per unit over the ruleset's, which
 // leaves out time the VM lost) and the nftables evaluation time per unit the
 // ruleset adds, the steadiest figure (within +-110 ns for SYNs between identical rulesets),
-// and the "nft ratio" it implies: B / (B + nft +ns), B the least baseline
-// CPU per unit over the runs (the throughput ratio a CPU-bound node would see
-// if nothing but the ruleset differed; baseline itself: 1.00 +- ~0.01);
+// and the "nft ratio" it implies: B / (B + nft +ns), B the least disturbed
+// cost of a unit in the baseline runs (the least of the machine CPU per unit
+// and of the CPUs the path keeps busy over its rate: on a shared machine the
+// whole-machine CPU counts other jobs too): the throughput ratio a CPU-bound
+// node would see if nothing but the ruleset differed;
 // --verbose also prints, per path, the functions whose time per unit differs
 // most from the baseline's (how the FPU cost of pipapo lookups was found,
 // docs/datapath.md). Prints figures,
@@ -187,12 +189,15 @@ interface PathFigures {
   readonly ratioLo: number;
   readonly ratioHi: number;
   /**
-   * The ratio the nftables time implies (NaN without perf): the baseline's
-   * least CPU per unit (its least disturbed run) over that plus the median
-   * nft +ns. Immune to the other jobs' load on the ruleset runs, and on the
-   * safe side (the least baseline CPU makes the added time weigh most).
+   * The ratio the nftables time implies (NaN without perf): B / (B + nft +ns),
+   * B the least disturbed cost of a unit in the baseline runs: the least of
+   * its machine CPU per unit and of the CPUs the path keeps busy over its
+   * best rate (the whole-machine CPU counts other jobs too). Immune to the
+   * other jobs' load on the ruleset runs.
    */
   readonly nftRatio: number;
+  /** B above, microseconds. */
+  readonly unitUs: number;
   /** nftables ns per unit the ruleset adds over the baseline (NaN without perf). */
   readonly nftExtra: number;
   /**
@@ -202,19 +207,21 @@ interface PathFigures {
   readonly cpuRatio: number;
 }
 
-function figures(rules: readonly Run[], base: readonly Run[]): PathFigures {
+/** `cpusBusy`: how many CPUs the path's load keeps busy (the pinned SYN sender: 1). */
+function figures(rules: readonly Run[], base: readonly Run[], cpusBusy: number): PathFigures {
   const pairs = rules.map((r, i) => [r, base[i] ?? r] as const);
   const perfOk = pairs.every(([r, b]) => r.nft !== undefined && b.nft !== undefined && b.cpu !== undefined);
   const ratios = pairs.map(([r, b]) => r.rate / b.rate);
   const nftExtra = perfOk ? median(pairs.map(([r, b]) => (r.nft ?? 0) - (b.nft ?? 0))) : NaN;
-  const baseCpu = perfOk ? Math.min(...base.map((b) => b.cpu ?? Infinity)) : NaN;
+  const unitUs = perfOk ? Math.min(...base.map((b) => b.cpu ?? Infinity), ...base.map((b) => (cpusBusy * 1e6) / b.rate)) : NaN;
   return {
     rate: median(rules.map((r) => r.rate)),
     baseRate: median(base.map((r) => r.rate)),
     ratio: median(ratios),
     ratioLo: quantile(ratios, 0.25),
     ratioHi: quantile(ratios, 0.75),
-    nftRatio: baseCpu / (baseCpu + nftExtra / 1000),
+    nftRatio: unitUs / (unitUs + nftExtra / 1000),
+    unitUs,
     nftExtra,
     cpuRatio: perfOk ? median(pairs.map(([r, b]) => (b.cpu ?? 0) / (r.cpu ?? 1))) : NaN,
   };
@@ -249,9 +256,9 @@ async function compare(b: Bench, text: string | undefined, o: Opts): Promise<Rec
       );
     }
   return {
-    conns: figures(...runs.conns),
-    syns: figures(...runs.syns),
-    denied: figures(...runs.denied),
+    conns: figures(...runs.conns, cpus().length),
+    syns: figures(...runs.syns, 1),
+    denied: figures(...runs.denied, 1),
   };
 }
 
@@ -334,13 +341,16 @@ async function main(): Promise<void> {
       o.perf
         ? 'cost (perf, whole machine): nft +ns = nftables evaluation per unit over the baseline (median over the pairs); ' +
             'CPU ratio = baseline CPU per unit / ruleset CPU per unit; ' +
-            'nft ratio = B / (B + nft +ns), B = the least baseline CPU per unit over the runs (the steady figure: ' +
-            'the nftables time is what the ruleset adds, B the least disturbed cost of a unit)'
+            'nft ratio = B / (B + nft +ns), B = the least disturbed cost of a unit in the baseline runs: the least of its ' +
+            'machine CPU per unit and of busy CPUs / rate (SYNs: 1 CPU, conns: all); B us in the last column ' +
+            '(the steady figure: the nftables time is what the ruleset adds)'
         : 'perf not available (or --no-perf): throughput only',
     );
     const paths = ['conns', 'allowed SYN', 'denied SYN'] as const;
     const rate: string[][] = [['policies', 'egress too', ...paths.flatMap((p) => [`${p}/s`, 'base', 'ratio'])]];
-    const cost: string[][] = [['policies', 'egress too', ...paths.flatMap((p) => [`${p} nft +ns`, 'CPU ratio', 'nft ratio'])]];
+    const cost: string[][] = [
+      ['policies', 'egress too', ...paths.flatMap((p) => [`${p} nft +ns`, 'CPU ratio', 'nft ratio', 'B us'])],
+    ];
     // With --cnp: 1000 NetworkPolicies plus 100 ClusterNetworkPolicies of 25 rules (cnpBenchState), the client decided by an Admin Accept or Pass.
     // With --staged: the same one enforced policy without (staged 0) and with n staged ones.
     type Config = [number | CnpPath | undefined, boolean];
@@ -375,7 +385,10 @@ async function main(): Promise<void> {
       const fs = [r.conns, r.syns, r.denied];
       const spread = (f: PathFigures): string => `${f.ratio.toFixed(2)} [${f.ratioLo.toFixed(2)}-${f.ratioHi.toFixed(2)}]`;
       rate.push([...head, ...fs.flatMap((f) => [f.rate.toFixed(0), f.baseRate.toFixed(0), spread(f)])]);
-      cost.push([...head, ...fs.flatMap((f) => [f.nftExtra.toFixed(0), f.cpuRatio.toFixed(2), f.nftRatio.toFixed(2)])]);
+      cost.push([
+        ...head,
+        ...fs.flatMap((f) => [f.nftExtra.toFixed(0), f.cpuRatio.toFixed(2), f.nftRatio.toFixed(2), f.unitUs.toFixed(1)]),
+      ]);
       console.log(
         [...head, ...fs.flatMap((f) => [spread(f), f.nftExtra.toFixed(0), f.cpuRatio.toFixed(2), f.nftRatio.toFixed(2)])].join(
           '  ',

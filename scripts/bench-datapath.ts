@@ -41,6 +41,7 @@
 //   node scripts/bench-datapath.ts --staged              1 policy enforced plus 100 (--policies) staged ones selecting
 //                                                        the same pods (compile/staged.ts: the shadow path judges
 //                                                        every new connection; nothing changes verdict)
+//   node scripts/bench-datapath.ts --no-egress | --egress-only   only the rows without | with the egress policies
 //   node scripts/bench-datapath.ts --candidate FILE.ts   a module exporting render(state, node): string
 //                                                        measured instead of the project's renderer
 import { execa } from 'execa';
@@ -277,6 +278,7 @@ async function main(): Promise<void> {
       seconds: { type: 'string' },
       candidate: { type: 'string' },
       'no-egress': { type: 'boolean' },
+      'egress-only': { type: 'boolean' },
       'no-perf': { type: 'boolean' },
       'no-self': { type: 'boolean' },
       verbose: { type: 'boolean' },
@@ -355,7 +357,7 @@ async function main(): Promise<void> {
     // With --staged: the same one enforced policy without (staged 0) and with n staged ones.
     type Config = [number | CnpPath | undefined, boolean];
     const configs: Config[] = values['no-self'] === true ? [] : [[undefined, false]];
-    for (const egress of values['no-egress'] === true ? [false] : [false, true]) {
+    for (const egress of values['no-egress'] === true ? [false] : values['egress-only'] === true ? [true] : [false, true]) {
       if (values.staged === true) configs.push([0, egress]);
       for (const n of values.cnp === true ? (['accept', 'pass'] as const) : counts) configs.push([n, egress]);
     }

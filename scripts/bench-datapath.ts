@@ -38,6 +38,7 @@
 //   node scripts/bench-datapath.ts --cnp                 1000 policies plus 100 ClusterNetworkPolicies of 25 rules
 //                                                        (50 selecting the server): the client accepted by an Admin
 //                                                        rule, or passed to the NetworkPolicy tier; denied by one
+//   node scripts/bench-datapath.ts --cnp --cnp-path pass   only the passed (or accepted) rows
 //   node scripts/bench-datapath.ts --staged              1 policy enforced plus 100 (--policies) staged ones selecting
 //                                                        the same pods (compile/staged.ts: the shadow path judges
 //                                                        every new connection; nothing changes verdict)
@@ -284,6 +285,7 @@ async function main(): Promise<void> {
       verbose: { type: 'boolean' },
       updates: { type: 'boolean' },
       cnp: { type: 'boolean' },
+      'cnp-path': { type: 'string' },
       staged: { type: 'boolean' },
     },
   });
@@ -359,7 +361,9 @@ async function main(): Promise<void> {
     const configs: Config[] = values['no-self'] === true ? [] : [[undefined, false]];
     for (const egress of values['no-egress'] === true ? [false] : values['egress-only'] === true ? [true] : [false, true]) {
       if (values.staged === true) configs.push([0, egress]);
-      for (const n of values.cnp === true ? (['accept', 'pass'] as const) : counts) configs.push([n, egress]);
+      const cnpPaths: readonly CnpPath[] =
+        values['cnp-path'] === 'accept' || values['cnp-path'] === 'pass' ? [values['cnp-path']] : ['accept', 'pass'];
+      for (const n of values.cnp === true ? cnpPaths : counts) configs.push([n, egress]);
     }
     for (const [n, egress] of configs) {
       const state =

@@ -22,7 +22,8 @@
 // ends, the pod chain goes on as before (its own NetworkPolicy lookup, now a
 // second miss, then the deny tail or the Baseline tier). An identity reached
 // from a range (the range maps), or whose addresses have several or no
-// NetworkPolicy identity, stays as it is. Typed data in, typed data out.
+// NetworkPolicy identity, or whose decisions pass nothing on explicitly (no
+// Pass rule, no `return` piece), stays as it is. Typed data in, typed data out.
 import { countObjects } from '../ruleset/ir.ts';
 import type { Chain, CompiledRuleset, Rule } from '../ruleset/ir.ts';
 import { tierDecisionsChainName } from '../ruleset/ids.ts';
@@ -37,6 +38,22 @@ function otherwiseReferenced(rs: CompiledRuleset): Set<string> {
   for (const m of rs.decisions) for (const e of m.elements) if (e.verdict.kind === 'goto') out.add(e.verdict.chain);
   for (const c of rs.chains) for (const r of c.rules) if (r.verdict.kind === 'jump') out.add(r.verdict.chain);
   return out;
+}
+
+/**
+ * Whether an identity's decisions pass anything on explicitly: a Pass rule or
+ * a `return` piece. Only those are folded, so the ruleset grows with the
+ * Pass rules in use, not with every identity (a miss in all decision maps
+ * goes on to the NetworkPolicy tier unfolded, as before).
+ */
+function passes(rs: CompiledRuleset, chains: ReadonlyMap<string, Chain>, cid: string): boolean {
+  const maps = new Set<string>();
+  for (const r of chains.get(cid)?.rules ?? []) if (r.verdict.kind === 'decisionVmap') maps.add(r.verdict.map);
+  return rs.decisions.some(
+    (m) =>
+      maps.has(m.name) &&
+      m.elements.some((e) => e.verdict.kind === 'return' || chains.get(e.verdict.chain)?.counts?.action === 'Pass'),
+  );
 }
 
 /** Admin tier identity chain -> the NetworkPolicy identity chain of all its addresses (where there is one). */
@@ -60,7 +77,13 @@ function passTargets(rs: CompiledRuleset): Map<string, string> {
   const other = otherwiseReferenced(rs);
   const out = new Map<string, string>();
   for (const [cid, nid] of target)
-    if (nid !== null && !other.has(cid) && chains.get(cid)?.role === 'peers' && chains.get(nid)?.role === 'peers')
+    if (
+      nid !== null &&
+      !other.has(cid) &&
+      chains.get(cid)?.role === 'peers' &&
+      chains.get(nid)?.role === 'peers' &&
+      passes(rs, chains, cid)
+    )
       out.set(cid, nid);
   return out;
 }

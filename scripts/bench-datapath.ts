@@ -11,14 +11,21 @@
 // each against the same traffic through a forward hook holding only
 // `ct state established,related accept` (for denied: plus one rule dropping
 // port 9090, the cheapest possible drop), and prints ratios, which compare
-// across machines. Runs alternate ruleset and baseline so that load from
-// elsewhere hits both alike; ratios are medians over those pairs. A first
-// row measures the baseline against itself: the noise of the method.
+// across machines. Many short runs alternate ruleset and baseline (A B B A:
+// which goes first alternates too) so that load from elsewhere hits both
+// alike; a ratio is the median over those pairs, printed with the pairs'
+// quartiles (its spread). A first row measures the baseline against itself:
+// the noise of the method, which must come out ~1.00.
 // Throughput ratios on a shared VM move by several percent between identical
 // runs, so with perf available each run is also profiled (cpu-clock, whole
 // machine): the CPU ratio (baseline CPU per unit over the ruleset's, which
 // leaves out time the VM lost) and the nftables evaluation time per unit the
-// ruleset adds, the steadiest figure (within +-110 ns for SYNs between identical rulesets);
+// ruleset adds, the steadiest figure (within +-110 ns for SYNs between identical rulesets),
+// and the "nft ratio" it implies: B / (B + nft +ns), B the least disturbed
+// cost of a unit in the baseline runs (the least of the machine CPU per unit
+// and of the CPUs the path keeps busy over its rate: on a shared machine the
+// whole-machine CPU counts other jobs too): the throughput ratio a CPU-bound
+// node would see if nothing but the ruleset differed;
 // --verbose also prints, per path, the functions whose time per unit differs
 // most from the baseline's (how the FPU cost of pipapo lookups was found,
 // docs/datapath.md). Prints figures,
@@ -31,14 +38,16 @@
 //   node scripts/bench-datapath.ts --cnp                 1000 policies plus 100 ClusterNetworkPolicies of 25 rules
 //                                                        (50 selecting the server): the client accepted by an Admin
 //                                                        rule, or passed to the NetworkPolicy tier; denied by one
+//   node scripts/bench-datapath.ts --cnp --cnp-path pass   only the passed (or accepted) rows
 //   node scripts/bench-datapath.ts --staged              1 policy enforced plus 100 (--policies) staged ones selecting
 //                                                        the same pods (compile/staged.ts: the shadow path judges
 //                                                        every new connection; nothing changes verdict)
+//   node scripts/bench-datapath.ts --no-egress | --egress-only   only the rows without | with the egress policies
 //   node scripts/bench-datapath.ts --candidate FILE.ts   a module exporting render(state, node): string
 //                                                        measured instead of the project's renderer
 import { execa } from 'execa';
 import type { ResultPromise } from 'execa';
-import { cpus } from 'node:os';
+import { cpus, loadavg } from 'node:os';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -63,7 +72,12 @@ import {
 import type { CnpPath } from './datapath/bench-state.ts';
 const here = new URL('.', import.meta.url).pathname;
 
-const median = (xs: readonly number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? 0;
+const median = (xs: readonly number[]): number => quantile(xs, 0.5);
+/** The q-quantile (nearest rank) of xs; 0 for none. */
+function quantile(xs: readonly number[], q: number): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.max(0, Math.round(q * (s.length - 1))))] ?? 0;
+}
 
 type Renderer = (s: ClusterState, nodeName: string) => string;
 
@@ -171,8 +185,21 @@ interface Opts {
 interface PathFigures {
   readonly rate: number;
   readonly baseRate: number;
-  /** Throughput, ruleset over baseline. */
+  /** Throughput, ruleset over baseline: the median over the pairs. */
   readonly ratio: number;
+  /** The pairs' ratios' lower and upper quartiles (their spread). */
+  readonly ratioLo: number;
+  readonly ratioHi: number;
+  /**
+   * The ratio the nftables time implies (NaN without perf): B / (B + nft +ns),
+   * B the least disturbed cost of a unit in the baseline runs: the least of
+   * its machine CPU per unit and of the CPUs the path keeps busy over its
+   * best rate (the whole-machine CPU counts other jobs too). Immune to the
+   * other jobs' load on the ruleset runs.
+   */
+  readonly nftRatio: number;
+  /** B above, microseconds. */
+  readonly unitUs: number;
   /** nftables ns per unit the ruleset adds over the baseline (NaN without perf). */
   readonly nftExtra: number;
   /**
@@ -182,14 +209,22 @@ interface PathFigures {
   readonly cpuRatio: number;
 }
 
-function figures(rules: readonly Run[], base: readonly Run[]): PathFigures {
+/** `cpusBusy`: how many CPUs the path's load keeps busy (the pinned SYN sender: 1). */
+function figures(rules: readonly Run[], base: readonly Run[], cpusBusy: number): PathFigures {
   const pairs = rules.map((r, i) => [r, base[i] ?? r] as const);
   const perfOk = pairs.every(([r, b]) => r.nft !== undefined && b.nft !== undefined && b.cpu !== undefined);
+  const ratios = pairs.map(([r, b]) => r.rate / b.rate);
+  const nftExtra = perfOk ? median(pairs.map(([r, b]) => (r.nft ?? 0) - (b.nft ?? 0))) : NaN;
+  const unitUs = perfOk ? Math.min(...base.map((b) => b.cpu ?? Infinity), ...base.map((b) => (cpusBusy * 1e6) / b.rate)) : NaN;
   return {
     rate: median(rules.map((r) => r.rate)),
     baseRate: median(base.map((r) => r.rate)),
-    ratio: median(pairs.map(([r, b]) => r.rate / b.rate)),
-    nftExtra: perfOk ? median(pairs.map(([r, b]) => (r.nft ?? 0) - (b.nft ?? 0))) : NaN,
+    ratio: median(ratios),
+    ratioLo: quantile(ratios, 0.25),
+    ratioHi: quantile(ratios, 0.75),
+    nftRatio: unitUs / (unitUs + nftExtra / 1000),
+    unitUs,
+    nftExtra,
     cpuRatio: perfOk ? median(pairs.map(([r, b]) => (b.cpu ?? 0) / (r.cpu ?? 1))) : NaN,
   };
 }
@@ -201,10 +236,12 @@ function figures(rules: readonly Run[], base: readonly Run[]): PathFigures {
 async function compare(b: Bench, text: string | undefined, o: Opts): Promise<Record<'conns' | 'syns' | 'denied', PathFigures>> {
   const runs = { conns: [[], []], syns: [[], []], denied: [[], []] } as Record<'conns' | 'syns' | 'denied', [Run[], Run[]]>;
   for (let i = 0; i < o.runs; i++) {
-    for (const [k, t] of [
+    // A B B A A B ...: which goes first alternates, so a drift in the machine's load hits both alike.
+    const ab = [
       [1, baseline(true)],
       [0, text ?? baseline(true)],
-    ] as const) {
+    ] as const;
+    for (const [k, t] of i % 2 === 0 ? ab : [...ab].reverse()) {
       await load(b.router, t);
       runs.conns[k].push(await connRate(b, o));
       runs.syns[k].push(await synRate(b, o, true));
@@ -221,9 +258,9 @@ async function compare(b: Bench, text: string | undefined, o: Opts): Promise<Rec
       );
     }
   return {
-    conns: figures(...runs.conns),
-    syns: figures(...runs.syns),
-    denied: figures(...runs.denied),
+    conns: figures(...runs.conns, cpus().length),
+    syns: figures(...runs.syns, 1),
+    denied: figures(...runs.denied, 1),
   };
 }
 
@@ -242,20 +279,22 @@ async function main(): Promise<void> {
       seconds: { type: 'string' },
       candidate: { type: 'string' },
       'no-egress': { type: 'boolean' },
+      'egress-only': { type: 'boolean' },
       'no-perf': { type: 'boolean' },
       'no-self': { type: 'boolean' },
       verbose: { type: 'boolean' },
       updates: { type: 'boolean' },
       cnp: { type: 'boolean' },
+      'cnp-path': { type: 'string' },
       staged: { type: 'boolean' },
     },
   });
   const counts = (values.policies ?? (values.staged === true ? '100' : '1,10,100,1000')).split(',').map(Number);
   const o: Opts = {
-    runs: Number(values.runs ?? 3),
-    conns: Number(values.conns ?? 10_000),
+    runs: Number(values.runs ?? 7),
+    conns: Number(values.conns ?? 5_000),
     concurrency: Number(values.concurrency ?? 32),
-    seconds: Number(values.seconds ?? 1.5),
+    seconds: Number(values.seconds ?? 1),
     perf: values['no-perf'] !== true && (await perfAvailable()),
     verbose: values.verbose === true,
   };
@@ -294,25 +333,37 @@ async function main(): Promise<void> {
     );
     console.log(
       `conns: new TCP connections/s (${o.conns} per run, ${o.concurrency} at a time); allowed SYN: SYNs/s forwarded to an allowed port; ` +
-        `denied SYN: SYNs/s dropped (${o.seconds} s per run, sender pinned to CPU ${cpus().length - 1}); ${o.runs} runs alternating with the baseline, ` +
-        `medians; ratios are medians over the pairs`,
+        `denied SYN: SYNs/s dropped (${o.seconds} s per run, sender pinned to CPU ${cpus().length - 1}); ${o.runs} runs alternating with the baseline ` +
+        `(ABBA: the first of each pair alternates), medians; ratio = median over the pairs of ruleset/baseline, [lower-upper quartile]`,
+    );
+    console.log(
+      `load average at start: ${loadavg()
+        .map((x) => x.toFixed(2))
+        .join(' ')}`,
     );
     console.log(
       o.perf
-        ? 'cost (perf, whole machine): nft +ns = nftables evaluation per unit over the baseline; ' +
-            'CPU ratio = baseline CPU per unit / ruleset CPU per unit'
+        ? 'cost (perf, whole machine): nft +ns = nftables evaluation per unit over the baseline (median over the pairs); ' +
+            'CPU ratio = baseline CPU per unit / ruleset CPU per unit; ' +
+            'nft ratio = B / (B + nft +ns), B = the least disturbed cost of a unit in the baseline runs: the least of its ' +
+            'machine CPU per unit and of busy CPUs / rate (SYNs: 1 CPU, conns: all); B us in the last column ' +
+            '(the steady figure: the nftables time is what the ruleset adds)'
         : 'perf not available (or --no-perf): throughput only',
     );
     const paths = ['conns', 'allowed SYN', 'denied SYN'] as const;
     const rate: string[][] = [['policies', 'egress too', ...paths.flatMap((p) => [`${p}/s`, 'base', 'ratio'])]];
-    const cost: string[][] = [['policies', 'egress too', ...paths.flatMap((p) => [`${p} nft +ns`, 'CPU ratio'])]];
+    const cost: string[][] = [
+      ['policies', 'egress too', ...paths.flatMap((p) => [`${p} nft +ns`, 'CPU ratio', 'nft ratio', 'B us'])],
+    ];
     // With --cnp: 1000 NetworkPolicies plus 100 ClusterNetworkPolicies of 25 rules (cnpBenchState), the client decided by an Admin Accept or Pass.
     // With --staged: the same one enforced policy without (staged 0) and with n staged ones.
     type Config = [number | CnpPath | undefined, boolean];
     const configs: Config[] = values['no-self'] === true ? [] : [[undefined, false]];
-    for (const egress of values['no-egress'] === true ? [false] : [false, true]) {
+    for (const egress of values['no-egress'] === true ? [false] : values['egress-only'] === true ? [true] : [false, true]) {
       if (values.staged === true) configs.push([0, egress]);
-      for (const n of values.cnp === true ? (['accept', 'pass'] as const) : counts) configs.push([n, egress]);
+      const cnpPaths: readonly CnpPath[] =
+        values['cnp-path'] === 'accept' || values['cnp-path'] === 'pass' ? [values['cnp-path']] : ['accept', 'pass'];
+      for (const n of values.cnp === true ? cnpPaths : counts) configs.push([n, egress]);
     }
     for (const [n, egress] of configs) {
       const state =
@@ -338,9 +389,17 @@ async function main(): Promise<void> {
         egress ? 'yes' : 'no',
       ];
       const fs = [r.conns, r.syns, r.denied];
-      rate.push([...head, ...fs.flatMap((f) => [f.rate.toFixed(0), f.baseRate.toFixed(0), f.ratio.toFixed(2)])]);
-      cost.push([...head, ...fs.flatMap((f) => [f.nftExtra.toFixed(0), f.cpuRatio.toFixed(2)])]);
-      console.log([...head, ...fs.flatMap((f) => [f.ratio.toFixed(2), f.nftExtra.toFixed(0), f.cpuRatio.toFixed(2)])].join('  '));
+      const spread = (f: PathFigures): string => `${f.ratio.toFixed(2)} [${f.ratioLo.toFixed(2)}-${f.ratioHi.toFixed(2)}]`;
+      rate.push([...head, ...fs.flatMap((f) => [f.rate.toFixed(0), f.baseRate.toFixed(0), spread(f)])]);
+      cost.push([
+        ...head,
+        ...fs.flatMap((f) => [f.nftExtra.toFixed(0), f.cpuRatio.toFixed(2), f.nftRatio.toFixed(2), f.unitUs.toFixed(1)]),
+      ]);
+      console.log(
+        [...head, ...fs.flatMap((f) => [spread(f), f.nftExtra.toFixed(0), f.cpuRatio.toFixed(2), f.nftRatio.toFixed(2)])].join(
+          '  ',
+        ),
+      );
     }
     console.log('');
     printTable(rate);
@@ -348,6 +407,11 @@ async function main(): Promise<void> {
       console.log('');
       printTable(cost);
     }
+    console.log(
+      `load average at end: ${loadavg()
+        .map((x) => x.toFixed(2))
+        .join(' ')}`,
+    );
   } finally {
     server?.kill();
     await cluster.destroy();

@@ -18,6 +18,7 @@ import { flattenRuleset, flattenRulesetParts } from './identities.ts';
 import { localEndpoints, localPods } from './local-endpoints.ts';
 import { hasStaged, withStagedEnforced } from '../model/staged.ts';
 import { affectedPods, withShadowPath } from './staged.ts';
+import { foldPass } from './pass-fold.ts';
 import { PeerResolver } from './peers.ts';
 import { policyChains, relevantPolicies } from './policy-chains.ts';
 import { SharedSets } from './shared-sets.ts';
@@ -101,13 +102,15 @@ export function compileWithParts(
   const c = compileRulesWith(state, nodeName, o, idx, peers, kinds);
   const flat = flattenRulesetParts(c.ruleset, c.terms, reuse);
   const churnable = tieredPolicies(state, kinds).length === 0;
-  if (!hasStaged(state)) return { flat, ruleset: flat.ruleset, churnable };
+  // With tiered policies (never churnable): the Admin tier's Pass continues in the NetworkPolicy tier's chain.
+  const enforced = churnable ? flat.ruleset : foldPass(flat.ruleset);
+  if (!hasStaged(state)) return { flat, ruleset: enforced, churnable };
   // Staged policies (compile/staged.ts): the same compiler on the state with them enforced, as a shadow path.
   const shadowState = withStagedEnforced(state);
   const affected = affectedPods(state, shadowState, localPods(state, nodeName), kinds);
-  if (affected.length === 0) return { flat, ruleset: flat.ruleset, churnable };
+  if (affected.length === 0) return { flat, ruleset: enforced, churnable };
   const sc = compileRulesWith(shadowState, nodeName, o, idx, peers, kinds);
-  const ruleset = withShadowPath(flat.ruleset, flattenRuleset(sc.ruleset, sc.terms), affected, o, (ip) => idx.ip(ip)?.family);
+  const ruleset = withShadowPath(enforced, flattenRuleset(sc.ruleset, sc.terms), affected, o, (ip) => idx.ip(ip)?.family);
   return { flat, ruleset, churnable: false };
 }
 

@@ -65,6 +65,15 @@ export interface Affected {
   readonly direction: Direction;
   /** In evaluation order (Admin tier, allow-list, Baseline tier). */
   readonly policies: readonly PolicyOrigin[];
+  /**
+   * Whether a connection the enforced rules accept can be denied with the
+   * staged ones. False when enforced allow-list policies already isolate the
+   * pod in this direction and only staged allow-list policies select it there:
+   * allow-lists only add allowances, and the ordered tiers are the same in E
+   * and S, so E's accept is S's. Then the after-accept (ACC) path leaves the
+   * pod out.
+   */
+  readonly mayDeny: boolean;
 }
 
 function subjectSelects(t: TieredPolicy, pod: Pod, nsLabels: ReadonlyMap<string, Readonly<Record<string, string>>>): boolean {
@@ -88,9 +97,12 @@ export function affectedPods(
   kinds: readonly PolicyKind[] = POLICY_KINDS,
 ): Affected[] {
   const allowList: ContributedPolicy[] = [];
+  const enforcedAllowList: ContributedPolicy[] = [];
   for (const kind of kinds) {
     if (kind.tier !== 'allow-list') continue;
-    const before = new Set(kind.policies(enforced).map((p) => p.key));
+    const mine = kind.policies(enforced);
+    enforcedAllowList.push(...mine);
+    const before = new Set(mine.map((p) => p.key));
     for (const p of kind.policies(shadow)) if (!before.has(p.key)) allowList.push(p);
   }
   const beforeTiered = new Set(tieredPolicies(enforced, kinds).map((t) => t.key));
@@ -98,18 +110,20 @@ export function affectedPods(
   if (allowList.length === 0 && tiered.length === 0) return [];
   const nsLabels = new Map(shadow.namespaces.map((n) => [n.name, n.labels]));
   const out: Affected[] = [];
+  const isolates = (p: ContributedPolicy, pod: Pod, d: Direction): boolean =>
+    p.types[d] && p.namespace === pod.namespace && selectorMatches(p.podSelector, pod.labels);
   for (const pod of local) {
     for (const d of DIRECTIONS) {
+      const admin = tiered.filter((t) => t.tier === 'admin' && t[d].length > 0 && subjectSelects(t, pod, nsLabels));
+      const baseline = tiered.filter((t) => t.tier === 'baseline' && t[d].length > 0 && subjectSelects(t, pod, nsLabels));
       const names = [
-        ...tiered.filter((t) => t.tier === 'admin' && t[d].length > 0 && subjectSelects(t, pod, nsLabels)).map((t) => t.origin),
-        ...allowList
-          .filter((p) => p.types[d] && p.namespace === pod.namespace && selectorMatches(p.podSelector, pod.labels))
-          .map((p) => p.origin),
-        ...tiered
-          .filter((t) => t.tier === 'baseline' && t[d].length > 0 && subjectSelects(t, pod, nsLabels))
-          .map((t) => t.origin),
+        ...admin.map((t) => t.origin),
+        ...allowList.filter((p) => isolates(p, pod, d)).map((p) => p.origin),
+        ...baseline.map((t) => t.origin),
       ];
-      if (names.length > 0) out.push({ pod, direction: d, policies: names });
+      if (names.length === 0) continue;
+      const mayDeny = admin.length > 0 || baseline.length > 0 || !enforcedAllowList.some((p) => isolates(p, pod, d));
+      out.push({ pod, direction: d, policies: names, mayDeny });
     }
   }
   return out;
@@ -225,10 +239,17 @@ export function withShadowPath(
     decisions: new Map(s.decisions.map((m) => [m.name, m])),
     sets: new Map(s.sets.map((x) => [x.name, x])),
   };
-  const start = affected
-    .map((a) => ({ chain: podChainName(podId(a.pod.namespace, a.pod.name), a.direction), direction: a.direction }))
-    .filter((x) => shadow.chains.has(x.chain));
-  const reach = reachable(shadow, start);
+  // ACC only for the pods whose accepted connections a staged policy may deny (Affected.mayDeny).
+  const inMode: Record<ShadowMode, readonly Affected[]> = { acc: affected.filter((a) => a.mayDeny), den: affected };
+  const reachOf = (list: readonly Affected[]) =>
+    reachable(
+      shadow,
+      list
+        .map((a) => ({ chain: podChainName(podId(a.pod.namespace, a.pod.name), a.direction), direction: a.direction }))
+        .filter((x) => shadow.chains.has(x.chain)),
+    );
+  const reachIn: Record<ShadowMode, ReturnType<typeof reachable>> = { acc: reachOf(inMode.acc), den: reachOf(inMode.den) };
+  const reach = reachIn.den; // every affected pod: a superset of ACC's
 
   // Sets carry no verdicts: one copy for both modes, shared with E when E holds the same set.
   const eSets = new Map(e.sets.map((x) => [x.name, x]));
@@ -255,18 +276,20 @@ export function withShadowPath(
   const dirs = new Set(affected.map((a) => a.direction));
 
   for (const mode of ['acc', 'den'] as const) {
+    const mine = inMode[mode];
+    const modeDirs = new Set(mine.map((a) => a.direction));
     const chainName = (n: string): string => `${CHAIN_PREFIX[mode]}${n}`;
     const mapName = (n: string): string => `stg-${mode}-${n}`;
     const tallyOf = (id: string, d: Direction): string => stagedTallyChainName(CHANGE[mode], id, d);
     const podOfChain = new Map<string, { id: string; d: Direction }>();
-    for (const a of affected) {
+    for (const a of mine) {
       const id = podId(a.pod.namespace, a.pod.name);
       podOfChain.set(podChainName(id, a.direction), { id, d: a.direction });
     }
 
     // Tallies: per affected pod and direction, and a lookup per direction for the shared chains.
     const elems = new Map<string, { key: string; chain: string }[]>();
-    for (const a of affected) {
+    for (const a of mine) {
       const id = podId(a.pod.namespace, a.pod.name);
       const what = `staged: ${CHANGE[mode].replace('-', ' ')} ${a.direction} ${a.direction === 'ingress' ? 'to' : 'from'} ${objectKey(a.pod)}`;
       const comment = sanitizeComment(what);
@@ -293,7 +316,7 @@ export function withShadowPath(
       }
     }
     for (const d of DIRECTIONS) {
-      if (!dirs.has(d)) continue;
+      if (!modeDirs.has(d)) continue;
       for (const f of FAMILIES) {
         const name = tallyMapName(mode, d, f);
         const list = (elems.get(name) ?? []).sort((x, y) => (x.key < y.key ? -1 : x.key > y.key ? 1 : 0));
@@ -366,11 +389,11 @@ export function withShadowPath(
       };
     };
     for (const c of s.chains) {
-      const d = reach.chains.get(c.name);
+      const d = reachIn[mode].chains.get(c.name);
       if (d !== undefined) copies.push(rewrite(c, d));
     }
     for (const m of s.maps) {
-      if (!reach.maps.has(m.name)) continue;
+      if (!reachIn[mode].maps.has(m.name)) continue;
       copyMaps.push({
         ...m,
         name: mapName(m.name),
@@ -379,7 +402,7 @@ export function withShadowPath(
       });
     }
     for (const m of s.decisions) {
-      if (!reach.decisions.has(m.name)) continue;
+      if (!reachIn[mode].decisions.has(m.name)) continue;
       copyDecisions.push({
         ...m,
         name: mapName(m.name),
@@ -392,7 +415,7 @@ export function withShadowPath(
 
   // ACC's entry: base chains after E's, dispatching the affected pods' addresses to their ACC pod chains.
   const dispatchElems = new Map<string, { key: string; chain: string }[]>();
-  for (const a of affected) {
+  for (const a of inMode.acc) {
     const pc = podChainName(podId(a.pod.namespace, a.pod.name), a.direction);
     if (!shadow.chains.has(pc)) continue; // S accepts it like E: nothing can change
     for (const ip of a.pod.ips) {

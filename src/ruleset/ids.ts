@@ -69,6 +69,11 @@ export function peersChainName(cid: string, d: Direction): string {
   return `KUBE-PEERS-${cid}-${dirSuffix(d)}`;
 }
 
+/** The decision maps' chain of an Admin tier identity whose Pass continues in the NetworkPolicy tier (compile/pass-fold.ts). */
+export function tierDecisionsChainName(peersChain: string): string {
+  return `${peersChain}-TIER`;
+}
+
 /** local address . protocol . single port allowed to / from a peer identity (hash). */
 export function allowSetName(cid: string, f: Family): string {
   return `allow${f}-${cid}`;

@@ -124,15 +124,11 @@ test('the copy after a denial never accepts and ends every pod chain finally; th
         ch.rules.some((r) => r.counter && r.verdict.kind === 'accept'),
         ch.name,
       );
-    // Tallies for exactly the affected pods and directions: db ingress, web ingress.
+    // Tallies for exactly the affected pods and directions: db ingress, web ingress; no "would deny"
+    // for db: enforced db-from-web isolates it already and only a staged NetworkPolicy selects it.
     assert.deepEqual(
       c.chains.filter((ch) => ch.role === 'tally').map((ch) => ch.comment),
-      [
-        'staged: would deny ingress to a/db',
-        'staged: would deny ingress to a/web',
-        'staged: would allow ingress to a/db',
-        'staged: would allow ingress to a/web',
-      ],
+      ['staged: would deny ingress to a/web', 'staged: would allow ingress to a/db', 'staged: would allow ingress to a/web'],
     );
     // The enforced pod chain of db (isolated by db-from-web) enters the copy right before its deny.
     const dbIn = c.chains.find((ch) => ch.role === 'pod' && ch.comment === 'ingress of pod a/db');
@@ -140,4 +136,48 @@ test('the copy after a denial never accepts and ends every pod chain finally; th
     assert.ok(at > 0);
     assert.ok(dbIn!.rules.slice(at + 1).every((r) => r.verdict.kind === 'drop' || r.verdict.kind === 'reject'));
   }
+});
+
+test('no after-accept path for a pod enforced NetworkPolicies isolate where only staged NetworkPolicies select it; a staged ClusterNetworkPolicy keeps it', () => {
+  const dbIsolated = state({ pods, policies: [dbFromWeb, staged(dbOn80)] });
+  const c = compileNode(dbIsolated, 'node-1', {});
+  // Allow-lists only add: nothing E accepts for db can be denied, so no would-deny path at all.
+  assert.ok(!c.chains.some((ch) => ch.base !== undefined && ch.shadow === true), 'no staged base chain');
+  assert.deepEqual(byPrefix(c, 'STG-ACC-'), []);
+  assert.ok(byPrefix(c, 'STG-DEN-').length > 0, 'the would-allow path stays');
+  // Not isolated by an enforced policy: the staged one may deny what E accepts.
+  const dbOpen = compileNode(state({ pods, policies: [staged(dbOn80)] }), 'node-1', {});
+  assert.ok(dbOpen.chains.some((ch) => ch.base !== undefined && ch.shadow === true));
+  assert.ok(byPrefix(dbOpen, 'STG-ACC-').length > 0);
+  // A staged ClusterNetworkPolicy selecting db decides before the NetworkPolicy tier: it may deny.
+  const cnp = compileNode(
+    {
+      ...dbIsolated,
+      clusterPolicies: [
+        {
+          name: 'deny-web',
+          sourceKind: 'ClusterNetworkPolicy',
+          tier: 'Admin',
+          priority: 1,
+          subject: { namespaceSelector: sel(), podSelector: sel({ app: 'db' }) },
+          ingress: [
+            {
+              name: 'no-web',
+              action: 'Deny',
+              peers: [{ kind: 'pods', namespaceSelector: sel(), podSelector: sel({ app: 'web' }) }],
+              protocols: undefined,
+              invalid: false,
+            },
+          ],
+          egress: [],
+          errors: [],
+          staged: true,
+        },
+      ],
+    },
+    'node-1',
+    {},
+  );
+  assert.ok(cnp.chains.some((ch) => ch.role === 'tally' && ch.comment === 'staged: would deny ingress to a/db'));
+  assert.ok(byPrefix(cnp, 'STG-ACC-').length > 0);
 });

@@ -39,6 +39,11 @@ const ALLOW_FROM_Y = networkPolicy('x', 'allow-from-y', {
   ingress: [{ from: [{ namespaceSelector: { matchLabels: { ns: 'y' } } }] }],
 });
 
+const ALLOW_FROM_X = networkPolicy('x', 'allow-from-x', {
+  podSelector: { matchLabels: { pod: 'a' } },
+  ingress: [{ from: [{ namespaceSelector: { matchLabels: { ns: 'x' } } }] }],
+});
+
 const Y_PEER = { namespaces: { matchLabels: { ns: 'y' } } };
 const X_A_SUBJECT = { pods: { namespaceSelector: { matchLabels: { ns: 'x' } }, podSelector: { matchLabels: { pod: 'a' } } } };
 const DENY_Y = clusterNetworkPolicy('deny-y', {
@@ -194,6 +199,48 @@ describe('staged policies, routed pod network', { skip }, () => {
     assert.deepEqual(
       after.filter((o) => o.connected).map((o) => o.probe.from),
       wouldAllow,
+    );
+  });
+
+  test('a staged allow-list on a pod enforced policies isolate: no after-accept path, what it would allow counted; a staged Deny rule there still counts', async () => {
+    const stagedState = stateOf([...upstreamObjects(c), ALLOW_FROM_Y, staged(ALLOW_FROM_X)]);
+    await apply(c, compileAll(c, stagedState));
+    const node = podOf(stagedState, TARGET).nodeName as string;
+    const listed = (await c.exec(node, 'nft', ['list', 'table', 'inet', 'nft-netpol'])).stdout;
+    assert.doesNotMatch(listed, /staged-forward|STG-ACC-/, 'allow-lists only add: no would-deny path');
+    const t = podOf(stagedState, TARGET);
+    const results = await probeEach(c, stagedState, stagedTallyChainName('would-allow', podId(t.namespace, t.name), 'ingress'));
+    const wouldAllow = changedBy(stagedState);
+    assert.deepEqual(
+      wouldAllow,
+      UPSTREAM_PODS.filter((k) => k !== TARGET && k.startsWith('x/')),
+    );
+    assert.deepEqual(
+      results.filter((r) => r.connected).map((r) => r.from),
+      UPSTREAM_PODS.filter((k) => k.startsWith('y/')),
+    );
+    assert.deepEqual(
+      results.filter((r) => r.counted).map((r) => r.from),
+      wouldAllow,
+    );
+
+    // A staged ClusterNetworkPolicy on the same pod decides before the allow-lists: its would-deny is counted.
+    const cnpState = stateOf([...upstreamObjects(c), ALLOW_FROM_Y, staged(DENY_Y)]);
+    await apply(c, compileAll(c, cnpState));
+    const denied = await probeEach(c, cnpState, stagedTallyChainName('would-deny', podId(t.namespace, t.name), 'ingress'));
+    const wouldDeny = changedBy(cnpState);
+    assert.deepEqual(
+      wouldDeny,
+      UPSTREAM_PODS.filter((k) => k.startsWith('y/')),
+    );
+    assert.deepEqual(
+      denied.filter((r) => r.connected).map((r) => r.from),
+      wouldDeny,
+      'a staged policy must not block anything',
+    );
+    assert.deepEqual(
+      denied.filter((r) => r.counted).map((r) => r.from),
+      wouldDeny,
     );
   });
 

@@ -28,11 +28,13 @@ import type { ContributedPolicy, PolicyKind, PolicyOrigin, TieredPolicy } from '
 import { POLICY_KINDS, tieredPolicies } from '../kinds/registry.ts';
 import { selectorMatches } from '../model/selector.ts';
 import { DIRECTIONS, FAMILIES, objectKey } from '../model/types.ts';
-import type { ClusterState, Direction, Family, Pod } from '../model/types.ts';
+import type { ClusterState, Direction, Family, Pod, PortSpec } from '../model/types.ts';
 import {
   parseTierRuleChainName,
   podChainName,
   podId,
+  portSetName,
+  setId,
   sanitizeComment,
   STAGED_DENIED_PREFIX,
   DENY_LOG_LIMIT,
@@ -43,6 +45,8 @@ import { countObjects } from '../ruleset/ir.ts';
 import type { Chain, CompiledRuleset, DecisionMap, Match, NamedSet, Rule, Verdict, VerdictMap } from '../ruleset/ir.ts';
 import type { RenderOptions } from '../ruleset/options.ts';
 import { DENY_LOG_SNAPLEN } from './deny-path.ts';
+import { namedPorts, numericPortElements, numericPortRanges, portRangeText } from './ports.ts';
+import type { PortRange } from './ports.ts';
 import { ND_TYPES } from './dispatch.ts';
 
 export type ShadowMode = 'acc' | 'den';
@@ -74,6 +78,27 @@ export interface Affected {
    * pod out.
    */
   readonly mayDeny: boolean;
+  /**
+   * The protocols and ports the staged policies' rules in this direction
+   * match, when they all name numeric ports (undefined: any port or protocol
+   * may be matched, e.g. a rule without ports, a named port, a staged
+   * ClusterNetworkPolicy). A staged policy changes only the verdict of
+   * packets its own rules match, so a denied packet outside these cannot be
+   * a "would allow": the denied path then skips the shadow copy.
+   */
+  readonly ports: readonly PortRange[] | undefined;
+}
+
+/** What the staged allow-list rules of a pod and direction can match (see Affected.ports). */
+function stagedPorts(policies: readonly ContributedPolicy[], d: Direction): PortRange[] | undefined {
+  const specs: PortSpec[] = [];
+  for (const p of policies) {
+    for (const r of p[d]) {
+      if (r.ports === undefined || r.ports.length === 0 || namedPorts(r.ports).length > 0) return undefined;
+      specs.push(...r.ports);
+    }
+  }
+  return numericPortRanges(specs);
 }
 
 function subjectSelects(t: TieredPolicy, pod: Pod, nsLabels: ReadonlyMap<string, Readonly<Record<string, string>>>): boolean {
@@ -116,14 +141,12 @@ export function affectedPods(
     for (const d of DIRECTIONS) {
       const admin = tiered.filter((t) => t.tier === 'admin' && t[d].length > 0 && subjectSelects(t, pod, nsLabels));
       const baseline = tiered.filter((t) => t.tier === 'baseline' && t[d].length > 0 && subjectSelects(t, pod, nsLabels));
-      const names = [
-        ...admin.map((t) => t.origin),
-        ...allowList.filter((p) => isolates(p, pod, d)).map((p) => p.origin),
-        ...baseline.map((t) => t.origin),
-      ];
+      const staged = allowList.filter((p) => isolates(p, pod, d));
+      const names = [...admin.map((t) => t.origin), ...staged.map((p) => p.origin), ...baseline.map((t) => t.origin)];
       if (names.length === 0) continue;
       const mayDeny = admin.length > 0 || baseline.length > 0 || !enforcedAllowList.some((p) => isolates(p, pod, d));
-      out.push({ pod, direction: d, policies: names, mayDeny });
+      const ports = admin.length > 0 || baseline.length > 0 ? undefined : stagedPorts(staged, d);
+      out.push({ pod, direction: d, policies: names, mayDeny, ports });
     }
   }
   return out;
@@ -497,12 +520,27 @@ export function withShadowPath(
     });
   }
 
-  // DEN's entry: E's pod chains of affected pods jump to it right before their deny verdict.
+  // DEN's entry: E's pod chains of affected pods jump to it right before
+  // their deny verdict; only for the protocols and ports the staged rules
+  // match, when those are bounded (Affected.ports).
   const denEntry = new Map<string, string>();
+  const denFilter = new Map<string, Match[]>();
   for (const a of affected) {
     const id = podId(a.pod.namespace, a.pod.name);
     const pc = podChainName(id, a.direction);
     denEntry.set(pc, shadow.chains.has(pc) ? `${CHAIN_PREFIX.den}${pc}` : stagedTallyChainName('would-allow', id, a.direction));
+    if (a.ports === undefined) continue;
+    const texts = a.ports.map(portRangeText);
+    const name = portSetName(setId(`staged-ports\0${texts.join(',')}`));
+    if (!newSets.some((x) => x.name === name) && !e.sets.some((x) => x.name === name))
+      newSets.push({
+        name,
+        type: 'inet_proto . inet_service',
+        interval: true,
+        elements: numericPortElements(a.ports),
+        comment: sanitizeComment(`staged policies' ports: ${texts.join(', ')}`),
+      });
+    denFilter.set(pc, a.ports.length === 0 ? [] : [{ kind: 'portSet', set: name }]);
   }
   // A tiered Deny rule's chain is shared by the pods its policy selects: it
   // asks a lookup by local address, which knows the affected pods (others fall
@@ -557,9 +595,16 @@ export function withShadowPath(
     const target = c.role === 'pod' ? denEntry.get(c.name) : tier === undefined ? undefined : ruleEntryOf.get(tier.direction);
     const at = c.rules.findIndex((r) => isDeny(r.verdict));
     if (target === undefined || at < 0) return c;
+    const filter = c.role === 'pod' ? denFilter.get(c.name) : undefined;
+    // Staged rules matching no port at all: nothing to ask.
+    if (filter !== undefined && filter.length === 0) return c;
     return {
       ...c,
-      rules: [...c.rules.slice(0, at), jump(target, [], 'staged policies: what they would decide'), ...c.rules.slice(at)],
+      rules: [
+        ...c.rules.slice(0, at),
+        jump(target, filter ?? [], 'staged policies: what they would decide'),
+        ...c.rules.slice(at),
+      ],
     };
   });
 

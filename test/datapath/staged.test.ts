@@ -202,6 +202,61 @@ describe('staged policies, routed pod network', { skip }, () => {
     );
   });
 
+  test('a staged allow naming ports: a denied packet to another port or protocol skips the shadow copy and is not counted', async () => {
+    const allowY80 = networkPolicy('x', 'allow-from-y-80', {
+      podSelector: { matchLabels: { pod: 'a' } },
+      ingress: [{ from: [{ namespaceSelector: { matchLabels: { ns: 'y' } } }], ports: [{ protocol: 'TCP', port: 80 }] }],
+    });
+    const state = stateOf([...upstreamObjects(c), DENY_ALL_INGRESS, staged(allowY80)]);
+    const rulesets = compileAll(c, state);
+    await apply(c, rulesets);
+    const t = podOf(state, TARGET);
+    const node = t.nodeName as string;
+    // The pod chain asks the shadow copy only for the staged rules' protocol and port.
+    const text = renderRuleset(rulesets.get(node) as CompiledRuleset);
+    assert.match(text, /meta l4proto \. th dport @port-[0-9a-f]+ jump (STG-DEN-|STG-WA-)/);
+    const tally = stagedTallyChainName('would-allow', podId(t.namespace, t.name), 'ingress');
+    const counted = async (probe: Probe): Promise<{ connected: boolean; counted: boolean }> => {
+      const before = await chainPackets(c, node, tally);
+      const [o] = await runProbes(c, [probe], { retries: 0 });
+      return { connected: o!.connected, counted: (await chainPackets(c, node, tally)) > before };
+    };
+    const from = UPSTREAM_PODS.find((k) => k.startsWith('y/')) as string;
+    const base = { from, to: TARGET, family: 4, via: 'pod' } as const;
+    assert.deepEqual(
+      await counted({ ...base, protocol: 'TCP', port: 80 }),
+      { connected: false, counted: true },
+      'TCP 80: would allow',
+    );
+    assert.deepEqual(
+      await counted({ ...base, protocol: 'TCP', port: 81 }),
+      { connected: false, counted: false },
+      'TCP 81: no staged rule',
+    );
+    assert.deepEqual(
+      await counted({ ...base, protocol: 'UDP', port: 80 }),
+      { connected: false, counted: false },
+      'UDP 80: no staged rule',
+    );
+    // The evaluator agrees: only TCP 80 changes.
+    const shadow = withStagedEnforced(state);
+    for (const [proto, port, changes] of [
+      ['TCP', 80, true],
+      ['TCP', 81, false],
+      ['UDP', 80, false],
+    ] as const) {
+      const a = verdict(state, { kind: 'pod', pod: podOf(state, from) }, { kind: 'pod', pod: t }, proto, port);
+      const b = verdict(
+        shadow,
+        { kind: 'pod', pod: podOf(shadow, from) },
+        { kind: 'pod', pod: podOf(shadow, TARGET) },
+        proto,
+        port,
+      );
+      assert.equal(a.ingress.allowed !== b.ingress.allowed, changes, `${proto} ${port}`);
+    }
+  });
+
   test('a staged allow-list on a pod enforced policies isolate: no after-accept path, what it would allow counted; a staged Deny rule there still counts', async () => {
     const stagedState = stateOf([...upstreamObjects(c), ALLOW_FROM_Y, staged(ALLOW_FROM_X)]);
     await apply(c, compileAll(c, stagedState));

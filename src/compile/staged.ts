@@ -530,6 +530,11 @@ export function withShadowPath(
     const pc = podChainName(id, a.direction);
     denEntry.set(pc, shadow.chains.has(pc) ? `${CHAIN_PREFIX.den}${pc}` : stagedTallyChainName('would-allow', id, a.direction));
     if (a.ports === undefined) continue;
+    // Staged rules matching nothing (a staged default-deny): no jump at all.
+    if (a.ports.length === 0) {
+      denFilter.set(pc, []);
+      continue;
+    }
     const texts = a.ports.map(portRangeText);
     const name = portSetName(setId(`staged-ports\0${texts.join(',')}`));
     if (!newSets.some((x) => x.name === name) && !e.sets.some((x) => x.name === name))
@@ -540,7 +545,7 @@ export function withShadowPath(
         elements: numericPortElements(a.ports),
         comment: sanitizeComment(`staged policies' ports: ${texts.join(', ')}`),
       });
-    denFilter.set(pc, a.ports.length === 0 ? [] : [{ kind: 'portSet', set: name }]);
+    denFilter.set(pc, [{ kind: 'portSet', set: name }]);
   }
   // A tiered Deny rule's chain is shared by the pods its policy selects: it
   // asks a lookup by local address, which knows the affected pods (others fall

@@ -181,3 +181,27 @@ test('no after-accept path for a pod enforced NetworkPolicies isolate where only
   assert.ok(cnp.chains.some((ch) => ch.role === 'tally' && ch.comment === 'staged: would deny ingress to a/db'));
   assert.ok(byPrefix(cnp, 'STG-ACC-').length > 0);
 });
+
+test('the denied path asks the shadow copy only for the ports staged allow-lists name; a staged default-deny adds no jump there', () => {
+  const podChain = (c: CompiledRuleset): Chain | undefined =>
+    c.chains.find(
+      (ch) => ch.role === 'pod' && !ch.name.startsWith('STG-') && ch.rules.some((r) => r.comment === 'deny ingress to a/db'),
+    );
+  const shadowJump = (ch: Chain | undefined) =>
+    ch?.rules.find((r) => r.verdict.kind === 'jump' && r.verdict.chain.startsWith('STG-'));
+  // Enforced: db only from web. Staged: db on TCP 80 from anywhere.
+  const withPorts = compileNode(state({ pods, policies: [dbFromWeb, staged(dbOn80)] }), 'node-1');
+  const jump = shadowJump(podChain(withPorts));
+  assert.ok(jump !== undefined, 'the denied path still asks the shadow copy');
+  assert.equal(jump.matches.length, 1);
+  const m = jump.matches[0];
+  assert.ok(m?.kind === 'portSet');
+  const set = withPorts.sets.find((s) => s.name === m.set);
+  assert.deepEqual(set?.elements, [{ kind: 'proto-port', proto: 'tcp', port: 80 }]);
+  // A staged default-deny (no rules) cannot allow anything: no jump.
+  const denyAll = policy('a', 'db-deny-all', { podSelector: sel({ app: 'db' }) });
+  const defaultDeny = compileNode(state({ pods, policies: [dbFromWeb, staged(denyAll)] }), 'node-1');
+  assert.notEqual(podChain(defaultDeny), undefined);
+  assert.equal(shadowJump(podChain(defaultDeny)), undefined);
+  assert.ok(!defaultDeny.sets.some((s) => s.comment?.startsWith("staged policies' ports") === true), 'no empty port set');
+});

@@ -105,12 +105,21 @@ async function probeEach(
   const out: { from: string; connected: boolean; counted: boolean }[] = [];
   for (const from of UPSTREAM_PODS.filter((k) => k !== TARGET)) {
     const probe: Probe = { from, to: TARGET, protocol: 'TCP', port: 80, family: 4, via: 'pod' };
-    const before = await chainPackets(c, node, tally);
-    const [o] = await runProbes(c, [probe], { retries: 0 });
-    const after = await chainPackets(c, node, tally);
-    out.push({ from, connected: o!.connected, counted: after > before });
+    out.push({ from, ...(await probeCounted(c, node, tally, probe)) });
   }
   return out;
+}
+
+/** One probe alone: connected or not, and whether the tally chain counted it. */
+async function probeCounted(
+  c: Cluster,
+  node: string,
+  tally: string,
+  probe: Probe,
+): Promise<{ connected: boolean; counted: boolean }> {
+  const before = await chainPackets(c, node, tally);
+  const [o] = await runProbes(c, [probe], { retries: 0 });
+  return { connected: o!.connected, counted: (await chainPackets(c, node, tally)) > before };
 }
 
 /** Sources whose ingress verdict at TARGET the staged policies change, by the evaluator. */
@@ -216,11 +225,7 @@ describe('staged policies, routed pod network', { skip }, () => {
     const text = renderRuleset(rulesets.get(node) as CompiledRuleset);
     assert.match(text, /meta l4proto \. th dport @port-[0-9a-f]+ jump (STG-DEN-|STG-WA-)/);
     const tally = stagedTallyChainName('would-allow', podId(t.namespace, t.name), 'ingress');
-    const counted = async (probe: Probe): Promise<{ connected: boolean; counted: boolean }> => {
-      const before = await chainPackets(c, node, tally);
-      const [o] = await runProbes(c, [probe], { retries: 0 });
-      return { connected: o!.connected, counted: (await chainPackets(c, node, tally)) > before };
-    };
+    const counted = (probe: Probe): Promise<{ connected: boolean; counted: boolean }> => probeCounted(c, node, tally, probe);
     const from = UPSTREAM_PODS.find((k) => k.startsWith('y/')) as string;
     const base = { from, to: TARGET, family: 4, via: 'pod' } as const;
     assert.deepEqual(

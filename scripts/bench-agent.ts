@@ -451,7 +451,9 @@ async function benchSize(
   try {
     await agent.waitReady(300_000);
     const readyMs = Date.now() - t0;
-    await sleep(1000);
+    // Synced = after the first apply's read-back (1-3 s at 100k pods) and
+    // what follows it; was 1 s after ready until 2026-11-27.
+    await sleep(4000);
     const synced = rssOf(agent.pid);
     const heapAfterSync = await agent.metric('nodejs_heap_size_used_bytes');
 

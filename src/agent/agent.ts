@@ -23,6 +23,7 @@ import { sharedListing } from './rules/shared-listing.ts';
 import { AppliedStatus } from './applied-status.ts';
 import type { LeaseApi, StatusApi } from '../kube/status-client.ts';
 import { TableMonitor } from './table-monitor.ts';
+import { collectGarbage } from '../observability/memory.ts';
 
 /**
  * The node's ruleset: compiled form (for incremental updates) and full script.
@@ -99,6 +100,7 @@ export class Agent {
   readonly #status: AppliedStatus | undefined;
   readonly #monitor: TableMonitor | undefined;
   #stopping: Promise<void> | undefined;
+  #lastCollect = -Infinity;
 
   constructor(parts: AgentParts) {
     this.#p = parts;
@@ -122,6 +124,7 @@ export class Agent {
         log: parts.log,
         events: parts.events,
         onReleasedIPs: c.conntrack ? (ips) => this.#conntrack(ips) : undefined,
+        afterFullApply: () => this.#releaseMemory(),
       },
       { nodeName: c.node, debounceMs: c.debounceMs, driftIntervalMs: c.driftIntervalMs, incremental: c.incremental },
     );
@@ -150,9 +153,9 @@ export class Agent {
       maxSeries: c.ruleMetricsMax,
       intervalMs: c.ruleCountersIntervalMs,
     });
-    // After an apply the new rule chains' handles are learnt at once (a full apply restarts every counter).
+    // After applies the new rule chains' handles are learnt (a full apply restarts every counter).
     r0.onOutcome((o) => {
-      if (o.kind === 'apply' && o.result === 'applied') void this.#rules.refresh(true);
+      if (o.kind === 'apply' && o.result === 'applied') this.#rules.refreshWhenQuiet();
     });
     const m = parts.metrics;
     if (parts.statusApi !== undefined && (c.statusIntervalMs > 0 || c.heartbeatIntervalMs > 0)) {
@@ -179,6 +182,16 @@ export class Agent {
             onForeignChange: (detail) => this.#reconciler.kernelChanged(detail),
             onRestart: () => m.tableMonitorRestarts.inc(),
           });
+  }
+
+  // A full GC costs tens of ms at 100k pods: at most one a minute, whatever
+  // makes full applies frequent (a table removed again and again).
+  #releaseMemory(): void {
+    const now = Date.now();
+    if (now - this.#lastCollect < 60_000) return;
+    this.#lastCollect = now;
+    const ms = collectGarbage();
+    this.#p.log.info({ event: 'gc', ms: Math.round(ms) }, 'garbage of the full apply collected');
   }
 
   #snapshot(): ClusterState | undefined {

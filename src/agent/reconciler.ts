@@ -86,6 +86,11 @@ export interface ReconcilerDeps {
   readonly timers?: Timers;
   /** Called after a successful apply with pod IPs that lost their owner (conntrack cleanup). */
   readonly onReleasedIPs?: (ips: readonly string[]) => Promise<void>;
+  /**
+   * Called once a full apply and its read-back are done and no change waits:
+   * their garbage (script, listing) is dead then (the agent collects it).
+   */
+  readonly afterFullApply?: () => void;
 }
 
 export type ApplyResult = 'applied' | 'unchanged' | 'failed';
@@ -480,6 +485,7 @@ export class Reconciler {
         this.#d.log.warn({ event: 'list' }, 'could not read the table back after applying; the next drift check re-applies');
         break;
     }
+    if (mode === 'full' && !this.#sched.pending) this.#d.afterFullApply?.();
   }
 
   #succeeded(

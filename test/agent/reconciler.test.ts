@@ -40,6 +40,7 @@ function setup(opts: Partial<ReconcilerOptions> = {}, initial: ClusterState = cl
   const { metrics, port } = testMetrics();
   const { log, lines } = captureLogger();
   const released: string[][] = [];
+  const fullApplies: number[] = [];
   const r = new Reconciler(
     {
       source,
@@ -58,10 +59,11 @@ function setup(opts: Partial<ReconcilerOptions> = {}, initial: ClusterState = cl
         released.push([...ips]);
         return Promise.resolve();
       },
+      afterFullApply: () => fullApplies.push(dataplane.lists),
     },
     { nodeName: NODE, debounceMs: 2, driftIntervalMs: 0, backoff: { initialMs: 10, maxMs: 40 }, syncPollMs: 5, ...opts },
   );
-  return { r, source, dataplane, events, metrics, lines, released };
+  return { r, source, dataplane, events, metrics, lines, released, fullApplies };
 }
 
 test('nothing is written before the source has synced; the first apply follows the sync', async () => {
@@ -163,6 +165,20 @@ test('the read-back after an apply is given up when a newer change is queued', a
   await waitFor('idle', () => !t.r.status().applying && !t.r.status().pending);
   await t.r.checkDriftNow();
   assert.equal(t.r.status().lastDriftCheck?.result, 'match', 'the latest apply was read back');
+  await t.r.stop(1000);
+});
+
+test('the garbage hook runs after a full apply and its read-back, not after an incremental one', async () => {
+  const t = setup({ incremental: true }, withRemotePeers(1));
+  t.r.start();
+  await waitFor('first apply', () => t.dataplane.applies.length === 1);
+  await waitFor('hook', () => t.fullApplies.length === 1);
+  assert.deepEqual(t.fullApplies, [1], 'called once the read-back had listed the table');
+  t.source.current = withRemotePeers(2);
+  t.r.notify('remote pod added');
+  await waitFor('increment', () => t.dataplane.increments.length === 1);
+  await waitFor('idle', () => !t.r.status().applying && !t.r.status().pending);
+  assert.equal(t.fullApplies.length, 1, 'an incremental apply leaves it alone');
   await t.r.stop(1000);
 });
 

@@ -247,3 +247,41 @@ test('/debug/rules: query checked; rules by hits, --unused only those never hit;
   await rc.refresh(true);
   assert.equal(await sample(), 6);
 });
+
+test('reads asked for by applies in a row wait for a pause and are one listing; stop() cancels a waiting one', async () => {
+  let lists = 0;
+  let release: (() => void) | undefined;
+  const listed = new Promise<void>((r) => (release = r));
+  const parts = {
+    list: () => {
+      lists++;
+      release?.();
+      return Promise.resolve(JSON.stringify({ nftables: [] }));
+    },
+    ruleset: () => compileNode(state({ pods: [], policies: [] }), 'node-1'),
+    metrics: createMetrics(),
+    log: pino({ level: 'silent' }),
+    maxSeries: 10,
+    intervalMs: 0,
+    quietMs: 30,
+  };
+  const rc = new RuleCounters(parts);
+  for (let i = 0; i < 5; i++) rc.refreshWhenQuiet();
+  assert.equal(lists, 0, 'nothing is listed while applies follow each other');
+  await listed;
+  await new Promise((r) => setTimeout(r, 100));
+  assert.equal(lists, 1, 'five applies in a row, one listing after them');
+
+  let stoppedLists = 0;
+  const stopped = new RuleCounters({
+    ...parts,
+    list: () => {
+      stoppedLists++;
+      return Promise.resolve(undefined);
+    },
+  });
+  stopped.refreshWhenQuiet();
+  stopped.stop();
+  await new Promise((r) => setTimeout(r, 100));
+  assert.equal(stoppedLists, 0, 'a stopped reader lists nothing');
+});

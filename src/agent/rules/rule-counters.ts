@@ -1,5 +1,5 @@
 // Per-rule connection counters, assembled: read from the kernel (a terse
-// `nft -j` listing, the one the deny counters use) after every apply, every
+// `nft -j` listing, the one the deny counters use) once applies pause, every
 // --rule-counters-interval, before a scrape and for /debug/rules; exported as
 // nftnp_policy_rule_connections_total, at most --rule-metrics-max series.
 import type { Logger } from 'pino';
@@ -17,6 +17,8 @@ export interface RuleCountersParts {
   readonly log: Logger;
   readonly maxSeries: number;
   readonly intervalMs: number;
+  /** The least quiet time after an apply before the read it asks for (default 1 s). */
+  readonly quietMs?: number;
   readonly now?: () => number;
 }
 
@@ -32,6 +34,7 @@ export interface RulesSnapshot {
 
 // Reads closer together than this (scrapes, /debug/rules) reuse the last one.
 const MIN_READ_INTERVAL_MS = 2_000;
+const QUIET_MS = 1_000;
 
 export class RuleCounters {
   readonly #p: RuleCountersParts;
@@ -43,6 +46,9 @@ export class RuleCounters {
   #readAt: number | undefined;
   #dropped = 0;
   #timer: NodeJS.Timeout | undefined;
+  #quiet: NodeJS.Timeout | undefined;
+  /** How long the last listing took. */
+  #listMs = 0;
 
   constructor(p: RuleCountersParts) {
     this.#p = p;
@@ -60,6 +66,25 @@ export class RuleCounters {
 
   stop(): void {
     if (this.#timer !== undefined) clearInterval(this.#timer);
+    if (this.#quiet !== undefined) clearTimeout(this.#quiet);
+  }
+
+  /**
+   * After an apply: a forced read (the new rule chains' handles learnt) once
+   * no apply has followed for twice the last listing's time, 1 s at least.
+   * nft 1.0.6 fetches every set element even for a terse listing: 0.3-0.5 s
+   * of CPU at 100k pods, which must not run beside the next change's
+   * transaction (docs/agent.md "Cost per change"). A steady stream of
+   * changes defers it; the interval's reads and scrapes still happen.
+   */
+  refreshWhenQuiet(): void {
+    if (this.#quiet !== undefined) clearTimeout(this.#quiet);
+    const wait = Math.max(this.#p.quietMs ?? QUIET_MS, 2 * this.#listMs);
+    this.#quiet = setTimeout(() => {
+      this.#quiet = undefined;
+      void this.refresh(true);
+    }, wait);
+    this.#quiet.unref();
   }
 
   /**
@@ -100,7 +125,9 @@ export class RuleCounters {
     const list = this.#p.list;
     if (ruleset === undefined || list === undefined) return;
     const rules = countedRules(ruleset);
+    const t0 = performance.now();
     const json = await list();
+    this.#listMs = performance.now() - t0;
     if (json === undefined) return;
     // The ruleset may have changed during the listing: its rule chains are
     // read again, and a chain the listing lacks simply has no counter yet.

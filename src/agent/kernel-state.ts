@@ -45,6 +45,8 @@ export class KernelState {
   /** How long the last listing took (ms): a dear one waits for a quiet moment (readBack). */
   #lastListMs = 0;
   #readBack: AbortController | undefined;
+  /** The last apply's read-back was only put off by newer work (not failed, not changed). */
+  #deferred = false;
   /** The script of the last failed transaction, until one succeeds (debug endpoint). */
   #failedText: string | undefined;
 
@@ -77,11 +79,22 @@ export class KernelState {
   /** Something changed the table: the next unchanged render lists it instead of trusting the last match. */
   distrust(): void {
     this.#verifiedAt = undefined;
+    this.#deferred = false;
+  }
+
+  /**
+   * The last transaction went in (nft said so) and its read-back was only put
+   * off by newer changes: no listing says otherwise, and nothing foreign was
+   * reported since (the table monitor's report calls distrust()).
+   */
+  get readBackDeferred(): boolean {
+    return this.#deferred && this.#applied !== undefined && this.#applied.canonical === undefined;
   }
 
   /** A transaction went in: the kernel now holds `rendered` (its listing is captured by readBack()). */
   recordApplied(rendered: Rendered, mode: 'full' | 'incremental'): void {
     this.#applied = { rendered, canonical: undefined };
+    this.#deferred = false;
     this.#incrementsSinceFull = mode === 'incremental' ? this.#incrementsSinceFull + 1 : 0;
     this.#failedText = undefined;
   }
@@ -114,6 +127,13 @@ export class KernelState {
    * there was no read-back to cancel yet): skipped, their apply reads back.
    */
   async readBack(moot: () => boolean = () => false): Promise<ReadBack> {
+    const applied = this.#applied;
+    const r = await this.#readBackOnce(moot);
+    if (r.kind === 'cancelled' && applied !== undefined && this.#applied === applied) this.#deferred = true;
+    return r;
+  }
+
+  async #readBackOnce(moot: () => boolean): Promise<ReadBack> {
     const applied = this.#applied;
     if (applied === undefined) return { kind: 'failed' };
     if (moot()) return { kind: 'cancelled' };

@@ -379,6 +379,26 @@ export class Reconciler {
     // eslint-disable-next-line no-useless-assignment -- drops the frame's reference
     prev = undefined;
     if (!batch.force && unchanged) {
+      // The last transaction went in and only its read-back was put off by
+      // newer changes (nothing foreign reported): trust it, and read it back
+      // now that this change needs no transaction. Listing first would cost
+      // ~1 s at 100k pods, and then without a listing to compare with, a
+      // full apply (issue 24: every pod deletion begins with an update that
+      // changes nothing: its deletionTimestamp).
+      if (foreign === undefined && this.#kernel.readBackDeferred) {
+        this.#kernel.recordUnchanged();
+        this.#succeeded(batch, {
+          result: 'unchanged',
+          mode: undefined,
+          state,
+          rendered,
+          repair,
+          update: undefined,
+          phases: undefined,
+        });
+        await this.#readBack();
+        return;
+      }
       const check: KernelCheck = this.#kernel.verifiedWithin(this.#o.kernelCheckFreshMs)
         ? { kind: 'match' }
         : await this.#kernel.check();
@@ -464,6 +484,11 @@ export class Reconciler {
     // (given up if a newer change is queued: its apply captures instead).
     // Changes that came during this apply already wait: at 100k pods a
     // listing takes seconds, and would hold their apply back (issue 24).
+    await this.#readBack();
+    if (mode === 'full' && !this.#sched.pending) this.#d.afterFullApply?.();
+  }
+
+  async #readBack(): Promise<void> {
     const rb = await this.#kernel.readBack(() => this.#sched.pending);
     switch (rb.kind) {
       case 'captured':
@@ -485,7 +510,6 @@ export class Reconciler {
         this.#d.log.warn({ event: 'list' }, 'could not read the table back after applying; the next drift check re-applies');
         break;
     }
-    if (mode === 'full' && !this.#sched.pending) this.#d.afterFullApply?.();
   }
 
   #succeeded(

@@ -268,6 +268,59 @@ function withRemotePeers(n: number, locals = 2): ClusterState {
   return { ...base, pods: [...base.pods, ...remote].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)) };
 }
 
+test('a change that alters nothing after a put-off read-back trusts the last transaction: no listing first, no full apply; it reads back', async () => {
+  const t = setup({ incremental: true }, withRemotePeers(1));
+  t.r.start();
+  await waitFor('first apply', () => t.dataplane.applies.length === 1);
+  await waitFor('idle', () => !t.r.status().applying);
+  const lists = t.dataplane.lists;
+  const gate = deferred();
+  t.dataplane.listGate = gate.promise;
+  t.source.current = withRemotePeers(2);
+  t.r.notify('remote pod added');
+  await waitFor(
+    'read-back of the increment in flight',
+    () => t.dataplane.increments.length === 1 && t.dataplane.lists === lists + 1,
+  );
+  // A pod deletion's first event (deletionTimestamp set): same ruleset.
+  t.source.current = withRemotePeers(2);
+  t.r.notify('remote pod terminating');
+  await waitFor('read-back put off', () => t.dataplane.aborted === 1);
+  t.dataplane.listGate = undefined;
+  gate.resolve();
+  await waitFor('unchanged', () => t.r.status().lastApply?.result === 'unchanged');
+  await waitFor('idle', () => !t.r.status().applying && !t.r.status().pending);
+  assert.equal(t.dataplane.applies.length, 1, 'no full apply');
+  assert.equal(t.dataplane.increments.length, 1);
+  assert.equal(t.dataplane.lists, lists + 2, 'one listing: the read-back after the unchanged run');
+  await t.r.checkDriftNow();
+  assert.equal(t.r.status().lastDriftCheck?.result, 'match', 'the read-back captured the kernel');
+  await t.r.stop(1000);
+});
+
+test('after a table monitor report, a change that alters nothing lists the table instead of trusting it', async () => {
+  const t = setup({ incremental: true }, withRemotePeers(1));
+  t.r.start();
+  await waitFor('first apply', () => t.dataplane.applies.length === 1);
+  await waitFor('idle', () => !t.r.status().applying);
+  const gate = deferred();
+  t.dataplane.listGate = gate.promise;
+  t.source.current = withRemotePeers(2);
+  t.r.notify('remote pod added');
+  await waitFor('increment', () => t.dataplane.increments.length === 1);
+  t.source.current = withRemotePeers(2);
+  t.r.notify('remote pod terminating');
+  await waitFor('read-back put off', () => t.dataplane.aborted === 1);
+  t.dataplane.listGate = undefined;
+  gate.resolve();
+  await waitFor('idle', () => !t.r.status().applying && !t.r.status().pending);
+  // Someone else touches the table: the trust is gone.
+  t.dataplane.kernel = 'flushed by someone';
+  t.r.kernelChanged('delete rule inet nft-netpol x handle 1');
+  await waitFor('repaired', () => t.dataplane.kernel === renderNode(withRemotePeers(2), NODE).text);
+  await t.r.stop(1000);
+});
+
 test('pod and policy changes go as increments; refreshes after increments as the full table', async () => {
   const t = setup({ incremental: true, driftIntervalMs: 0 }, withRemotePeers(1));
   t.r.start();

@@ -84,6 +84,8 @@ const { values: args } = parseArgs({
     'dump-log': { type: 'string' },
     /** NODE_OPTIONS for the agent instead of the DaemonSet's (to try V8 flags). */
     'node-options': { type: 'string' },
+    /** Node/V8 flags for the agent's command line (those NODE_OPTIONS refuses, e.g. --trace-gc; lines kept in --dump-log). */
+    'node-args': { type: 'string' },
     /** NODE_OPTIONS of the baseline's agent only (--baseline HEAD with this: flags against flags). */
     'baseline-node-options': { type: 'string' },
   },
@@ -454,6 +456,7 @@ async function benchSize(
     args: ['--log-level', 'info', '--drift-interval', '0'],
     env,
     ...(entry === undefined ? {} : { entry }),
+    ...(args['node-args'] === undefined ? {} : { nodeArgs: args['node-args'].split(' ').filter((a) => a !== '') }),
   });
   try {
     await agent.waitReady(300_000);

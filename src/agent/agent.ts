@@ -128,6 +128,9 @@ export class Agent {
       },
       { nodeName: c.node, debounceMs: c.debounceMs, driftIntervalMs: c.driftIntervalMs, incremental: c.incremental },
     );
+    // The source's background walks wait for the applies (the event loop is theirs).
+    const rec = this.#reconciler;
+    parts.source.deferWhile?.(() => rec.busy());
     // One counters listing serves the deny and the per-rule counters when both read at once (a scrape).
     const dp = parts.dataplane;
     const listCounters = dp.listCounters === undefined ? undefined : sharedListing(() => dp.listCounters!.call(dp));

@@ -299,6 +299,11 @@ export class Reconciler {
     return this.#kernel.check();
   }
 
+  /** Applying, or a change waits for its apply. */
+  busy(): boolean {
+    return this.#sched.inFlightSince !== undefined || this.#sched.pending;
+  }
+
   status(): ReconcilerStatus {
     const s = this.#sched;
     const inFlight = s.inFlightSince;

@@ -121,6 +121,9 @@ export interface KubeSourceOptions {
 
 /** A plan waits this many times the last plan's duration after it (see #schedulePlan). */
 const PLAN_BACKOFF = 4;
+/** A plan put off by the agent's applies looks again after this long, and waits at most PLAN_DEFER_MAX_MS. */
+const PLAN_RETRY_MS = 25;
+const PLAN_DEFER_MAX_MS = 1_000;
 
 /** The key of the single cluster-wide Service watch (past maxServiceWatches). */
 const ALL_SERVICES = '*';
@@ -185,6 +188,7 @@ export class KubeClusterSource implements ClusterSource {
   #retired = { received: 0 };
   #plan: PeerPlan | undefined;
   #planTimer: NodeJS.Timeout | undefined;
+  #busy: (() => boolean) | undefined;
   /** Policies (and cluster policies) that selected a local pod at the last plan, in order. */
   #lastRelevant: readonly object[] | undefined;
   /** Something besides local pods changed since the last plan (policies, namespaces, a watch synced). */
@@ -711,13 +715,28 @@ export class KubeClusterSource implements ClusterSource {
     // pods are denied until they list (fail closed).
     const debounce = this.#opts.planDebounceMs ?? 20;
     const wait = Math.max(debounce, this.#lastPlanEnd + PLAN_BACKOFF * this.#lastPlanMs - Date.now());
-    this.#planTimer = setTimeout(() => {
-      this.#planTimer = undefined;
-      const t0 = performance.now();
-      this.#safe(() => this.#replan());
-      this.#lastPlanMs = performance.now() - t0;
-      this.#lastPlanEnd = Date.now();
-    }, wait);
+    this.#planTimer = setTimeout(() => this.#planWhenQuiet(Date.now()), wait);
+  }
+
+  deferWhile(busy: () => boolean): void {
+    this.#busy = busy;
+  }
+
+  // The plan's walk (tens of ms at 100k pods) would otherwise run beside the
+  // apply of the change that asked for it, on the same event loop: the nft
+  // transaction's end waits for it (issue 24: local pod and policy changes'
+  // tails). Late plans only delay new peer watches (fail closed).
+  #planWhenQuiet(since: number): void {
+    this.#planTimer = undefined;
+    if (this.#state !== 'running') return;
+    if (this.#busy?.() === true && Date.now() - since < PLAN_DEFER_MAX_MS) {
+      this.#planTimer = setTimeout(() => this.#planWhenQuiet(since), PLAN_RETRY_MS);
+      return;
+    }
+    const t0 = performance.now();
+    this.#safe(() => this.#replan());
+    this.#lastPlanMs = performance.now() - t0;
+    this.#lastPlanEnd = Date.now();
   }
 
   #replan(): void {

@@ -44,6 +44,12 @@ export interface ClusterSource {
   /** A policy arrived or changed with validation errors (for Events). */
   onInvalid?(listener: (policy: NetworkPolicy) => void): void;
   status(): readonly WatchStatus[];
+  /**
+   * The source's own background work (the kube source's peer-watch plan, a
+   * walk of every policy and namespace) waits while `busy` is true: the
+   * agent is applying or a change waits for its apply.
+   */
+  deferWhile?(busy: () => boolean): void;
 }
 
 /** The logger subset sources use (pino-compatible). */

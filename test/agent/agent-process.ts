@@ -23,6 +23,8 @@ export interface AgentStart {
   /** The CLI entry point (default src/cli/main.ts; benchmarks pass a compiled main.js). */
   readonly entry?: string;
   readonly env?: Readonly<Record<string, string>>;
+  /** Node/V8 flags before the entry point (those NODE_OPTIONS refuses, e.g. --trace-gc). */
+  readonly nodeArgs?: readonly string[];
 }
 
 export type LogLine = Record<string, unknown>;
@@ -46,7 +48,7 @@ export class AgentProcess {
         try {
           this.lines.push(JSON.parse(line) as LogLine);
         } catch {
-          this.lines.push({ raw: line });
+          this.lines.push({ raw: line, receivedAt: new Date().toISOString() });
         }
       }
     });
@@ -57,6 +59,7 @@ export class AgentProcess {
 
   static start(o: AgentStart): AgentProcess {
     const args = [
+      ...(o.nodeArgs ?? []),
       o.entry ?? MAIN,
       'run',
       '--node',

@@ -499,6 +499,24 @@ test('peer demand change: watches added and removed, still-needed watches untouc
   assert.ok(s.synced());
 });
 
+test('the peer plan waits while the agent is busy (applying or a change pending), and at most 1 s', async () => {
+  const s = await started();
+  await waitFor(() => api.watchers().length === 5, 'watching');
+  let busy = true;
+  s.deferWhile(() => busy);
+  api.create('networkpolicies', webFrom('web-from-cache', { podSelector: { matchLabels: { app: 'cache' } } }));
+  await waitFor(() => s.snapshot().policies.some((p) => p.name === 'web-from-cache'), 'policy seen');
+  await new Promise((r) => setTimeout(r, 200));
+  assert.ok(!api.watchers().some((w) => w.labelSelector === 'app=cache'), 'no plan while busy');
+  busy = false;
+  await waitFor(() => pods(s).includes('shop/cache-1'), 'planned once quiet');
+
+  // Busy for good: the plan still comes, late.
+  busy = true;
+  api.create('networkpolicies', webFrom('web-from-mon', { namespaceSelector: {}, podSelector: { matchLabels: { app: 'mon' } } }));
+  await waitFor(() => pods(s).includes('ops/mon-1'), 'planned after the longest wait', 5000);
+});
+
 test('local pod churn that the same policies select keeps the plan; a local pod another policy selects brings its peers', async () => {
   const s = await started();
   await waitFor(() => api.watchers().length === 5, 'watching');

@@ -30,6 +30,8 @@ export interface PodDiff {
 export function diffPods(prev: readonly Pod[], next: readonly Pod[], limit: number): PodDiff | undefined {
   const removed: Pod[] = [];
   const added: Pod[] = [];
+  // The source keeps the list while no pod changed (a policy change).
+  if (prev === next) return { removed, added };
   // The common head and tail first, by identity alone: for a change or two
   // this is all of the walk (a tight loop, ~0.2 ms at 100k pods).
   const max = Math.min(prev.length, next.length);

@@ -27,36 +27,35 @@ export interface RelevantPolicy {
 
 const byOrigin = (a: ContributedPolicy, b: ContributedPolicy): number => byObjectKey(a.origin, b.origin);
 
+// Per list the kind returned (the same list while no policy changed).
+const sortedLists = new WeakMap<readonly ContributedPolicy[], readonly ContributedPolicy[]>();
+
 /** Sorted by namespace/name, each once; kinds usually list them so already (ClusterState is sorted). */
 function sortedUnique(list: readonly ContributedPolicy[]): readonly ContributedPolicy[] {
-  for (let i = 1; i < list.length; i++) {
-    const a = list[i - 1];
-    const b = list[i];
-    if (a !== undefined && b !== undefined && byOrigin(a, b) >= 0) return uniqueByKey([...list].sort(byOrigin), (p) => p.origin);
+  let sorted = sortedLists.get(list);
+  if (sorted === undefined) {
+    sorted = list;
+    for (let i = 1; i < list.length; i++) {
+      const a = list[i - 1];
+      const b = list[i];
+      if (a !== undefined && b !== undefined && byOrigin(a, b) >= 0) {
+        sorted = uniqueByKey([...list].sort(byOrigin), (p) => p.origin);
+        break;
+      }
+    }
+    sortedLists.set(list, sorted);
   }
-  return list;
+  return sorted;
 }
 
-/** A policy and its place in its kind's sorted list. */
-type Ranked = { readonly rank: number; readonly policy: ContributedPolicy };
-
-// A kind's policies grouped by the namespace they apply in, with their rank in
-// the kind's order, per list the kind returned (the same list while no policy changed).
-const byNamespace = new WeakMap<readonly ContributedPolicy[], ReadonlyMap<string, readonly Ranked[]>>();
-
-function groupedByNamespace(list: readonly ContributedPolicy[]): ReadonlyMap<string, readonly Ranked[]> {
-  let g = byNamespace.get(list);
-  if (g === undefined) {
-    const m = new Map<string, Ranked[]>();
-    sortedUnique(list).forEach((policy, rank) => {
-      let l = m.get(policy.namespace);
-      if (l === undefined) m.set(policy.namespace, (l = []));
-      l.push({ rank, policy });
-    });
-    g = m;
-    byNamespace.set(list, g);
-  }
-  return g;
+/**
+ * The policies of `namespaces`, in the kind's order: one walk with a lookup
+ * per policy and nothing built for the others (a policy change gives a new
+ * list each time; grouping all 10k policies by namespace per list cost ~4 ms
+ * at 100k pods).
+ */
+function inNamespaces(list: readonly ContributedPolicy[], namespaces: ReadonlyMap<string, unknown>): ContributedPolicy[] {
+  return sortedUnique(list).filter((policy) => namespaces.has(policy.namespace));
 }
 
 /**
@@ -83,17 +82,12 @@ export function relevantPolicies(
         {
           // A chain per policy; the pod chain jumps to each and denies after the last.
           // Only the policies of local pods' namespaces, in the kind's order.
-          const grouped = groupedByNamespace(kind.policies(state));
-          const found: (Ranked & { readonly targets: readonly Pod[] })[] = [];
-          for (const [ns, pods] of byNs) {
-            for (const { rank, policy } of grouped.get(ns) ?? []) {
-              if (!policy.types.ingress && !policy.types.egress) continue;
-              const targets = pods.filter((p) => selectorMatches(policy.podSelector, p.labels));
-              if (targets.length > 0) found.push({ rank, policy, targets });
-            }
+          for (const policy of inNamespaces(kind.policies(state), byNs)) {
+            if (!policy.types.ingress && !policy.types.egress) continue;
+            const pods = byNs.get(policy.namespace) ?? [];
+            const targets = pods.filter((p) => selectorMatches(policy.podSelector, p.labels));
+            if (targets.length > 0) out.push({ policy, id: policyKeyId(policy.key), targets });
           }
-          found.sort((a, b) => a.rank - b.rank);
-          for (const { policy, targets } of found) out.push({ policy, id: policyKeyId(policy.key), targets });
         }
         break;
     }

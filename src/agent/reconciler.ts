@@ -390,7 +390,7 @@ export class Reconciler {
       // ~1 s at 100k pods, and then without a listing to compare with, a
       // full apply (issue 24: every pod deletion begins with an update that
       // changes nothing: its deletionTimestamp).
-      if (foreign === undefined && this.#kernel.readBackDeferred) {
+      const skip = (): void => {
         this.#kernel.recordUnchanged();
         this.#succeeded(batch, {
           result: 'unchanged',
@@ -401,6 +401,9 @@ export class Reconciler {
           update: undefined,
           phases: undefined,
         });
+      };
+      if (foreign === undefined && this.#kernel.readBackDeferred) {
+        skip();
         await this.#readBack();
         return;
       }
@@ -408,16 +411,7 @@ export class Reconciler {
         ? { kind: 'match' }
         : await this.#kernel.check();
       if (check.kind === 'match') {
-        this.#kernel.recordUnchanged();
-        this.#succeeded(batch, {
-          result: 'unchanged',
-          mode: undefined,
-          state,
-          rendered,
-          repair,
-          update: undefined,
-          phases: undefined,
-        });
+        skip();
         return;
       }
       // Same ruleset but the kernel differs (or cannot be read): re-apply.

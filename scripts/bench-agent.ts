@@ -68,6 +68,7 @@ import { compileNode } from '../src/compile/compile.ts';
 import { renderRuleset } from '../src/nft/render.ts';
 import { daemonsetEnv } from './daemonset-env.ts';
 import { listTable, runNft } from '../src/nft/exec.ts';
+import { collectGarbage } from '../src/observability/memory.ts';
 
 const { values: args } = parseArgs({
   options: {
@@ -464,6 +465,10 @@ async function benchSize(
     // Synced = after the first apply's read-back (1-3 s at 100k pods) and
     // what follows it; was 1 s after ready until 2026-11-27.
     await sleep(4000);
+    // This process's own setup garbage (the generated cluster, five compiles
+    // of the full ruleset) collected now, not by a major GC during a sample:
+    // the fake API server is the cluster's control plane, not the node's.
+    collectGarbage();
     const synced = rssOf(agent.pid);
     const heapAfterSync = await agent.metric('nodejs_heap_size_used_bytes');
 

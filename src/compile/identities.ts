@@ -62,6 +62,7 @@ import { rangeSegments } from './range-sweep.ts';
 import type { PortRange } from './ports.ts';
 import type { Term, TermRule, TermSource } from './terms.ts';
 import { parseV4 } from './v4.ts';
+import { findElement, patchPodKeys, type PatchedIdentities } from './identity-patch.ts';
 
 const ANYWHERE = '*';
 
@@ -485,6 +486,8 @@ export interface PodIdentityPart {
   readonly signature: readonly unknown[];
   /** Every rule's counting chain in evaluation order (the first allowing rule gets an element). */
   readonly ranked: ReadonlyMap<string, RankedRule>;
+  /** Addresses whose key PeerChurn changed since `terms` were compiled (their lists do not show it). */
+  readonly dirty?: ReadonlySet<string>;
 }
 
 /** What the pod identities of one direction and family are built from (see flattenRulesetParts' `reuse`). */
@@ -581,6 +584,58 @@ function ruleChain(t: Term): Chain {
   };
 }
 
+/** An identity that had no chain (allowed nothing) has one now: its addresses join the pod map, found only by a walk. */
+function gainsChain(before: PodIdentityPart['built'], chainOf: ReadonlyMap<string, string | undefined>): boolean {
+  // A key new to this compile has only patched addresses (the others keep their keys): those are placed anyway.
+  for (const [key, chain] of chainOf) if (chain !== undefined && before.get(key) === null) return true;
+  return false;
+}
+
+/**
+ * The pod map's elements from the last ones: each address's chain looked up
+ * again (an identity's chain name follows what it allows), the patched
+ * addresses placed anew; no sort of every address.
+ */
+function patchElements(
+  old: readonly MapElement[],
+  oldBuilt: PodIdentityPart['built'],
+  patched: PatchedIdentities,
+  chainOf: ReadonlyMap<string, string | undefined>,
+  f: Family,
+): MapElement[] {
+  let renamed = false;
+  for (const [key, chain] of chainOf) {
+    const was = oldBuilt.get(key);
+    if (was !== undefined && (was?.chain.name ?? undefined) !== chain) renamed = true;
+  }
+  let out: MapElement[];
+  if (renamed) {
+    out = [];
+    for (const e of old) {
+      const addr = e.key as string;
+      if (patched.affected.has(addr)) continue;
+      const key = patched.keys.get(addr);
+      const chain = key === undefined ? undefined : chainOf.get(key);
+      if (chain !== undefined) out.push(chain === e.chain ? e : { key: addr, chain });
+    }
+  } else {
+    // Every kept identity keeps its chain: only the patched addresses move.
+    out = [...old];
+    for (const addr of patched.affected) {
+      const at = findElement(out, addr, f);
+      if (at.found) out.splice(at.at, 1);
+    }
+  }
+  for (const addr of patched.affected) {
+    const key = patched.keys.get(addr);
+    const chain = key === undefined ? undefined : chainOf.get(key);
+    if (chain === undefined) continue;
+    const at = findElement(out, addr, f);
+    out.splice(at.at, 0, { key: addr, chain });
+  }
+  return out;
+}
+
 /**
  * The per-policy ruleset of compileRules, flattened into peer identities (see
  * the top of this file): `terms` are what its policy chains' rules allow.
@@ -647,11 +702,18 @@ export function flattenRulesetParts(
       const old = reuse?.find((p) => p.direction === d && p.family === f);
       const same = old !== undefined && sameSignature(old.signature, signature);
       let pods: ReturnType<typeof podIdentities>;
+      // A few addresses moved between the same sources (a local pod's change): their keys alone are looked at again.
+      const patched = same || old === undefined ? undefined : patchPodKeys(old, ts, f);
       if (same) {
         for (const [token, n] of old.named) if (!named.has(token)) named.set(token, n);
         const identities = new Map<string, Identity>();
         for (const key of old.built.keys()) identities.set(key, { key, tokens: key.split('|') });
         pods = { keys: old.keys, identities };
+      } else if (patched !== undefined && old !== undefined) {
+        for (const [token, n] of old.named) if (!named.has(token)) named.set(token, n);
+        const identities = new Map<string, Identity>();
+        for (const key of patched.keys.values()) if (!identities.has(key)) identities.set(key, { key, tokens: key.split('|') });
+        pods = { keys: patched.keys, identities };
       } else pods = podIdentities(ts, f, named);
       // In key order: a remote pod's new identity then has its place without a flattening of everything.
       const ordered = [...pods.identities.values()].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
@@ -662,6 +724,8 @@ export function flattenRulesetParts(
         same && [...builtPods.chainOf].every(([key, chain]) => (old.built.get(key)?.chain.name ?? undefined) === chain);
       let podElements: readonly MapElement[];
       if (sameChains) podElements = old.elements;
+      else if (patched !== undefined && old !== undefined && !gainsChain(old.built, builtPods.chainOf))
+        podElements = patchElements(old.elements, old.built, patched, builtPods.chainOf, f);
       else {
         const els: MapElement[] = [];
         for (const addr of sortAddresses(pods.keys.keys())) {

@@ -41,6 +41,8 @@ interface Part {
   /** Addresses per identity key; counted on first use (a compile that no churn follows never needs it). */
   idCount: Map<string, number> | undefined;
   elements: readonly MapElement[];
+  /** Addresses whose key changed here (the next compile's patch looks at them again). */
+  dirty: Set<string> | undefined;
 }
 
 /** A pod address in the compiler's text (peers.ts: IPv4 via numbers, the rest via parseIP), if it is of family `f`. */
@@ -138,13 +140,20 @@ export class PeerChurn {
         built: p.built,
         idCount: undefined,
         elements: p.elements,
+        dirty: undefined,
       };
     });
   }
 
   /** The parts as they are now (with every churn applied): what the next compile may reuse (flattenRulesetParts). */
   parts(): readonly PodIdentityPart[] {
-    return this.#parts.map((p) => ({ ...p.base, keys: p.keys, built: p.built, elements: p.elements }));
+    return this.#parts.map((p) => ({
+      ...p.base,
+      keys: p.keys,
+      built: p.built,
+      elements: p.elements,
+      ...(p.dirty === undefined ? {} : { dirty: p.dirty }),
+    }));
   }
 
   /**
@@ -275,6 +284,7 @@ export class PeerChurn {
         });
         const kn = tokens.length === 0 ? undefined : tokens.join('|');
         if (kn === ko) continue;
+        (part.dirty ??= new Set()).add(a);
         const before = ko === undefined ? undefined : part.built.get(ko)?.chain.name;
         if (ko !== undefined) {
           const n = (idCount.get(ko) ?? 0) - 1;

@@ -48,14 +48,59 @@ function sortedUnique(list: readonly ContributedPolicy[]): readonly ContributedP
   return sorted;
 }
 
-/**
- * The policies of `namespaces`, in the kind's order: one walk with a lookup
- * per policy and nothing built for the others (a policy change gives a new
- * list each time; grouping all 10k policies by namespace per list cost ~4 ms
- * at 100k pods).
- */
-function inNamespaces(list: readonly ContributedPolicy[], namespaces: ReadonlyMap<string, unknown>): ContributedPolicy[] {
-  return sortedUnique(list).filter((policy) => namespaces.has(policy.namespace));
+type Groups = ReadonlyMap<string, readonly ContributedPolicy[]>;
+
+// A kind's policies grouped by the namespace they apply in (each group in the
+// kind's order), per list the kind returned (the same list while no policy
+// changed); a new list is grouped from the kind's last one when they differ
+// by a few policies (a policy change: ~0.3 ms at 10k policies, against ~4
+// for grouping every policy again).
+const groupsOf = new WeakMap<readonly ContributedPolicy[], Groups>();
+const lastOf = new WeakMap<PolicyKind, { readonly sorted: readonly ContributedPolicy[]; readonly groups: Groups }>();
+const PATCH_GROUPS_BELOW = 64;
+
+function grouped(kind: PolicyKind, list: readonly ContributedPolicy[]): Groups {
+  const hit = groupsOf.get(list);
+  if (hit !== undefined) return hit;
+  const sorted = sortedUnique(list);
+  const groups = patchedGroups(lastOf.get(kind), sorted) ?? groupAll(sorted);
+  groupsOf.set(list, groups);
+  lastOf.set(kind, { sorted, groups });
+  return groups;
+}
+
+function groupAll(sorted: readonly ContributedPolicy[]): Groups {
+  const m = new Map<string, ContributedPolicy[]>();
+  for (const policy of sorted) {
+    let l = m.get(policy.namespace);
+    if (l === undefined) m.set(policy.namespace, (l = []));
+    l.push(policy);
+  }
+  return m;
+}
+
+function patchedGroups(
+  last: { readonly sorted: readonly ContributedPolicy[]; readonly groups: Groups } | undefined,
+  sorted: readonly ContributedPolicy[],
+): Groups | undefined {
+  if (last === undefined) return undefined;
+  const a = last.sorted;
+  const max = Math.min(a.length, sorted.length);
+  let head = 0;
+  while (head < max && a[head] === sorted[head]) head++;
+  let tail = 0;
+  while (tail < max - head && a[a.length - 1 - tail] === sorted[sorted.length - 1 - tail]) tail++;
+  const removed = a.slice(head, a.length - tail);
+  const added = sorted.slice(head, sorted.length - tail);
+  if (removed.length + added.length > PATCH_GROUPS_BELOW) return undefined;
+  const gone = new Set(removed);
+  const groups = new Map(last.groups);
+  for (const ns of new Set([...removed, ...added].map((p) => p.namespace))) {
+    const l = [...(groups.get(ns) ?? []).filter((p) => !gone.has(p)), ...added.filter((p) => p.namespace === ns)].sort(byOrigin);
+    if (l.length === 0) groups.delete(ns);
+    else groups.set(ns, l);
+  }
+  return groups;
 }
 
 /**
@@ -82,12 +127,17 @@ export function relevantPolicies(
         {
           // A chain per policy; the pod chain jumps to each and denies after the last.
           // Only the policies of local pods' namespaces, in the kind's order.
-          for (const policy of inNamespaces(kind.policies(state), byNs)) {
-            if (!policy.types.ingress && !policy.types.egress) continue;
-            const pods = byNs.get(policy.namespace) ?? [];
-            const targets = pods.filter((p) => selectorMatches(policy.podSelector, p.labels));
-            if (targets.length > 0) out.push({ policy, id: policyKeyId(policy.key), targets });
+          const groups = grouped(kind, kind.policies(state));
+          const found: { readonly policy: ContributedPolicy; readonly targets: readonly Pod[] }[] = [];
+          for (const [ns, pods] of byNs) {
+            for (const policy of groups.get(ns) ?? []) {
+              if (!policy.types.ingress && !policy.types.egress) continue;
+              const targets = pods.filter((p) => selectorMatches(policy.podSelector, p.labels));
+              if (targets.length > 0) found.push({ policy, targets });
+            }
           }
+          found.sort((x, y) => byOrigin(x.policy, y.policy));
+          for (const { policy, targets } of found) out.push({ policy, id: policyKeyId(policy.key), targets });
         }
         break;
     }

@@ -105,17 +105,14 @@ function passTargets(rs: CompiledRuleset): Map<string, string> {
   }
   const chains = new Map(rs.chains.map((c) => [c.name, c]));
   const decisions = new Map(rs.decisions.map((m) => [m.name, m]));
-  const other = otherwiseReferenced(rs);
   const out = new Map<string, string>();
   for (const [cid, nid] of target)
-    if (
-      nid !== null &&
-      !other.has(cid) &&
-      chains.get(cid)?.role === 'peers' &&
-      chains.get(nid)?.role === 'peers' &&
-      passes(decisions, chains, cid)
-    )
+    if (nid !== null && chains.get(cid)?.role === 'peers' && chains.get(nid)?.role === 'peers' && passes(decisions, chains, cid))
       out.set(cid, nid);
+  // Last, as it reads every map element: often nothing is left to fold.
+  if (out.size === 0) return out;
+  const other = otherwiseReferenced(rs);
+  for (const cid of [...out.keys()]) if (other.has(cid)) out.delete(cid);
   return out;
 }
 

@@ -253,7 +253,7 @@ function ruleChain(e: Entry, o: RenderOptions): Chain {
       break;
     case 'Deny':
       rules = [
-        ...denyLogRule(tierDenyLogPrefix(policyKeyId(e.policy.key), e.direction, e.index), o),
+        ...(o.logDenied === undefined ? [] : denyLogRule(tierDenyLogPrefix(policyKeyId(e.policy.key), e.direction, e.index), o)),
         ...(o.denyAction === 'drop'
           ? [rule({ kind: 'drop' })]
           : [

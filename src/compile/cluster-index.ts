@@ -5,7 +5,7 @@
 // needs instead of pods x policies.
 import { parseIP } from '../model/ip.ts';
 import type { IP } from '../model/ip.ts';
-import { formatSelector, selectorMatcher, selectorMatches } from '../model/selector.ts';
+import { formatSelector, selectorMatcher } from '../model/selector.ts';
 import { byObjectKey, insertByObjectKey } from '../model/state.ts';
 import { isActivePod } from '../model/types.ts';
 import { parseV4 } from './v4.ts';
@@ -156,7 +156,8 @@ export class ClusterIndex {
           fewest = list.length;
         }
       }
-      names = [...candidates].filter((ns) => selectorMatches(sel, ns.labels)).map((ns) => ns.name);
+      const matches = selectorMatcher(sel);
+      names = [...candidates].filter((ns) => matches(ns.labels)).map((ns) => ns.name);
       this.#nsSelectorMemo.set(key, names);
     }
     return names;

@@ -3,7 +3,10 @@
 // weighs on every variant alike): the 100k cluster without them, and with
 // bench-render's 100 ClusterNetworkPolicies (withClusterPolicies) in each
 // layout of compile/tiers.ts. Figures are CPU time (user + system) per
-// compile + render of node 0; the minimum is the least disturbed.
+// compile + render of node 0; the minimum is the least disturbed. The
+// order of the variants rotates each round (the garbage one leaves is
+// collected during the next: in a fixed order, whatever follows the CNP case
+// paid for part of it).
 //   node scripts/bench-tiers.ts [--rounds 7] [--peers narrow|wide]
 //
 // --baseline REF: the issue's "+20 % over today", measured against the code
@@ -16,7 +19,9 @@
 // in the output). Then REF-100k, HEAD-100k and HEAD-100k-cnp (the agent's
 // `shared` layout) alternate, and the ratios printed are HEAD-cnp / REF-100k
 // (the target) and HEAD-cnp / HEAD-100k (the same code with and without the
-// policies), by min and by median.
+// policies), by min and by median. The first round's text of each is hashed:
+// REF and HEAD render the 100k cluster differently (the NetworkPolicy
+// datapath changed since), so their sizes differ by about 1 %.
 //   node scripts/bench-tiers.ts --baseline 809f622 [--rounds 9]
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -100,7 +105,10 @@ const bytes: Record<string, number> = {};
 const digest: Record<string, string> = {};
 try {
   for (let r = 0; r < Number(values.rounds); r++) {
-    for (const v of variants) {
+    // The order rotates by one each round: a variant's garbage is collected
+    // during the next one, and the CNP case leaves the most.
+    for (let k = 0; k < variants.length; k++) {
+      const v = variants[(k + r) % variants.length]!;
       const c0 = process.cpuUsage();
       const text = v.run();
       const c = process.cpuUsage(c0);

@@ -561,15 +561,24 @@ function identityEntries(
   id: Identity,
   entriesBySource: ReadonlyMap<string, readonly Entry[]>,
   table: IdentityTable,
-): { entries: Entry[]; named: Map<string, NamedPort[]> } {
-  const named = new Map<string, NamedPort[]>();
+): { entries: readonly Entry[]; named: ReadonlyMap<string, readonly NamedPort[]> } {
+  let named: Map<string, NamedPort[]> | undefined;
+  let only: readonly Entry[] | undefined;
+  let lists = 0;
   for (const t of id.tokens) {
     const np = table.namedPorts.get(t);
-    if (np !== undefined) named.set(np.name, [...(named.get(np.name) ?? []), ...np.ports]);
+    if (np !== undefined) (named ??= new Map()).set(np.name, [...(named.get(np.name) ?? []), ...np.ports]);
+    const l = entriesBySource.get(t);
+    if (l !== undefined && l.length > 0) {
+      only = l;
+      lists++;
+    }
   }
+  // One source's rules: its list is already in evaluation order, without repeats.
+  if (lists <= 1) return { entries: only ?? [], named: named ?? NO_NAMED };
   const seen = new Set<Entry>();
   for (const t of id.tokens) for (const e of entriesBySource.get(t) ?? []) seen.add(e);
-  return { entries: [...seen].sort((a, b) => a.order - b.order), named };
+  return { entries: [...seen].sort((a, b) => a.order - b.order), named: named ?? NO_NAMED };
 }
 
 /**

@@ -50,11 +50,16 @@ export class ClusterIndex {
     this.#state = state;
     this.#scanLimit = scanLimit;
     for (const ns of state.namespaces) this.#nsByName.set(ns.name, ns);
+    // ClusterState.pods is sorted by namespace: the previous pod's list is mostly this one's (a lookup per namespace, not per pod).
+    let lastNs: string | undefined;
+    let last: Pod[] | undefined;
     for (const p of state.pods) {
       if (!isActivePod(p)) continue;
-      let list = this.#podsByNs.get(p.namespace);
+      let list = p.namespace === lastNs ? last : this.#podsByNs.get(p.namespace);
       if (list === undefined) this.#podsByNs.set(p.namespace, (list = []));
       list.push(p);
+      lastNs = p.namespace;
+      last = list;
     }
   }
 

@@ -5,7 +5,7 @@
 // needs instead of pods x policies.
 import { parseIP } from '../model/ip.ts';
 import type { IP } from '../model/ip.ts';
-import { formatSelector, selectorMatcher, selectorMatches } from '../model/selector.ts';
+import { formatSelector, selectorMatcher } from '../model/selector.ts';
 import { byObjectKey, insertByObjectKey } from '../model/state.ts';
 import { isActivePod } from '../model/types.ts';
 import { parseV4 } from './v4.ts';
@@ -50,11 +50,16 @@ export class ClusterIndex {
     this.#state = state;
     this.#scanLimit = scanLimit;
     for (const ns of state.namespaces) this.#nsByName.set(ns.name, ns);
+    // ClusterState.pods is sorted by namespace: the previous pod's list is mostly this one's (a lookup per namespace, not per pod).
+    let lastNs: string | undefined;
+    let last: Pod[] | undefined;
     for (const p of state.pods) {
       if (!isActivePod(p)) continue;
-      let list = this.#podsByNs.get(p.namespace);
+      let list = p.namespace === lastNs ? last : this.#podsByNs.get(p.namespace);
       if (list === undefined) this.#podsByNs.set(p.namespace, (list = []));
       list.push(p);
+      lastNs = p.namespace;
+      last = list;
     }
   }
 
@@ -156,7 +161,8 @@ export class ClusterIndex {
           fewest = list.length;
         }
       }
-      names = [...candidates].filter((ns) => selectorMatches(sel, ns.labels)).map((ns) => ns.name);
+      const matches = selectorMatcher(sel);
+      names = [...candidates].filter((ns) => matches(ns.labels)).map((ns) => ns.name);
       this.#nsSelectorMemo.set(key, names);
     }
     return names;

@@ -24,9 +24,21 @@
 // from a range (the range maps), or whose addresses have several or no
 // NetworkPolicy identity, or whose decisions pass nothing on explicitly (no
 // Pass rule, no `return` piece), stays as it is. Typed data in, typed data out.
-import { countObjects } from '../ruleset/ir.ts';
-import type { Chain, CompiledRuleset, Rule } from '../ruleset/ir.ts';
+import { countObjects, decisionBlocks } from '../ruleset/ir.ts';
+import type { Chain, CompiledRuleset, DecisionMap, DecisionVerdict, Rule } from '../ruleset/ir.ts';
 import { tierDecisionsChainName } from '../ruleset/ids.ts';
+
+/**
+ * Whether some element of `m` has a verdict `pred` holds for. A block map's
+ * (ruleset/ir.ts) verdicts are read from its blocks' tails: listing its
+ * elements would build one object per local address and tail (~70k at 100k
+ * pods), only to read the same few verdicts again.
+ */
+function someVerdict(m: DecisionMap, pred: (v: DecisionVerdict) => boolean): boolean {
+  const blocks = decisionBlocks(m);
+  if (blocks === undefined) return m.elements.some((e) => pred(e.verdict));
+  return blocks.some((b) => b.addrs.length > 0 && b.tails.some((t) => pred(t.verdict)));
+}
 
 /** Chains referenced from anywhere but an Admin tier's (non-range) peer map. */
 function otherwiseReferenced(rs: CompiledRuleset): Set<string> {
@@ -35,7 +47,11 @@ function otherwiseReferenced(rs: CompiledRuleset): Set<string> {
     if (m.kind === 'tier-peers' && m.tier === 'admin' && !m.interval) continue;
     for (const e of m.elements) if (e.chain !== undefined) out.add(e.chain);
   }
-  for (const m of rs.decisions) for (const e of m.elements) if (e.verdict.kind === 'goto') out.add(e.verdict.chain);
+  const add = (v: DecisionVerdict): boolean => {
+    if (v.kind === 'goto') out.add(v.chain);
+    return false;
+  };
+  for (const m of rs.decisions) someVerdict(m, add);
   for (const c of rs.chains) for (const r of c.rules) if (r.verdict.kind === 'jump') out.add(r.verdict.chain);
   return out;
 }
@@ -46,45 +62,57 @@ function otherwiseReferenced(rs: CompiledRuleset): Set<string> {
  * Pass rules in use, not with every identity (a miss in all decision maps
  * goes on to the NetworkPolicy tier unfolded, as before).
  */
-function passes(rs: CompiledRuleset, chains: ReadonlyMap<string, Chain>, cid: string): boolean {
-  const maps = new Set<string>();
-  for (const r of chains.get(cid)?.rules ?? []) if (r.verdict.kind === 'decisionVmap') maps.add(r.verdict.map);
-  return rs.decisions.some(
-    (m) =>
-      maps.has(m.name) &&
-      m.elements.some((e) => e.verdict.kind === 'return' || chains.get(e.verdict.chain)?.counts?.action === 'Pass'),
-  );
+function passes(decisions: ReadonlyMap<string, DecisionMap>, chains: ReadonlyMap<string, Chain>, cid: string): boolean {
+  const passed = (v: DecisionVerdict): boolean => v.kind === 'return' || chains.get(v.chain)?.counts?.action === 'Pass';
+  for (const r of chains.get(cid)?.rules ?? []) {
+    if (r.verdict.kind !== 'decisionVmap') continue;
+    const m = decisions.get(r.verdict.map);
+    if (m !== undefined && someVerdict(m, passed)) return true;
+  }
+  return false;
 }
 
 /** Admin tier identity chain -> the NetworkPolicy identity chain of all its addresses (where there is one). */
 function passTargets(rs: CompiledRuleset): Map<string, string> {
-  const np = new Map<string, string>();
-  for (const m of rs.maps)
-    if (m.kind === 'peers' && !m.interval && m.shadow !== true)
-      for (const e of m.elements)
-        if (typeof e.key === 'string' && e.chain !== undefined) np.set(`${m.direction} ${m.family} ${e.key}`, e.chain);
+  // The Admin tier's (non-range) peer elements by direction and family, then
+  // the NetworkPolicy peer maps' chains of those addresses only (the peer
+  // maps hold every remote address the node's policies name).
+  const admin = new Map<string, Map<string, string | undefined>>();
+  for (const m of rs.maps) {
+    if (m.kind !== 'tier-peers' || m.tier !== 'admin' || m.interval || m.shadow === true) continue;
+    let wanted = admin.get(`${m.direction} ${m.family}`);
+    if (wanted === undefined) admin.set(`${m.direction} ${m.family}`, (wanted = new Map()));
+    for (const e of m.elements) if (e.chain !== undefined && typeof e.key === 'string') wanted.set(e.key, undefined);
+  }
+  if (admin.size === 0) return new Map();
+  for (const m of rs.maps) {
+    if (m.kind !== 'peers' || m.interval || m.shadow === true) continue;
+    const wanted = admin.get(`${m.direction} ${m.family}`);
+    if (wanted === undefined) continue;
+    for (const e of m.elements)
+      if (typeof e.key === 'string' && e.chain !== undefined && wanted.has(e.key)) wanted.set(e.key, e.chain);
+  }
   const target = new Map<string, string | null>();
   for (const m of rs.maps) {
     if (m.kind !== 'tier-peers' || m.tier !== 'admin' || m.interval || m.shadow === true) continue;
+    const np = admin.get(`${m.direction} ${m.family}`);
     for (const e of m.elements) {
       if (e.chain === undefined || typeof e.key !== 'string') continue;
-      const n = np.get(`${m.direction} ${m.family} ${e.key}`) ?? null;
+      const n = np?.get(e.key) ?? null;
       const before = target.get(e.chain);
       target.set(e.chain, before === undefined || before === n ? n : null);
     }
   }
   const chains = new Map(rs.chains.map((c) => [c.name, c]));
-  const other = otherwiseReferenced(rs);
+  const decisions = new Map(rs.decisions.map((m) => [m.name, m]));
   const out = new Map<string, string>();
   for (const [cid, nid] of target)
-    if (
-      nid !== null &&
-      !other.has(cid) &&
-      chains.get(cid)?.role === 'peers' &&
-      chains.get(nid)?.role === 'peers' &&
-      passes(rs, chains, cid)
-    )
+    if (nid !== null && chains.get(cid)?.role === 'peers' && chains.get(nid)?.role === 'peers' && passes(decisions, chains, cid))
       out.set(cid, nid);
+  // Last, as it reads every map element: often nothing is left to fold.
+  if (out.size === 0) return out;
+  const other = otherwiseReferenced(rs);
+  for (const cid of [...out.keys()]) if (other.has(cid)) out.delete(cid);
   return out;
 }
 

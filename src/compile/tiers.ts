@@ -52,7 +52,7 @@
 // (deny-path.ts: same limit and group), with prefix `cnp:<policy>:<IN|EG>:<index>`.
 import { cidrInterval, familyBits, mergeIntervals, parseCIDR } from '../model/ip.ts';
 import type { Interval } from '../model/ip.ts';
-import { formatSelector, selectorMatches } from '../model/selector.ts';
+import { formatSelector, selectorMatcher, selectorMatches } from '../model/selector.ts';
 import { DIRECTIONS, FAMILIES, PROTOCOLS } from '../model/types.ts';
 import type { ClusterState, Direction, Family, Pod, Protocol } from '../model/types.ts';
 import { rangeSegments } from './range-sweep.ts';
@@ -131,7 +131,14 @@ interface Entry {
   readonly verdict: DecisionVerdict;
   /** Names a port by name on the local side (ingress): the decision depends on the local pod's ports. */
   readonly localNamed: boolean;
+  /** Names a port by name (either direction): its ports depend on the pods. */
+  readonly named: boolean;
+  /** Without named ports: per protocol, the port intervals it matches (portsOf), computed on first use. */
+  readonly fixedPorts: { -readonly [P in Protocol]?: readonly Interval2[] };
 }
+
+/** A port interval, both ends included. */
+type Interval2 = readonly [number, number];
 
 type Source =
   /** Explicit addresses (pods, nodes): the hash map. */
@@ -253,7 +260,7 @@ function ruleChain(e: Entry, o: RenderOptions): Chain {
       break;
     case 'Deny':
       rules = [
-        ...denyLogRule(tierDenyLogPrefix(policyKeyId(e.policy.key), e.direction, e.index), o),
+        ...(o.logDenied === undefined ? [] : denyLogRule(tierDenyLogPrefix(policyKeyId(e.policy.key), e.direction, e.index), o)),
         ...(o.denyAction === 'drop'
           ? [rule({ kind: 'drop' })]
           : [
@@ -276,8 +283,28 @@ function ruleChain(e: Entry, o: RenderOptions): Chain {
 }
 
 /** Sorted, merged port intervals of one protocol that a rule matches for this local pod and identity. */
-function portsOf(e: Entry, proto: Protocol, local: Pod, named: ReadonlyMap<string, readonly NamedPort[]>): [number, number][] {
-  const ports = e.rule.ports;
+function portsOf(e: Entry, proto: Protocol, local: Pod, named: ReadonlyMap<string, readonly NamedPort[]>): readonly Interval2[] {
+  if (e.named) return resolvePorts(e.rule.ports, e.direction, proto, local, named);
+  return fixedPortsOf(e, proto);
+}
+
+/** portsOf of a rule without named ports: the same for every pod, so once per rule and protocol. */
+function fixedPortsOf(e: Entry, proto: Protocol): readonly Interval2[] {
+  return (e.fixedPorts[proto] ??=
+    e.rule.ports === undefined ? ALL_PORTS : resolvePorts(e.rule.ports, e.direction, proto, undefined, NO_NAMED));
+}
+
+const ALL_PORTS: readonly Interval2[] = [[0, MAX_PORT]];
+const NO_NAMED: ReadonlyMap<string, readonly NamedPort[]> = new Map();
+
+/** portsOf from the rule's ports (named ports resolved on `local` or in `named`). */
+function resolvePorts(
+  ports: TieredRule['ports'],
+  direction: Direction,
+  proto: Protocol,
+  local: Pod | undefined,
+  named: ReadonlyMap<string, readonly NamedPort[]>,
+): Interval2[] {
   if (ports === undefined) return [[0, MAX_PORT]];
   const out: [number, number][] = [];
   for (const p of ports) {
@@ -285,14 +312,15 @@ function portsOf(e: Entry, proto: Protocol, local: Pod, named: ReadonlyMap<strin
       if (p.protocol !== proto) continue;
       if (p.port === undefined) out.push([0, MAX_PORT]);
       else out.push([p.port, p.endPort ?? p.port]);
-    } else if (e.direction === 'ingress') {
+    } else if (direction === 'ingress') {
       // Named ports resolve on the destination: the local pod.
-      for (const cp of local.ports) if (cp.name === p.name && cp.protocol === proto) out.push([cp.port, cp.port]);
+      for (const cp of local?.ports ?? []) if (cp.name === p.name && cp.protocol === proto) out.push([cp.port, cp.port]);
     } else {
       // Egress: on the remote pod, whose named ports are part of its identity.
       for (const np of named.get(p.name) ?? []) if (np.protocol === proto) out.push([np.port, np.port]);
     }
   }
+  if (out.length < 2) return out;
   out.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
   const merged: [number, number][] = [];
   for (const [lo, hi] of out) {
@@ -310,13 +338,13 @@ function partition(
   local: Pod,
   named: ReadonlyMap<string, readonly NamedPort[]>,
 ): Piece[] {
-  let uncovered: [number, number][] = [[0, MAX_PORT]];
+  let uncovered: readonly Interval2[] = ALL_PORTS;
   const pieces: Piece[] = [];
   for (const e of entries) {
     if (uncovered.length === 0) break;
     const ivs = portsOf(e, proto, local, named);
     if (ivs.length === 0) continue;
-    const rest: [number, number][] = [];
+    const rest: Interval2[] = [];
     for (const [a, b] of uncovered) {
       let at = a;
       for (const [lo, hi] of ivs) {
@@ -342,6 +370,7 @@ interface NamedPort {
 }
 
 const RETURN: DecisionVerdict = { kind: 'return' };
+const NO_PIECES: readonly Piece[] = [];
 
 function verdictOf(e: Entry | undefined): DecisionVerdict {
   return e === undefined ? RETURN : e.verdict;
@@ -364,6 +393,9 @@ interface Decision {
 
 function decide(entries: readonly Entry[], local: Pod, named: ReadonlyMap<string, readonly NamedPort[]>): Decision {
   const protos = PROTOCOLS.map((proto) => {
+    // No rule names a port of this protocol: no rule decides any of it (what partition would find).
+    if (entries.every((e) => !e.named && fixedPortsOf(e, proto).length === 0))
+      return { p4: nftProto(proto), best: undefined, pieces: NO_PIECES };
     const pieces = partition(entries, proto, local, named);
     // The protocol's default: the decision covering most ports (ties: no match, then evaluation order).
     const cover = new Map<Entry | undefined, number>();
@@ -529,15 +561,24 @@ function identityEntries(
   id: Identity,
   entriesBySource: ReadonlyMap<string, readonly Entry[]>,
   table: IdentityTable,
-): { entries: Entry[]; named: Map<string, NamedPort[]> } {
-  const named = new Map<string, NamedPort[]>();
+): { entries: readonly Entry[]; named: ReadonlyMap<string, readonly NamedPort[]> } {
+  let named: Map<string, NamedPort[]> | undefined;
+  let only: readonly Entry[] | undefined;
+  let lists = 0;
   for (const t of id.tokens) {
     const np = table.namedPorts.get(t);
-    if (np !== undefined) named.set(np.name, [...(named.get(np.name) ?? []), ...np.ports]);
+    if (np !== undefined) (named ??= new Map()).set(np.name, [...(named.get(np.name) ?? []), ...np.ports]);
+    const l = entriesBySource.get(t);
+    if (l !== undefined && l.length > 0) {
+      only = l;
+      lists++;
+    }
   }
+  // One source's rules: its list is already in evaluation order, without repeats.
+  if (lists <= 1) return { entries: only ?? [], named: named ?? NO_NAMED };
   const seen = new Set<Entry>();
   for (const t of id.tokens) for (const e of entriesBySource.get(t) ?? []) seen.add(e);
-  return { entries: [...seen].sort((a, b) => a.order - b.order), named };
+  return { entries: [...seen].sort((a, b) => a.order - b.order), named: named ?? NO_NAMED };
 }
 
 /**
@@ -588,9 +629,8 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
     let namespaces = nsSets.get(nsKey);
     if (namespaces === undefined)
       nsSets.set(nsKey, (namespaces = new Set(ctx.idx.namespacesMatching(p.subject.namespaceSelector))));
-    const targets = ctx.local.filter(
-      (pod) => namespaces.has(pod.namespace) && selectorMatches(p.subject.podSelector, pod.labels),
-    );
+    const selects = selectorMatcher(p.subject.podSelector);
+    const targets = ctx.local.filter((pod) => namespaces.has(pod.namespace) && selects(pod.labels));
     if (targets.length === 0) continue;
     relevant++;
     const pid = policyKeyId(p.key);
@@ -617,6 +657,8 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
           order: order++,
           verdict: { kind: 'goto', chain },
           localNamed: d === 'ingress' && (rule.ports ?? []).some((p) => p.kind === 'named'),
+          named: (rule.ports ?? []).some((p) => p.kind === 'named'),
+          fixedPorts: {},
         };
         entries.push(e);
         mine.push(e);

@@ -37,7 +37,8 @@ export function selectorMatcher(sel: LabelSelector): (labels: Labels) => boolean
   return (labels) => {
     for (let i = 0; i < keys.length; i++) {
       const k = keys[i]!;
-      if (!Object.hasOwn(labels, k) || labels[k] !== values[i]) return false;
+      // The value first: most label sets differ there, and then one lookup suffices.
+      if (labels[k] !== values[i] || !Object.hasOwn(labels, k)) return false;
     }
     for (const r of exprs) if (!requirementMatches(r, labels)) return false;
     return true;

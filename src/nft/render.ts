@@ -10,8 +10,10 @@ import { addressType, decisionBlocks, decisionKeyType } from '../ruleset/ir.ts';
 import type {
   Chain,
   CompiledRuleset,
+  DecisionBlock,
   DecisionElement,
   DecisionMap,
+  DecisionTail,
   MapElement,
   Match,
   NamedLimit,
@@ -139,20 +141,47 @@ export function decisionElementText(e: DecisionElement): string {
   return `${keyText(e.key)}${note} : ${e.verdict.kind === 'goto' ? `goto ${e.verdict.chain}` : 'return'}`;
 }
 
+/** What follows the address in a block's elements (decisionElementText's text: keyText, then the verdict). */
+function tailText(t: DecisionTail): string {
+  const key = t.proto === undefined ? '' : t.port === undefined ? ` . ${t.proto}` : ` . ${t.proto} . ${portText(t.port)}`;
+  return `${key} : ${t.verdict.kind === 'goto' ? `goto ${t.verdict.chain}` : 'return'}`;
+}
+
 /** Every element of a decision map as text, in order; a block map's straight from its blocks (ruleset/ir.ts). */
 export function decisionElementTexts(m: DecisionMap): string[] {
   const blocks = decisionBlocks(m);
   if (blocks === undefined) return m.elements.map(decisionElementText);
   const out: string[] = [];
   for (const b of blocks) {
-    // What follows the address, the same for each (decisionElementText's text: keyText, then the verdict).
-    const tails = b.tails.map((t) => {
-      const key = t.proto === undefined ? '' : t.port === undefined ? ` . ${t.proto}` : ` . ${t.proto} . ${portText(t.port)}`;
-      return `${key} : ${t.verdict.kind === 'goto' ? `goto ${t.verdict.chain}` : 'return'}`;
-    });
+    const tails = b.tails.map(tailText);
     for (const addr of b.addrs) for (const tail of tails) out.push(addr + tail);
   }
   return out;
+}
+
+/**
+ * elementsBlock(out, decisionElementTexts(m)) of a block map, as one join of
+ * its parts: no string per element. The shared tier layout's maps hold tens
+ * of thousands, all alive until the text is joined, so a young-generation GC
+ * during render copied each of them (and their concatenations).
+ */
+function blockElementsBlock(out: string[], blocks: readonly DecisionBlock[]): void {
+  const lineBreak = ',\n\t\t\t     ';
+  const parts: string[] = ['\t\telements = { '];
+  let i = 0;
+  for (const b of blocks) {
+    if (b.addrs.length === 0) continue;
+    const tails = b.tails.map(tailText);
+    for (const addr of b.addrs)
+      for (const tail of tails) {
+        if (i > 0) parts.push(i % PER_LINE === 0 ? lineBreak : ', ');
+        parts.push(addr, tail);
+        i++;
+      }
+  }
+  if (i === 0) return; // nft rejects `elements = { }`
+  parts.push(' }');
+  out.push(parts.join(''));
 }
 
 /** A decision map's declaration on one line (`add map ... { this }`); equal text, equal declaration. */
@@ -168,7 +197,9 @@ function renderDecisionMap(out: string[], m: DecisionMap): void {
   out.push(`\tmap ${m.name} {`, `\t\ttype ${decisionKeyType(m.family, m.key)} : verdict`);
   if (m.interval) out.push('\t\tflags interval');
   if (m.comment !== undefined) out.push(`\t\tcomment ${quoted(m.comment)}`);
-  elementsBlock(out, decisionElementTexts(m));
+  const blocks = decisionBlocks(m);
+  if (blocks === undefined) elementsBlock(out, m.elements.map(decisionElementText));
+  else blockElementsBlock(out, blocks);
   out.push('\t}', '');
 }
 

@@ -3,14 +3,15 @@
 // identity (for sets: of their definition), so it is stable across runs,
 // bounded in length and always valid nft syntax. Names are only for humans,
 // in sanitized comments.
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type { Direction, Family } from '../model/types.ts';
 
 export const DEFAULT_TABLE = 'nft-netpol';
 
 /** First 12 hex digits of sha256: 48 bits, collision-free in practice (checked by the compiler anyway). */
 export function shortHash(identity: string): string {
-  return createHash('sha256').update(identity).digest('hex').slice(0, 12);
+  // One-shot: a third of createHash().update().digest()'s cost (thousands per compile with tiered policies).
+  return hash('sha256', identity, 'hex').slice(0, 12);
 }
 
 function dirSuffix(d: Direction): 'IN' | 'EG' {

@@ -729,7 +729,8 @@ export class KubeClusterSource implements ClusterSource {
   #planWhenQuiet(since: number): void {
     this.#planTimer = undefined;
     if (this.#state !== 'running') return;
-    if (this.#busy?.() === true && Date.now() - since < PLAN_DEFER_MAX_MS) {
+    // Before the first sync the agent only waits for it: a plan then is what it waits for.
+    if (this.#busy?.() === true && this.synced() && Date.now() - since < PLAN_DEFER_MAX_MS) {
       this.#planTimer = setTimeout(() => this.#planWhenQuiet(since), PLAN_RETRY_MS);
       return;
     }

@@ -525,7 +525,7 @@ function identityTable(
         const ports = pod.ports
           .filter((cp) => cp.name === name)
           .map((cp) => ({ protocol: cp.protocol, port: cp.port }))
-          .sort((a, b) => a.protocol.localeCompare(b.protocol) || a.port - b.port);
+          .sort((a, b) => (a.protocol < b.protocol ? -1 : a.protocol > b.protocol ? 1 : a.port - b.port));
         if (ports.length === 0) continue;
         const token = `${NAMED}${name}=${ports.map((p) => `${nftProto(p.protocol)}/${p.port}`).join(',')}`;
         namedPorts.set(token, { name, ports });

@@ -3,7 +3,7 @@
 // listing parser, the shared listing and /debug/rules' query and reply.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { countedRules, ruleCountersFromJson, RuleCounterState } from '../../src/agent/rules/counters.ts';
+import { byNatural, countedRules, ruleCountersFromJson, RuleCounterState } from '../../src/agent/rules/counters.ts';
 import type { KernelRuleCounter } from '../../src/agent/rules/counters.ts';
 import { parseRulesQuery, rulesReply } from '../../src/agent/rules/endpoint.ts';
 import { sharedListing } from '../../src/agent/rules/shared-listing.ts';
@@ -284,4 +284,9 @@ test('reads asked for by applies in a row wait for a pause and are one listing; 
   stopped.stop();
   await new Promise((r) => setTimeout(r, 100));
   assert.equal(stoppedLists, 0, 'a stopped reader lists nothing');
+});
+
+test('rule names sort naturally (2 before 10) and the rest by code units, whatever the locale', () => {
+  const names = ['10', '2', 'deny-b', 'allow-10', 'allow-9', 'Zeta', 'alpha', '1'];
+  assert.deepEqual([...names].sort(byNatural), ['1', '2', '10', 'Zeta', 'allow-9', 'allow-10', 'alpha', 'deny-b']);
 });

@@ -146,7 +146,7 @@ export class RuleCounterState {
   totals(): RuleTotal[] {
     return [...this.#rules]
       .map(([chain, r]): RuleTotal => ({ chain, counts: r.counts, hits: r.hits, lastHitMs: r.lastHitMs, exported: r.exported }))
-      .sort((a, b) => b.hits - a.hits || ruleOrder(a.counts, b.counts) || a.chain.localeCompare(b.chain));
+      .sort((a, b) => b.hits - a.hits || ruleOrder(a.counts, b.counts) || byCodeUnits(a.chain, b.chain));
   }
 }
 
@@ -161,12 +161,34 @@ function sameLabels(a: CountedRule, b: CountedRule): boolean {
   );
 }
 
+// Plain code-unit order, not localeCompare: the same on every node whatever
+// its locale (the deterministic-output rule, for /debug/rules and `rules`).
+function byCodeUnits(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/** Digit runs compared as numbers ("2" before "10"), the rest by code units. */
+export function byNatural(a: string, b: string): number {
+  const ra = a.match(/\d+|\D+/g) ?? [];
+  const rb = b.match(/\d+|\D+/g) ?? [];
+  for (let i = 0; i < Math.min(ra.length, rb.length); i++) {
+    const x = ra[i]!;
+    const y = rb[i]!;
+    if (x === y) continue;
+    const dx = /^\d/.test(x);
+    const dy = /^\d/.test(y);
+    if (dx && dy) return Number(x) - Number(y) || x.length - y.length;
+    return byCodeUnits(x, y);
+  }
+  return ra.length - rb.length;
+}
+
 function ruleOrder(a: CountedRule, b: CountedRule): number {
   return (
-    a.kind.localeCompare(b.kind) ||
-    a.namespace.localeCompare(b.namespace) ||
-    a.policy.localeCompare(b.policy) ||
-    a.direction.localeCompare(b.direction) ||
-    a.rule.localeCompare(b.rule, undefined, { numeric: true })
+    byCodeUnits(a.kind, b.kind) ||
+    byCodeUnits(a.namespace, b.namespace) ||
+    byCodeUnits(a.policy, b.policy) ||
+    byCodeUnits(a.direction, b.direction) ||
+    byNatural(a.rule, b.rule)
   );
 }

@@ -7,6 +7,7 @@
 // diff cannot express (namespaces changed, a large change) starts afresh.
 import type { ClusterState, Namespace, Pod } from '../model/types.ts';
 import { byObjectKey } from '../model/state.ts';
+import { listChange } from '../model/list-diff.ts';
 import { ClusterIndex } from './cluster-index.ts';
 import { compileWithParts } from './compile.ts';
 import type { CompiledRuleset } from '../ruleset/ir.ts';
@@ -30,8 +31,14 @@ export interface PodDiff {
 export function diffPods(prev: readonly Pod[], next: readonly Pod[], limit: number): PodDiff | undefined {
   const removed: Pod[] = [];
   const added: Pod[] = [];
-  // The source keeps the list while no pod changed (a policy change).
+  // The source keeps the list while no pod changed (a policy change), and
+  // says what it moved when it made this list from the last one.
   if (prev === next) return { removed, added };
+  const known = listChange(prev, next);
+  if (known !== undefined)
+    return known.removed.length + known.added.length > limit
+      ? undefined
+      : { removed: [...known.removed], added: [...known.added] };
   // The common head and tail first, by identity alone: for a change or two
   // this is all of the walk (a tight loop, ~0.2 ms at 100k pods).
   const max = Math.min(prev.length, next.length);

@@ -1,11 +1,15 @@
 // SortedView (kube/sorted-view.ts) advances a sorted list by the keys that
 // changed: after any stream of changes it must equal sorting the source anew,
-// leave earlier lists as they were, and not rebuild for a few changes.
+// leave earlier lists as they were, not rebuild for a few changes, and
+// record what it changed as a walk of the two lists would find it.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { findKey, SortedView } from '../../src/kube/sorted-view.ts';
 import { byObjectKey } from '../../src/model/state.ts';
+import { listChange } from '../../src/model/list-diff.ts';
+import { diffPods } from '../../src/compile/node-compiler.ts';
+import type { Pod } from '../../src/model/types.ts';
 
 interface Obj {
   readonly namespace: string;
@@ -35,6 +39,12 @@ test('property: the advanced list equals a fresh sort after every batch; earlier
         }
         const list = view.list(src);
         assert.deepEqual(list, [...store.values()].sort(byObjectKey));
+        // The change it records is what a walk of the two lists finds (the compiler reads it instead).
+        const prev = kept[kept.length - 1]?.list;
+        if (prev !== undefined && prev !== list) {
+          const walked = diffPods([...prev] as unknown as Pod[], [...list] as unknown as Pod[], Infinity);
+          assert.deepEqual(listChange(prev, list), walked);
+        }
         kept.push({ list, copy: [...list] });
       }
       for (const k of kept) assert.deepEqual(k.list, k.copy, 'a list handed out never changes');

@@ -1,0 +1,23 @@
+// What changed from one sorted object list to the next, recorded by whoever
+// made the next from the previous (the agent's SortedView: it knows the keys
+// it moved), so that a consumer diffing two lists (the compiler's pod diff)
+// reads it instead of walking both (~2 ms at 100k pods per change).
+export interface ListChange<T> {
+  /** Objects of the previous list not in the next (old versions of changed objects included). */
+  readonly removed: readonly T[];
+  /** Objects of the next list not in the previous one. */
+  readonly added: readonly T[];
+}
+
+const changes = new WeakMap<readonly object[], { readonly prev: readonly object[]; readonly change: ListChange<object> }>();
+
+/** `next` was made from `prev` by exactly `change` (by object identity). */
+export function recordListChange<T extends object>(prev: readonly T[], next: readonly T[], change: ListChange<T>): void {
+  changes.set(next, { prev, change });
+}
+
+/** The recorded change from `prev` to `next`, if `next` was made from exactly `prev`. */
+export function listChange<T extends object>(prev: readonly T[], next: readonly T[]): ListChange<T> | undefined {
+  const c = changes.get(next);
+  return c !== undefined && c.prev === prev ? (c.change as ListChange<T>) : undefined;
+}

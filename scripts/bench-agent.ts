@@ -2,8 +2,9 @@
 // node's kernel enforces it, what the agent process costs in memory, and how
 // long one nft transaction takes as the ruleset grows.
 //
-//   node scripts/bench-agent.ts [--sizes 1000,10000,100000] [--samples 40] [--source]
+//   node scripts/bench-agent.ts [--sizes 1000,10000,100000] [--samples 40] [--warmup 2] [--source]
 //                               [--rate 200 --duration 30] [--baseline REF [--rounds 2]]
+//                               [--dump-log DIR] [--node-options '...'] [--node-args=--trace-gc]
 //
 // Per size: scripts/gen-cluster.ts's seeded cluster (pods, pods/10 policies,
 // pods/20 namespaces, 110 pods per node) is loaded into the in-repo fake API

@@ -9,15 +9,20 @@ export interface ListChange<T> {
   readonly added: readonly T[];
 }
 
-const changes = new WeakMap<readonly object[], { readonly prev: readonly object[]; readonly change: ListChange<object> }>();
+// The previous list is held weakly: a strong reference would chain every
+// list since the last rebuild to the newest (800 KB each at 100k pods).
+const changes = new WeakMap<
+  readonly object[],
+  { readonly prev: WeakRef<readonly object[]>; readonly change: ListChange<object> }
+>();
 
 /** `next` was made from `prev` by exactly `change` (by object identity). */
 export function recordListChange<T extends object>(prev: readonly T[], next: readonly T[], change: ListChange<T>): void {
-  changes.set(next, { prev, change });
+  changes.set(next, { prev: new WeakRef(prev), change });
 }
 
 /** The recorded change from `prev` to `next`, if `next` was made from exactly `prev`. */
 export function listChange<T extends object>(prev: readonly T[], next: readonly T[]): ListChange<T> | undefined {
   const c = changes.get(next);
-  return c !== undefined && c.prev === prev ? (c.change as ListChange<T>) : undefined;
+  return c !== undefined && c.prev.deref() === prev ? (c.change as ListChange<T>) : undefined;
 }

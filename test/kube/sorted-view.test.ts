@@ -5,6 +5,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { findKey, SortedView } from '../../src/kube/sorted-view.ts';
 import { byObjectKey } from '../../src/model/state.ts';
 import { listChange } from '../../src/model/list-diff.ts';
@@ -86,4 +88,29 @@ test('findKey: the index of a key or where it would go', () => {
   assert.equal(findKey(list, 'a', 'y'), -2);
   assert.equal(findKey(list, 'c', 'a'), -4);
   assert.equal(findKey([], 'a', 'a'), -1);
+});
+
+test('a list does not keep the lists before it alive (the change it records holds the previous one weakly)', async () => {
+  setFlagsFromString('--expose-gc');
+  const gc = runInNewContext('gc') as () => void;
+  const store = new Map<string, Obj>();
+  for (let i = 0; i < 100; i++) store.set(`a/p${i}`, { namespace: 'a', name: `p${i}`, v: i });
+  const view = new SortedView<Obj>();
+  const src = { all: () => [...store.values()], get: (ns: string, name: string) => store.get(`${ns}/${name}`) };
+  view.list(src);
+  const first = (() => {
+    store.set('a/p1', { namespace: 'a', name: 'p1', v: -1 });
+    view.touch('a/p1');
+    return new WeakRef(view.list(src));
+  })();
+  let latest: readonly Obj[] = [];
+  for (let i = 0; i < 5; i++) {
+    store.set(`a/p${i + 2}`, { namespace: 'a', name: `p${i + 2}`, v: -1 });
+    view.touch(`a/p${i + 2}`);
+    latest = view.list(src);
+  }
+  await new Promise((r) => setImmediate(r));
+  gc();
+  assert.equal(first.deref(), undefined, 'an earlier list was collected while a later one lives');
+  assert.equal(latest.length, 100);
 });

@@ -183,6 +183,7 @@ export class NodeCompiler {
       peers = new PeerResolver(idx, this.#scanLimit);
       this.#mode = 'fresh';
     }
+    peers.beginCompile();
     const { flat, ruleset, churnable } = compileWithParts(state, this.#node, this.#opts, idx, peers, reuse);
     // Keep only what this compile used: the caches follow the policies in force.
     const p = peers.sweep();

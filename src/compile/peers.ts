@@ -244,6 +244,16 @@ export class PeerResolver {
   }
 
   /**
+   * A compile begins: what sweep() keeps is what it asks for. Lookups between
+   * compiles (PeerChurn counting a set's pods) do not keep a result alive
+   * past the policy it came from.
+   */
+  beginCompile(): void {
+    this.#used.clear();
+    this.#usedRules.clear();
+  }
+
+  /**
    * Drops what no lookup since the last sweep asked for (selectors of deleted
    * or edited policies), so a resolver kept across compiles does not grow
    * with policy churn. Returns how many results it keeps.

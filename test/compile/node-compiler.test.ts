@@ -354,6 +354,24 @@ test('the caches kept between compiles follow the policies: none left once the p
   assert.deepEqual(nc.kept, { nsSelectors: 0, labelKeys: 0, peers: 0, rules: 0 });
 });
 
+test('a peer set counted by remote churn between compiles is not kept once its policy is gone', () => {
+  const w = new World();
+  for (let i = 0; i < 6; i++) w.addPod({ ns: 'a', app: i % 2 === 0 ? 'web' : 'db', local: i < 2, dual: false, named: false });
+  w.addPolicy((i) =>
+    policy('a', `pol-${i}`, { podSelector: sel({ app: 'web' }), ingress: [rule([podPeer(sel({ app: 'db' }))])] }),
+  );
+  const nc = new NodeCompiler('node-1', {}, 0);
+  nc.compile(w.state());
+  // A remote peer: the churn path counts the set's pods (a lookup between compiles).
+  w.apply({ op: 'addPod', ns: 'a', app: 'db', local: false, dual: false, named: false });
+  nc.compile(w.state());
+  assert.equal(nc.lastMode, 'churn');
+  w.apply({ op: 'deletePolicy', at: 0 });
+  const s = w.state();
+  assert.deepEqual(nc.compile(s), compileNode(s, 'node-1'));
+  assert.deepEqual(nc.kept, { nsSelectors: 0, labelKeys: 0, peers: 0, rules: 0 });
+});
+
 test('localPods: the active pods of the node in the last compiled state, after every kind of compile', () => {
   const w = new World();
   for (let i = 0; i < 8; i++)

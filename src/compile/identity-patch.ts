@@ -102,7 +102,7 @@ function sameLists(a: Lists, b: Lists): boolean {
 }
 
 /** A token's source key (named tokens are `key=ports`). */
-function tokenSource(token: string): string {
+export function tokenSource(token: string): string {
   const i = token.indexOf('=');
   return i < 0 ? token : token.slice(0, i);
 }

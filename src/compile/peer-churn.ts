@@ -17,6 +17,7 @@ import { isActivePod } from '../model/types.ts';
 import type { Family, LabelSelector, Pod } from '../model/types.ts';
 import type { Chain, CompiledRuleset, MapElement, NamedSet } from '../ruleset/ir.ts';
 import { assembleFlat, buildPodIdentity } from './identities.ts';
+import { findElement, tokenSource } from './identity-patch.ts';
 import type { PodIdentityPart } from './identities.ts';
 import type { PodFollow } from './terms.ts';
 import { parseV4 } from './v4.ts';
@@ -51,36 +52,6 @@ function canonical(text: string, f: Family): string | undefined {
   if (parseV4(text) !== undefined) return f === 4 ? text : undefined;
   const ip = parseIP(text);
   return ip === undefined || ip.family !== f ? undefined : formatIP(ip);
-}
-
-function addrValue(text: string, f: Family): bigint {
-  if (f === 4) {
-    const n = parseV4(text);
-    if (n !== undefined) return BigInt(n);
-  }
-  return parseIP(text)?.value ?? 0n;
-}
-
-/** Position of `addr` in elements sorted by address (sortAddresses' order): found, or where it goes. */
-function findElement(els: readonly MapElement[], addr: string, f: Family): { at: number; found: boolean } {
-  const v = addrValue(addr, f);
-  let lo = 0;
-  let hi = els.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >> 1;
-    const k = els[mid]!.key;
-    const m = typeof k === 'string' ? addrValue(k, f) : k.lo;
-    if (m < v) lo = mid + 1;
-    else hi = mid;
-  }
-  const at = els[lo];
-  return { at: lo, found: at !== undefined && at.key === addr };
-}
-
-/** A token's source key (named tokens are `key=ports`). */
-function tokenSource(token: string): string {
-  const i = token.indexOf('=');
-  return i < 0 ? token : token.slice(0, i);
 }
 
 export interface ChurnLookups {

@@ -109,6 +109,9 @@ if (args['node-options'] !== undefined) AGENT_ENV['NODE_OPTIONS'] = args['node-o
 const SIZES = args.sizes.split(',').map(Number);
 const SAMPLES = Number(args.samples);
 const WARMUP = Number(args.warmup);
+for (const [name, v] of Object.entries({ rate: RATE, duration: DURATION_S, rounds: ROUNDS, samples: SAMPLES, warmup: WARMUP }))
+  if (!Number.isInteger(v) || v < 0)
+    throw new Error(`--${name} must be a whole number >= 0, not "${String(args[name as keyof typeof args])}"`);
 const MiB = 1024 * 1024;
 
 function pct(xs: readonly number[], p: number): number {

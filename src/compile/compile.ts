@@ -94,13 +94,14 @@ export function compileWithParts(
   peers: PeerResolver,
   reuse?: ReturnType<typeof flattenRulesetParts>['parts'],
   kinds: readonly PolicyKind[] = POLICY_KINDS,
+  patchLimit?: number,
 ): {
   readonly flat: ReturnType<typeof flattenRulesetParts>;
   readonly ruleset: CompiledRuleset;
   readonly churnable: boolean;
 } {
   const c = compileRulesWith(state, nodeName, o, idx, peers, kinds);
-  const flat = flattenRulesetParts(c.ruleset, c.terms, reuse);
+  const flat = flattenRulesetParts(c.ruleset, c.terms, reuse, patchLimit);
   const churnable = tieredPolicies(state, kinds).length === 0;
   // With tiered policies (never churnable): the Admin tier's Pass continues in the NetworkPolicy tier's chain.
   const enforced = churnable ? flat.ruleset : foldPass(flat.ruleset);

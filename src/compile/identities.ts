@@ -62,7 +62,7 @@ import { rangeSegments } from './range-sweep.ts';
 import type { PortRange } from './ports.ts';
 import type { Term, TermRule, TermSource } from './terms.ts';
 import { parseV4 } from './v4.ts';
-import { findElement, patchPodKeys, type PatchedIdentities } from './identity-patch.ts';
+import { findElement, PATCH_LIMIT, patchPodKeys, sameContent, type PatchedIdentities } from './identity-patch.ts';
 
 const ANYWHERE = '*';
 
@@ -502,7 +502,14 @@ function podSignature(terms: readonly Term[], f: Family): unknown[] {
 }
 
 function sameSignature(a: readonly unknown[], b: readonly unknown[]): boolean {
-  return a.length === b.length && a.every((x, i) => x === b[i]);
+  // Source keys are strings; their lists are compared by content only when not the same object (named sources are listed anew each compile).
+  return (
+    a.length === b.length &&
+    a.every((x, i) => {
+      const y = b[i];
+      return x === y || (Array.isArray(x) && Array.isArray(y) && sameContent(x, y));
+    })
+  );
 }
 
 /** A pod identity's chain and allow maps, built alone (what a new identity of a remote pod needs). */
@@ -584,17 +591,31 @@ function ruleChain(t: Term): Chain {
   };
 }
 
-/** An identity that had no chain (allowed nothing) has one now: its addresses join the pod map, found only by a walk. */
-function gainsChain(before: PodIdentityPart['built'], chainOf: ReadonlyMap<string, string | undefined>): boolean {
+/**
+ * The addresses to place anew in the pod map: the patched ones, and those of
+ * an identity that had no chain (allowed nothing) and has one now (a local
+ * pod came back for its rules), found by one walk of the keys (no sort).
+ */
+function movedAddresses(
+  before: PodIdentityPart['built'],
+  chainOf: ReadonlyMap<string, string | undefined>,
+  patched: PatchedIdentities,
+): ReadonlySet<string> {
   // A key new to this compile has only patched addresses (the others keep their keys): those are placed anyway.
-  for (const [key, chain] of chainOf) if (chain !== undefined && before.get(key) === null) return true;
-  return false;
+  const gained = new Set<string>();
+  for (const [key, chain] of chainOf) if (chain !== undefined && before.get(key) === null) gained.add(key);
+  if (gained.size === 0) return patched.affected;
+  const out = new Set(patched.affected);
+  for (const [addr, key] of patched.keys) if (gained.has(key)) out.add(addr);
+  return out;
 }
 
 /**
  * The pod map's elements from the last ones: each address's chain looked up
- * again (an identity's chain name follows what it allows), the patched
- * addresses placed anew; no sort of every address.
+ * again (an identity's chain name follows what it allows), the moved
+ * addresses given their chain in place or inserted; no sort of every address.
+ * Undefined when more than `limit` addresses need inserting (one sort
+ * costs less than their splices).
  */
 function patchElements(
   old: readonly MapElement[],
@@ -602,37 +623,50 @@ function patchElements(
   patched: PatchedIdentities,
   chainOf: ReadonlyMap<string, string | undefined>,
   f: Family,
-): MapElement[] {
+  moved: ReadonlySet<string>,
+  limit: number,
+): MapElement[] | undefined {
   let renamed = false;
   for (const [key, chain] of chainOf) {
     const was = oldBuilt.get(key);
     if (was !== undefined && (was?.chain.name ?? undefined) !== chain) renamed = true;
   }
+  const chainFor = (addr: string): string | undefined => {
+    const key = patched.keys.get(addr);
+    return key === undefined ? undefined : chainOf.get(key);
+  };
   let out: MapElement[];
-  if (renamed) {
+  /** Moved addresses that had an element: given their new chain (or dropped) where they were. */
+  const seen = new Set<string>();
+  if (renamed || moved.size > limit) {
     out = [];
     for (const e of old) {
       const addr = e.key as string;
-      if (patched.affected.has(addr)) continue;
-      const key = patched.keys.get(addr);
-      const chain = key === undefined ? undefined : chainOf.get(key);
+      const isMoved = moved.has(addr);
+      if (isMoved) seen.add(addr);
+      if (!isMoved && !renamed) {
+        out.push(e);
+        continue;
+      }
+      const chain = chainFor(addr);
       if (chain !== undefined) out.push(chain === e.chain ? e : { key: addr, chain });
     }
   } else {
-    // Every kept identity keeps its chain: only the patched addresses move.
+    // Every kept identity keeps its chain: only the moved addresses move.
     out = [...old];
-    for (const addr of patched.affected) {
+    for (const addr of moved) {
       const at = findElement(out, addr, f);
       if (at.found) out.splice(at.at, 1);
     }
   }
-  for (const addr of patched.affected) {
-    const key = patched.keys.get(addr);
-    const chain = key === undefined ? undefined : chainOf.get(key);
-    if (chain === undefined) continue;
-    const at = findElement(out, addr, f);
-    out.splice(at.at, 0, { key: addr, chain });
+  const inserts: MapElement[] = [];
+  for (const addr of moved) {
+    if (seen.has(addr)) continue;
+    const chain = chainFor(addr);
+    if (chain !== undefined) inserts.push({ key: addr, chain });
   }
+  if (inserts.length > limit) return undefined;
+  for (const e of inserts) out.splice(findElement(out, e.key as string, f).at, 0, e);
   return out;
 }
 
@@ -649,6 +683,8 @@ export function flattenRulesetParts(
   prev: CompiledRuleset,
   all: readonly Term[],
   reuse?: readonly PodIdentityPart[],
+  /** How many addresses a patch moves at most (identity-patch.ts; tests lower it). */
+  patchLimit = PATCH_LIMIT,
 ): {
   readonly ruleset: CompiledRuleset;
   /** `prev` without its sets and chains: what assembleFlat reads of it. */
@@ -700,10 +736,11 @@ export function flattenRulesetParts(
       // identities' chains and sets (what they allow) are built again.
       const signature = podSignature(ts, f);
       const old = reuse?.find((p) => p.direction === d && p.family === f);
-      const same = old !== undefined && sameSignature(old.signature, signature);
+      // (Not after PeerChurn moved addresses: lists equal to the old ones would not show it.)
+      const same = old !== undefined && (old.dirty?.size ?? 0) === 0 && sameSignature(old.signature, signature);
       let pods: ReturnType<typeof podIdentities>;
       // A few addresses moved between the same sources (a local pod's change): their keys alone are looked at again.
-      const patched = same || old === undefined ? undefined : patchPodKeys(old, ts, f);
+      const patched = same || old === undefined ? undefined : patchPodKeys(old, ts, f, patchLimit);
       if (same) {
         for (const [token, n] of old.named) if (!named.has(token)) named.set(token, n);
         const identities = new Map<string, Identity>();
@@ -711,6 +748,7 @@ export function flattenRulesetParts(
         pods = { keys: old.keys, identities };
       } else if (patched !== undefined && old !== undefined) {
         for (const [token, n] of old.named) if (!named.has(token)) named.set(token, n);
+        for (const [token, n] of patched.named) if (!named.has(token)) named.set(token, n);
         const identities = new Map<string, Identity>();
         for (const key of patched.keys.values()) if (!identities.has(key)) identities.set(key, { key, tokens: key.split('|') });
         pods = { keys: patched.keys, identities };
@@ -723,9 +761,16 @@ export function flattenRulesetParts(
       const sameChains =
         same && [...builtPods.chainOf].every(([key, chain]) => (old.built.get(key)?.chain.name ?? undefined) === chain);
       let podElements: readonly MapElement[];
+      // The same keys (a policy edit): only identities that gain or lose a chain move addresses.
+      const patch: PatchedIdentities | undefined =
+        patched ?? (same ? { keys: old.keys, affected: new Set(), named: new Map() } : undefined);
+      const moved = patch !== undefined && old !== undefined ? movedAddresses(old.built, builtPods.chainOf, patch) : undefined;
+      const patchedElements =
+        sameChains || patch === undefined || old === undefined || moved === undefined
+          ? undefined
+          : patchElements(old.elements, old.built, patch, builtPods.chainOf, f, moved, patchLimit);
       if (sameChains) podElements = old.elements;
-      else if (patched !== undefined && old !== undefined && !gainsChain(old.built, builtPods.chainOf))
-        podElements = patchElements(old.elements, old.built, patched, builtPods.chainOf, f);
+      else if (patchedElements !== undefined) podElements = patchedElements;
       else {
         const els: MapElement[] = [];
         for (const addr of sortAddresses(pods.keys.keys())) {

@@ -6,12 +6,14 @@
 // Only the addresses whose membership changed get a new key: those in the
 // symmetric difference of a changed source's old and new address lists (both
 // in numeric order, peers.ts), and every address of a source that came or
-// went. Egress named-port sources changed, or too many addresses: undefined,
-// build afresh. The result equals podIdentities' (property-tested through
-// NodeCompiler against compileNode).
+// went; for egress named-port sources (the ports each address serves), the
+// addresses of the triples in one list and not the other. Too many addresses:
+// undefined, build afresh. The result equals podIdentities' (property-tested
+// through NodeCompiler against compileNode).
 import { parseIP } from '../model/ip.ts';
 import type { Family } from '../model/types.ts';
 import type { MapElement } from '../ruleset/ir.ts';
+import type { PortRange, PortTriple } from './ports.ts';
 import type { Term } from './terms.ts';
 import { parseV4 } from './v4.ts';
 
@@ -81,11 +83,83 @@ function symmetricDifference(a: readonly string[], b: readonly string[], f: Fami
   return true;
 }
 
-type Lists = Map<string, readonly unknown[]>;
+/** Adds the addresses of the triples in one sorted list (by key) and not the other to `out`; false past `limit`. */
+function tripleDifference(a: readonly PortTriple[], b: readonly PortTriple[], out: Set<string>, limit: number): boolean {
+  let i = 0;
+  let j = 0;
+  while (i < a.length || j < b.length) {
+    const x = a[i];
+    const y = b[j];
+    if (x !== undefined && y !== undefined && x.key === y.key && x.addr === y.addr) {
+      i++;
+      j++;
+      continue;
+    }
+    if (y === undefined || (x !== undefined && x.key < y.key)) {
+      out.add(x!.addr);
+      i++;
+    } else if (x === undefined || y.key < x.key) {
+      out.add(y.addr);
+      j++;
+    } else {
+      // Same key, other text (a non-canonical address): both move.
+      out.add(x.addr).add(y.addr);
+      i++;
+      j++;
+    }
+    if (out.size > limit) return false;
+  }
+  return true;
+}
 
-function sourcesOf(terms: readonly Term[], f: Family): { pods: Map<string, readonly string[]>; named: Lists } {
+/** Do two lists hold the same values (addresses, or triples by key and text)? */
+export function sameContent(a: readonly unknown[], b: readonly unknown[]): boolean {
+  if (a === b) return true;
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) {
+    const x = a[i];
+    const y = b[i];
+    if (x === y) continue;
+    if (typeof x !== 'object' || typeof y !== 'object' || x === null || y === null) return false;
+    const tx = x as PortTriple;
+    const ty = y as PortTriple;
+    if (tx.key !== ty.key || tx.addr !== ty.addr) return false;
+  }
+  return true;
+}
+
+/** The ports `addr` serves in a named source's triples (sorted by key: an address's triples are adjacent). */
+function portsOf(triples: readonly PortTriple[], addr: string, v: bigint | number): PortRange[] {
+  const from = BigInt(v) << 18n;
+  let lo = 0;
+  let hi = triples.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (triples[mid]!.key < from) lo = mid + 1;
+    else hi = mid;
+  }
+  const out: PortRange[] = [];
+  for (let i = lo; i < triples.length && triples[i]!.key >> 18n === BigInt(v); i++) {
+    const t = triples[i]!;
+    if (t.addr === addr) out.push({ proto: t.proto, lo: t.port, hi: t.port });
+  }
+  return out;
+}
+
+/** A named source's token for an address serving `ports` (podIdentities' form). */
+export function namedToken(source: string, ports: readonly PortRange[]): string {
+  return `${source}=${ports
+    .map((r) => `${r.proto} . ${r.lo}`)
+    .sort()
+    .join(',')}`;
+}
+
+function sourcesOf(
+  terms: readonly Term[],
+  f: Family,
+): { pods: Map<string, readonly string[]>; named: Map<string, readonly PortTriple[]> } {
   const pods = new Map<string, readonly string[]>();
-  const named: Lists = new Map();
+  const named = new Map<string, readonly PortTriple[]>();
   for (const t of terms) {
     const s = t.source;
     if (t.family !== f) continue;
@@ -95,22 +169,25 @@ function sourcesOf(terms: readonly Term[], f: Family): { pods: Map<string, reado
   return { pods, named };
 }
 
-function sameLists(a: Lists, b: Lists): boolean {
-  if (a.size !== b.size) return false;
-  for (const [k, v] of a) if (b.get(k) !== v) return false;
-  return true;
-}
-
 /** A token's source key (named tokens are `key=ports`). */
 export function tokenSource(token: string): string {
   const i = token.indexOf('=');
   return i < 0 ? token : token.slice(0, i);
 }
 
+/** The order of an identity key's tokens: by source key (podIdentities adds them so). */
+function byTokenSource(x: string, y: string): number {
+  const sx = tokenSource(x);
+  const sy = tokenSource(y);
+  return sx < sy ? -1 : sx > sy ? 1 : 0;
+}
+
 export interface PatchedIdentities {
   readonly keys: Map<string, string>;
   /** The addresses whose key was looked at again. */
   readonly affected: ReadonlySet<string>;
+  /** Named tokens of the new keys: source key and the remote ports (identities.ts NamedTokens). */
+  readonly named: ReadonlyMap<string, { readonly source: string; readonly ports: readonly PortRange[] }>;
 }
 
 /**
@@ -130,36 +207,81 @@ export function patchPodKeys(
 ): PatchedIdentities | undefined {
   const before = sourcesOf(old.terms, f);
   const after = sourcesOf(terms, f);
-  if (!sameLists(before.named, after.named)) return undefined;
   // Addresses PeerChurn moved since the old lists were compiled: their lists do not show it.
   const affected = new Set<string>(old.dirty ?? []);
   if (affected.size > limit) return undefined;
+  // A source that came or went as a whole (a policy's peers, with the last or
+  // first local pod it selects) adds or drops its token on every address of
+  // it: done per distinct key below, without a look at the other sources.
+  const whole: { readonly source: string; readonly addrs: readonly string[]; readonly came: boolean }[] = [];
   for (const k of new Set([...before.pods.keys(), ...after.pods.keys()])) {
     const a = before.pods.get(k);
     const b = after.pods.get(k);
-    if (a !== b && !symmetricDifference(a ?? [], b ?? [], f, affected, limit)) return undefined;
+    if (a === b) continue;
+    if (a === undefined || b === undefined) whole.push({ source: k, addrs: (a ?? b)!, came: a === undefined });
+    else if (!symmetricDifference(a, b, f, affected, limit)) return undefined;
+  }
+  // A compile lists a named source's triples anew: only a different content moves addresses.
+  for (const k of new Set([...before.named.keys(), ...after.named.keys()])) {
+    const a = before.named.get(k);
+    const b = after.named.get(k);
+    if (
+      a !== b &&
+      !(a !== undefined && b !== undefined && sameContent(a, b)) &&
+      !tripleDifference(a ?? [], b ?? [], affected, limit)
+    )
+      return undefined;
   }
   const sources = [...after.pods.keys()];
+  const namedSources = [...after.named.keys()];
+  const named = new Map<string, { readonly source: string; readonly ports: readonly PortRange[] }>();
   // Every new key first, then into the map: the last compile's map is this
   // compile's (as PeerChurn moves keys in place), with nothing half-done.
   const updates: [string, string | undefined][] = [];
   for (const addr of affected) {
     const v = addrValue(addr, f);
-    const prev = old.keys.get(addr);
-    // Named sources are the same lists (checked above) and PeerChurn never moves their addresses: their tokens stay.
-    const tokens = (prev === undefined ? [] : prev.split('|')).filter((t) => after.named.has(tokenSource(t)));
+    const tokens: string[] = [];
+    for (const k of namedSources) {
+      const ports = portsOf(after.named.get(k)!, addr, v);
+      if (ports.length === 0) continue;
+      const token = namedToken(k, ports);
+      if (!named.has(token)) named.set(token, { source: k, ports });
+      tokens.push(token);
+    }
     for (const k of sources) if (contains(after.pods.get(k)!, addr, v, f)) tokens.push(k);
-    tokens.sort((x, y) => {
-      const sx = tokenSource(x);
-      const sy = tokenSource(y);
-      return sx < sy ? -1 : sx > sy ? 1 : 0;
-    });
+    tokens.sort(byTokenSource);
     updates.push([addr, tokens.length === 0 ? undefined : tokens.join('|')]);
+  }
+  const moved = whole.length === 0 ? affected : new Set(affected);
+  if (whole.length > 0) {
+    // Addresses in no changed list but a whole source's: their key is the old one with that token added or dropped.
+    const next = new Map<string, string | undefined>();
+    for (const w of whole) {
+      const memo = new Map<string | undefined, string | undefined>();
+      for (const addr of w.addrs) {
+        if (affected.has(addr)) continue;
+        const cur = next.has(addr) ? next.get(addr) : old.keys.get(addr);
+        let key = memo.get(cur);
+        if (key === undefined && !memo.has(cur)) memo.set(cur, (key = withToken(cur, w.source, w.came)));
+        next.set(addr, key);
+        moved.add(addr);
+      }
+    }
+    for (const [addr, key] of next) updates.push([addr, key]);
   }
   const keys = old.keys;
   for (const [addr, key] of updates) {
     if (key === undefined) keys.delete(addr);
     else keys.set(addr, key);
   }
-  return { keys, affected };
+  return { keys, affected: moved, named };
+}
+
+/** An identity key with the token of pod source `source` added (came) or dropped; undefined: no token left. */
+function withToken(key: string | undefined, source: string, came: boolean): string | undefined {
+  const tokens = key === undefined ? [] : key.split('|');
+  const rest = tokens.filter((t) => t !== source);
+  if (came) rest.push(source);
+  rest.sort(byTokenSource);
+  return rest.length === 0 ? undefined : rest.join('|');
 }

@@ -184,7 +184,18 @@ export class NodeCompiler {
       this.#mode = 'fresh';
     }
     peers.beginCompile();
-    const { flat, ruleset, churnable } = compileWithParts(state, this.#node, this.#opts, idx, peers, reuse);
+    // (A lowered scan limit also lowers the identity patch's limit: its fallbacks get exercised too.)
+    const patchLimit = this.#scanLimit === undefined ? undefined : Math.max(2, this.#scanLimit);
+    const { flat, ruleset, churnable } = compileWithParts(
+      state,
+      this.#node,
+      this.#opts,
+      idx,
+      peers,
+      reuse,
+      undefined,
+      patchLimit,
+    );
     // Keep only what this compile used: the caches follow the policies in force.
     const p = peers.sweep();
     this.#kept = { ...idx.sweep(p.nsSelectors, p.labelKeys), peers: p.peers, rules: p.rules };

@@ -21,6 +21,7 @@ import { affectedPods, withShadowPath } from './staged.ts';
 import { foldPass } from './pass-fold.ts';
 import { PeerResolver } from './peers.ts';
 import { policyChains, relevantPolicies } from './policy-chains.ts';
+import { setSize } from './policy-rules.ts';
 import { SharedSets } from './shared-sets.ts';
 import type { Term } from './terms.ts';
 import { compileTiers } from './tiers.ts';
@@ -33,7 +34,7 @@ function computeStats(
   localCount: number,
   policyCount: number,
 ): RulesetStats {
-  return { ...countObjects(sets, maps, chains, decisions), localPods: localCount, policies: policyCount };
+  return { ...countObjects(sets, maps, chains, decisions, setSize), localPods: localCount, policies: policyCount };
 }
 
 /**

@@ -6,7 +6,7 @@ import type { Interval } from '../model/ip.ts';
 import { formatSelector, selectorMatches } from '../model/selector.ts';
 import { isActivePod } from '../model/types.ts';
 import type { Family, LabelSelector, Peer, Pod } from '../model/types.ts';
-import { insertByObjectKey } from '../model/state.ts';
+import { byObjectKey, insertByObjectKey } from '../model/state.ts';
 import type { ClusterIndex } from './cluster-index.ts';
 import { mergeV4, parseV4 } from './v4.ts';
 
@@ -18,7 +18,25 @@ export interface FamilyIntervals {
 export const NO_ADDRESSES: FamilyIntervals = { 4: [], 6: [] };
 
 function byFamily(merged: readonly Interval[]): FamilyIntervals {
+  // One family (the common case): the list itself, so that takePredecessor still knows it.
+  if (merged.every((iv) => iv.family === 4)) return { 4: merged, 6: [] };
+  if (merged.every((iv) => iv.family === 6)) return { 4: [], 6: merged };
   return { 4: merged.filter((iv) => iv.family === 4), 6: merged.filter((iv) => iv.family === 6) };
+}
+
+/** A patched result's intervals -> the intervals they were patched from (see predecessorOf). */
+const predecessors = new WeakMap<readonly Interval[], readonly Interval[]>();
+
+/**
+ * The intervals `ivs` were patched from by a pod diff (PodPeerResult), if
+ * any: they share every interval object but the changed ones, so what was
+ * derived from the old list can be patched too (policy-rules.ts, the hash
+ * sets' address text). Given once: the link would keep the old list alive.
+ */
+export function takePredecessor(ivs: readonly Interval[]): readonly Interval[] | undefined {
+  const prev = predecessors.get(ivs);
+  predecessors.delete(ivs);
+  return prev;
 }
 
 /** Results holding at least this many pods are patched by a pod diff (PeerResolver.advance); smaller ones are resolved again. */
@@ -34,6 +52,8 @@ class PodPeerResult {
   readonly idx: ClusterIndex;
   #pods: readonly Pod[];
   #intervals: readonly Interval[] | undefined;
+  /** With the intervals: addresses two or more of the pods hold (a reused IP), and how many. */
+  #shared = new Map<string, number>();
   /** Pod diffs not applied yet (advance): gone objects, and added ones this result scopes. */
   #gone: Set<Pod> | undefined;
   #added: Pod[] = [];
@@ -64,7 +84,12 @@ class PodPeerResult {
 
   get intervals(): readonly Interval[] {
     this.#settle();
-    return (this.#intervals ??= podIntervals(this.#pods, this.idx));
+    if (this.#intervals === undefined) {
+      const r = podIntervals(this.#pods, this.idx);
+      this.#intervals = r.ivs;
+      this.#shared = r.shared;
+    }
+    return this.#intervals;
   }
 
   /** Could this pod (old or new object of a change) be part of the result? */
@@ -96,21 +121,50 @@ class PodPeerResult {
       return;
     }
     const before = this.#pods;
-    const left = before.filter((p) => !gone.has(p));
+    // The list is sorted by object key: each gone pod found by a binary search, not a filter of every pod.
+    const left = before.slice();
+    const removed: Pod[] = [];
+    for (const p of gone) {
+      const at = indexOfObject(left, p);
+      if (at >= 0) removed.push(...left.splice(at, 1));
+    }
     for (const p of coming) insertByObjectKey(left, p);
-    let ivs = this.#intervals;
+    const old = this.#intervals;
+    let ivs = old;
     if (ivs !== undefined) {
-      // Removed: the addresses of pods that were here (the intervals hold theirs) and went, unless a pod still here holds them.
-      for (const p of before) {
-        if (!gone.has(p)) continue;
-        for (const text of p.ips) if (!left.some((q) => q.ips.includes(text))) ivs = this.#patch(ivs, text, withoutAddress);
+      // Removed: the addresses of pods that were here (the intervals hold theirs) and went, unless another pod here holds them.
+      const shared = this.#shared;
+      for (const p of removed)
+        for (const text of p.ips) {
+          const n = shared.get(text);
+          if (n === undefined) ivs = this.#patch(ivs, text, withoutAddress);
+          else if (n > 2) shared.set(text, n - 1);
+          else shared.delete(text);
+        }
+      for (const p of coming)
+        for (const text of p.ips) {
+          const was: readonly Interval[] = ivs;
+          ivs = this.#patch(was, text, withAddress);
+          // Already there (withAddress returns the list as it was): one holder more.
+          if (ivs === was && this.#holds(ivs, text)) shared.set(text, (shared.get(text) ?? 1) + 1);
+        }
+      if (ivs !== old && old !== undefined) {
+        // One step back only: a chain of links would keep every earlier list.
+        predecessors.delete(old);
+        predecessors.set(ivs, old);
       }
-      for (const p of coming) for (const text of p.ips) ivs = this.#patch(ivs, text, withAddress);
     }
     this.#pods = left;
     this.#intervals = ivs;
     this.#gone = undefined;
     this.#added = [];
+  }
+
+  #holds(ivs: readonly Interval[], text: string): boolean {
+    const v4 = parseV4(text);
+    if (v4 !== undefined) return holdsAddress(ivs, 4, BigInt(v4));
+    const ip = this.idx.ip(text);
+    return ip !== undefined && holdsAddress(ivs, ip.family, ip.value);
   }
 
   #patch(
@@ -343,13 +397,33 @@ export class PeerResolver {
   }
 }
 
-/** The merged address intervals of these pods' IPs. */
-function podIntervals(pods: readonly Pod[], idx: ClusterIndex): readonly Interval[] {
+/** Where this very object is in a list sorted by byObjectKey, or -1. */
+function indexOfObject(list: readonly Pod[], p: Pod): number {
+  let lo = 0;
+  let hi = list.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (byObjectKey(list[mid]!, p) < 0) lo = mid + 1;
+    else hi = mid;
+  }
+  for (let i = lo; i < list.length && byObjectKey(list[i]!, p) === 0; i++) if (list[i] === p) return i;
+  // Not where the order puts it: absent (a pod the result never held), or a list out of order; a scan tells.
+  return list.indexOf(p);
+}
+
+/**
+ * The merged address intervals of these pods' IPs, and the addresses more
+ * than one of them holds (text -> holders; a patch removes such an address
+ * with its last holder).
+ */
+function podIntervals(pods: readonly Pod[], idx: ClusterIndex): { ivs: readonly Interval[]; shared: Map<string, number> } {
   // IPv4 as plain numbers: sorting tens of thousands of bigints is the slow part otherwise.
   const v4: number[] = [];
   const other: Interval[] = [];
+  const texts: string[] = [];
   for (const pod of pods) {
     for (const text of pod.ips) {
+      texts.push(text);
       const n = parseV4(text);
       if (n !== undefined) {
         v4.push(n);
@@ -361,7 +435,20 @@ function podIntervals(pods: readonly Pod[], idx: ClusterIndex): readonly Interva
   }
   // (A non-canonical IPv4 text would land in `other`: then merge all together.)
   const fast = mergeV4(v4);
-  return other.some((iv) => iv.family === 4) ? mergeIntervals([...fast, ...other]) : [...fast, ...mergeIntervals(other)];
+  const ivs = other.some((iv) => iv.family === 4) ? mergeIntervals([...fast, ...other]) : [...fast, ...mergeIntervals(other)];
+  return { ivs, shared: holders(texts, ivs) };
+}
+
+/** Texts that occur more than once, with their counts; the sizes of the intervals say whether any does. */
+function holders(texts: readonly string[], ivs: readonly Interval[]): Map<string, number> {
+  const shared = new Map<string, number>();
+  let distinct = 0n;
+  for (const iv of ivs) distinct += iv.hi - iv.lo + 1n;
+  if (distinct === BigInt(texts.length)) return shared;
+  const seen = new Map<string, number>();
+  for (const t of texts) seen.set(t, (seen.get(t) ?? 0) + 1);
+  for (const [t, n] of seen) if (n > 1) shared.set(t, n);
+  return shared;
 }
 
 /** Where (family, value) is or would go in sorted, merged intervals: the first interval not wholly before it. */
@@ -375,6 +462,12 @@ function lowerBound(ivs: readonly Interval[], family: Family, value: bigint): nu
     else hi = mid;
   }
   return lo;
+}
+
+/** Do the sorted, merged intervals (of both families) hold (family, value)? */
+function holdsAddress(ivs: readonly Interval[], family: Family, value: bigint): boolean {
+  const at = ivs[lowerBound(ivs, family, value)];
+  return at !== undefined && at.family === family && at.lo <= value;
 }
 
 /** Sorted, merged intervals with one address more: what merging all the addresses again gives. */

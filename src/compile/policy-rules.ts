@@ -20,10 +20,10 @@ import type { ClusterIndex } from './cluster-index.ts';
 import { addressType, namedPortType } from '../ruleset/ir.ts';
 import type { Chain, Match, NamedSet, Rule, SetElement } from '../ruleset/ir.ts';
 import type { Interval } from '../model/ip.ts';
-import { describePeers, hasPodPeers, peersDefinition } from './peers.ts';
+import { describePeers, hasPodPeers, peersDefinition, takePredecessor } from './peers.ts';
 import type { PeerResolver } from './peers.ts';
 import type { SharedSets } from './shared-sets.ts';
-import { addressElements, addresses } from './v4.ts';
+import { addressElements, addresses, addressesFrom } from './v4.ts';
 import {
   egressNamedPorts,
   hasNumericPorts,
@@ -76,6 +76,11 @@ function hashAddresses(set: NamedSet): readonly string[] {
   );
 }
 
+/** A set's element count; a hash peer set's without making its elements. */
+export function setSize(set: NamedSet): number {
+  return hashAddressesOf.get(set)?.length ?? set.elements.length;
+}
+
 /**
  * A hash peer set's addresses and elements, per resolved interval list: the
  * resolver keeps a rule's result until a pod in it changes, so a compile
@@ -86,8 +91,21 @@ const hashElementsOf = new WeakMap<readonly Interval[], { readonly list: readonl
 function hashElements(ivs: readonly Interval[]): { readonly list: readonly string[]; readonly elements: SetElement[] } {
   let hit = hashElementsOf.get(ivs);
   if (hit === undefined) {
-    const list = addresses(ivs);
-    hashElementsOf.set(ivs, (hit = { list, elements: addressElements(list) }));
+    // A result patched from the last one (peers.ts): its unchanged intervals' text is reused.
+    const prev = takePredecessor(ivs);
+    const prevHit = prev === undefined ? undefined : hashElementsOf.get(prev);
+    const list = prev !== undefined && prevHit !== undefined ? addressesFrom(prev, prevHit.list, ivs) : addresses(ivs);
+    // The elements only on first read: the flat ruleset folds peer sets into identities (identities.ts).
+    let elements: SetElement[] | undefined;
+    hashElementsOf.set(
+      ivs,
+      (hit = {
+        list,
+        get elements(): SetElement[] {
+          return (elements ??= addressElements(list));
+        },
+      }),
+    );
   }
   return hit;
 }
@@ -184,9 +202,17 @@ function compileRuleInto(
     const set = use(name, def, () => {
       const comment = sanitizeComment(`IPv${f} peers: ${describePeers(peers, policy.namespace, f)}`);
       if (interval) return { name, type: addressType(f), interval, elements: addressElements(addrs[f]), comment };
-      const { list, elements } = hashElements(addrs[f]);
-      const made: NamedSet = { name, type: addressType(f), interval, elements, comment };
-      hashAddressesOf.set(made, list);
+      const hit = hashElements(addrs[f]);
+      const made: NamedSet = {
+        name,
+        type: addressType(f),
+        interval,
+        get elements(): readonly SetElement[] {
+          return hit.elements;
+        },
+        comment,
+      };
+      hashAddressesOf.set(made, hit.list);
       return made;
     });
     const about = (set.comment ?? name).replace(/^IPv[46] peers: /, '');

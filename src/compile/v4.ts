@@ -62,6 +62,33 @@ export function addresses(ivs: readonly Interval[]): string[] {
   return out;
 }
 
+/**
+ * addresses(ivs), reusing the text of `prevList` = addresses(prevIvs) for
+ * the intervals the two lists share by object (a result patched address by
+ * address keeps every other interval object): a pod's change in a peer set
+ * of tens of thousands of addresses formats the addresses of one interval.
+ */
+export function addressesFrom(prevIvs: readonly Interval[], prevList: readonly string[], ivs: readonly Interval[]): string[] {
+  const out: string[] = [];
+  let i = 0;
+  let at = 0;
+  const size = (iv: Interval): number => Number(iv.hi - iv.lo) + 1;
+  for (const iv of ivs) {
+    let p = prevIvs[i];
+    while (p !== undefined && p !== iv && (p.family < iv.family || (p.family === iv.family && p.hi < iv.lo))) {
+      at += size(p);
+      p = prevIvs[++i];
+    }
+    if (p === iv) {
+      const n = size(iv);
+      for (let k = 0; k < n; k++) out.push(prevList[at + k] as string);
+      at += n;
+      i++;
+    } else out.push(...addresses([iv]));
+  }
+  return out;
+}
+
 /** Address elements, one per address or interval. */
 export function addressElements(addrs: readonly (string | Interval)[]): SetElement[] {
   return addrs.map((addr) => ({ kind: 'addr', addr }));

@@ -3,7 +3,9 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { mergeIntervals, parseIP } from '../../src/model/ip.ts';
-import { formatV4, mergeV4, parseV4 } from '../../src/compile/v4.ts';
+import type { Interval } from '../../src/model/ip.ts';
+import { withAddress, withoutAddress } from '../../src/compile/peers.ts';
+import { addresses, addressesFrom, formatV4, mergeV4, parseV4 } from '../../src/compile/v4.ts';
 
 const u32 = fc.integer({ min: 0, max: 2 ** 32 - 1 });
 
@@ -43,5 +45,26 @@ test('mergeV4 = mergeIntervals over single addresses', () => {
       const want = mergeIntervals(addrs.map((n) => ({ family: 4 as const, lo: BigInt(n), hi: BigInt(n) })));
       assert.deepEqual(mergeV4(addrs), want);
     }),
+  );
+});
+
+// A peer set patched address by address (peers.ts withAddress/withoutAddress)
+// keeps its other interval objects; addressesFrom reuses their text.
+test('addressesFrom = addresses of the patched intervals, whatever was added or removed', () => {
+  const small = fc.integer({ min: 0, max: 300 });
+  fc.assert(
+    fc.property(
+      fc.array(small, { maxLength: 120 }),
+      fc.array(fc.record({ add: fc.boolean(), n: small }), { maxLength: 12 }),
+      fc.boolean(),
+      (start, ops, v6) => {
+        const fam = v6 ? 6 : 4;
+        const one = (n: number): Interval => ({ family: fam, lo: BigInt(n), hi: BigInt(n) });
+        const prev = mergeIntervals(start.map(one));
+        let ivs: readonly Interval[] = prev;
+        for (const o of ops) ivs = (o.add ? withAddress : withoutAddress)(ivs, fam, BigInt(o.n));
+        assert.deepEqual(addressesFrom(prev, addresses(prev), ivs), addresses(ivs));
+      },
+    ),
   );
 });

@@ -610,12 +610,13 @@ function movedAddresses(
   return out;
 }
 
+/** Up to this many moved addresses, each is a binary search and a splice; more, one walk or merge of the list. */
+const SPLICE_MAX = 8;
+
 /**
  * The pod map's elements from the last ones: each address's chain looked up
  * again (an identity's chain name follows what it allows), the moved
  * addresses given their chain in place or inserted; no sort of every address.
- * Undefined when more than `limit` addresses need inserting (one sort
- * costs less than their splices).
  */
 function patchElements(
   old: readonly MapElement[],
@@ -624,8 +625,8 @@ function patchElements(
   chainOf: ReadonlyMap<string, string | undefined>,
   f: Family,
   moved: ReadonlySet<string>,
-  limit: number,
-): MapElement[] | undefined {
+  spliceMax: number,
+): MapElement[] {
   let renamed = false;
   for (const [key, chain] of chainOf) {
     const was = oldBuilt.get(key);
@@ -638,7 +639,7 @@ function patchElements(
   let out: MapElement[];
   /** Moved addresses that had an element: given their new chain (or dropped) where they were. */
   const seen = new Set<string>();
-  if (renamed || moved.size > limit) {
+  if (renamed || moved.size > spliceMax) {
     out = [];
     for (const e of old) {
       const addr = e.key as string;
@@ -659,15 +660,22 @@ function patchElements(
       if (at.found) out.splice(at.at, 1);
     }
   }
-  const inserts: MapElement[] = [];
-  for (const addr of moved) {
-    if (seen.has(addr)) continue;
-    const chain = chainFor(addr);
-    if (chain !== undefined) inserts.push({ key: addr, chain });
+  const inserts: string[] = [];
+  for (const addr of moved) if (!seen.has(addr) && chainFor(addr) !== undefined) inserts.push(addr);
+  if (inserts.length <= spliceMax) {
+    for (const addr of inserts) out.splice(findElement(out, addr, f).at, 0, { key: addr, chain: chainFor(addr)! });
+    return out;
   }
-  if (inserts.length > limit) return undefined;
-  for (const e of inserts) out.splice(findElement(out, e.key as string, f).at, 0, e);
-  return out;
+  // Many (a source that came as a whole): in address order, each placed by a binary search, the list copied once.
+  const merged: MapElement[] = [];
+  let from = 0;
+  for (const addr of sortAddresses(inserts)) {
+    const at = findElement(out, addr, f).at;
+    for (; from < at; from++) merged.push(out[from]!);
+    merged.push({ key: addr, chain: chainFor(addr)! });
+  }
+  for (; from < out.length; from++) merged.push(out[from]!);
+  return merged;
 }
 
 /**
@@ -765,12 +773,17 @@ export function flattenRulesetParts(
       const patch: PatchedIdentities | undefined =
         patched ?? (same ? { keys: old.keys, affected: new Set(), named: new Map() } : undefined);
       const moved = patch !== undefined && old !== undefined ? movedAddresses(old.built, builtPods.chainOf, patch) : undefined;
-      const patchedElements =
-        sameChains || patch === undefined || old === undefined || moved === undefined
-          ? undefined
-          : patchElements(old.elements, old.built, patch, builtPods.chainOf, f, moved, patchLimit);
       if (sameChains) podElements = old.elements;
-      else if (patchedElements !== undefined) podElements = patchedElements;
+      else if (patch !== undefined && old !== undefined && moved !== undefined)
+        podElements = patchElements(
+          old.elements,
+          old.built,
+          patch,
+          builtPods.chainOf,
+          f,
+          moved,
+          Math.min(SPLICE_MAX, patchLimit),
+        );
       else {
         const els: MapElement[] = [];
         for (const addr of sortAddresses(pods.keys.keys())) {

@@ -89,6 +89,7 @@ import type { ClusterIndex } from './cluster-index.ts';
 import { denyLogRule } from './deny-path.ts';
 import type { PeerResolver } from './peers.ts';
 import { nftProto } from './ports.ts';
+import { parseV4 } from './v4.ts';
 
 export const ORDERED_TIERS: readonly OrderedTier[] = ['admin', 'baseline'];
 const MAX_PORT = 65535;
@@ -181,6 +182,12 @@ function sourceOf(peer: TieredPeer, ctx: TierContext): Source {
         const out: Addr[] = [];
         for (const pod of pods) {
           for (const text of pod.ips) {
+            // IPv4 without the parsed IP object (and skipped without a bigint when IPv6 is asked for).
+            const v4 = parseV4(text);
+            if (v4 !== undefined) {
+              if (f === 4) out.push({ text, value: BigInt(v4), pod });
+              continue;
+            }
             const ip = ctx.idx.ip(text);
             if (ip !== undefined && ip.family === f) out.push({ text, value: ip.value, pod });
           }
@@ -229,6 +236,10 @@ function sourceOf(peer: TieredPeer, ctx: TierContext): Source {
         ivs: (f) => [{ family: f, lo: 0n, hi: (1n << BigInt(familyBits(f))) - 1n }],
       };
   }
+}
+
+function familyOf(text: string, idx: ClusterIndex): Family | undefined {
+  return parseV4(text) !== undefined ? 4 : idx.ip(text)?.family;
 }
 
 /** A source whose addresses are resolved once per family (each tier and direction asks). */
@@ -867,14 +878,17 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
       }
 
       // The shared layout: one peer map per tier, direction and family; decisions keyed by the local address.
+      // Classes share most of their rules: each rule's sources once.
+      const sharedEntries = new Set<Entry>();
+      for (const cls of shared) for (const e of cls.entries) sharedEntries.add(e);
       const sharedUsed = new Set<string>();
-      for (const cls of shared) for (const e of cls.entries) for (const k of e.sources) sharedUsed.add(k);
+      for (const e of sharedEntries) for (const k of e.sources) sharedUsed.add(k);
       const lookupRules: Rule[] = [];
       for (const f of FAMILIES) {
         const locals = new Map<LocalClass, string[]>();
         for (const cls of shared) {
           const addrs: string[] = [];
-          for (const pod of cls.pods) for (const text of pod.ips) if (ctx.idx.ip(text)?.family === f) addrs.push(text);
+          for (const pod of cls.pods) for (const text of pod.ips) if (familyOf(text, ctx.idx) === f) addrs.push(text);
           if (addrs.length > 0) locals.set(cls, addrs);
         }
         const hashElements: MapElement[] = [];

@@ -80,6 +80,7 @@ import type {
   DecisionTail,
   DecisionVerdict,
   MapElement,
+  Match,
   Proto,
   Rule,
   VerdictMap,
@@ -451,6 +452,39 @@ function classElements(tails: Decided<DecisionTail>): Decided<DecisionElement> {
   return { port: tails.port.map(keyed), range: tails.range.map(keyed), proto: tails.proto.map(keyed), addr: [] };
 }
 
+/**
+ * Up to this many decisions of a class's identity are rules of its chain
+ * instead of maps (most identities decide one port and one range: two
+ * one-element maps otherwise, each a kernel object with its declaration).
+ */
+const FOLD_UP_TO = 4;
+
+/**
+ * A class's decisions as rules, in the order the maps are looked up (single
+ * ports, ranges, then each protocol's default; the pieces of one protocol
+ * are disjoint): `meta l4proto tcp th dport 80 goto KUBE-NWPLCY-...`. `goto`
+ * as in the maps: a Pass rule's `return` goes back past the identity chain.
+ * Undefined when there are more (then maps).
+ */
+function foldedDecisions(decided: Decided<DecisionElement>): Rule[] | undefined {
+  const all = [...decided.port, ...decided.range, ...decided.proto];
+  if (all.length > FOLD_UP_TO) return undefined;
+  const rules: Rule[] = [];
+  for (const e of all) {
+    const k = e.key;
+    const match: Match | undefined =
+      k.kind === 'proto-port'
+        ? { kind: 'l4port', proto: k.proto, port: k.port }
+        : k.kind === 'proto'
+          ? { kind: 'l4proto', proto: k.proto }
+          : undefined;
+    if (match === undefined) return undefined;
+    const verdict: Rule['verdict'] = e.verdict.kind === 'goto' ? { kind: 'goto', chain: e.verdict.chain } : { kind: 'return' };
+    rules.push({ matches: [match], counter: false, verdict, comment: undefined });
+  }
+  return rules;
+}
+
 interface Identity {
   readonly key: string;
   readonly tokens: readonly string[];
@@ -710,11 +744,12 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
     comment: string,
   ): void => {
     const field = d === 'ingress' ? 'daddr' : 'saddr';
-    const rules: Rule[] = [];
+    const folded = 'byClass' in decided ? foldedDecisions(decided.byClass) : undefined;
+    const rules: Rule[] = folded ?? [];
     const which = ['port', 'range', 'proto', 'addr'] as const;
     // Tier and chain names only: nothing to sanitize.
     const mapComment = `${tier} tier decisions of ${name}`;
-    for (const w of 'byClass' in decided ? which.slice(0, 3) : which) {
+    for (const w of folded !== undefined ? [] : 'byClass' in decided ? which.slice(0, 3) : which) {
       const key: DecisionKey = 'byClass' in decided ? (w === 'proto' ? 'l4proto' : 'l4port') : w === 'range' ? 'port' : w;
       const interval = w === 'range';
       const map = decisionMapName(cid, f, w);
@@ -812,7 +847,9 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
             const { entries: idEntries, named } = identityEntries(id, entriesBySource, table);
             const matching = idEntries.filter((e) => cls.has.has(e));
             if (matching.length === 0) continue;
-            const { tails, other } = tailsOf(decide(matching, cls.pods[0]!, named));
+            const tails = decidedTails(matching, cls.pods[0]!, named);
+            // The rule for protocols without ports (tailsOf puts its verdict in `addr`).
+            const other = matching.find((e) => e.rule.ports === undefined);
             const decided = classElements(tails);
             if (decided.port.length + decided.range.length + decided.proto.length === 0 && other === undefined) continue;
             const cid = shortHash(`tierclass\0${tier}\0${d}\0${f}\0${cls.key}\0${id.key}`);

@@ -34,9 +34,11 @@
 // grow with classes x identities instead of local pods x identities.
 // With tierLayout 'auto', perClass() picks per class by the element counts
 // (rules naming most of the cluster stay shared, where each address is listed
-// once). The default is 'shared': at 100k pods the per-class layout halved
-// the elements but not the compile + render time, and nft -f took ~8 % longer
-// (its many small maps; docs/benchmarks.md).
+// once). An identity of a class with few decisions (most: a port and a range)
+// has them as rules of its chain instead of maps (foldedDecisions). The
+// default is 'shared': at 100k pods the per-class layout costs about as much
+// compile + render, and nft -f loads it in half the time, but the per-packet
+// benchmark has not been run on it (docs/benchmarks.md).
 //
 // The most specific map is looked up first; each (local address, protocol)
 // has its most common decision in the `proto` map and only the pieces that

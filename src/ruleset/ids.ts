@@ -122,8 +122,7 @@ const CLEAN = /^[A-Za-z0-9 ._/:=,+@()[\]-]*$/;
  */
 export function sanitizeComment(text: string): string {
   // Most text is clean already (and render sanitizes every comment again): no copy then.
-  if (text.length <= MAX_COMMENT && CLEAN.test(text)) return text;
-  const safe = text.replace(/[^A-Za-z0-9 ._/:=,+@()[\]-]/g, '_');
+  const safe = CLEAN.test(text) ? text : text.replace(/[^A-Za-z0-9 ._/:=,+@()[\]-]/g, '_');
   return safe.length <= MAX_COMMENT ? safe : `${safe.slice(0, MAX_COMMENT - 3)}...`;
 }
 

@@ -49,7 +49,7 @@ export function compileNode(
   opts?: Partial<RenderOptions>,
   kinds: readonly PolicyKind[] = POLICY_KINDS,
 ): CompiledRuleset {
-  const idx = new ClusterIndex(state);
+  const idx = new ClusterIndex(state, undefined, nodeName);
   return compileWith(state, nodeName, resolveOptions(opts), idx, new PeerResolver(idx), kinds);
 }
 

@@ -178,7 +178,7 @@ export class NodeCompiler {
       peers.advance(diff.removed, diff.added);
       this.#mode = 'incremental';
     } else {
-      idx = new ClusterIndex(state, this.#scanLimit);
+      idx = new ClusterIndex(state, this.#scanLimit, this.#node);
       // Tests lower the scan limit to exercise the small-cluster paths: the resolver's patching too.
       peers = new PeerResolver(idx, this.#scanLimit);
       this.#mode = 'fresh';

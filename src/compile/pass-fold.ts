@@ -52,7 +52,8 @@ function otherwiseReferenced(rs: CompiledRuleset): Set<string> {
     return false;
   };
   for (const m of rs.decisions) someVerdict(m, add);
-  for (const c of rs.chains) for (const r of c.rules) if (r.verdict.kind === 'jump') out.add(r.verdict.chain);
+  for (const c of rs.chains)
+    for (const r of c.rules) if (r.verdict.kind === 'jump' || r.verdict.kind === 'goto') out.add(r.verdict.chain);
   return out;
 }
 

@@ -185,7 +185,7 @@ function reachable(s: Shadow, start: readonly { chain: string; direction: Direct
     for (const r of c.rules) {
       for (const m of r.matches) if ('set' in m) sets.add(m.set);
       const v = r.verdict;
-      if (v.kind === 'jump') visit(v.chain, direction);
+      if (v.kind === 'jump' || v.kind === 'goto') visit(v.chain, direction);
       else if (v.kind === 'vmap') {
         maps.add(v.map);
         for (const e of s.maps.get(v.map)?.elements ?? []) if (e.chain !== undefined) visit(e.chain, direction);
@@ -384,7 +384,8 @@ export function withShadowPath(
             rules.push(mode === 'acc' ? { ...r, counter: false } : jump(tally, r.matches, r.comment));
             break;
           case 'jump':
-            rules.push({ ...r, counter: false, verdict: { kind: 'jump', chain: chainName(v.chain) } });
+          case 'goto':
+            rules.push({ ...r, counter: false, verdict: { kind: v.kind, chain: chainName(v.chain) } });
             break;
           case 'vmap':
             rules.push({ ...r, counter: false, verdict: { ...v, map: mapName(v.map) } });

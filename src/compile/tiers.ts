@@ -34,9 +34,11 @@
 // grow with classes x identities instead of local pods x identities.
 // With tierLayout 'auto', perClass() picks per class by the element counts
 // (rules naming most of the cluster stay shared, where each address is listed
-// once). The default is 'shared': at 100k pods the per-class layout halved
-// the elements but not the compile + render time, and nft -f took ~8 % longer
-// (its many small maps; docs/benchmarks.md).
+// once). An identity of a class with few decisions (most: a port and a range)
+// has them as rules of its chain instead of maps (foldedDecisions). The
+// default is 'shared': at 100k pods the per-class layout costs about as much
+// compile + render, and nft -f loads it in half the time, but the per-packet
+// benchmark has not been run on it (docs/benchmarks.md).
 //
 // The most specific map is looked up first; each (local address, protocol)
 // has its most common decision in the `proto` map and only the pieces that
@@ -80,6 +82,7 @@ import type {
   DecisionTail,
   DecisionVerdict,
   MapElement,
+  Match,
   Proto,
   Rule,
   VerdictMap,
@@ -89,6 +92,7 @@ import type { ClusterIndex } from './cluster-index.ts';
 import { denyLogRule } from './deny-path.ts';
 import type { PeerResolver } from './peers.ts';
 import { nftProto } from './ports.ts';
+import { parseV4 } from './v4.ts';
 
 export const ORDERED_TIERS: readonly OrderedTier[] = ['admin', 'baseline'];
 const MAX_PORT = 65535;
@@ -181,6 +185,12 @@ function sourceOf(peer: TieredPeer, ctx: TierContext): Source {
         const out: Addr[] = [];
         for (const pod of pods) {
           for (const text of pod.ips) {
+            // IPv4 without the parsed IP object (and skipped without a bigint when IPv6 is asked for).
+            const v4 = parseV4(text);
+            if (v4 !== undefined) {
+              if (f === 4) out.push({ text, value: BigInt(v4), pod });
+              continue;
+            }
             const ip = ctx.idx.ip(text);
             if (ip !== undefined && ip.family === f) out.push({ text, value: ip.value, pod });
           }
@@ -229,6 +239,10 @@ function sourceOf(peer: TieredPeer, ctx: TierContext): Source {
         ivs: (f) => [{ family: f, lo: 0n, hi: (1n << BigInt(familyBits(f))) - 1n }],
       };
   }
+}
+
+function familyOf(text: string, idx: ClusterIndex): Family | undefined {
+  return parseV4(text) !== undefined ? 4 : idx.ip(text)?.family;
 }
 
 /** A source whose addresses are resolved once per family (each tier and direction asks). */
@@ -438,6 +452,39 @@ function classElements(tails: Decided<DecisionTail>): Decided<DecisionElement> {
     verdict: t.verdict,
   });
   return { port: tails.port.map(keyed), range: tails.range.map(keyed), proto: tails.proto.map(keyed), addr: [] };
+}
+
+/**
+ * Up to this many decisions of a class's identity are rules of its chain
+ * instead of maps (most identities decide one port and one range: two
+ * one-element maps otherwise, each a kernel object with its declaration).
+ */
+const FOLD_UP_TO = 4;
+
+/**
+ * A class's decisions as rules, in the order the maps are looked up (single
+ * ports, ranges, then each protocol's default; the pieces of one protocol
+ * are disjoint): `meta l4proto tcp th dport 80 goto KUBE-NWPLCY-...`. `goto`
+ * as in the maps: a Pass rule's `return` goes back past the identity chain.
+ * Undefined when there are more (then maps).
+ */
+function foldedDecisions(decided: Decided<DecisionElement>): Rule[] | undefined {
+  const all = [...decided.port, ...decided.range, ...decided.proto];
+  if (all.length > FOLD_UP_TO) return undefined;
+  const rules: Rule[] = [];
+  for (const e of all) {
+    const k = e.key;
+    const match: Match | undefined =
+      k.kind === 'proto-port'
+        ? { kind: 'l4port', proto: k.proto, port: k.port }
+        : k.kind === 'proto'
+          ? { kind: 'l4proto', proto: k.proto }
+          : undefined;
+    if (match === undefined) return undefined;
+    const verdict: Rule['verdict'] = e.verdict.kind === 'goto' ? { kind: 'goto', chain: e.verdict.chain } : { kind: 'return' };
+    rules.push({ matches: [match], counter: false, verdict, comment: undefined });
+  }
+  return rules;
 }
 
 interface Identity {
@@ -699,11 +746,12 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
     comment: string,
   ): void => {
     const field = d === 'ingress' ? 'daddr' : 'saddr';
-    const rules: Rule[] = [];
+    const folded = 'byClass' in decided ? foldedDecisions(decided.byClass) : undefined;
+    const rules: Rule[] = folded ?? [];
     const which = ['port', 'range', 'proto', 'addr'] as const;
     // Tier and chain names only: nothing to sanitize.
     const mapComment = `${tier} tier decisions of ${name}`;
-    for (const w of 'byClass' in decided ? which.slice(0, 3) : which) {
+    for (const w of folded !== undefined ? [] : 'byClass' in decided ? which.slice(0, 3) : which) {
       const key: DecisionKey = 'byClass' in decided ? (w === 'proto' ? 'l4proto' : 'l4port') : w === 'range' ? 'port' : w;
       const interval = w === 'range';
       const map = decisionMapName(cid, f, w);
@@ -801,7 +849,9 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
             const { entries: idEntries, named } = identityEntries(id, entriesBySource, table);
             const matching = idEntries.filter((e) => cls.has.has(e));
             if (matching.length === 0) continue;
-            const { tails, other } = tailsOf(decide(matching, cls.pods[0]!, named));
+            const tails = decidedTails(matching, cls.pods[0]!, named);
+            // The rule for protocols without ports (tailsOf puts its verdict in `addr`).
+            const other = matching.find((e) => e.rule.ports === undefined);
             const decided = classElements(tails);
             if (decided.port.length + decided.range.length + decided.proto.length === 0 && other === undefined) continue;
             const cid = shortHash(`tierclass\0${tier}\0${d}\0${f}\0${cls.key}\0${id.key}`);
@@ -867,14 +917,17 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
       }
 
       // The shared layout: one peer map per tier, direction and family; decisions keyed by the local address.
+      // Classes share most of their rules: each rule's sources once.
+      const sharedEntries = new Set<Entry>();
+      for (const cls of shared) for (const e of cls.entries) sharedEntries.add(e);
       const sharedUsed = new Set<string>();
-      for (const cls of shared) for (const e of cls.entries) for (const k of e.sources) sharedUsed.add(k);
+      for (const e of sharedEntries) for (const k of e.sources) sharedUsed.add(k);
       const lookupRules: Rule[] = [];
       for (const f of FAMILIES) {
         const locals = new Map<LocalClass, string[]>();
         for (const cls of shared) {
           const addrs: string[] = [];
-          for (const pod of cls.pods) for (const text of pod.ips) if (ctx.idx.ip(text)?.family === f) addrs.push(text);
+          for (const pod of cls.pods) for (const text of pod.ips) if (familyOf(text, ctx.idx) === f) addrs.push(text);
           if (addrs.length > 0) locals.set(cls, addrs);
         }
         const hashElements: MapElement[] = [];

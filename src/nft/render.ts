@@ -38,6 +38,8 @@ function matchText(m: Match): string {
       return `icmpv6 type { ${m.types.join(', ')} }`;
     case 'l4proto':
       return `meta l4proto ${m.proto}`;
+    case 'l4port':
+      return `meta l4proto ${m.proto} th dport ${portText(m.port)}`;
     case 'addrSet':
       return `${fam(m.family)} ${m.field} @${m.set}`;
     case 'portSet':
@@ -62,6 +64,8 @@ function verdictText(v: Verdict): string {
       return v.with === 'tcp reset' ? 'reject with tcp reset' : 'reject with icmpx type port-unreachable';
     case 'jump':
       return `jump ${v.chain}`;
+    case 'goto':
+      return `goto ${v.chain}`;
     case 'vmap':
       return `${fam(v.family)} ${v.field} vmap @${v.map}`;
     case 'decisionVmap':

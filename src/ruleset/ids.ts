@@ -112,6 +112,8 @@ export function dispatchMapName(d: Direction, f: Family): string {
 
 export const MAX_COMMENT = 120;
 
+const CLEAN = /^[A-Za-z0-9 ._/:=,+@()[\]-]*$/;
+
 /**
  * nft comments are double-quoted strings with no escape mechanism at all, so
  * anything outside a conservative charset becomes `_`. Kubernetes names fit
@@ -119,7 +121,8 @@ export const MAX_COMMENT = 120;
  * break out of the string or the script.
  */
 export function sanitizeComment(text: string): string {
-  const safe = text.replace(/[^A-Za-z0-9 ._/:=,+@()[\]-]/g, '_');
+  // Most text is clean already (and render sanitizes every comment again): no copy then.
+  const safe = CLEAN.test(text) ? text : text.replace(/[^A-Za-z0-9 ._/:=,+@()[\]-]/g, '_');
   return safe.length <= MAX_COMMENT ? safe : `${safe.slice(0, MAX_COMMENT - 3)}...`;
 }
 

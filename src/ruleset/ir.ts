@@ -23,7 +23,9 @@ export type AddrField = 'saddr' | 'daddr';
 export type Match =
   | { readonly kind: 'ctState'; readonly states: readonly ('established' | 'related')[] }
   | { readonly kind: 'icmpv6Types'; readonly types: readonly string[] }
-  | { readonly kind: 'l4proto'; readonly proto: 'tcp' }
+  | { readonly kind: 'l4proto'; readonly proto: Proto }
+  /** `meta l4proto tcp th dport 80` (or a range, `1000-2000`): a tier identity's folded decision (compile/tiers.ts). */
+  | { readonly kind: 'l4port'; readonly proto: Proto; readonly port: PortKey }
   /** `ip saddr @set` / `ip6 daddr @set` */
   | { readonly kind: 'addrSet'; readonly family: Family; readonly field: AddrField; readonly set: string }
   /** `meta l4proto . th dport @set` */
@@ -45,6 +47,8 @@ export type Verdict =
   | { readonly kind: 'drop' }
   | { readonly kind: 'reject'; readonly with: 'tcp reset' | 'icmpx port-unreachable' }
   | { readonly kind: 'jump'; readonly chain: string }
+  /** Like a decision map's `goto`: the chain's `return` goes back past this chain (a folded tier decision, compile/tiers.ts). */
+  | { readonly kind: 'goto'; readonly chain: string }
   /** `ip saddr vmap @map`: the verdict comes from the map. */
   | { readonly kind: 'vmap'; readonly family: Family; readonly field: AddrField; readonly map: string }
   /**

@@ -40,6 +40,43 @@ export function contributeNetworkPolicy(p: NetworkPolicy): ContributedPolicy {
 // The agent's source hands out the same policies array while no policy changed: translated once per array.
 const listMemo = new WeakMap<readonly NetworkPolicy[], readonly ContributedPolicy[]>();
 
+/** A policy's translation, undefined for a staged one. */
+function translate(p: NetworkPolicy): ContributedPolicy | undefined {
+  return isStaged(p) ? undefined : contributeNetworkPolicy(p);
+}
+
+/** Past this many changed policies between two lists, translating every policy costs about what patching does. */
+const PATCH_BELOW = 64;
+
+/** The last list translated, entry by entry (staged: undefined). */
+let last: { readonly input: readonly NetworkPolicy[]; readonly each: readonly (ContributedPolicy | undefined)[] } | undefined;
+
+/**
+ * Every policy's translation: a list that differs from the last one in a few
+ * places (one policy's change: a head and tail the same objects) takes the
+ * last one's translations for those, so a policy change costs a scan by
+ * identity, not a memo lookup and an annotation check per policy (~2-3 ms at
+ * 10k policies).
+ */
+function translations(input: readonly NetworkPolicy[]): readonly (ContributedPolicy | undefined)[] {
+  const prev = last;
+  if (prev !== undefined) {
+    const a = prev.input;
+    const max = Math.min(a.length, input.length);
+    let head = 0;
+    while (head < max && a[head] === input[head]) head++;
+    let tail = 0;
+    while (tail < max - head && a[a.length - 1 - tail] === input[input.length - 1 - tail]) tail++;
+    if (input.length - head - tail + (a.length - head - tail) <= PATCH_BELOW) {
+      const each = prev.each.slice(0, head);
+      for (let i = head; i < input.length - tail; i++) each.push(translate(input[i]!));
+      for (let i = a.length - tail; i < a.length; i++) each.push(prev.each[i]);
+      return each;
+    }
+  }
+  return input.map(translate);
+}
+
 export const networkPolicyKind: AllowListKind = {
   kind: NETWORK_POLICY,
   tier: 'allow-list',
@@ -47,7 +84,9 @@ export const networkPolicyKind: AllowListKind = {
   policies: (state) => {
     let l = listMemo.get(state.policies);
     if (l === undefined) {
-      l = state.policies.filter((p) => !isStaged(p)).map(contributeNetworkPolicy);
+      const each = translations(state.policies);
+      last = { input: state.policies, each };
+      l = each.filter((c) => c !== undefined);
       listMemo.set(state.policies, l);
     }
     return l;

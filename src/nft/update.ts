@@ -95,13 +95,15 @@ function window<T>(prev: readonly T[], next: readonly T[], same: (a: T, b: T) =>
   return [prev.slice(head, prev.length - tail), next.slice(head, next.length - tail)];
 }
 
-const sameMapElement = (a: MapElement, b: MapElement): boolean => a.chain === b.chain && sameAddress(a.key, b.key);
+// The compiler hands unchanged elements on as the same objects: identity first (the head and tail of a 43k-element map).
+const sameMapElement = (a: MapElement, b: MapElement): boolean => a === b || (a.chain === b.chain && sameAddress(a.key, b.key));
 
 const sameDecision = (a: DecisionElement, b: DecisionElement): boolean =>
-  a.verdict.kind === b.verdict.kind &&
-  (a.verdict.kind !== 'goto' || b.verdict.kind !== 'goto' || a.verdict.chain === b.verdict.chain) &&
-  a.comment === b.comment &&
-  sameKey(a.key, b.key);
+  a === b ||
+  (a.verdict.kind === b.verdict.kind &&
+    (a.verdict.kind !== 'goto' || b.verdict.kind !== 'goto' || a.verdict.chain === b.verdict.chain) &&
+    a.comment === b.comment &&
+    sameKey(a.key, b.key));
 
 function full(next: CompiledRuleset, reason: string): RulesetUpdate {
   return { kind: 'full', text: renderRuleset(next), reason };

@@ -4,9 +4,10 @@
 // allowance names its origin.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import fc from 'fast-check';
 import { compileNode, compileRules } from '../../src/compile/compile.ts';
 import type { ContributedPolicy, PolicyKind, PolicyOrigin } from '../../src/kinds/kind.ts';
-import { networkPolicyKind } from '../../src/kinds/network-policy.ts';
+import { contributeNetworkPolicy, networkPolicyKind } from '../../src/kinds/network-policy.ts';
 import { contributedPolicies, POLICY_KINDS } from '../../src/kinds/registry.ts';
 import { objectKey } from '../../src/model/types.ts';
 import type { ClusterState } from '../../src/model/types.ts';
@@ -87,6 +88,42 @@ test('NetworkPolicy is the first registered kind, and contributes each policy on
   });
   assert.equal(c?.ingress[0]?.origin.description, 'shop/web-from-client ingress[0]');
   assert.equal(contributedPolicies(s)[0], c, 'memoized per object');
+});
+
+// A policy change gives a list that differs from the last one in a few
+// places: its translation is patched from the last list's (network-policy.ts).
+test("property: the NetworkPolicy kind's list, patched from the last one, equals translating every policy", () => {
+  const pols = Array.from({ length: 12 }, (_, i) => {
+    const p = policy('shop', `p${i}`, { podSelector: sel({ app: 'web' }), ingress: [rule([])] });
+    return i % 4 === 3 ? { ...p, staged: true as const } : p;
+  });
+  const edit = fc.oneof(
+    fc.record({ op: fc.constant('replace' as const), at: fc.nat(), by: fc.nat({ max: 11 }) }),
+    fc.record({ op: fc.constant('delete' as const), at: fc.nat() }),
+    fc.record({ op: fc.constant('insert' as const), at: fc.nat(), by: fc.nat({ max: 11 }) }),
+  );
+  fc.assert(
+    fc.property(fc.array(fc.array(edit, { maxLength: 3 }), { maxLength: 10 }), (steps) => {
+      const empty = state({});
+      let list = pols.slice(0, 8);
+      for (const step of steps) {
+        list = list.slice();
+        for (const e of step) {
+          const at = list.length === 0 ? 0 : e.at % list.length;
+          // A fresh object (an edited policy), staged or not as its template.
+          if (e.op === 'replace' && list.length > 0) list[at] = { ...pols[e.by]! };
+          else if (e.op === 'delete') list.splice(at, 1);
+          else if (e.op === 'insert') list.splice(at, 0, { ...pols[e.by]! });
+        }
+        // The list as it is (state() would sort it).
+        const got = networkPolicyKind.policies({ ...empty, policies: list });
+        const want = list.filter((p) => p.staged !== true).map((p) => contributeNetworkPolicy(p));
+        assert.deepEqual(got, want);
+        got.forEach((c, i) => assert.equal(c, want[i], 'the same translation object per policy'));
+      }
+    }),
+    { numRuns: 200, seed: 27 },
+  );
 });
 
 test('a registered kind is compiled: its chain, jumped to after the NetworkPolicies, named by its origin', () => {

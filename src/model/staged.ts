@@ -18,8 +18,16 @@ export function isStaged(p: { readonly staged?: true }): boolean {
   return p.staged === true;
 }
 
+// Per list: the agent's source hands on the same list while no policy changed (every compile asks).
+const anyStaged = new WeakMap<readonly { readonly staged?: true }[], boolean>();
+function someStaged(list: readonly { readonly staged?: true }[]): boolean {
+  let v = anyStaged.get(list);
+  if (v === undefined) anyStaged.set(list, (v = list.some(isStaged)));
+  return v;
+}
+
 export function hasStaged(state: ClusterState): boolean {
-  return state.policies.some(isStaged) || (state.clusterPolicies ?? []).some(isStaged);
+  return someStaged(state.policies) || (state.clusterPolicies !== undefined && someStaged(state.clusterPolicies));
 }
 
 // One enforced twin per staged object, kept while the object lives: the

@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { ClusterIndex } from '../../src/compile/cluster-index.ts';
-import { PeerResolver, withAddress, withoutAddress } from '../../src/compile/peers.ts';
+import { PeerResolver, patchIntervals, withAddress, withoutAddress } from '../../src/compile/peers.ts';
 import { mergeIntervals } from '../../src/model/ip.ts';
 import type { Interval } from '../../src/model/ip.ts';
 import type { ClusterState, Peer, Pod } from '../../src/model/types.ts';
@@ -30,6 +30,33 @@ test('property: withAddress / withoutAddress equal merging the address set again
       }
     }),
     { numRuns: 500, seed: 1127 },
+  );
+});
+
+test('property: patchIntervals (a whole diff in one pass) equals merging the address set again, untouched intervals kept', () => {
+  const addr = fc.record({ family: fc.constantFrom(4 as const, 6 as const), v: fc.bigInt({ min: 0n, max: 40n }) });
+  fc.assert(
+    fc.property(
+      fc.array(addr, { maxLength: 30 }),
+      fc.array(addr, { maxLength: 12 }),
+      fc.array(addr, { maxLength: 12 }),
+      (start, removes, adds) => {
+        const key = (a: { family: 4 | 6; v: bigint }): string => `${a.family}/${a.v}`;
+        const have = new Map(start.map((a) => [key(a), a]));
+        const before = mergeIntervals([...have.values()].map((a) => ({ family: a.family, lo: a.v, hi: a.v })));
+        for (const a of removes) have.delete(key(a));
+        for (const a of adds) have.set(key(a), a);
+        const want = mergeIntervals([...have.values()].map((a) => ({ family: a.family, lo: a.v, hi: a.v })));
+        const pts = (l: typeof removes) => l.map((a) => ({ family: a.family, value: a.v }));
+        const got = patchIntervals(before, pts(removes), pts(adds));
+        assert.deepEqual(got, want);
+        // An interval no address of the diff is in or next to is handed on as the same object.
+        const touched = (iv: Interval): boolean =>
+          [...removes, ...adds].some((a) => a.family === iv.family && a.v >= iv.lo - 1n && a.v <= iv.hi + 1n);
+        for (const iv of before) if (!touched(iv)) assert.ok(got.includes(iv), `kept ${iv.family}/${iv.lo}-${iv.hi}`);
+      },
+    ),
+    { numRuns: 1000, seed: 1128 },
   );
 });
 

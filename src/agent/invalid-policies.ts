@@ -81,12 +81,21 @@ function invalidClusterPolicies(state: ClusterState): InvalidPolicy[] {
     }));
 }
 
+// Per policy list: the source hands on the same list while no policy changed, and
+// this runs after every apply (a read of 10k policies' errors: ~3 ms at 100k pods).
+const invalidOf = new WeakMap<readonly NetworkPolicy[], readonly InvalidPolicy[]>();
+function invalidNetworkPolicies(list: readonly NetworkPolicy[]): readonly InvalidPolicy[] {
+  let l = invalidOf.get(list);
+  if (l === undefined) invalidOf.set(list, (l = list.filter((p) => p.errors.length > 0).map(describe)));
+  return l;
+}
+
 export function diffInvalid(prev: InvalidIndex, state: ClusterState): InvalidDiff {
   const next = new Map<string, string>();
   const changed: InvalidPolicy[] = [];
   const all: InvalidPolicy[] = [];
   const invalid = [
-    ...state.policies.filter((p) => p.errors.length > 0).map(describe),
+    ...invalidNetworkPolicies(state.policies),
     ...invalidNamespacePolicies(state),
     ...invalidClusterPolicies(state),
   ];

@@ -62,7 +62,7 @@ import { rangeSegments } from './range-sweep.ts';
 import type { PortRange } from './ports.ts';
 import type { Term, TermRule, TermSource } from './terms.ts';
 import { parseV4 } from './v4.ts';
-import { findElement, PATCH_LIMIT, patchPodKeys, sameContent, type PatchedIdentities } from './identity-patch.ts';
+import { findElement, namedToken, PATCH_LIMIT, patchPodKeys, sameContent, type PatchedIdentities } from './identity-patch.ts';
 
 const ANYWHERE = '*';
 
@@ -393,8 +393,7 @@ function podIdentities(
         l.push({ proto: e.proto, lo: e.port, hi: e.port });
       }
       for (const [addr, l] of ports) {
-        const text = l.map((r) => `${r.proto} . ${r.lo}`).sort();
-        const token = `${name}=${text.join(',')}`;
+        const token = namedToken(name, l);
         if (!named.has(token)) named.set(token, { source: name, ports: l });
         add(addr, token);
       }

@@ -176,7 +176,7 @@ export function tokenSource(token: string): string {
 }
 
 /** The order of an identity key's tokens: by source key (podIdentities adds them so). */
-function byTokenSource(x: string, y: string): number {
+export function byTokenSource(x: string, y: string): number {
   const sx = tokenSource(x);
   const sy = tokenSource(y);
   return sx < sy ? -1 : sx > sy ? 1 : 0;

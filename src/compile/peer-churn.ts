@@ -17,7 +17,7 @@ import { isActivePod } from '../model/types.ts';
 import type { Family, LabelSelector, Pod } from '../model/types.ts';
 import type { Chain, CompiledRuleset, MapElement, NamedSet } from '../ruleset/ir.ts';
 import { assembleFlat, buildPodIdentity } from './identities.ts';
-import { findElement, tokenSource } from './identity-patch.ts';
+import { byTokenSource, findElement, tokenSource } from './identity-patch.ts';
 import type { PodIdentityPart } from './identities.ts';
 import type { PodFollow } from './terms.ts';
 import { parseV4 } from './v4.ts';
@@ -248,11 +248,7 @@ export class PeerChurn {
         const ko = part.keys.get(a);
         const tokens = (ko === undefined ? [] : ko.split('|')).filter((t) => !mine.has(tokenSource(t)));
         for (const s of affected) if (s.counts!.has(a)) tokens.push(s.key);
-        tokens.sort((x, y) => {
-          const sx = tokenSource(x);
-          const sy = tokenSource(y);
-          return sx < sy ? -1 : sx > sy ? 1 : 0;
-        });
+        tokens.sort(byTokenSource);
         const kn = tokens.length === 0 ? undefined : tokens.join('|');
         if (kn === ko) continue;
         (part.dirty ??= new Set()).add(a);

@@ -24,7 +24,7 @@ function byFamily(merged: readonly Interval[]): FamilyIntervals {
   return { 4: merged.filter((iv) => iv.family === 4), 6: merged.filter((iv) => iv.family === 6) };
 }
 
-/** A patched result's intervals -> the intervals they were patched from (see predecessorOf). */
+/** A patched result's intervals -> the intervals they were patched from (see takePredecessor). */
 const predecessors = new WeakMap<readonly Interval[], readonly Interval[]>();
 
 /**
@@ -477,8 +477,12 @@ function pointKey(p: Point): string {
   return `${p.family}/${p.value}`;
 }
 
+function comparePoint(family: Family, value: bigint, b: Point): number {
+  return family - b.family || (value < b.value ? -1 : value > b.value ? 1 : 0);
+}
+
 function byPoint(a: Point, b: Point): number {
-  return a.family - b.family || (a.value < b.value ? -1 : a.value > b.value ? 1 : 0);
+  return comparePoint(a.family, a.value, b);
 }
 
 /**
@@ -492,7 +496,7 @@ export function patchIntervals(ivs: readonly Interval[], removes: readonly Point
   const cut: Interval[] = [];
   let j = 0;
   for (const iv of ivs) {
-    while (j < rs.length && byPoint(rs[j]!, { family: iv.family, value: iv.lo }) < 0) j++;
+    while (j < rs.length && comparePoint(iv.family, iv.lo, rs[j]!) > 0) j++;
     let lo = iv.lo;
     let touched = false;
     while (j < rs.length && rs[j]!.family === iv.family && rs[j]!.value <= iv.hi) {
@@ -515,7 +519,7 @@ export function patchIntervals(ivs: readonly Interval[], removes: readonly Point
   };
   let k = 0;
   for (const iv of cut) {
-    while (k < as.length && byPoint(as[k]!, { family: iv.family, value: iv.lo }) < 0) {
+    while (k < as.length && comparePoint(iv.family, iv.lo, as[k]!) > 0) {
       const a = as[k++]!;
       push({ family: a.family, lo: a.value, hi: a.value });
     }
@@ -529,35 +533,6 @@ export function patchIntervals(ivs: readonly Interval[], removes: readonly Point
 function holdsAddress(ivs: readonly Interval[], family: Family, value: bigint): boolean {
   const at = ivs[lowerBound(ivs, family, value)];
   return at !== undefined && at.family === family && at.lo <= value;
-}
-
-/** Sorted, merged intervals with one address more: what merging all the addresses again gives. */
-export function withAddress(ivs: readonly Interval[], family: Family, value: bigint): readonly Interval[] {
-  const i = lowerBound(ivs, family, value);
-  const at = ivs[i];
-  if (at !== undefined && at.family === family && at.lo <= value) return ivs; // already inside
-  const prev = ivs[i - 1];
-  const joinPrev = prev !== undefined && prev.family === family && prev.hi + 1n === value;
-  const joinNext = at !== undefined && at.family === family && at.lo - 1n === value;
-  const out = ivs.slice();
-  if (joinPrev && joinNext) out.splice(i - 1, 2, { family, lo: prev.lo, hi: at.hi });
-  else if (joinPrev) out.splice(i - 1, 1, { family, lo: prev.lo, hi: value });
-  else if (joinNext) out.splice(i, 1, { family, lo: value, hi: at.hi });
-  else out.splice(i, 0, { family, lo: value, hi: value });
-  return out;
-}
-
-/** Sorted, merged intervals with one address less. */
-export function withoutAddress(ivs: readonly Interval[], family: Family, value: bigint): readonly Interval[] {
-  const i = lowerBound(ivs, family, value);
-  const at = ivs[i];
-  if (at === undefined || at.family !== family || at.lo > value) return ivs; // not there
-  const parts: Interval[] = [];
-  if (at.lo < value) parts.push({ family, lo: at.lo, hi: value - 1n });
-  if (value < at.hi) parts.push({ family, lo: value + 1n, hi: at.hi });
-  const out = ivs.slice();
-  out.splice(i, 1, ...parts);
-  return out;
 }
 
 /** Is `value` inside one of the sorted, disjoint intervals? */

@@ -1,5 +1,6 @@
 // NetworkPolicy as a policy kind: the first user of the seam (kind.ts). One
 // contributed policy per object, its rules one to one.
+import { commonEnds } from '../model/list-diff.ts';
 import { isStaged } from '../model/staged.ts';
 import type { Direction, NetworkPolicy, Rule } from '../model/types.ts';
 import type { AllowListKind, ContributedPolicy, ContributedRule, PolicyOrigin } from './kind.ts';
@@ -62,11 +63,7 @@ function translations(input: readonly NetworkPolicy[]): readonly (ContributedPol
   const prev = last;
   if (prev !== undefined) {
     const a = prev.input;
-    const max = Math.min(a.length, input.length);
-    let head = 0;
-    while (head < max && a[head] === input[head]) head++;
-    let tail = 0;
-    while (tail < max - head && a[a.length - 1 - tail] === input[input.length - 1 - tail]) tail++;
+    const { head, tail } = commonEnds(a, input);
     if (input.length - head - tail + (a.length - head - tail) <= PATCH_BELOW) {
       const each = prev.each.slice(0, head);
       for (let i = head; i < input.length - tail; i++) each.push(translate(input[i]!));

@@ -26,3 +26,20 @@ export function listChange<T extends object>(prev: readonly T[], next: readonly 
   const c = changes.get(next);
   return c !== undefined && c.prev.deref() === prev ? (c.change as ListChange<T>) : undefined;
 }
+
+/**
+ * How many leading and trailing entries two lists share by identity (`same`):
+ * what one change to a list leaves alone, found without looking at the middle.
+ */
+export function commonEnds<A, B = A>(
+  a: readonly A[],
+  b: readonly B[],
+  same: (x: A, y: B) => boolean = (x, y) => (x as unknown) === y,
+): { readonly head: number; readonly tail: number } {
+  const max = Math.min(a.length, b.length);
+  let head = 0;
+  while (head < max && same(a[head]!, b[head]!)) head++;
+  let tail = 0;
+  while (tail < max - head && same(a[a.length - 1 - tail]!, b[b.length - 1 - tail]!)) tail++;
+  return { head, tail };
+}

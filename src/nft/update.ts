@@ -15,6 +15,7 @@
 // base chains and maps, compile/staged.ts, updated by name); a change to them (or to an
 // object's declaration, which `add` cannot change in place) falls back to the
 // full script (render.ts), which is always the recovery path.
+import { commonEnds } from '../model/list-diff.ts';
 import type { Chain, CompiledRuleset, DecisionElement, MapElement, SetElement } from '../ruleset/ir.ts';
 import { decisionSize } from '../ruleset/ir.ts';
 import { addressText, elementText, keyText, sameAddress, sameElement, sameKey } from './elements.ts';
@@ -70,11 +71,7 @@ interface Diff {
 function diffElements(prev: readonly SetElement[], next: readonly SetElement[]): Diff {
   // The compiler hands an unchanged set's elements on as the same list.
   if (prev === next) return { removed: [], added: [] };
-  let head = 0;
-  const max = Math.min(prev.length, next.length);
-  while (head < max && sameElement(prev[head]!, next[head]!)) head++;
-  let tail = 0;
-  while (tail < max - head && sameElement(prev[prev.length - 1 - tail]!, next[next.length - 1 - tail]!)) tail++;
+  const { head, tail } = commonEnds(prev, next, sameElement);
   if (head === prev.length && head === next.length) return { removed: [], added: [] };
   const a = prev.slice(head, prev.length - tail).map(elementText);
   const b = next.slice(head, next.length - tail).map(elementText);
@@ -86,11 +83,7 @@ function diffElements(prev: readonly SetElement[], next: readonly SetElement[]):
 /** The window of two sorted lists between their common head and tail (compared with `same`). */
 function window<T>(prev: readonly T[], next: readonly T[], same: (a: T, b: T) => boolean): [T[], T[]] | undefined {
   if (prev === next) return undefined;
-  const max = Math.min(prev.length, next.length);
-  let head = 0;
-  while (head < max && same(prev[head]!, next[head]!)) head++;
-  let tail = 0;
-  while (tail < max - head && same(prev[prev.length - 1 - tail]!, next[next.length - 1 - tail]!)) tail++;
+  const { head, tail } = commonEnds(prev, next, same);
   if (head === prev.length && head === next.length) return undefined;
   return [prev.slice(head, prev.length - tail), next.slice(head, next.length - tail)];
 }

@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { mergeIntervals, parseIP } from '../../src/model/ip.ts';
 import type { Interval } from '../../src/model/ip.ts';
-import { withAddress, withoutAddress } from '../../src/compile/peers.ts';
+import { patchIntervals } from '../../src/compile/peers.ts';
 import { addresses, addressesFrom, formatV4, mergeV4, parseV4 } from '../../src/compile/v4.ts';
 
 const u32 = fc.integer({ min: 0, max: 2 ** 32 - 1 });
@@ -48,7 +48,7 @@ test('mergeV4 = mergeIntervals over single addresses', () => {
   );
 });
 
-// A peer set patched address by address (peers.ts withAddress/withoutAddress)
+// A peer set patched by a pod diff (peers.ts patchIntervals)
 // keeps its other interval objects; addressesFrom reuses their text.
 test('addressesFrom = addresses of the patched intervals, whatever was added or removed', () => {
   const small = fc.integer({ min: 0, max: 300 });
@@ -58,11 +58,14 @@ test('addressesFrom = addresses of the patched intervals, whatever was added or 
       fc.array(fc.record({ add: fc.boolean(), n: small }), { maxLength: 12 }),
       fc.boolean(),
       (start, ops, v6) => {
-        const fam = v6 ? 6 : 4;
+        const fam: 4 | 6 = v6 ? 6 : 4;
         const one = (n: number): Interval => ({ family: fam, lo: BigInt(n), hi: BigInt(n) });
         const prev = mergeIntervals(start.map(one));
         let ivs: readonly Interval[] = prev;
-        for (const o of ops) ivs = (o.add ? withAddress : withoutAddress)(ivs, fam, BigInt(o.n));
+        for (const o of ops) {
+          const pt = [{ family: fam, value: BigInt(o.n) }];
+          ivs = o.add ? patchIntervals(ivs, [], pt) : patchIntervals(ivs, pt, []);
+        }
         assert.deepEqual(addressesFrom(prev, addresses(prev), ivs), addresses(ivs));
       },
     ),

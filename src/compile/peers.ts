@@ -109,8 +109,8 @@ class PodPeerResult {
   }
 
   /**
-   * Applies the pending diffs: the pods filtered and the added ones put in
-   * place, the addresses (if computed) patched address by address. The same
+   * Applies the pending diffs: the gone pods taken out and the added ones put
+   * in place, the addresses (if computed) patched in one pass. The same
    * pods and intervals a fresh resolution gives (tested against it).
    */
   #settle(): void {

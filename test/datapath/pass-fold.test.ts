@@ -7,39 +7,27 @@
 // the connections it passed on.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { compileNode } from '../../src/compile/compile.ts';
-import type { ClusterState, Family, Pod } from '../../src/model/types.ts';
-import { runNft } from '../../src/nft/exec.ts';
-import { renderRuleset } from '../../src/nft/render.ts';
+import type { Family } from '../../src/model/types.ts';
 import { verdict } from '../../src/policy/verdict.ts';
-import { networkPolicy } from '../cases/raw.ts';
 import { clusterNetworkPolicy } from '../cases/cnp-conformance.ts';
+import { ALLOW_FROM_Y, X_A_AND_B } from '../cases/fold-fixtures.ts';
 import { UPSTREAM_PODS } from '../cases/upstream-model.ts';
 import { Cluster } from '../harness/cluster.ts';
-import { stateOf } from '../harness/enforce.ts';
+import { applyState, stateOf } from '../harness/enforce.ts';
 import { runProbes, type Probe } from '../harness/probe.ts';
 import { datapathSkip } from '../harness/requirements.ts';
 import { upstreamClusterSpec, upstreamObjects } from '../harness/upstream.ts';
+import { podOf } from '../support/state-builder.ts';
 
 const skip = datapathSkip();
 const OPTS = { denyAction: 'reject', tierLayout: 'shared' } as const;
 const TARGETS = ['x/a', 'x/b'];
 
 const ns = (n: string) => ({ namespaces: { matchLabels: { ns: n } } });
-// x/a is isolated by a NetworkPolicy allowing ns y; x/b by none.
-const ALLOW_FROM_Y = networkPolicy('x', 'allow-from-y', {
-  podSelector: { matchLabels: { pod: 'a' } },
-  ingress: [{ from: [{ namespaceSelector: { matchLabels: { ns: 'y' } } }] }],
-});
 const PASS = clusterNetworkPolicy('pass-y-z', {
   tier: 'Admin',
   priority: 5,
-  subject: {
-    pods: {
-      namespaceSelector: { matchLabels: { ns: 'x' } },
-      podSelector: { matchExpressions: [{ key: 'pod', operator: 'In', values: ['a', 'b'] }] },
-    },
-  },
+  subject: X_A_AND_B,
   ingress: [
     { name: 'pass-y', action: 'Pass', from: [ns('y')] },
     { name: 'pass-z', action: 'Pass', from: [ns('z')] },
@@ -69,12 +57,6 @@ async function packets(c: Cluster, node: string, chain: (name: string) => boolea
   return n;
 }
 
-function podOf(state: ClusterState, key: string): Pod {
-  const p = state.pods.find((x) => `${x.namespace}/${x.name}` === key);
-  assert.ok(p !== undefined, key);
-  return p;
-}
-
 describe('an Admin Pass folded into the NetworkPolicy tier, routed pod network', { skip }, () => {
   let c: Cluster;
   before(async () => {
@@ -86,11 +68,7 @@ describe('an Admin Pass folded into the NetworkPolicy tier, routed pod network',
 
   test('passed connections get the NetworkPolicy or Baseline verdict, IPv4 and IPv6, and the Pass rules count them', async () => {
     const state = stateOf([...upstreamObjects(c), ALLOW_FROM_Y, PASS, BASELINE_DENY_Y]);
-    const rulesets = new Map(c.nodes.map((n) => [n.name, compileNode(state, n.name, OPTS)]));
-    for (const [node, rs] of rulesets) {
-      const r = await runNft(renderRuleset(rs), { netns: c.node(node).netns });
-      assert.ok(r.ok, r.ok ? '' : r.error);
-    }
+    const rulesets = new Map((await applyState(c, state, OPTS)).map((a) => [a.node, a.compiled]));
     const node = podOf(state, 'x/a').nodeName as string;
     const rs = rulesets.get(node)!;
     // The fold applied: the identities of ns y and z continue in a NetworkPolicy identity's chain.

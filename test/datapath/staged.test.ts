@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { compileNode } from '../../src/compile/compile.ts';
 import { withStagedEnforced } from '../../src/model/staged.ts';
-import type { ClusterState, Pod } from '../../src/model/types.ts';
+import type { ClusterState } from '../../src/model/types.ts';
 import { runNft } from '../../src/nft/exec.ts';
 import { renderRuleset } from '../../src/nft/render.ts';
 import { renderUpdate } from '../../src/nft/update.ts';
@@ -24,6 +24,7 @@ import { stateOf } from '../harness/enforce.ts';
 import { runProbes, type Probe } from '../harness/probe.ts';
 import { datapathSkip } from '../harness/requirements.ts';
 import { upstreamClusterSpec, upstreamObjects } from '../harness/upstream.ts';
+import { podOf } from '../support/state-builder.ts';
 
 const skip = datapathSkip();
 const TARGET = 'x/a';
@@ -87,12 +88,6 @@ async function apply(c: Cluster, rulesets: ReadonlyMap<string, CompiledRuleset>)
 
 function compileAll(c: Cluster, state: ClusterState): Map<string, CompiledRuleset> {
   return new Map(c.nodes.map((n) => [n.name, compileNode(state, n.name, OPTS)]));
-}
-
-function podOf(state: ClusterState, key: string): Pod {
-  const p = state.pods.find((x) => `${x.namespace}/${x.name}` === key);
-  assert.ok(p !== undefined, key);
-  return p;
 }
 
 /** Each probe alone: connected or not, and by how much the target's tally chain counted it. */

@@ -6,38 +6,26 @@
 // to the protocol's Deny. Both families; the oracle is the reference evaluator.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { compileNode } from '../../src/compile/compile.ts';
-import type { ClusterState, Family, Pod } from '../../src/model/types.ts';
-import { runNft } from '../../src/nft/exec.ts';
-import { renderRuleset } from '../../src/nft/render.ts';
+import type { Family } from '../../src/model/types.ts';
 import { verdict } from '../../src/policy/verdict.ts';
-import { networkPolicy } from '../cases/raw.ts';
 import { clusterNetworkPolicy } from '../cases/cnp-conformance.ts';
+import { ALLOW_FROM_Y, X_A_AND_B } from '../cases/fold-fixtures.ts';
 import { UPSTREAM_PODS, UPSTREAM_PORTS } from '../cases/upstream-model.ts';
 import { Cluster } from '../harness/cluster.ts';
-import { stateOf } from '../harness/enforce.ts';
+import { applyState, stateOf } from '../harness/enforce.ts';
 import { runProbes, type Probe } from '../harness/probe.ts';
 import { datapathSkip } from '../harness/requirements.ts';
 import { upstreamClusterSpec, upstreamObjects } from '../harness/upstream.ts';
+import { podOf } from '../support/state-builder.ts';
 
 const skip = datapathSkip();
 const OPTS = { denyAction: 'reject', tierLayout: 'per-class' } as const;
 const TARGETS = ['x/a', 'x/b'];
 
-// x/a is isolated by a NetworkPolicy allowing ns y; x/b by none.
-const ALLOW_FROM_Y = networkPolicy('x', 'allow-from-y', {
-  podSelector: { matchLabels: { pod: 'a' } },
-  ingress: [{ from: [{ namespaceSelector: { matchLabels: { ns: 'y' } } }] }],
-});
 const PASS_80_DENY_TCP = clusterNetworkPolicy('y-80-passed-rest-denied', {
   tier: 'Admin',
   priority: 5,
-  subject: {
-    pods: {
-      namespaceSelector: { matchLabels: { ns: 'x' } },
-      podSelector: { matchExpressions: [{ key: 'pod', operator: 'In', values: ['a', 'b'] }] },
-    },
-  },
+  subject: X_A_AND_B,
   ingress: [
     {
       name: 'pass-80',
@@ -54,12 +42,6 @@ const PASS_80_DENY_TCP = clusterNetworkPolicy('y-80-passed-rest-denied', {
   ],
 });
 
-function podOf(state: ClusterState, key: string): Pod {
-  const p = state.pods.find((x) => `${x.namespace}/${x.name}` === key);
-  assert.ok(p !== undefined, key);
-  return p;
-}
-
 describe('per-class tier layout, decisions folded into the identity chain, routed pod network', { skip }, () => {
   let c: Cluster;
   before(async () => {
@@ -71,11 +53,7 @@ describe('per-class tier layout, decisions folded into the identity chain, route
 
   test('a folded Pass goes on to the NetworkPolicy tier, the protocol default after it denies, IPv4 and IPv6', async () => {
     const state = stateOf([...upstreamObjects(c), ALLOW_FROM_Y, PASS_80_DENY_TCP]);
-    const rulesets = new Map(c.nodes.map((n) => [n.name, compileNode(state, n.name, OPTS)]));
-    for (const [node, rs] of rulesets) {
-      const r = await runNft(renderRuleset(rs), { netns: c.node(node).netns });
-      assert.ok(r.ok, r.ok ? '' : r.error);
-    }
+    const rulesets = new Map((await applyState(c, state, OPTS)).map((a) => [a.node, a.compiled]));
     // Folded: ns y's identity chain decides with rules (port 0 and 80, then TCP's default, the Deny), and no decision map is left for it.
     const rs = rulesets.get(podOf(state, 'x/a').nodeName as string)!;
     const folded = rs.chains.filter(

@@ -7,7 +7,7 @@ import { formatValidationError } from '../../src/model/types.ts';
 import type { ClusterState } from '../../src/model/types.ts';
 import { runNft } from '../../src/nft/exec.ts';
 import { renderNode } from '../support/render-node.ts';
-import type { RulesetStats } from '../../src/ruleset/ir.ts';
+import type { CompiledRuleset, RulesetStats } from '../../src/ruleset/ir.ts';
 import type { Cluster } from './cluster.ts';
 
 export interface EnforceOptions {
@@ -27,6 +27,8 @@ export interface AppliedRuleset {
   readonly node: string;
   readonly text: string;
   readonly stats: RulesetStats;
+  /** What the text was rendered from (tests that look at chains and maps). */
+  readonly compiled: CompiledRuleset;
 }
 
 /** Renders and applies every node's ruleset (in parallel). Throws with nft's message and the script on failure. */
@@ -50,7 +52,7 @@ export async function applyState(c: Cluster, state: ClusterState, opts: EnforceO
           .join('\n');
         throw new Error(`nft -f failed for node ${n.name}: ${r.error}\n${numbered}`);
       }
-      return { node: n.name, text, stats };
+      return { node: n.name, text, stats, compiled: rendered.compiled };
     }),
   );
 }

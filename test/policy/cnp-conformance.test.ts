@@ -7,17 +7,12 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { buildState } from '../../src/model/normalize.ts';
 import { formatValidationError } from '../../src/model/types.ts';
-import type { ClusterState, Family, Pod } from '../../src/model/types.ts';
+import type { Family } from '../../src/model/types.ts';
 import { verdict } from '../../src/policy/verdict.ts';
 import { applyCnpChanges, cnpConformanceCases, defaultCnpContext, describeCnpProbe } from '../cases/cnp-conformance.ts';
 import type { RawObject } from '../cases/raw.ts';
 import { CNP_PODS, cnpModel, isHostNetworkPod } from '../cases/cnp-conformance-model.ts';
-
-function podOf(state: ClusterState, key: string): Pod {
-  const pod = state.pods.find((p) => `${p.namespace}/${p.name}` === key);
-  assert.ok(pod, `pod ${key} missing from the state`);
-  return pod;
-}
+import { podOf } from '../support/state-builder.ts';
 
 function countOf(objects: readonly RawObject[], kind: string): number {
   return objects.filter((o) => o.kind === kind).length;

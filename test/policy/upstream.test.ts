@@ -3,18 +3,13 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { buildState } from '../../src/model/normalize.ts';
-import type { ClusterState, Family, Pod } from '../../src/model/types.ts';
+import type { Family } from '../../src/model/types.ts';
 import { verdict } from '../../src/policy/verdict.ts';
 import { applyChanges, defaultCaseContext, upstreamCases } from '../cases/upstream-cases.ts';
 import { upstreamModel, UPSTREAM_PODS } from '../cases/upstream-model.ts';
 import type { RawObject } from '../cases/raw.ts';
 import { diffTables, formatReport, observeTable } from '../support/truth-table.ts';
-
-function podOf(state: ClusterState, key: string): Pod {
-  const pod = state.pods.find((p) => `${p.namespace}/${p.name}` === key);
-  assert.ok(pod, `pod ${key} missing from the state`);
-  return pod;
-}
+import { podOf } from '../support/state-builder.ts';
 
 test('the suite has all 42 TCP, 3 UDP and 3 SCTP cases with unique ids', () => {
   const cases = upstreamCases();

@@ -120,3 +120,10 @@ export function state(parts: {
     nodes: [...(parts.nodes ?? [node('node-1')])].sort((a, b) => cmp(a.name, b.name)),
   };
 }
+
+/** The pod `namespace/name` of a state; throws if the state has none (a test's input must hold what it names). */
+export function podOf(state: ClusterState, key: string): Pod {
+  const pod = state.pods.find((p) => `${p.namespace}/${p.name}` === key);
+  if (pod === undefined) throw new Error(`pod ${key} missing from the state`);
+  return pod;
+}

@@ -306,6 +306,7 @@ export class Agent {
     this.#rules.stop();
     await this.#monitor?.stop();
     const finished = await this.#reconciler.stop(STOP_GRACE_MS);
+    this.#p.dataplane.close?.();
     await this.#status?.stop();
     if (!finished)
       log.warn(

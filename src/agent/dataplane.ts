@@ -4,7 +4,8 @@
 // validated IP addresses.
 import { execa } from 'execa';
 import { parseIP, formatIP } from '../model/ip.ts';
-import { listTable, runNft } from '../nft/exec.ts';
+import { listTable } from '../nft/exec.ts';
+import { NftSession, runScript, type SessionOptions } from '../nft/session.ts';
 import type { Dataplane } from './ports.ts';
 import { markTransaction } from './table-monitor.ts';
 
@@ -39,11 +40,17 @@ async function listTerseJson(t: DataplaneTarget): Promise<string | undefined> {
   throw new Error(`nft -t -j list table inet ${t.table}: ${r.stderr.trim() || r.message}`);
 }
 
-export function nftDataplane(t: DataplaneTarget): Dataplane {
+export function nftDataplane(
+  t: DataplaneTarget,
+  opts?: { readonly session?: boolean; readonly onSession?: SessionOptions['onEvent'] },
+): Dataplane {
   const where = { nftPath: t.nftPath, ...(t.netns === undefined ? {} : { netns: t.netns }) };
+  const session =
+    opts?.session === false ? undefined : new NftSession(where, opts?.onSession === undefined ? {} : { onEvent: opts.onSession });
   return {
     // Marked so that the table monitor knows our deletions from anyone else's.
-    apply: (script) => runNft(markTransaction(script, t.table), where),
+    apply: (script) => runScript(session, markTransaction(script, t.table), where),
+    close: () => session?.close(),
     list: (signal) => (signal === undefined ? listTable(t.table, where) : listCancellable(t, signal)),
     listCounters: () => listTerseJson(t),
     marked: true,

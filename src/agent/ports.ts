@@ -38,6 +38,8 @@ export interface Dataplane {
   listCounters?(): Promise<string | undefined>;
   /** The real dataplane marks its transactions, so the table monitor can run (table-monitor.ts). */
   readonly marked?: boolean;
+  /** Ends what the dataplane keeps running (the long-lived nft); a later apply starts it again. */
+  close?(): void;
 }
 
 export interface WatchInfo {

@@ -160,7 +160,14 @@ export async function runCommand(argv: string[]): Promise<number> {
     config: c,
     source: made.source,
     events: made.events,
-    dataplane: nftDataplane(c),
+    dataplane: nftDataplane(c, {
+      onSession: (e) => {
+        const fields = { event: 'nft-session', state: e.kind, pid: e.pid, detail: e.detail };
+        // Started, or ended by us (a new one after its history grew): routine. Anything else is not.
+        if (e.kind === 'started' || e.detail === 'stopped') log.debug(fields, `long-lived nft -i ${e.kind}`);
+        else log.warn(fields, 'long-lived nft -i ended; the next transaction starts another');
+      },
+    }),
     metrics,
     log,
     ...(made.statusApi === undefined ? {} : { statusApi: made.statusApi }),

@@ -2,13 +2,15 @@
 // the script holds, and, in scratch network namespaces, that applying prev in
 // full and then the update leaves exactly what applying next in full leaves
 // (pod churn, policy churn, both); a failing update changes nothing.
-import { test } from 'node:test';
+import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { compileNode } from '../../src/compile/compile.ts';
 import type { CompiledRuleset } from '../../src/ruleset/ir.ts';
 import type { RenderOptions } from '../../src/ruleset/options.ts';
 import { listTable, runNft } from '../../src/nft/exec.ts';
+import { oneLine } from '../../src/nft/one-line.ts';
+import { NftSession, runScript, SESSION_MAX_CHARS } from '../../src/nft/session.ts';
 import { renderRuleset } from '../../src/nft/render.ts';
 import { isEmptyUpdate, renderUpdate } from '../../src/nft/update.ts';
 import type { ClusterState, NetworkPolicy, Node, Pod } from '../../src/model/types.ts';
@@ -251,6 +253,25 @@ async function applyOk(script: string, netns: string, label: string): Promise<vo
   assert.ok(r.ok, `${label}: ${r.ok ? '' : r.error}\n${script.slice(0, 3000)}`);
 }
 
+// Updates go as the agent sends them: small ones through a long-lived nft -i
+// (one per namespace), the rest through nft -f.
+const sessions = new Map<string, NftSession>();
+const viaSession = { count: 0 };
+after(() => {
+  for (const s of sessions.values()) s.close();
+});
+
+function sessionOf(netns: string): NftSession {
+  let s = sessions.get(netns);
+  if (s === undefined) sessions.set(netns, (s = new NftSession({ netns })));
+  return s;
+}
+
+function applyUpdate(script: string, netns: string): ReturnType<typeof runNft> {
+  if (script.length <= SESSION_MAX_CHARS && oneLine(script) !== undefined) viaSession.count++;
+  return runScript(sessionOf(netns), script, { netns });
+}
+
 async function listing(table: string, netns: string): Promise<string> {
   const l = await listTable(table, { netns });
   assert.ok(l !== undefined, `no table ${table} in ${netns}`);
@@ -267,7 +288,8 @@ async function checkUpdate(
   if (a === undefined || b === undefined) throw new Error('two namespaces needed');
   const u = renderUpdate(prev, next);
   await applyOk(renderRuleset(prev), a, `${label} prev`);
-  await applyOk(u.text, a, `${label} ${u.kind} update`);
+  const r = await applyUpdate(u.text, a);
+  assert.ok(r.ok, `${label} ${u.kind} update: ${r.ok ? '' : r.error}\n${u.text.slice(0, 3000)}`);
   await applyOk(renderRuleset(next), b, `${label} next`);
   assert.equal(
     await listing(next.table, a),
@@ -432,6 +454,7 @@ test('kernel, property: prev + update == next, for random clusters, random pod c
   let elementsOnly = 0;
   let structural = 0;
   let setsChanged = 0;
+  const sessionBefore = viaSession.count;
   await withNetns(2, async (nss) => {
     await fc.assert(
       fc.asyncProperty(
@@ -469,8 +492,10 @@ test('kernel, property: prev + update == next, for random clusters, random pod c
       { numRuns: 100, seed: 424242 },
     );
   });
-  const summary = `element-only ${elementsOnly}, with chain changes ${structural}, with set changes ${setsChanged}`;
+  const summary = `element-only ${elementsOnly}, with chain changes ${structural}, with set changes ${setsChanged}, through nft -i ${viaSession.count - sessionBefore}`;
   t.diagnostic(summary);
+  // The agent's path for small transactions, the long-lived nft -i, ran most of them.
+  assert.ok(viaSession.count - sessionBefore >= 80, summary);
   // The property must exercise both kinds, not just empty updates.
   assert.ok(elementsOnly >= 5, summary);
   assert.ok(structural >= 25, summary);
@@ -528,12 +553,15 @@ test('kernel: an update that fails (kernel is not prev) changes nothing; the ful
     assert.match(u.text, /^delete element inet nft-netpol ingress-peers-v4 \{ 10\.0\.2\.5, 10\.0\.2\.30 \}$/m);
     await applyOk(renderRuleset(kernel), a, 'kernel state');
     const before = await listing(kernel.table, a);
-    const r = await runNft(u.text, { netns: a });
-    assert.equal(r.ok, false, 'the update must fail');
-    assert.equal(await listing(kernel.table, a), before, 'a failed update leaves the table exactly as it was');
+    for (const apply of [(x: string) => runNft(x, { netns: a }), (x: string) => sessionOf(a).run(oneLine(x) ?? '')]) {
+      const r = await apply(u.text);
+      assert.equal(r.ok, false, 'the update must fail');
+      assert.equal(await listing(kernel.table, a), before, 'a failed update leaves the table exactly as it was');
+    }
     // Without any table at all it fails too, and creates nothing.
     const none = await runNft(u.text, { netns: b });
     assert.equal(none.ok, false);
+    assert.equal((await sessionOf(b).run(oneLine(u.text) ?? '')).ok, false);
     assert.equal(await listTable(kernel.table, { netns: b }), undefined);
     // Recovery: the full script of next.
     await applyOk(renderRuleset(next), a, 'recovery');

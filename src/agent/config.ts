@@ -30,6 +30,8 @@ export interface AgentConfig {
   readonly conntrack: boolean;
   /** Element-only changes as add/delete element transactions (else always the full table). */
   readonly incremental: boolean;
+  /** Small transactions through one long-lived `nft -i` (else an nft per transaction). */
+  readonly nftSession: boolean;
   /** Renderer option (docs/datapath.md "Unknown local endpoints"). */
   readonly unknownLocalEndpoints: 'allow' | 'drop';
   /** Renderer and evaluator option: egress of local pods to this node itself always passes. */
@@ -95,6 +97,8 @@ by a previous run stays in force until then and on exit.
                           (testing aid; env NETNS)
   --no-conntrack          do not delete conntrack entries of removed pod IPs
   --no-incremental        always send the full table, never incremental updates
+  --no-nft-session        start nft for every transaction instead of sending
+                          small ones to one long-lived 'nft -i'
   --unknown-local-endpoints A
                           allow (default) or drop: drop addresses of the node's
                           podCIDRs that are no known active local pod (opt-in;
@@ -224,6 +228,7 @@ export function parseRunConfig(argv: readonly string[], env: Env): ConfigResult 
         netns: { type: 'string' },
         'no-conntrack': { type: 'boolean', default: false },
         'no-incremental': { type: 'boolean', default: false },
+        'no-nft-session': { type: 'boolean', default: false },
         'unknown-local-endpoints': { type: 'string' },
         'allow-pod-to-node': { type: 'boolean', default: false },
         'log-denied': { type: 'boolean', default: false },
@@ -352,6 +357,7 @@ export function parseRunConfig(argv: readonly string[], env: Env): ConfigResult 
       netns,
       conntrack: !values['no-conntrack'],
       incremental: !values['no-incremental'],
+      nftSession: !values['no-nft-session'],
       unknownLocalEndpoints,
       allowPodToNode,
       logDenied,

@@ -161,10 +161,13 @@ export async function runCommand(argv: string[]): Promise<number> {
     source: made.source,
     events: made.events,
     dataplane: nftDataplane(c, {
+      session: c.nftSession,
       onSession: (e) => {
         const fields = { event: 'nft-session', state: e.kind, pid: e.pid, detail: e.detail };
         // Started, or ended by us (a new one after its history grew): routine. Anything else is not.
         if (e.kind === 'started' || e.detail === 'stopped') log.debug(fields, `long-lived nft -i ${e.kind}`);
+        else if (e.kind === 'unusable')
+          log.warn(fields, 'nft -i never answered (built without its CLI?): every transaction now starts nft -f');
         else log.warn(fields, 'long-lived nft -i ended; the next transaction starts another');
       },
     }),

@@ -34,7 +34,11 @@ export interface SessionOptions {
   /** …or this many characters sent. */
   readonly maxChars?: number;
   /** Told when an nft -i starts or ends (for the log). */
-  readonly onEvent?: (e: { readonly kind: 'started' | 'exited'; readonly pid?: number; readonly detail?: string }) => void;
+  readonly onEvent?: (e: {
+    readonly kind: 'started' | 'exited' | 'unusable';
+    readonly pid?: number;
+    readonly detail?: string;
+  }) => void;
 }
 
 const KEEP_CHARS = 4096; // of a failed transaction's stderr
@@ -59,6 +63,9 @@ export class NftSession {
   #chars = 0;
   #partial = '';
   #skipCaret = false;
+  #answered = false; // by the current nft
+  #everAnswered = false;
+  #unusable: string | undefined;
 
   constructor(target: NftTarget, opts?: SessionOptions) {
     this.#target = target;
@@ -77,12 +84,23 @@ export class NftSession {
     return r;
   }
 
+  /**
+   * Why the session is not used: its first nft ended or hung before it ever
+   * answered (an nft built without its interactive CLI, say). runScript()
+   * then sends everything to `nft -f`.
+   */
+  get unusable(): string | undefined {
+    return this.#unusable;
+  }
+
   /** Ends nft (its stdin closes); a later run() starts another. */
   close(): void {
     this.#stop();
   }
 
   #run(line: string): Promise<NftResult> {
+    if (this.#unusable !== undefined)
+      return Promise.resolve({ ok: false, error: `nft session unusable: ${this.#unusable}`, exitCode: undefined });
     if (line.includes('\n') || line.includes('\r'))
       return Promise.resolve({ ok: false, error: 'nft session: a transaction must be one line', exitCode: undefined });
     if (this.#transactions >= this.#o.maxTransactions || this.#chars >= this.#o.maxChars) this.#stop();
@@ -97,6 +115,7 @@ export class NftSession {
         // A hung nft is killed; the next transaction starts another.
         this.#sub = undefined;
         sub.kill('SIGKILL');
+        this.#neverAnswered(`no answer within ${this.#o.timeoutMs} ms`, sub.pid);
         this.#finish({ ok: false, error: `timed out after ${this.#o.timeoutMs} ms`, exitCode: undefined });
       }, this.#o.timeoutMs);
       this.#pending = { token, lines: [], chars: 0, done: resolve, timer };
@@ -124,6 +143,7 @@ export class NftSession {
       return undefined;
     }
     this.#sub = sub;
+    this.#answered = false;
     this.#transactions = 0;
     this.#chars = 0;
     this.#partial = '';
@@ -167,6 +187,7 @@ export class NftSession {
       const own = p.lines.at(-1);
       if (own?.startsWith('Error:') === true) p.lines.pop();
       this.#skipCaret = true;
+      this.#answered = this.#everAnswered = true;
       const lines = p.lines.filter((l) => l.trim() !== '');
       this.#finish(lines.length === 0 ? { ok: true } : { ok: false, error: errorText(lines), exitCode: 1 });
       return;
@@ -191,12 +212,19 @@ export class NftSession {
     this.#sub = undefined;
     this.#o.onEvent?.({ kind: 'exited', ...(sub.pid === undefined ? {} : { pid: sub.pid }), detail });
     const p = this.#pending;
+    this.#neverAnswered(p === undefined || p.lines.length === 0 ? detail : `${detail}: ${errorText(p.lines)}`, sub.pid);
     if (p !== undefined)
       this.#finish({
         ok: false,
         error: `nft -i ended (${detail})${p.lines.length === 0 ? '' : `: ${errorText(p.lines)}`}`,
         exitCode: undefined,
       });
+  }
+
+  #neverAnswered(detail: string, pid: number | undefined): void {
+    if (this.#answered || this.#everAnswered || this.#unusable !== undefined) return;
+    this.#unusable = detail;
+    this.#o.onEvent?.({ kind: 'unusable', ...(pid === undefined ? {} : { pid }), detail });
   }
 
   #stop(): void {
@@ -229,7 +257,11 @@ export class NftSession {
 export const SESSION_MAX_CHARS = 16 * 1024;
 
 /** A script through the session when it is small and has a one-line form, else `nft -f -`. */
-export function runScript(session: NftSession | undefined, script: string, target: NftTarget): Promise<NftResult> {
-  const line = session !== undefined && script.length <= SESSION_MAX_CHARS ? oneLine(script) : undefined;
-  return line === undefined ? runNft(script, target) : session!.run(line);
+export async function runScript(session: NftSession | undefined, script: string, target: NftTarget): Promise<NftResult> {
+  const usable = session !== undefined && session.unusable === undefined;
+  const line = usable && script.length <= SESSION_MAX_CHARS ? oneLine(script) : undefined;
+  if (line === undefined) return runNft(script, target);
+  const r = await session!.run(line);
+  // Its nft never answered (so never ran it): this once, and from now on, nft -f.
+  return !r.ok && session!.unusable !== undefined ? runNft(script, target) : r;
 }

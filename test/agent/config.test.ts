@@ -40,6 +40,7 @@ test('run: defaults, env, flags over env', () => {
     netns: undefined,
     conntrack: true,
     incremental: true,
+    nftSession: true,
     unknownLocalEndpoints: 'allow',
     allowPodToNode: false,
     logDenied: undefined,
@@ -149,6 +150,15 @@ test('--log-denied: off by default; flag or LOG_DENIED turns it on; rate, burst 
     assert.ok(!r.ok && !r.help);
     assert.match(r.error, re);
   }
+});
+
+test('--no-nft-session: the long-lived nft -i is on by default; the flag turns it off', () => {
+  const def = parseRunConfig(['--node', 'n'], {});
+  assert.ok(def.ok);
+  assert.equal(def.config.nftSession, true);
+  const off = parseRunConfig(['--node', 'n', '--no-nft-session'], {});
+  assert.ok(off.ok);
+  assert.equal(off.config.nftSession, false);
 });
 
 test('--allow-pod-to-node: off by default; the flag or ALLOW_POD_TO_NODE turns it on', () => {

@@ -88,6 +88,8 @@ test("kernel: each line is one transaction, all or nothing, with nft's error; a 
       assert.equal(started.length, 2);
       assert.notEqual(started[1], first);
       assert.equal(await elements(ns), '10.0.0.3, 10.0.0.4, 10.0.0.6');
+      // It had answered before: still in use.
+      assert.equal(s.unusable, undefined);
     } finally {
       s.close();
     }
@@ -117,6 +119,10 @@ test('kernel: a new nft after maxTransactions (its history grows with every line
     const w = await wrong.run('add element inet sess s { 10.0.2.1 }');
     assert.equal(w.ok, false);
     assert.match(w.ok ? '' : w.error, /^nft -i ended \(exit code 1\): .*invalid option/);
+    // It never answered: the session is given up, and runScript sends everything to nft -f.
+    assert.match(wrong.unusable ?? '', /exit code 1/);
+    assert.deepEqual(await runScript(wrong, 'add element inet sess s { 10.0.2.2 }', { netns: ns }), { ok: true });
+    assert.match(await elements(ns), /10\.0\.2\.2$/);
     // One that never answers (`sort -i` reads until its input ends) is killed after the timeout.
     const hung = new NftSession({ netns: ns, nftPath: 'sort' }, { timeoutMs: 200 });
     try {

@@ -211,7 +211,11 @@ export async function nftIn(netns: string, args: readonly string[], input?: stri
 export interface Scratch {
   readonly dir: string;
   readonly kubeconfig: string;
-  /** An nft wrapper: fails applies while `fail` exists, sleeps before them while `slow` exists. */
+  /**
+   * An nft wrapper: fails applies while `fail` exists, sleeps before them while
+   * `slow` exists. It has no interactive mode (as an nft built without its CLI),
+   * so the agent gives its long-lived nft -i up and sends every transaction to -f.
+   */
   readonly nft: string;
   flag(name: 'fail' | 'slow', on: boolean): Promise<void>;
   cleanup(): Promise<void>;
@@ -226,6 +230,7 @@ export async function scratch(api: FakeApiServer | undefined): Promise<Scratch> 
   await writeFile(
     nft,
     `#!/bin/sh
+if [ "$1" = "-i" ]; then echo "Error: no interactive CLI in this build (test wrapper)" >&2; exit 1; fi
 if [ "$1" = "-f" ] && [ -e '${dir}/fail' ]; then echo "Error: injected failure (test wrapper)" >&2; exit 1; fi
 if [ "$1" = "-f" ] && [ -e '${dir}/slow' ]; then echo $$ > '${dir}/sleeping'; sleep 30; fi
 exec nft "$@"

@@ -113,6 +113,13 @@ test('agent process: a failing nft keeps the previous ruleset, is counted, and r
   await e.s.flag('fail', false);
   await eventually('recovered', () => tableHas(e.netns, OTHER_IP), 45_000);
   await eventually('in sync', async () => (await a.metric('nftnp_in_sync')) === 1);
+  // The wrapper has no nft -i: the agent said so once, and sent its increments to nft -f (which the flag failed).
+  assert.equal(
+    a.lines.filter(
+      (l) => l['event'] === 'nft-session' && l['state'] === 'unusable' && /no interactive CLI/.test(String(l['detail'])),
+    ).length,
+    1,
+  );
 });
 
 test('agent process: a table flushed, edited or deleted from outside is repaired', { timeout: 90_000 }, async (t) => {

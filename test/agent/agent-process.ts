@@ -212,12 +212,13 @@ export interface Scratch {
   readonly dir: string;
   readonly kubeconfig: string;
   /**
-   * An nft wrapper: fails applies while `fail` exists, sleeps before them while
-   * `slow` exists. It has no interactive mode (as an nft built without its CLI),
-   * so the agent gives its long-lived nft -i up and sends every transaction to -f.
+   * An nft wrapper: fails transactions while `fail` exists, sleeps before them
+   * while `slow` exists (writing its pid to `sleeping`), both for `nft -f` and
+   * for each line of the agent's long-lived `nft -i`; while `nocli` exists an
+   * `nft -i` fails at once, as an nft built without its interactive CLI.
    */
   readonly nft: string;
-  flag(name: 'fail' | 'slow', on: boolean): Promise<void>;
+  flag(name: 'fail' | 'slow' | 'nocli', on: boolean): Promise<void>;
   cleanup(): Promise<void>;
 }
 
@@ -226,13 +227,37 @@ export async function scratch(api: FakeApiServer | undefined): Promise<Scratch> 
   const kubeconfig = join(dir, 'kubeconfig');
   if (api !== undefined) await writeFile(kubeconfig, api.kubeConfig().exportConfig());
   const nft = join(dir, 'nft-wrapper');
-  // Only transactions (-f) are affected; listings and --check pass through.
+  // Only transactions are affected; listings and --check pass through. In
+  // -i mode each line goes on to a real nft -i through a FIFO, except the
+  // transactions the flags fail (the agent's sync lines always go on, so nft
+  // answers them as usual).
   await writeFile(
     nft,
     `#!/bin/sh
-if [ "$1" = "-i" ]; then echo "Error: no interactive CLI in this build (test wrapper)" >&2; exit 1; fi
-if [ "$1" = "-f" ] && [ -e '${dir}/fail' ]; then echo "Error: injected failure (test wrapper)" >&2; exit 1; fi
-if [ "$1" = "-f" ] && [ -e '${dir}/slow' ]; then echo $$ > '${dir}/sleeping'; sleep 30; fi
+D='${dir}'
+if [ "$1" = "-i" ]; then
+  if [ -e "$D/nocli" ]; then echo "Error: no interactive CLI in this build (test wrapper)" >&2; exit 1; fi
+  fifo="$D/nft-i.$$"
+  mkfifo "$fifo"
+  nft -i < "$fifo" &
+  exec 3> "$fifo"
+  rm -f "$fifo"
+  while IFS= read -r line; do
+    case "$line" in
+      nft-netpol-sync-*) ;;
+      *)
+        if [ -e "$D/slow" ]; then echo $$ > "$D/sleeping"; sleep 30; fi
+        if [ -e "$D/fail" ]; then echo "Error: injected failure (test wrapper)" >&2; continue; fi
+        ;;
+    esac
+    printf '%s\n' "$line" >&3
+  done
+  exec 3>&-
+  wait
+  exit 0
+fi
+if [ "$1" = "-f" ] && [ -e "$D/fail" ]; then echo "Error: injected failure (test wrapper)" >&2; exit 1; fi
+if [ "$1" = "-f" ] && [ -e "$D/slow" ]; then echo $$ > "$D/sleeping"; sleep 30; fi
 exec nft "$@"
 `,
   );

@@ -113,14 +113,31 @@ test('agent process: a failing nft keeps the previous ruleset, is counted, and r
   await e.s.flag('fail', false);
   await eventually('recovered', () => tableHas(e.netns, OTHER_IP), 45_000);
   await eventually('in sync', async () => (await a.metric('nftnp_in_sync')) === 1);
-  // The wrapper has no nft -i: the agent said so once, and sent its increments to nft -f (which the flag failed).
-  assert.equal(
-    a.lines.filter(
-      (l) => l['event'] === 'nft-session' && l['state'] === 'unusable' && /no interactive CLI/.test(String(l['detail'])),
-    ).length,
-    1,
-  );
 });
+
+test(
+  'agent process: an nft without its interactive CLI: the long-lived nft -i is given up once, nft -f applies every change',
+  { timeout: 90_000 },
+  async (t) => {
+    const e = await setup(t);
+    if (e === undefined) return;
+    await e.s.flag('nocli', true);
+    e.api.create('networkpolicies', ALLOW_WEB);
+    const a = e.start({ nft: e.s.nft });
+    await a.waitReady();
+    e.api.create('networkpolicies', ALLOW_OTHER);
+    await eventually('the change applied', () => tableHas(e.netns, OTHER_IP), 45_000);
+    const unusable = (): number =>
+      a.lines.filter(
+        (l) => l['event'] === 'nft-session' && l['state'] === 'unusable' && /no interactive CLI/.test(String(l['detail'])),
+      ).length;
+    assert.equal(unusable(), 1);
+    assert.equal(await a.metric('nftnp_nft_restore_errors_total'), 0, 'the fallback is not an error');
+    e.api.delete('networkpolicies', 'shop', 'db-allow-other');
+    await eventually('the next change applied', async () => !(await tableHas(e.netns, OTHER_IP)), 45_000);
+    assert.equal(unusable(), 1, 'said once');
+  },
+);
 
 test('agent process: a table flushed, edited or deleted from outside is repaired', { timeout: 90_000 }, async (t) => {
   const e = await setup(t);

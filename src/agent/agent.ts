@@ -326,7 +326,7 @@ export class Agent {
     if (!this.#conntrackOk) return;
     const r = await deleteConntrack(this.#p.config.netns, ips);
     this.#p.log.debug(
-      { event: 'conntrack', ips: ips.length, deleted: r.deleted },
+      { event: 'conntrack', ips: ips.length, commands: r.commands, batched: r.batched },
       'conntrack entries of released pod IPs deleted',
     );
     if (r.failed.length > 0)

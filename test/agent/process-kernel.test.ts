@@ -163,8 +163,8 @@ test('agent process: a table flushed, edited or deleted from outside is repaired
   await eventually('repaired after edit', async () => (await listTableIn(e.netns)) === good);
   await settled(3);
   assert.ok(a.lines.some((l) => l['event'] === 'drift-repaired'));
-  const rs = JSON.parse((await a.get('/debug/ruleset')).body) as { kernelMatches: boolean };
-  assert.equal(rs.kernelMatches, true);
+  const rs = JSON.parse((await a.get('/debug/ruleset')).body) as { kernelMatches: boolean; detail: string | null };
+  assert.equal(rs.kernelMatches, true, `${String(rs.detail)}\n${a.tail()}`);
 });
 
 test('agent process: SIGKILL during an apply leaves a whole ruleset; a restart converges', { timeout: 90_000 }, async (t) => {

@@ -822,7 +822,8 @@ export class KubeClusterSource implements ClusterSource {
     const input = {
       policies: [...(this.#policies?.values() ?? []), ...this.#derivedPolicies()],
       localPods: [...(this.#localPods?.values() ?? [])],
-      namespaces: [...(this.#namespaces?.values() ?? [])],
+      // The same array until a namespace changes: the plan memoizes selector matches per list.
+      namespaces: this.#list('plan-namespaces', () => [...(this.#namespaces?.values() ?? [])]),
       clusterPolicies: this.#clusterPolicyValues(),
     };
     const relevant: readonly object[] = [

@@ -25,7 +25,7 @@
 // "every pod everywhere", one cluster-wide pod watch replaces them all.
 // Pure: recomputed by the source whenever policies, local pods or namespaces change.
 import { selectorIsEmpty, selectorMatches } from '../model/selector.ts';
-import type { ClusterNetworkPolicy, Namespace, NetworkPolicy, Pod } from '../model/types.ts';
+import type { ClusterNetworkPolicy, LabelSelector, Namespace, NetworkPolicy, Pod } from '../model/types.ts';
 import { labelQuery } from './label-query.ts';
 
 export const DEFAULT_MAX_PEER_WATCHES = 32;
@@ -120,6 +120,21 @@ export function nodePeersNeeded(input: PeerDemandInput): boolean {
   );
 }
 
+// Which namespaces a selector picks, per namespace list and selector object:
+// a plan runs after every policy change and walked every namespace for each
+// namespaceSelector peer of the node's policies (half its time at 100k pods);
+// the caller passes the same list until a namespace changes, and unchanged
+// policies keep their selector objects.
+const nsMemo = new WeakMap<readonly Namespace[], WeakMap<LabelSelector, readonly string[]>>();
+
+function namespacesMatching(namespaces: readonly Namespace[], sel: LabelSelector): readonly string[] {
+  let bySel = nsMemo.get(namespaces);
+  if (bySel === undefined) nsMemo.set(namespaces, (bySel = new WeakMap()));
+  let names = bySel.get(sel);
+  if (names === undefined) bySel.set(sel, (names = namespaces.filter((n) => selectorMatches(sel, n.labels)).map((n) => n.name)));
+  return names;
+}
+
 export function planPeerWatches(input: PeerDemandInput, maxWatches: number = DEFAULT_MAX_PEER_WATCHES): PeerPlan {
   const demand = new Map<string, NsSet>();
   const notes: string[] = [];
@@ -161,7 +176,7 @@ export function planPeerWatches(input: PeerDemandInput, maxWatches: number = DEF
           else if (selectorIsEmpty(peer.namespaceSelector)) ns = 'all';
           else {
             const nsSel = peer.namespaceSelector;
-            ns = new Set(input.namespaces.filter((n) => selectorMatches(nsSel, n.labels)).map((n) => n.name));
+            ns = new Set(namespacesMatching(input.namespaces, nsSel));
           }
           if (ns !== 'all' && ns.size === 0) continue;
           want(selector, ns);
@@ -193,9 +208,7 @@ export function planPeerWatches(input: PeerDemandInput, maxWatches: number = DEF
             selector = q ?? '';
           }
           const nsSel = peer.namespaceSelector;
-          const ns: NsSet = selectorIsEmpty(nsSel)
-            ? 'all'
-            : new Set(input.namespaces.filter((n) => selectorMatches(nsSel, n.labels)).map((n) => n.name));
+          const ns: NsSet = selectorIsEmpty(nsSel) ? 'all' : new Set(namespacesMatching(input.namespaces, nsSel));
           if (ns !== 'all' && ns.size === 0) continue;
           want(selector, ns);
         }

@@ -603,11 +603,197 @@ function identityTable(
   };
 }
 
+/**
+ * The per-class layout's identities of one tier, direction and family, for
+ * all its classes at once: each remote address's sources computed once (over
+ * the union of the sources the classes' rules name), grouped by what decides
+ * its identity in any class (its sources, each with the named ports of the
+ * pod it came with, and its range segment). A class's table (project) is the
+ * projection of the groups onto its own sources: the same identities,
+ * segments and addresses identityTable would build from them alone.
+ */
+interface SharedTable {
+  /** Source keys, sorted: a source's index is its position. */
+  readonly keys: readonly string[];
+  readonly ranges: readonly boolean[];
+  /** The range segments over all range sources, tokens as source indices. */
+  readonly segments: readonly { readonly iv: Interval; readonly srcs: readonly number[] }[];
+  readonly groups: readonly Group[];
+  /** Per source index: the groups holding it. */
+  readonly groupsOf: readonly (readonly number[])[];
+  /** Hash addresses in address order, and their group. */
+  readonly addrs: readonly Addr[];
+  readonly groupOf: Int32Array;
+  readonly namedPorts: ReadonlyMap<string, { readonly name: string; readonly ports: readonly NamedPort[] }>;
+}
+
+/** Addresses meeting the same sources (each with the same pod-ness and named ports) in the same global segment. */
+interface Group {
+  /** Source indices, ascending. */
+  readonly srcs: readonly number[];
+  /** Per source: the named-port tokens (`|`-prefixed, '' without) of the pod it lists the address for; null when not a pod. */
+  readonly named: readonly (string | null)[];
+  /** The global segment holding the addresses, or -1. */
+  readonly seg: number;
+}
+
+function sharedTable(
+  used: ReadonlySet<string>,
+  sources: ReadonlyMap<string, Source>,
+  f: Family,
+  namedNames: ReadonlySet<string>,
+): SharedTable {
+  const keys = [...used].sort();
+  const ranges = keys.map((k) => sources.get(k)!.kind === 'range');
+  const rangeInput: [string, readonly Interval[]][] = [];
+  const index = new Map<string, number>();
+  keys.forEach((k, i) => index.set(k, i));
+  const namedOrder = [...namedNames].sort();
+  const namedPorts = new Map<string, { name: string; ports: NamedPort[] }>();
+  const namedMemo = new Map<Pod, string>();
+  const namedOf = (pod: Pod): string => {
+    let named = namedMemo.get(pod);
+    if (named !== undefined) return named;
+    named = '';
+    for (const name of namedOrder) {
+      const ports = pod.ports
+        .filter((cp) => cp.name === name)
+        .map((cp) => ({ protocol: cp.protocol, port: cp.port }))
+        .sort((a, b) => (a.protocol < b.protocol ? -1 : a.protocol > b.protocol ? 1 : a.port - b.port));
+      if (ports.length === 0) continue;
+      const token = `${NAMED}${name}=${ports.map((p) => `${nftProto(p.protocol)}/${p.port}`).join(',')}`;
+      namedPorts.set(token, { name, ports });
+      named = `${named}|${token}`;
+    }
+    namedMemo.set(pod, named);
+    return named;
+  };
+  // Address text -> its sources (in key order) and the pods' named ports they list it with.
+  const held = new Map<string, { addr: Addr; srcs: number[]; named: (string | null)[] }>();
+  keys.forEach((key, i) => {
+    const s = sources.get(key)!;
+    if (s.kind === 'range') {
+      rangeInput.push([String(i), s.ivs(f)]);
+      return;
+    }
+    for (const a of s.addrs(f)) {
+      const named = a.pod === undefined ? null : namedOrder.length === 0 ? '' : namedOf(a.pod);
+      const h = held.get(a.text);
+      if (h === undefined) held.set(a.text, { addr: a, srcs: [i], named: [named] });
+      else {
+        // A source listing an address twice names it twice, as in identityTable.
+        h.srcs.push(i);
+        h.named.push(named);
+      }
+    }
+  });
+  // Tokens are indices here (their order is not the keys' order: mapped back and sorted below).
+  const segments = rangeSegments(rangeInput, f).map((sg) => ({
+    iv: sg.iv,
+    srcs: sg.tokens.map(Number).sort((a, b) => a - b),
+  }));
+  const all = [...held.values()].sort((a, b) => byValue(a.addr, b.addr));
+  const groups: Group[] = [];
+  const groupIndex = new Map<string, number>();
+  const groupOf = new Int32Array(all.length);
+  const rangeSegs = segments.map((sg) => ({ iv: sg.iv, tokens: [], key: '' }));
+  all.forEach((h, n) => {
+    const seg = segmentIndex(rangeSegs, h.addr.value);
+    const gk = `${h.srcs.join(',')}/${h.named.map((x) => (x === null ? '-' : x)).join(',')}/${seg}`;
+    let g = groupIndex.get(gk);
+    if (g === undefined) {
+      groupIndex.set(gk, (g = groups.length));
+      groups.push({ srcs: h.srcs, named: h.named, seg });
+    }
+    groupOf[n] = g;
+  });
+  const groupsOf: number[][] = keys.map(() => []);
+  groups.forEach((g, gi) => {
+    for (const i of g.srcs) groupsOf[i]!.push(gi);
+  });
+  return { keys, ranges, segments, groups, groupsOf, addrs: all.map((h) => h.addr), groupOf, namedPorts };
+}
+
+/** A class's identities: the shared table projected onto the sources its rules name. */
+interface ClassTable {
+  /** Sorted by key. */
+  readonly identities: readonly Identity[];
+  readonly segments: readonly { readonly iv: Interval; readonly key: string }[];
+  readonly namedPorts: IdentityTable['namedPorts'];
+  /** The hash addresses its sources hold, in address order, with their identity's key. */
+  hashIds(): Iterable<{ readonly addr: Addr; readonly key: string }>;
+}
+
+function project(t: SharedTable, used: ReadonlySet<string>): ClassTable {
+  const mine = t.keys.map((k) => used.has(k));
+  const identities = new Map<string, Identity>();
+  // The class's segments: the global ones' tokens cut to its sources, adjacent equal ones merged, empty ones left out.
+  const segOf = new Int32Array(t.segments.length).fill(-1);
+  const segs: { iv: { family: Family; lo: bigint; hi: bigint }; tokens: string[]; key: string }[] = [];
+  t.segments.forEach((sg, gi) => {
+    const tokens: string[] = [];
+    for (const i of sg.srcs) if (mine[i]) tokens.push(t.keys[i]!);
+    if (tokens.length === 0) return;
+    tokens.sort();
+    const key = tokens.join('|');
+    const last = segs[segs.length - 1];
+    if (last !== undefined && last.key === key && last.iv.hi + 1n === sg.iv.lo) last.iv.hi = sg.iv.hi;
+    else segs.push({ iv: { ...sg.iv }, tokens, key });
+    segOf[gi] = segs.length - 1;
+  });
+  // Each group's identity in this class (undefined: none of its sources is the class's).
+  const keyOf: (string | undefined)[] = new Array<string | undefined>(t.groups.length);
+  const seen = new Uint8Array(t.groups.length);
+  t.keys.forEach((_, i) => {
+    if (!mine[i] || t.ranges[i]) return;
+    for (const gi of t.groupsOf[i]!) {
+      if (seen[gi] === 1) continue;
+      seen[gi] = 1;
+      const g = t.groups[gi]!;
+      const hashKeys: string[] = [];
+      // Named ports of the first source listing it with a pod (identityTable keeps the first pod address).
+      let named: string | null | undefined;
+      g.srcs.forEach((si, j) => {
+        if (!mine[si]) return;
+        hashKeys.push(t.keys[si]!);
+        const n = g.named[j]!;
+        if (named === undefined || (named === null && n !== null)) named = n;
+      });
+      const seg = g.seg < 0 ? -1 : segOf[g.seg]!;
+      const nm = named ?? '';
+      const hk = hashKeys.join('|');
+      const key = `${hk}#${seg < 0 ? '' : segs[seg]!.key}#${nm}`;
+      if (!identities.has(key))
+        identities.set(key, {
+          key,
+          tokens: [...hashKeys, ...(seg < 0 ? [] : segs[seg]!.tokens), ...(nm === '' ? [] : nm.slice(1).split('|'))],
+        });
+      keyOf[gi] = key;
+    }
+  });
+  const segments = segs.map((sg) => {
+    const key = `#${sg.key}#`;
+    if (!identities.has(key)) identities.set(key, { key, tokens: sg.tokens });
+    return { iv: sg.iv, key };
+  });
+  return {
+    identities: [...identities.values()].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0)),
+    segments,
+    namedPorts: t.namedPorts,
+    *hashIds() {
+      for (let n = 0; n < t.addrs.length; n++) {
+        const key = keyOf[t.groupOf[n]!];
+        if (key !== undefined) yield { addr: t.addrs[n]!, key };
+      }
+    },
+  };
+}
+
 /** The rules naming a source of this identity, in evaluation order; and the egress named ports it serves. */
 function identityEntries(
   id: Identity,
   entriesBySource: ReadonlyMap<string, readonly Entry[]>,
-  table: IdentityTable,
+  table: Pick<IdentityTable, 'namedPorts'>,
 ): { entries: readonly Entry[]; named: ReadonlyMap<string, readonly NamedPort[]> } {
   let named: Map<string, NamedPort[]> | undefined;
   let only: readonly Entry[] | undefined;
@@ -830,20 +1016,30 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
         cls.pods.push(pod);
       }
       const shared: LocalClass[] = [];
+      const own: { readonly cls: LocalClass; readonly used: ReadonlySet<string> }[] = [];
       for (const cls of classMap.values()) {
         if (!perClass(cls, sources, ctx)) {
           shared.push(cls);
           continue;
         }
+        const used = new Set<string>();
+        for (const e of cls.entries) for (const k of e.sources) used.add(k);
+        own.push({ cls, used });
+      }
+      // The classes of the per-class layout share one table per family: each address's sources found once.
+      const ownUsed = new Set<string>();
+      for (const { used } of own) for (const k of used) ownUsed.add(k);
+      const ownTables = new Map<Family, SharedTable>();
+      const ownTable = (f: Family): SharedTable =>
+        ownTables.get(f) ?? (ownTables.set(f, sharedTable(ownUsed, sources, f, namedNames)).get(f) as SharedTable);
+      for (const { cls, used } of own) {
         // Per class: its own lookup chain and peer maps; decisions keyed by protocol and port.
         const ccid = shortHash(`tierclass\0${tier}\0${d}\0${cls.key}`);
         const lookupName = tierClassLookupChainName(tier, d, ccid);
-        const used = new Set<string>();
-        for (const e of cls.entries) for (const k of e.sources) used.add(k);
         const lookupRules: Rule[] = [];
         for (const f of FAMILIES) {
           if (!cls.pods.some((pod) => pod.ips.some((text) => ctx.idx.ip(text)?.family === f))) continue;
-          const table = identityTable(used, sources, f, namedNames);
+          const table = project(ownTable(f), used);
           const chainOf = new Map<string, string>();
           for (const id of table.identities) {
             const { entries: idEntries, named } = identityEntries(id, entriesBySource, table);
@@ -869,7 +1065,7 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
             );
           }
           const hash: DecisionElement[] = [];
-          for (const { addr, key } of table.hashIds) {
+          for (const { addr, key } of table.hashIds()) {
             const chain = chainOf.get(key);
             if (chain !== undefined) hash.push({ key: { kind: 'addr', addr: addr.text }, verdict: { kind: 'goto', chain } });
           }

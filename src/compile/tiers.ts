@@ -624,8 +624,12 @@ interface SharedTable {
   /** Hash addresses in address order, and their group. */
   readonly addrs: readonly Addr[];
   readonly groupOf: Int32Array;
+  /** The decision key of the n-th address (made once). */
+  addrKey(n: number): DecisionKeyValue;
   readonly namedPorts: ReadonlyMap<string, { readonly name: string; readonly ports: readonly NamedPort[] }>;
 }
+
+type DecisionKeyValue = DecisionElement['key'];
 
 /** Addresses meeting the same sources (each with the same pod-ness and named ports) in the same global segment. */
 interface Group {
@@ -711,7 +715,10 @@ function sharedTable(
   groups.forEach((g, gi) => {
     for (const i of g.srcs) groupsOf[i]!.push(gi);
   });
-  return { keys, ranges, segments, groups, groupsOf, addrs: all.map((h) => h.addr), groupOf, namedPorts };
+  const addrs = all.map((h) => h.addr);
+  const addrKeys: (DecisionKeyValue | undefined)[] = new Array<DecisionKeyValue | undefined>(addrs.length);
+  const addrKey = (n: number): DecisionKeyValue => (addrKeys[n] ??= { kind: 'addr', addr: addrs[n]!.text });
+  return { keys, ranges, segments, groups, groupsOf, addrs, groupOf, addrKey, namedPorts };
 }
 
 /** A class's identities: the shared table projected onto the sources its rules name. */
@@ -720,8 +727,8 @@ interface ClassTable {
   readonly identities: readonly Identity[];
   readonly segments: readonly { readonly iv: Interval; readonly key: string }[];
   readonly namedPorts: IdentityTable['namedPorts'];
-  /** The hash addresses its sources hold, in address order, with their identity's key. */
-  hashIds(): Iterable<{ readonly addr: Addr; readonly key: string }>;
+  /** The peer map's elements: the hash addresses its sources hold, in address order, to their identity's chain (where it has one). */
+  hashElements(chainOf: ReadonlyMap<string, string>): DecisionElement[];
 }
 
 function project(t: SharedTable, used: ReadonlySet<string>): ClassTable {
@@ -780,11 +787,18 @@ function project(t: SharedTable, used: ReadonlySet<string>): ClassTable {
     identities: [...identities.values()].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0)),
     segments,
     namedPorts: t.namedPorts,
-    *hashIds() {
+    hashElements(chainOf) {
+      // One verdict per group and one key object per address (shared by the classes): elements are many, groups few.
+      const verdicts = keyOf.map((key): DecisionVerdict | undefined => {
+        const chain = key === undefined ? undefined : chainOf.get(key);
+        return chain === undefined ? undefined : { kind: 'goto', chain };
+      });
+      const out: DecisionElement[] = [];
       for (let n = 0; n < t.addrs.length; n++) {
-        const key = keyOf[t.groupOf[n]!];
-        if (key !== undefined) yield { addr: t.addrs[n]!, key };
+        const verdict = verdicts[t.groupOf[n]!];
+        if (verdict !== undefined) out.push({ key: t.addrKey(n), verdict });
       }
+      return out;
     },
   };
 }
@@ -1064,11 +1078,7 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
               `${tier} tier ${d} ${d === 'ingress' ? 'from' : 'to'} IPv${f} ${about(id)}, for one class of local pods`,
             );
           }
-          const hash: DecisionElement[] = [];
-          for (const { addr, key } of table.hashIds()) {
-            const chain = chainOf.get(key);
-            if (chain !== undefined) hash.push({ key: { kind: 'addr', addr: addr.text }, verdict: { kind: 'goto', chain } });
-          }
+          const hash = table.hashElements(chainOf);
           const ranges: DecisionElement[] = [];
           for (const sg of table.segments) {
             const chain = chainOf.get(sg.key);

@@ -87,6 +87,7 @@ import type {
   Rule,
   VerdictMap,
 } from '../ruleset/ir.ts';
+import { DEFAULT_TIER_LAYOUT } from '../ruleset/options.ts';
 import type { RenderOptions } from '../ruleset/options.ts';
 import type { ClusterIndex } from './cluster-index.ts';
 import { denyLogRule } from './deny-path.ts';
@@ -837,7 +838,7 @@ function identityEntries(
  * cluster: shared, where every address is listed once per tier and direction.
  */
 function perClass(cls: LocalClass, sources: ReadonlyMap<string, Source>, ctx: TierContext): boolean {
-  const layout = ctx.o.tierLayout ?? 'shared';
+  const layout = ctx.o.tierLayout ?? DEFAULT_TIER_LAYOUT;
   if (layout !== 'auto') return layout === 'per-class';
   const used = new Set<string>();
   for (const e of cls.entries) for (const k of e.sources) used.add(k);

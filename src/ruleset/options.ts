@@ -34,6 +34,16 @@ export interface RenderOptions {
 
 export type TierLayout = 'auto' | 'shared' | 'per-class';
 
+/** The layout when RenderOptions.tierLayout is not given: the agent's (it passes none). */
+export const DEFAULT_TIER_LAYOUT: TierLayout = 'shared';
+
+/** A `--tier-layout` value of the benchmarks; undefined = the default. */
+export function parseTierLayout(value: string | undefined): TierLayout | undefined {
+  if (value === undefined) return undefined;
+  if (value === 'auto' || value === 'shared' || value === 'per-class') return value;
+  throw new Error(`--tier-layout: auto, shared or per-class, not ${value}`);
+}
+
 export interface DenyLogOptions {
   readonly group: number;
   /** One in-kernel limit for the whole node, shared by every pod chain. */

@@ -116,29 +116,33 @@ function passTargets(rs: CompiledRuleset): Map<string, string> {
   // chain), then the NetworkPolicy peer maps' chains of those addresses only
   // (the peer maps hold every remote address the node's policies name).
   const classMaps = classPeerMaps(rs);
-  const adminElements: { readonly at: string; readonly elements: { readonly key: string; readonly chain: string }[] }[] = [];
-  for (const m of rs.maps) {
-    if (m.kind !== 'tier-peers' || m.tier !== 'admin' || m.interval || m.shadow === true) continue;
-    const elements: { key: string; chain: string }[] = [];
-    for (const e of m.elements)
-      if (e.chain !== undefined && typeof e.key === 'string') elements.push({ key: e.key, chain: e.chain });
-    adminElements.push({ at: `${m.direction} ${m.family}`, elements });
-  }
-  for (const m of rs.decisions) {
-    const d = classMaps.get(m.name);
-    if (d === undefined) continue;
-    const elements: { key: string; chain: string }[] = [];
-    for (const e of m.elements)
-      if (e.key.kind === 'addr' && typeof e.key.addr === 'string' && e.verdict.kind === 'goto')
-        elements.push({ key: e.key.addr, chain: e.verdict.chain });
-    adminElements.push({ at: `${d} ${m.family}`, elements });
-  }
+  /** Every (non-range) Admin peer element: its direction and family, address and identity chain. */
+  const eachAdmin = (visit: (at: string, key: string, chain: string) => void): void => {
+    for (const m of rs.maps) {
+      if (m.kind !== 'tier-peers' || m.tier !== 'admin' || m.interval || m.shadow === true) continue;
+      const at = `${m.direction} ${m.family}`;
+      for (const e of m.elements) if (e.chain !== undefined && typeof e.key === 'string') visit(at, e.key, e.chain);
+    }
+    for (const m of rs.decisions) {
+      const d = classMaps.get(m.name);
+      if (d === undefined) continue;
+      const at = `${d} ${m.family}`;
+      for (const e of m.elements)
+        if (e.key.kind === 'addr' && typeof e.key.addr === 'string' && e.verdict.kind === 'goto')
+          visit(at, e.key.addr, e.verdict.chain);
+    }
+  };
   const admin = new Map<string, Map<string, string | undefined>>();
-  for (const { at, elements } of adminElements) {
-    let wanted = admin.get(at);
-    if (wanted === undefined) admin.set(at, (wanted = new Map()));
-    for (const e of elements) wanted.set(e.key, undefined);
-  }
+  let current: Map<string, string | undefined> | undefined;
+  let currentAt = '';
+  eachAdmin((at, key) => {
+    if (at !== currentAt || current === undefined) {
+      currentAt = at;
+      current = admin.get(at);
+      if (current === undefined) admin.set(at, (current = new Map()));
+    }
+    current.set(key, undefined);
+  });
   if (admin.size === 0) return new Map();
   for (const m of rs.maps) {
     if (m.kind !== 'peers' || m.interval || m.shadow === true) continue;
@@ -148,14 +152,11 @@ function passTargets(rs: CompiledRuleset): Map<string, string> {
       if (typeof e.key === 'string' && e.chain !== undefined && wanted.has(e.key)) wanted.set(e.key, e.chain);
   }
   const target = new Map<string, string | null>();
-  for (const { at, elements } of adminElements) {
-    const np = admin.get(at);
-    for (const e of elements) {
-      const n = np?.get(e.key) ?? null;
-      const before = target.get(e.chain);
-      target.set(e.chain, before === undefined || before === n ? n : null);
-    }
-  }
+  eachAdmin((at, key, chain) => {
+    const n = admin.get(at)?.get(key) ?? null;
+    const before = target.get(chain);
+    if (before === undefined || before !== n) target.set(chain, before === undefined ? n : null);
+  });
   const chains = new Map(rs.chains.map((c) => [c.name, c]));
   const decisions = new Map(rs.decisions.map((m) => [m.name, m]));
   const out = new Map<string, string>();

@@ -616,6 +616,7 @@ function identityTable(
 interface SharedTable {
   /** Source keys, sorted: a source's index is its position. */
   readonly keys: readonly string[];
+  readonly index: ReadonlyMap<string, number>;
   readonly ranges: readonly boolean[];
   /** The range segments over all range sources, tokens as source indices. */
   readonly segments: readonly { readonly iv: Interval; readonly srcs: readonly number[] }[];
@@ -719,7 +720,7 @@ function sharedTable(
   const addrs = all.map((h) => h.addr);
   const addrKeys: (DecisionKeyValue | undefined)[] = new Array<DecisionKeyValue | undefined>(addrs.length);
   const addrKey = (n: number): DecisionKeyValue => (addrKeys[n] ??= { kind: 'addr', addr: addrs[n]!.text });
-  return { keys, ranges, segments, groups, groupsOf, addrs, groupOf, addrKey, namedPorts };
+  return { keys, index, ranges, segments, groups, groupsOf, addrs, groupOf, addrKey, namedPorts };
 }
 
 /** A class's identities: the shared table projected onto the sources its rules name. */
@@ -733,7 +734,16 @@ interface ClassTable {
 }
 
 function project(t: SharedTable, used: ReadonlySet<string>): ClassTable {
-  const mine = t.keys.map((k) => used.has(k));
+  // The class's sources as indices (it names few of the table's), ascending: key order, as identityTable visits them.
+  const mine = new Uint8Array(t.keys.length);
+  const own: number[] = [];
+  for (const k of used) {
+    const i = t.index.get(k);
+    if (i === undefined) continue;
+    mine[i] = 1;
+    own.push(i);
+  }
+  own.sort((a, b) => a - b);
   const identities = new Map<string, Identity>();
   // The class's segments: the global ones' tokens cut to its sources, adjacent equal ones merged, empty ones left out.
   const segOf = new Int32Array(t.segments.length).fill(-1);
@@ -752,8 +762,8 @@ function project(t: SharedTable, used: ReadonlySet<string>): ClassTable {
   // Each group's identity in this class (undefined: none of its sources is the class's).
   const keyOf: (string | undefined)[] = new Array<string | undefined>(t.groups.length);
   const seen = new Uint8Array(t.groups.length);
-  t.keys.forEach((_, i) => {
-    if (!mine[i] || t.ranges[i]) return;
+  for (const i of own) {
+    if (t.ranges[i]) continue;
     for (const gi of t.groupsOf[i]!) {
       if (seen[gi] === 1) continue;
       seen[gi] = 1;
@@ -778,7 +788,7 @@ function project(t: SharedTable, used: ReadonlySet<string>): ClassTable {
         });
       keyOf[gi] = key;
     }
-  });
+  }
   const segments = segs.map((sg) => {
     const key = `#${sg.key}#`;
     if (!identities.has(key)) identities.set(key, { key, tokens: sg.tokens });
@@ -994,8 +1004,16 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
     }
     return tails;
   };
-  const about = (id: Identity): string =>
-    id.tokens.map((t) => (t.startsWith(NAMED) ? t.slice(NAMED.length) : (sources.get(t)?.about ?? t))).join(' + ');
+  // Per identity key (the per-class layout meets one identity in many classes).
+  const aboutMemo = new Map<string, string>();
+  const about = (id: Identity): string => {
+    let text = aboutMemo.get(id.key);
+    if (text === undefined) {
+      text = id.tokens.map((t) => (t.startsWith(NAMED) ? t.slice(NAMED.length) : (sources.get(t)?.about ?? t))).join(' + ');
+      aboutMemo.set(id.key, text);
+    }
+    return text;
+  };
 
   for (const tier of ORDERED_TIERS) {
     for (const d of DIRECTIONS) {

@@ -32,7 +32,7 @@
 // (`meta l4proto tcp th dport 80 goto KUBE-NWPLCY-...`, `return`) and a
 // `jump` for protocols without ports: a Pass rule reached from them, or a
 // `return`, passes on explicitly, as a map's element does.
-import { countObjects, decisionBlocks } from '../ruleset/ir.ts';
+import { countObjects, decisionBlocks, decisionColumns } from '../ruleset/ir.ts';
 import type { Chain, CompiledRuleset, DecisionMap, DecisionVerdict, Rule } from '../ruleset/ir.ts';
 import { tierDecisionsChainName } from '../ruleset/ids.ts';
 import type { Direction } from '../model/types.ts';
@@ -44,6 +44,8 @@ import type { Direction } from '../model/types.ts';
  * pods), only to read the same few verdicts again.
  */
 function someVerdict(m: DecisionMap, pred: (v: DecisionVerdict) => boolean): boolean {
+  const columns = decisionColumns(m);
+  if (columns !== undefined) return columns.verdicts.some(pred);
   const blocks = decisionBlocks(m);
   if (blocks === undefined) return m.elements.some((e) => pred(e.verdict));
   return blocks.some((b) => b.addrs.length > 0 && b.tails.some((t) => pred(t.verdict)));
@@ -127,6 +129,14 @@ function passTargets(rs: CompiledRuleset): Map<string, string> {
       const d = classMaps.get(m.name);
       if (d === undefined) continue;
       const at = `${d} ${m.family}`;
+      const columns = decisionColumns(m);
+      if (columns !== undefined) {
+        columns.addrs.forEach((addr, i) => {
+          const v = columns.verdicts[i]!;
+          if (v.kind === 'goto') visit(at, addr, v.chain);
+        });
+        continue;
+      }
       for (const e of m.elements)
         if (e.key.kind === 'addr' && typeof e.key.addr === 'string' && e.verdict.kind === 'goto')
           visit(at, e.key.addr, e.verdict.chain);

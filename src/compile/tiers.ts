@@ -72,10 +72,11 @@ import {
   tierPeerMapName,
   tierRuleChainName,
 } from '../ruleset/ids.ts';
-import { blockDecisionMap } from '../ruleset/ir.ts';
+import { blockDecisionMap, columnDecisionMap } from '../ruleset/ir.ts';
 import type {
   Chain,
   DecisionBlock,
+  DecisionColumns,
   DecisionElement,
   DecisionKey,
   DecisionMap,
@@ -626,12 +627,8 @@ interface SharedTable {
   /** Hash addresses in address order, and their group. */
   readonly addrs: readonly Addr[];
   readonly groupOf: Int32Array;
-  /** The decision key of the n-th address (made once). */
-  addrKey(n: number): DecisionKeyValue;
   readonly namedPorts: ReadonlyMap<string, { readonly name: string; readonly ports: readonly NamedPort[] }>;
 }
-
-type DecisionKeyValue = DecisionElement['key'];
 
 /** Addresses meeting the same sources (each with the same pod-ness and named ports) in the same global segment. */
 interface Group {
@@ -718,9 +715,7 @@ function sharedTable(
     for (const i of g.srcs) groupsOf[i]!.push(gi);
   });
   const addrs = all.map((h) => h.addr);
-  const addrKeys: (DecisionKeyValue | undefined)[] = new Array<DecisionKeyValue | undefined>(addrs.length);
-  const addrKey = (n: number): DecisionKeyValue => (addrKeys[n] ??= { kind: 'addr', addr: addrs[n]!.text });
-  return { keys, index, ranges, segments, groups, groupsOf, addrs, groupOf, addrKey, namedPorts };
+  return { keys, index, ranges, segments, groups, groupsOf, addrs, groupOf, namedPorts };
 }
 
 /** A class's identities: the shared table projected onto the sources its rules name. */
@@ -730,7 +725,7 @@ interface ClassTable {
   readonly segments: readonly { readonly iv: Interval; readonly key: string }[];
   readonly namedPorts: IdentityTable['namedPorts'];
   /** The peer map's elements: the hash addresses its sources hold, in address order, to their identity's chain (where it has one). */
-  hashElements(chainOf: ReadonlyMap<string, string>): DecisionElement[];
+  hashElements(chainOf: ReadonlyMap<string, string>): DecisionColumns;
 }
 
 function project(t: SharedTable, used: ReadonlySet<string>): ClassTable {
@@ -799,17 +794,20 @@ function project(t: SharedTable, used: ReadonlySet<string>): ClassTable {
     segments,
     namedPorts: t.namedPorts,
     hashElements(chainOf) {
-      // One verdict per group and one key object per address (shared by the classes): elements are many, groups few.
-      const verdicts = keyOf.map((key): DecisionVerdict | undefined => {
+      // One verdict object per group, columns instead of an element per address: elements are many, groups few.
+      const byGroup = keyOf.map((key): DecisionVerdict | undefined => {
         const chain = key === undefined ? undefined : chainOf.get(key);
         return chain === undefined ? undefined : { kind: 'goto', chain };
       });
-      const out: DecisionElement[] = [];
+      const addrs: string[] = [];
+      const verdicts: DecisionVerdict[] = [];
       for (let n = 0; n < t.addrs.length; n++) {
-        const verdict = verdicts[t.groupOf[n]!];
-        if (verdict !== undefined) out.push({ key: t.addrKey(n), verdict });
+        const verdict = byGroup[t.groupOf[n]!];
+        if (verdict === undefined) continue;
+        addrs.push(t.addrs[n]!.text);
+        verdicts.push(verdict);
       }
-      return out;
+      return { addrs, verdicts };
     },
   };
 }
@@ -1104,22 +1102,22 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
             if (chain !== undefined) ranges.push({ key: { kind: 'addr', addr: sg.iv }, verdict: { kind: 'goto', chain } });
           }
           const field = d === 'ingress' ? 'saddr' : 'daddr';
-          for (const [which, els, interval] of [
-            ['peers', hash, false],
-            ['ranges', ranges, true],
+          for (const [which, size, interval] of [
+            ['peers', hash.addrs.length, false],
+            ['ranges', ranges.length, true],
           ] as const) {
-            if (els.length === 0) continue;
+            if (size === 0) continue;
             const map = decisionMapName(ccid, f, which);
-            decisions.push({
+            const fields = {
               name: map,
               family: f,
               key: 'peer',
               interval,
-              elements: els,
               comment: sanitizeComment(
                 `${tier} tier ${d}: remote ${interval ? 'ranges' : 'addresses'} to identities, for ${lookupName}`,
               ),
-            });
+            } as const;
+            decisions.push(interval ? { ...fields, elements: ranges } : columnDecisionMap(fields, hash));
             lookupRules.push({
               matches: [],
               counter: false,

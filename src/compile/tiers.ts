@@ -944,6 +944,20 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
     m.set(`${tier} ${d}`, chain);
   };
   /** One identity's chain: a vmap per non-empty decision map (and a jump for protocols without ports, per class). */
+  // Classes meeting the same rules decide alike (decidedTails): their elements and folded rules once per tails.
+  const classElementsMemo = new Map<Decided<DecisionTail>, Decided<DecisionElement>>();
+  const classElementsOf = (tails: Decided<DecisionTail>): Decided<DecisionElement> => {
+    let decided = classElementsMemo.get(tails);
+    if (decided === undefined) classElementsMemo.set(tails, (decided = classElements(tails)));
+    return decided;
+  };
+  const foldedMemo = new Map<Decided<DecisionElement>, readonly Rule[] | undefined>();
+  const foldedOf = (decided: Decided<DecisionElement>): readonly Rule[] | undefined => {
+    if (foldedMemo.has(decided)) return foldedMemo.get(decided);
+    const folded = foldedDecisions(decided);
+    foldedMemo.set(decided, folded);
+    return folded;
+  };
   const identityChain = (
     cid: string,
     name: string,
@@ -955,8 +969,8 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
     comment: string,
   ): void => {
     const field = d === 'ingress' ? 'daddr' : 'saddr';
-    const folded = 'byClass' in decided ? foldedDecisions(decided.byClass) : undefined;
-    const rules: Rule[] = folded ?? [];
+    const folded = 'byClass' in decided ? foldedOf(decided.byClass) : undefined;
+    const rules: Rule[] = folded === undefined ? [] : [...folded];
     const which = ['port', 'range', 'proto', 'addr'] as const;
     // Tier and chain names only: nothing to sanitize.
     const mapComment = `${tier} tier decisions of ${name}`;
@@ -1063,6 +1077,19 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
       const ownTables = new Map<Family, SharedTable>();
       const ownTable = (f: Family): SharedTable =>
         ownTables.get(f) ?? (ownTables.set(f, sharedTable(ownUsed, sources, f, namedNames)).get(f) as SharedTable);
+      // An identity chain's comment names the identity, not the class: once per identity.
+      const classComments = new Map<string, string>();
+      const classComment = (f: Family, id: Identity): string => {
+        const k = `${f}\0${id.key}`;
+        let text = classComments.get(k);
+        if (text === undefined) {
+          text = sanitizeComment(
+            `${tier} tier ${d} ${d === 'ingress' ? 'from' : 'to'} IPv${f} ${about(id)}, for one class of local pods`,
+          );
+          classComments.set(k, text);
+        }
+        return text;
+      };
       for (const { cls, used } of own) {
         // Per class: its own lookup chain and peer maps; decisions keyed by protocol and port.
         const ccid = shortHash(`tierclass\0${tier}\0${d}\0${cls.key}`);
@@ -1079,21 +1106,12 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
             const tails = decidedTails(matching, cls.pods[0]!, named);
             // The rule for protocols without ports (tailsOf puts its verdict in `addr`).
             const other = matching.find((e) => e.rule.ports === undefined);
-            const decided = classElements(tails);
+            const decided = classElementsOf(tails);
             if (decided.port.length + decided.range.length + decided.proto.length === 0 && other === undefined) continue;
             const cid = shortHash(`tierclass\0${tier}\0${d}\0${f}\0${cls.key}\0${id.key}`);
             const name = peersChainName(cid, d);
             chainOf.set(id.key, name);
-            identityChain(
-              cid,
-              name,
-              f,
-              d,
-              tier,
-              { byClass: decided },
-              other,
-              `${tier} tier ${d} ${d === 'ingress' ? 'from' : 'to'} IPv${f} ${about(id)}, for one class of local pods`,
-            );
+            identityChain(cid, name, f, d, tier, { byClass: decided }, other, classComment(f, id));
           }
           const hash = table.hashElements(chainOf);
           const ranges: DecisionElement[] = [];

@@ -1003,17 +1003,23 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
    * a rule names a port, which the local pod or the identity then resolves).
    */
   const tailMemo = new Map<string, Decided<DecisionTail>>();
+  /** decidedTails by the list object itself (a source's rules, met whole by many classes): no key to build. */
+  const listMemo = new Map<readonly Entry[], Decided<DecisionTail>>();
   const decidedTails = (
     matching: readonly Entry[],
     local: Pod,
     named: ReadonlyMap<string, readonly NamedPort[]>,
   ): Decided<DecisionTail> => {
-    const key = named.size === 0 && !matching.some((e) => e.localNamed) ? matching.map((e) => e.order).join(',') : undefined;
+    const memoable = named.size === 0 && !matching.some((e) => e.localNamed);
+    const hit = memoable ? listMemo.get(matching) : undefined;
+    if (hit !== undefined) return hit;
+    const key = memoable ? matching.map((e) => e.order).join(',') : undefined;
     let tails = key === undefined ? undefined : tailMemo.get(key);
     if (tails === undefined) {
       tails = tailsOf(decide(matching, local, named)).tails;
       if (key !== undefined) tailMemo.set(key, tails);
     }
+    if (memoable) listMemo.set(matching, tails);
     return tails;
   };
   // Per identity key (the per-class layout meets one identity in many classes).
@@ -1077,6 +1083,8 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
       const ownTables = new Map<Family, SharedTable>();
       const ownTable = (f: Family): SharedTable =>
         ownTables.get(f) ?? (ownTables.set(f, sharedTable(ownUsed, sources, f, namedNames)).get(f) as SharedTable);
+      // An identity's rules (and named ports) do not depend on the class: once per identity key.
+      const idEntriesMemo = new Map<string, ReturnType<typeof identityEntries>>();
       // An identity chain's comment names the identity, not the class: once per identity.
       const classComments = new Map<string, string>();
       const classComment = (f: Family, id: Identity): string => {
@@ -1100,8 +1108,11 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
           const table = project(ownTable(f), used);
           const chainOf = new Map<string, string>();
           for (const id of table.identities) {
-            const { entries: idEntries, named } = identityEntries(id, entriesBySource, table);
-            const matching = idEntries.filter((e) => cls.has.has(e));
+            let found = idEntriesMemo.get(id.key);
+            if (found === undefined) idEntriesMemo.set(id.key, (found = identityEntries(id, entriesBySource, table)));
+            const { entries: idEntries, named } = found;
+            // All of them (the common case): the list itself, which decidedTails knows by identity.
+            const matching = idEntries.every((e) => cls.has.has(e)) ? idEntries : idEntries.filter((e) => cls.has.has(e));
             if (matching.length === 0) continue;
             const tails = decidedTails(matching, cls.pods[0]!, named);
             // The rule for protocols without ports (tailsOf puts its verdict in `addr`).

@@ -1086,15 +1086,16 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
       // An identity's rules (and named ports) do not depend on the class: once per identity key.
       const idEntriesMemo = new Map<string, ReturnType<typeof identityEntries>>();
       // An identity chain's comment names the identity, not the class: once per identity.
-      const classComments = new Map<string, string>();
+      const classComments = new Map<Family, Map<string, string>>();
       const classComment = (f: Family, id: Identity): string => {
-        const k = `${f}\0${id.key}`;
-        let text = classComments.get(k);
+        let memo = classComments.get(f);
+        if (memo === undefined) classComments.set(f, (memo = new Map()));
+        let text = memo.get(id.key);
         if (text === undefined) {
           text = sanitizeComment(
             `${tier} tier ${d} ${d === 'ingress' ? 'from' : 'to'} IPv${f} ${about(id)}, for one class of local pods`,
           );
-          classComments.set(k, text);
+          memo.set(id.key, text);
         }
         return text;
       };

@@ -36,9 +36,13 @@
 // (rules naming most of the cluster stay shared, where each address is listed
 // once). An identity of a class with few decisions (most: a port and a range)
 // has them as rules of its chain instead of maps (foldedDecisions). The
-// default is 'shared': at 100k pods the per-class layout costs about as much
-// compile + render, and nft -f loads it in half the time, but the per-packet
-// benchmark has not been run on it (docs/benchmarks.md).
+// default is 'per-class' (DEFAULT_TIER_LAYOUT): at 100k pods its compile +
+// render costs no more than the shared layout's, for half the text, which nft
+// -f loads in about a third of the time (docs/benchmarks.md). Its classes
+// share one identity table per tier, direction and family (sharedTable: each
+// remote address's sources found once; a class's identities are its
+// projection, project()), and its peer maps are columns of addresses and
+// shared verdicts (ruleset/ir.ts columnDecisionMap).
 //
 // The most specific map is looked up first; each (local address, protocol)
 // has its most common decision in the `proto` map and only the pieces that

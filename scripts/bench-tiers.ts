@@ -4,9 +4,10 @@
 // bench-render's 100 ClusterNetworkPolicies (withClusterPolicies) in each
 // layout of compile/tiers.ts. Figures are CPU time (user + system) per
 // compile + render of node 0; the minimum is the least disturbed. The
-// order of the variants rotates each round (the garbage one leaves is
-// collected during the next: in a fixed order, whatever follows the CNP case
-// paid for part of it).
+// order of the variants rotates each round, and every other round runs
+// backwards (the garbage one leaves is collected during the next: in a fixed
+// order, or a rotation of one, whatever follows the CNP case paid for part of
+// it).
 //   node scripts/bench-tiers.ts [--rounds 7] [--peers narrow|wide]
 //
 // --baseline REF: the "+20 % over today", measured against the code
@@ -115,9 +116,12 @@ const digest: Record<string, string> = {};
 try {
   for (let r = 0; r < Number(values.rounds); r++) {
     // The order rotates by one each round: a variant's garbage is collected
-    // during the next one, and the CNP case leaves the most.
+    // during the next one, and the CNP case leaves the most. A rotation keeps
+    // who follows whom, so every other round runs backwards: each variant
+    // follows both of its neighbours in turn.
     for (let k = 0; k < variants.length; k++) {
-      const v = variants[(k + r) % variants.length]!;
+      const at = r % 2 === 0 ? k + r : r - k + variants.length;
+      const v = variants[at % variants.length]!;
       const c0 = process.cpuUsage();
       const text = v.run();
       const c = process.cpuUsage(c0);

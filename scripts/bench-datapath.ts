@@ -45,6 +45,9 @@
 //   node scripts/bench-datapath.ts --no-egress | --egress-only   only the rows without | with the egress policies
 //   node scripts/bench-datapath.ts --candidate FILE.ts   a module exporting render(state, node): string
 //                                                        measured instead of the project's renderer
+//   node scripts/bench-datapath.ts --cnp --tier-layout shared|per-class|auto
+//                                                        the tiers' layout (compile/tiers.ts) the rulesets are
+//                                                        compiled with; default: the agent's (DEFAULT_TIER_LAYOUT)
 import { execa } from 'execa';
 import type { ResultPromise } from 'execa';
 import { cpus, loadavg } from 'node:os';
@@ -53,6 +56,7 @@ import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import type { ClusterState } from '../src/model/types.ts';
 import { runNft } from '../src/nft/exec.ts';
+import { DEFAULT_TIER_LAYOUT, parseTierLayout } from '../src/ruleset/options.ts';
 import { renderNode } from '../test/support/render-node.ts';
 import { Cluster } from '../test/harness/cluster.ts';
 import { runIn } from '../test/harness/netns.ts';
@@ -278,6 +282,7 @@ async function main(): Promise<void> {
       concurrency: { type: 'string' },
       seconds: { type: 'string' },
       candidate: { type: 'string' },
+      'tier-layout': { type: 'string' },
       'no-egress': { type: 'boolean' },
       'egress-only': { type: 'boolean' },
       'no-perf': { type: 'boolean' },
@@ -298,8 +303,11 @@ async function main(): Promise<void> {
     perf: values['no-perf'] !== true && (await perfAvailable()),
     verbose: values.verbose === true,
   };
-  let render: Renderer = (s, n) => renderNode(s, n, { denyAction: 'drop' }).text;
+  const tierLayout = parseTierLayout(values['tier-layout']);
+  let render: Renderer = (s, n) =>
+    renderNode(s, n, { denyAction: 'drop', ...(tierLayout === undefined ? {} : { tierLayout }) }).text;
   if (values.candidate !== undefined) {
+    if (tierLayout !== undefined) throw new Error('--tier-layout: not with --candidate (the module renders)');
     const mod = (await import(pathToFileURL(resolve(values.candidate)).href)) as { render: Renderer };
     render = mod.render;
   }
@@ -329,7 +337,7 @@ async function main(): Promise<void> {
 
     console.log(
       `node ${process.version}, ${cpus().length} x ${cpus()[0]?.model ?? '?'}, ${new Date().toISOString().slice(0, 16)}Z` +
-        `; ${values.candidate ?? 'project renderer'}`,
+        `; ${values.candidate ?? `project renderer, tier layout ${tierLayout ?? `${DEFAULT_TIER_LAYOUT} (default)`}`}`,
     );
     console.log(
       `conns: new TCP connections/s (${o.conns} per run, ${o.concurrency} at a time); allowed SYN: SYNs/s forwarded to an allowed port; ` +

@@ -7,10 +7,10 @@
 //
 //   node scripts/bench-render.ts            all cases (each in its own process, for clean RSS)
 //   node scripts/bench-render.ts --case 1k  one case (100k-cnp: the 100k cluster with 100 ClusterNetworkPolicies;
-//                                           --tier-layout auto|per-class: the tiers' layout, compile/tiers.ts;
-//                                           default shared, the agent's)
+//                                           --tier-layout auto|shared|per-class: the tiers' layout, compile/tiers.ts;
+//                                           default the agent's, DEFAULT_TIER_LAYOUT)
 //   node scripts/bench-render.ts --no-nft   skip the nft -f timing
-import { resolveOptions, type TierLayout } from '../src/ruleset/options.ts';
+import { DEFAULT_TIER_LAYOUT, parseTierLayout, resolveOptions, type TierLayout } from '../src/ruleset/options.ts';
 import { execa } from 'execa';
 import { randomBytes } from 'node:crypto';
 import { arch, cpus, totalmem } from 'node:os';
@@ -200,7 +200,7 @@ async function nftTiming(text: string): Promise<CaseResult['nft']> {
   }
 }
 
-async function runCase(name: string, withNft: boolean, tierLayout: TierLayout = 'shared'): Promise<CaseResult> {
+async function runCase(name: string, withNft: boolean, tierLayout: TierLayout = DEFAULT_TIER_LAYOUT): Promise<CaseResult> {
   const opts = CASES[name];
   if (opts === undefined) throw new Error(`unknown case ${name}; one of ${Object.keys(CASES).join(', ')}`);
   let t0 = process.hrtime.bigint();
@@ -332,15 +332,13 @@ async function main(): Promise<void> {
       case: { type: 'string' },
       'no-nft': { type: 'boolean' },
       json: { type: 'boolean' },
-      // The agent's default (compile/tiers.ts).
-      'tier-layout': { type: 'string', default: 'shared' },
+      // Default: the agent's (DEFAULT_TIER_LAYOUT, compile/tiers.ts).
+      'tier-layout': { type: 'string' },
     },
   });
   const withNft = values['no-nft'] !== true;
   if (values.case !== undefined) {
-    const layout = values['tier-layout'];
-    if (layout !== 'auto' && layout !== 'shared' && layout !== 'per-class')
-      throw new Error('--tier-layout: auto, shared or per-class');
+    const layout = parseTierLayout(values['tier-layout']);
     const r = await runCase(values.case, withNft && values.case.startsWith('100k'), layout);
     if (values.json === true) console.log(JSON.stringify(r));
     else print([r]);

@@ -4,9 +4,10 @@
 // bench-render's 100 ClusterNetworkPolicies (withClusterPolicies) in each
 // layout of compile/tiers.ts. Figures are CPU time (user + system) per
 // compile + render of node 0; the minimum is the least disturbed. The
-// order of the variants rotates each round (the garbage one leaves is
-// collected during the next: in a fixed order, whatever follows the CNP case
-// paid for part of it).
+// order of the variants rotates each round, and every other round runs
+// backwards (the garbage one leaves is collected during the next: in a fixed
+// order, or a rotation of one, whatever follows the CNP case paid for part of
+// it).
 //   node scripts/bench-tiers.ts [--rounds 7] [--peers narrow|wide]
 //
 // --baseline REF: the issue's "+20 % over today", measured against the code
@@ -16,13 +17,15 @@
 // and renderRuleset are imported from there. The 100k cluster is generated
 // once by each tree's own generator; when REF's equals HEAD's (deep equality),
 // both trees compile the one state object, else each compiles its own (said
-// in the output). Then REF-100k, HEAD-100k and HEAD-100k-cnp (the agent's
-// `shared` layout) alternate, and the ratios printed are HEAD-cnp / REF-100k
+// in the output). Then REF-100k, HEAD-100k and HEAD-100k-cnp alternate, and
+// the ratios printed are HEAD-cnp / REF-100k
 // (the target) and HEAD-cnp / HEAD-100k (the same code with and without the
-// policies), by min and by median. The first round's text of each is hashed:
+// policies), by min and by median; HEAD-100k-cnp runs in the shared and the
+// per-class layout (the agent's default, DEFAULT_TIER_LAYOUT, is the target's;
+// --tier-layout L runs only L). The first round's text of each is hashed:
 // REF and HEAD render the 100k cluster differently (the NetworkPolicy
 // datapath changed since), so their sizes differ by about 1 %.
-//   node scripts/bench-tiers.ts --baseline 809f622 [--rounds 9]
+//   node scripts/bench-tiers.ts --baseline 809f622 [--rounds 9] [--tier-layout shared|per-class|auto]
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, realpathSync, rmSync, symlinkSync } from 'node:fs';
@@ -33,6 +36,7 @@ import { isDeepStrictEqual, parseArgs } from 'node:util';
 import { compileNode } from '../src/compile/compile.ts';
 import type { ClusterState } from '../src/model/types.ts';
 import { renderRuleset } from '../src/nft/render.ts';
+import { DEFAULT_TIER_LAYOUT, parseTierLayout } from '../src/ruleset/options.ts';
 import type { TierLayout } from '../src/ruleset/options.ts';
 import { withClusterPolicies } from './bench-render.ts';
 import { generateCluster } from './gen-cluster.ts';
@@ -43,9 +47,14 @@ const { values } = parseArgs({
     rounds: { type: 'string', default: '7' },
     peers: { type: 'string', default: 'narrow' },
     baseline: { type: 'string' },
+    'tier-layout': { type: 'string' },
   },
 });
 const peers = values.peers === 'wide' ? 'wide' : 'narrow';
+// With --baseline: the default layout (the agent's) and the other of shared and per-class, the default first.
+const layout = parseTierLayout(values['tier-layout']);
+const layouts: readonly TierLayout[] =
+  layout !== undefined ? [layout] : DEFAULT_TIER_LAYOUT === 'per-class' ? ['per-class', 'shared'] : ['shared', 'per-class'];
 const GEN: Partial<GenOptions> = { pods: 100_000, policies: 10_000, namespaces: 5_000, podsPerNode: 110 };
 const g = generateCluster(GEN);
 const withCnp = withClusterPolicies(g.state, peers);
@@ -86,10 +95,11 @@ if (values.baseline !== undefined) {
   );
   variants.push({ name: `REF 100k`, run: () => refRender.renderRuleset(refCompile.compileNode({ ...refState }, refNode)) });
   variants.push({ name: 'HEAD 100k', run: () => renderRuleset(compileNode({ ...g.state }, node)) });
-  variants.push({
-    name: 'HEAD 100k-cnp shared',
-    run: () => renderRuleset(compileNode({ ...withCnp }, node, { tierLayout: 'shared' })),
-  });
+  for (const tierLayout of layouts)
+    variants.push({
+      name: `HEAD 100k-cnp ${tierLayout}`,
+      run: () => renderRuleset(compileNode({ ...withCnp }, node, { tierLayout })),
+    });
 } else {
   variants.push({ name: '100k', run: () => renderRuleset(compileNode({ ...g.state }, node)) });
   for (const tierLayout of ['shared', 'per-class', 'auto'] as const satisfies readonly TierLayout[])
@@ -106,9 +116,12 @@ const digest: Record<string, string> = {};
 try {
   for (let r = 0; r < Number(values.rounds); r++) {
     // The order rotates by one each round: a variant's garbage is collected
-    // during the next one, and the CNP case leaves the most.
+    // during the next one, and the CNP case leaves the most. A rotation keeps
+    // who follows whom, so every other round runs backwards: each variant
+    // follows both of its neighbours in turn.
     for (let k = 0; k < variants.length; k++) {
-      const v = variants[(k + r) % variants.length]!;
+      const at = r % 2 === 0 ? k + r : r - k + variants.length;
+      const v = variants[at % variants.length]!;
       const c0 = process.cpuUsage();
       const text = v.run();
       const c = process.cpuUsage(c0);
@@ -138,13 +151,18 @@ for (const v of variants) {
   );
 }
 if (values.baseline !== undefined) {
-  const cnp = 'HEAD 100k-cnp shared';
-  for (const [label, other] of [
-    ['HEAD-cnp vs REF-100k (the target: at most +20 %)', 'REF 100k'],
-    ['HEAD-cnp vs HEAD-100k (same code)', 'HEAD 100k'],
-    ['HEAD-100k vs REF-100k', 'REF 100k'],
-  ] as const) {
-    const num = label.startsWith('HEAD-100k') ? 'HEAD 100k' : cnp;
-    console.log(`${label.padEnd(50)} by min ${pct(minOf(num), minOf(other))}  by median ${pct(medianOf(num), medianOf(other))}`);
+  const rows: [string, string, string][] = [];
+  for (const l of layouts) {
+    const cnp = `HEAD 100k-cnp ${l}`;
+    const mark = l === DEFAULT_TIER_LAYOUT ? ' (the target: at most +20 %)' : '';
+    rows.push(
+      [`HEAD-cnp ${l} vs REF-100k${mark}`, cnp, 'REF 100k'],
+      [`HEAD-cnp ${l} vs HEAD-100k (same code)`, cnp, 'HEAD 100k'],
+    );
   }
+  if (layouts.includes('per-class') && layouts.includes('shared'))
+    rows.push(['HEAD-cnp per-class vs HEAD-cnp shared', 'HEAD 100k-cnp per-class', 'HEAD 100k-cnp shared']);
+  rows.push(['HEAD-100k vs REF-100k', 'HEAD 100k', 'REF 100k']);
+  for (const [label, num, other] of rows)
+    console.log(`${label.padEnd(50)} by min ${pct(minOf(num), minOf(other))}  by median ${pct(medianOf(num), medianOf(other))}`);
 }

@@ -24,9 +24,18 @@
 // from a range (the range maps), or whose addresses have several or no
 // NetworkPolicy identity, or whose decisions pass nothing on explicitly (no
 // Pass rule, no `return` piece), stays as it is. Typed data in, typed data out.
-import { countObjects, decisionBlocks } from '../ruleset/ir.ts';
+//
+// Both tier layouts of tiers.ts fold alike: in the per-class layout the
+// identity chain is a class's own, reached from that class's peer map (a
+// decision map of remote address -> goto, looked up from its lookup chain
+// `admin-<direction>-<class>`), and its decisions may be rules of the chain
+// (`meta l4proto tcp th dport 80 goto KUBE-NWPLCY-...`, `return`) and a
+// `jump` for protocols without ports: a Pass rule reached from them, or a
+// `return`, passes on explicitly, as a map's element does.
+import { countObjects, decisionBlocks, decisionColumns } from '../ruleset/ir.ts';
 import type { Chain, CompiledRuleset, DecisionMap, DecisionVerdict, Rule } from '../ruleset/ir.ts';
 import { tierDecisionsChainName } from '../ruleset/ids.ts';
+import type { Direction } from '../model/types.ts';
 
 /**
  * Whether some element of `m` has a verdict `pred` holds for. A block map's
@@ -35,13 +44,37 @@ import { tierDecisionsChainName } from '../ruleset/ids.ts';
  * pods), only to read the same few verdicts again.
  */
 function someVerdict(m: DecisionMap, pred: (v: DecisionVerdict) => boolean): boolean {
+  const columns = decisionColumns(m);
+  if (columns !== undefined) return columns.verdicts.some(pred);
   const blocks = decisionBlocks(m);
   if (blocks === undefined) return m.elements.some((e) => pred(e.verdict));
   return blocks.some((b) => b.addrs.length > 0 && b.tails.some((t) => pred(t.verdict)));
 }
 
-/** Chains referenced from anywhere but an Admin tier's (non-range) peer map. */
-function otherwiseReferenced(rs: CompiledRuleset): Set<string> {
+/**
+ * The per-class layout's Admin peer maps (compile/tiers.ts): remote address
+ * -> a class's identity chain, looked up from the class's lookup chain
+ * `admin-<direction>-<class>`; by map name, their direction (hash maps only:
+ * a range's identity is not folded, as in the shared layout).
+ */
+function classPeerMaps(rs: CompiledRuleset): Map<string, Direction> {
+  const out = new Map<string, Direction>();
+  for (const c of rs.chains) {
+    if (c.role !== 'lookup') continue;
+    const d: Direction | undefined = c.name.startsWith('admin-ingress-')
+      ? 'ingress'
+      : c.name.startsWith('admin-egress-')
+        ? 'egress'
+        : undefined;
+    if (d === undefined) continue;
+    for (const r of c.rules) if (r.verdict.kind === 'decisionVmap' && r.verdict.key === 'peer') out.set(r.verdict.map, d);
+  }
+  for (const m of rs.decisions) if (m.interval) out.delete(m.name);
+  return out;
+}
+
+/** Chains referenced from anywhere but an Admin tier's (non-range) peer map, shared or per class. */
+function otherwiseReferenced(rs: CompiledRuleset, classMaps: ReadonlyMap<string, Direction>): Set<string> {
   const out = new Set<string>();
   for (const m of rs.maps) {
     if (m.kind === 'tier-peers' && m.tier === 'admin' && !m.interval) continue;
@@ -51,7 +84,7 @@ function otherwiseReferenced(rs: CompiledRuleset): Set<string> {
     if (v.kind === 'goto') out.add(v.chain);
     return false;
   };
-  for (const m of rs.decisions) someVerdict(m, add);
+  for (const m of rs.decisions) if (!classMaps.has(m.name)) someVerdict(m, add);
   for (const c of rs.chains)
     for (const r of c.rules) if (r.verdict.kind === 'jump' || r.verdict.kind === 'goto') out.add(r.verdict.chain);
   return out;
@@ -66,25 +99,60 @@ function otherwiseReferenced(rs: CompiledRuleset): Set<string> {
 function passes(decisions: ReadonlyMap<string, DecisionMap>, chains: ReadonlyMap<string, Chain>, cid: string): boolean {
   const passed = (v: DecisionVerdict): boolean => v.kind === 'return' || chains.get(v.chain)?.counts?.action === 'Pass';
   for (const r of chains.get(cid)?.rules ?? []) {
-    if (r.verdict.kind !== 'decisionVmap') continue;
-    const m = decisions.get(r.verdict.map);
-    if (m !== undefined && someVerdict(m, passed)) return true;
+    const v = r.verdict;
+    if (v.kind === 'decisionVmap') {
+      const m = decisions.get(v.map);
+      if (m !== undefined && someVerdict(m, passed)) return true;
+    } else if (v.kind === 'return' || v.kind === 'goto' || v.kind === 'jump') {
+      // The per-class layout's folded decisions (`... th dport 80 goto KUBE-NWPLCY-...`), and its jump for protocols without ports.
+      if (passed(v.kind === 'return' ? v : { kind: 'goto', chain: v.chain })) return true;
+    }
   }
   return false;
 }
 
 /** Admin tier identity chain -> the NetworkPolicy identity chain of all its addresses (where there is one). */
 function passTargets(rs: CompiledRuleset): Map<string, string> {
-  // The Admin tier's (non-range) peer elements by direction and family, then
-  // the NetworkPolicy peer maps' chains of those addresses only (the peer
-  // maps hold every remote address the node's policies name).
+  // The Admin tier's (non-range) peer elements by direction and family (the
+  // shared peer maps and the per-class ones alike: address -> identity
+  // chain), then the NetworkPolicy peer maps' chains of those addresses only
+  // (the peer maps hold every remote address the node's policies name).
+  const classMaps = classPeerMaps(rs);
+  /** Every (non-range) Admin peer element: its direction and family, address and identity chain. */
+  const eachAdmin = (visit: (at: string, key: string, chain: string) => void): void => {
+    for (const m of rs.maps) {
+      if (m.kind !== 'tier-peers' || m.tier !== 'admin' || m.interval || m.shadow === true) continue;
+      const at = `${m.direction} ${m.family}`;
+      for (const e of m.elements) if (e.chain !== undefined && typeof e.key === 'string') visit(at, e.key, e.chain);
+    }
+    for (const m of rs.decisions) {
+      const d = classMaps.get(m.name);
+      if (d === undefined) continue;
+      const at = `${d} ${m.family}`;
+      const columns = decisionColumns(m);
+      if (columns !== undefined) {
+        columns.addrs.forEach((addr, i) => {
+          const v = columns.verdicts[i]!;
+          if (v.kind === 'goto') visit(at, addr, v.chain);
+        });
+        continue;
+      }
+      for (const e of m.elements)
+        if (e.key.kind === 'addr' && typeof e.key.addr === 'string' && e.verdict.kind === 'goto')
+          visit(at, e.key.addr, e.verdict.chain);
+    }
+  };
   const admin = new Map<string, Map<string, string | undefined>>();
-  for (const m of rs.maps) {
-    if (m.kind !== 'tier-peers' || m.tier !== 'admin' || m.interval || m.shadow === true) continue;
-    let wanted = admin.get(`${m.direction} ${m.family}`);
-    if (wanted === undefined) admin.set(`${m.direction} ${m.family}`, (wanted = new Map()));
-    for (const e of m.elements) if (e.chain !== undefined && typeof e.key === 'string') wanted.set(e.key, undefined);
-  }
+  let current: Map<string, string | undefined> | undefined;
+  let currentAt = '';
+  eachAdmin((at, key) => {
+    if (at !== currentAt || current === undefined) {
+      currentAt = at;
+      current = admin.get(at);
+      if (current === undefined) admin.set(at, (current = new Map()));
+    }
+    current.set(key, undefined);
+  });
   if (admin.size === 0) return new Map();
   for (const m of rs.maps) {
     if (m.kind !== 'peers' || m.interval || m.shadow === true) continue;
@@ -94,16 +162,11 @@ function passTargets(rs: CompiledRuleset): Map<string, string> {
       if (typeof e.key === 'string' && e.chain !== undefined && wanted.has(e.key)) wanted.set(e.key, e.chain);
   }
   const target = new Map<string, string | null>();
-  for (const m of rs.maps) {
-    if (m.kind !== 'tier-peers' || m.tier !== 'admin' || m.interval || m.shadow === true) continue;
-    const np = admin.get(`${m.direction} ${m.family}`);
-    for (const e of m.elements) {
-      if (e.chain === undefined || typeof e.key !== 'string') continue;
-      const n = np?.get(e.key) ?? null;
-      const before = target.get(e.chain);
-      target.set(e.chain, before === undefined || before === n ? n : null);
-    }
-  }
+  eachAdmin((at, key, chain) => {
+    const n = admin.get(at)?.get(key) ?? null;
+    const before = target.get(chain);
+    if (before === undefined || before !== n) target.set(chain, before === undefined ? n : null);
+  });
   const chains = new Map(rs.chains.map((c) => [c.name, c]));
   const decisions = new Map(rs.decisions.map((m) => [m.name, m]));
   const out = new Map<string, string>();
@@ -112,7 +175,7 @@ function passTargets(rs: CompiledRuleset): Map<string, string> {
       out.set(cid, nid);
   // Last, as it reads every map element: often nothing is left to fold.
   if (out.size === 0) return out;
-  const other = otherwiseReferenced(rs);
+  const other = otherwiseReferenced(rs, classMaps);
   for (const cid of [...out.keys()]) if (other.has(cid)) out.delete(cid);
   return out;
 }

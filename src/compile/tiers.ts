@@ -36,9 +36,13 @@
 // (rules naming most of the cluster stay shared, where each address is listed
 // once). An identity of a class with few decisions (most: a port and a range)
 // has them as rules of its chain instead of maps (foldedDecisions). The
-// default is 'shared': at 100k pods the per-class layout costs about as much
-// compile + render, and nft -f loads it in half the time, but the per-packet
-// benchmark has not been run on it (docs/benchmarks.md).
+// default is 'per-class' (DEFAULT_TIER_LAYOUT): at 100k pods its compile +
+// render costs no more than the shared layout's, for half the text, which nft
+// -f loads in about a third of the time (docs/benchmarks.md). Its classes
+// share one identity table per tier, direction and family (sharedTable: each
+// remote address's sources found once; a class's identities are its
+// projection, project()), and its peer maps are columns of addresses and
+// shared verdicts (ruleset/ir.ts columnDecisionMap).
 //
 // The most specific map is looked up first; each (local address, protocol)
 // has its most common decision in the `proto` map and only the pieces that
@@ -72,10 +76,11 @@ import {
   tierPeerMapName,
   tierRuleChainName,
 } from '../ruleset/ids.ts';
-import { blockDecisionMap } from '../ruleset/ir.ts';
+import { blockDecisionMap, columnDecisionMap } from '../ruleset/ir.ts';
 import type {
   Chain,
   DecisionBlock,
+  DecisionColumns,
   DecisionElement,
   DecisionKey,
   DecisionMap,
@@ -87,6 +92,7 @@ import type {
   Rule,
   VerdictMap,
 } from '../ruleset/ir.ts';
+import { DEFAULT_TIER_LAYOUT } from '../ruleset/options.ts';
 import type { RenderOptions } from '../ruleset/options.ts';
 import type { ClusterIndex } from './cluster-index.ts';
 import { denyLogRule } from './deny-path.ts';
@@ -603,11 +609,218 @@ function identityTable(
   };
 }
 
+/**
+ * The per-class layout's identities of one tier, direction and family, for
+ * all its classes at once: each remote address's sources computed once (over
+ * the union of the sources the classes' rules name), grouped by what decides
+ * its identity in any class (its sources, each with the named ports of the
+ * pod it came with, and its range segment). A class's table (project) is the
+ * projection of the groups onto its own sources: the same identities,
+ * segments and addresses identityTable would build from them alone.
+ */
+interface SharedTable {
+  /** Source keys, sorted: a source's index is its position. */
+  readonly keys: readonly string[];
+  readonly index: ReadonlyMap<string, number>;
+  readonly ranges: readonly boolean[];
+  /** The range segments over all range sources, tokens as source indices. */
+  readonly segments: readonly { readonly iv: Interval; readonly srcs: readonly number[] }[];
+  readonly groups: readonly Group[];
+  /** Per source index: the groups holding it. */
+  readonly groupsOf: readonly (readonly number[])[];
+  /** Hash addresses in address order, and their group. */
+  readonly addrs: readonly Addr[];
+  readonly groupOf: Int32Array;
+  readonly namedPorts: ReadonlyMap<string, { readonly name: string; readonly ports: readonly NamedPort[] }>;
+}
+
+/** Addresses meeting the same sources (each with the same pod-ness and named ports) in the same global segment. */
+interface Group {
+  /** Source indices, ascending. */
+  readonly srcs: readonly number[];
+  /** Per source: the named-port tokens (`|`-prefixed, '' without) of the pod it lists the address for; null when not a pod. */
+  readonly named: readonly (string | null)[];
+  /** The global segment holding the addresses, or -1. */
+  readonly seg: number;
+}
+
+function sharedTable(
+  used: ReadonlySet<string>,
+  sources: ReadonlyMap<string, Source>,
+  f: Family,
+  namedNames: ReadonlySet<string>,
+): SharedTable {
+  const keys = [...used].sort();
+  const ranges = keys.map((k) => sources.get(k)!.kind === 'range');
+  const rangeInput: [string, readonly Interval[]][] = [];
+  const index = new Map<string, number>();
+  keys.forEach((k, i) => index.set(k, i));
+  const namedOrder = [...namedNames].sort();
+  const namedPorts = new Map<string, { name: string; ports: NamedPort[] }>();
+  const namedMemo = new Map<Pod, string>();
+  const namedOf = (pod: Pod): string => {
+    let named = namedMemo.get(pod);
+    if (named !== undefined) return named;
+    named = '';
+    for (const name of namedOrder) {
+      const ports = pod.ports
+        .filter((cp) => cp.name === name)
+        .map((cp) => ({ protocol: cp.protocol, port: cp.port }))
+        .sort((a, b) => (a.protocol < b.protocol ? -1 : a.protocol > b.protocol ? 1 : a.port - b.port));
+      if (ports.length === 0) continue;
+      const token = `${NAMED}${name}=${ports.map((p) => `${nftProto(p.protocol)}/${p.port}`).join(',')}`;
+      namedPorts.set(token, { name, ports });
+      named = `${named}|${token}`;
+    }
+    namedMemo.set(pod, named);
+    return named;
+  };
+  // Address text -> its sources (in key order) and the pods' named ports they list it with.
+  const held = new Map<string, { addr: Addr; srcs: number[]; named: (string | null)[] }>();
+  keys.forEach((key, i) => {
+    const s = sources.get(key)!;
+    if (s.kind === 'range') {
+      rangeInput.push([String(i), s.ivs(f)]);
+      return;
+    }
+    for (const a of s.addrs(f)) {
+      const named = a.pod === undefined ? null : namedOrder.length === 0 ? '' : namedOf(a.pod);
+      const h = held.get(a.text);
+      if (h === undefined) held.set(a.text, { addr: a, srcs: [i], named: [named] });
+      else {
+        // A source listing an address twice names it twice, as in identityTable.
+        h.srcs.push(i);
+        h.named.push(named);
+      }
+    }
+  });
+  // Tokens are indices here (their order is not the keys' order: mapped back and sorted below).
+  const segments = rangeSegments(rangeInput, f).map((sg) => ({
+    iv: sg.iv,
+    srcs: sg.tokens.map(Number).sort((a, b) => a - b),
+  }));
+  const all = [...held.values()].sort((a, b) => byValue(a.addr, b.addr));
+  const groups: Group[] = [];
+  const groupIndex = new Map<string, number>();
+  const groupOf = new Int32Array(all.length);
+  const rangeSegs = segments.map((sg) => ({ iv: sg.iv, tokens: [], key: '' }));
+  all.forEach((h, n) => {
+    const seg = segmentIndex(rangeSegs, h.addr.value);
+    const gk = `${h.srcs.join(',')}/${h.named.map((x) => (x === null ? '-' : x)).join(',')}/${seg}`;
+    let g = groupIndex.get(gk);
+    if (g === undefined) {
+      groupIndex.set(gk, (g = groups.length));
+      groups.push({ srcs: h.srcs, named: h.named, seg });
+    }
+    groupOf[n] = g;
+  });
+  const groupsOf: number[][] = keys.map(() => []);
+  groups.forEach((g, gi) => {
+    for (const i of g.srcs) groupsOf[i]!.push(gi);
+  });
+  const addrs = all.map((h) => h.addr);
+  return { keys, index, ranges, segments, groups, groupsOf, addrs, groupOf, namedPorts };
+}
+
+/** A class's identities: the shared table projected onto the sources its rules name. */
+interface ClassTable {
+  /** Sorted by key. */
+  readonly identities: readonly Identity[];
+  readonly segments: readonly { readonly iv: Interval; readonly key: string }[];
+  readonly namedPorts: IdentityTable['namedPorts'];
+  /** The peer map's elements: the hash addresses its sources hold, in address order, to their identity's chain (where it has one). */
+  hashElements(chainOf: ReadonlyMap<string, string>): DecisionColumns;
+}
+
+function project(t: SharedTable, used: ReadonlySet<string>): ClassTable {
+  // The class's sources as indices (it names few of the table's), ascending: key order, as identityTable visits them.
+  const mine = new Uint8Array(t.keys.length);
+  const own: number[] = [];
+  for (const k of used) {
+    const i = t.index.get(k);
+    if (i === undefined) continue;
+    mine[i] = 1;
+    own.push(i);
+  }
+  own.sort((a, b) => a - b);
+  const identities = new Map<string, Identity>();
+  // The class's segments: the global ones' tokens cut to its sources, adjacent equal ones merged, empty ones left out.
+  const segOf = new Int32Array(t.segments.length).fill(-1);
+  const segs: { iv: { family: Family; lo: bigint; hi: bigint }; tokens: string[]; key: string }[] = [];
+  t.segments.forEach((sg, gi) => {
+    const tokens: string[] = [];
+    for (const i of sg.srcs) if (mine[i]) tokens.push(t.keys[i]!);
+    if (tokens.length === 0) return;
+    tokens.sort();
+    const key = tokens.join('|');
+    const last = segs[segs.length - 1];
+    if (last !== undefined && last.key === key && last.iv.hi + 1n === sg.iv.lo) last.iv.hi = sg.iv.hi;
+    else segs.push({ iv: { ...sg.iv }, tokens, key });
+    segOf[gi] = segs.length - 1;
+  });
+  // Each group's identity in this class (undefined: none of its sources is the class's).
+  const keyOf: (string | undefined)[] = new Array<string | undefined>(t.groups.length);
+  const seen = new Uint8Array(t.groups.length);
+  for (const i of own) {
+    if (t.ranges[i]) continue;
+    for (const gi of t.groupsOf[i]!) {
+      if (seen[gi] === 1) continue;
+      seen[gi] = 1;
+      const g = t.groups[gi]!;
+      const hashKeys: string[] = [];
+      // Named ports of the first source listing it with a pod (identityTable keeps the first pod address).
+      let named: string | null | undefined;
+      g.srcs.forEach((si, j) => {
+        if (!mine[si]) return;
+        hashKeys.push(t.keys[si]!);
+        const n = g.named[j]!;
+        if (named === undefined || (named === null && n !== null)) named = n;
+      });
+      const seg = g.seg < 0 ? -1 : segOf[g.seg]!;
+      const nm = named ?? '';
+      const hk = hashKeys.join('|');
+      const key = `${hk}#${seg < 0 ? '' : segs[seg]!.key}#${nm}`;
+      if (!identities.has(key))
+        identities.set(key, {
+          key,
+          tokens: [...hashKeys, ...(seg < 0 ? [] : segs[seg]!.tokens), ...(nm === '' ? [] : nm.slice(1).split('|'))],
+        });
+      keyOf[gi] = key;
+    }
+  }
+  const segments = segs.map((sg) => {
+    const key = `#${sg.key}#`;
+    if (!identities.has(key)) identities.set(key, { key, tokens: sg.tokens });
+    return { iv: sg.iv, key };
+  });
+  return {
+    identities: [...identities.values()].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0)),
+    segments,
+    namedPorts: t.namedPorts,
+    hashElements(chainOf) {
+      // One verdict object per group, columns instead of an element per address: elements are many, groups few.
+      const byGroup = keyOf.map((key): DecisionVerdict | undefined => {
+        const chain = key === undefined ? undefined : chainOf.get(key);
+        return chain === undefined ? undefined : { kind: 'goto', chain };
+      });
+      const addrs: string[] = [];
+      const verdicts: DecisionVerdict[] = [];
+      for (let n = 0; n < t.addrs.length; n++) {
+        const verdict = byGroup[t.groupOf[n]!];
+        if (verdict === undefined) continue;
+        addrs.push(t.addrs[n]!.text);
+        verdicts.push(verdict);
+      }
+      return { addrs, verdicts };
+    },
+  };
+}
+
 /** The rules naming a source of this identity, in evaluation order; and the egress named ports it serves. */
 function identityEntries(
   id: Identity,
   entriesBySource: ReadonlyMap<string, readonly Entry[]>,
-  table: IdentityTable,
+  table: Pick<IdentityTable, 'namedPorts'>,
 ): { entries: readonly Entry[]; named: ReadonlyMap<string, readonly NamedPort[]> } {
   let named: Map<string, NamedPort[]> | undefined;
   let only: readonly Entry[] | undefined;
@@ -637,7 +850,7 @@ function identityEntries(
  * cluster: shared, where every address is listed once per tier and direction.
  */
 function perClass(cls: LocalClass, sources: ReadonlyMap<string, Source>, ctx: TierContext): boolean {
-  const layout = ctx.o.tierLayout ?? 'shared';
+  const layout = ctx.o.tierLayout ?? DEFAULT_TIER_LAYOUT;
   if (layout !== 'auto') return layout === 'per-class';
   const used = new Set<string>();
   for (const e of cls.entries) for (const k of e.sources) used.add(k);
@@ -735,6 +948,20 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
     m.set(`${tier} ${d}`, chain);
   };
   /** One identity's chain: a vmap per non-empty decision map (and a jump for protocols without ports, per class). */
+  // Classes meeting the same rules decide alike (decidedTails): their elements and folded rules once per tails.
+  const classElementsMemo = new Map<Decided<DecisionTail>, Decided<DecisionElement>>();
+  const classElementsOf = (tails: Decided<DecisionTail>): Decided<DecisionElement> => {
+    let decided = classElementsMemo.get(tails);
+    if (decided === undefined) classElementsMemo.set(tails, (decided = classElements(tails)));
+    return decided;
+  };
+  const foldedMemo = new Map<Decided<DecisionElement>, readonly Rule[] | undefined>();
+  const foldedOf = (decided: Decided<DecisionElement>): readonly Rule[] | undefined => {
+    if (foldedMemo.has(decided)) return foldedMemo.get(decided);
+    const folded = foldedDecisions(decided);
+    foldedMemo.set(decided, folded);
+    return folded;
+  };
   const identityChain = (
     cid: string,
     name: string,
@@ -746,8 +973,8 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
     comment: string,
   ): void => {
     const field = d === 'ingress' ? 'daddr' : 'saddr';
-    const folded = 'byClass' in decided ? foldedDecisions(decided.byClass) : undefined;
-    const rules: Rule[] = folded ?? [];
+    const folded = 'byClass' in decided ? foldedOf(decided.byClass) : undefined;
+    const rules: Rule[] = folded === undefined ? [] : [...folded];
     const which = ['port', 'range', 'proto', 'addr'] as const;
     // Tier and chain names only: nothing to sanitize.
     const mapComment = `${tier} tier decisions of ${name}`;
@@ -780,21 +1007,35 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
    * a rule names a port, which the local pod or the identity then resolves).
    */
   const tailMemo = new Map<string, Decided<DecisionTail>>();
+  /** decidedTails by the list object itself (a source's rules, met whole by many classes): no key to build. */
+  const listMemo = new Map<readonly Entry[], Decided<DecisionTail>>();
   const decidedTails = (
     matching: readonly Entry[],
     local: Pod,
     named: ReadonlyMap<string, readonly NamedPort[]>,
   ): Decided<DecisionTail> => {
-    const key = named.size === 0 && !matching.some((e) => e.localNamed) ? matching.map((e) => e.order).join(',') : undefined;
+    const memoable = named.size === 0 && !matching.some((e) => e.localNamed);
+    const hit = memoable ? listMemo.get(matching) : undefined;
+    if (hit !== undefined) return hit;
+    const key = memoable ? matching.map((e) => e.order).join(',') : undefined;
     let tails = key === undefined ? undefined : tailMemo.get(key);
     if (tails === undefined) {
       tails = tailsOf(decide(matching, local, named)).tails;
       if (key !== undefined) tailMemo.set(key, tails);
     }
+    if (memoable) listMemo.set(matching, tails);
     return tails;
   };
-  const about = (id: Identity): string =>
-    id.tokens.map((t) => (t.startsWith(NAMED) ? t.slice(NAMED.length) : (sources.get(t)?.about ?? t))).join(' + ');
+  // Per identity key (the per-class layout meets one identity in many classes).
+  const aboutMemo = new Map<string, string>();
+  const about = (id: Identity): string => {
+    let text = aboutMemo.get(id.key);
+    if (text === undefined) {
+      text = id.tokens.map((t) => (t.startsWith(NAMED) ? t.slice(NAMED.length) : (sources.get(t)?.about ?? t))).join(' + ');
+      aboutMemo.set(id.key, text);
+    }
+    return text;
+  };
 
   for (const tier of ORDERED_TIERS) {
     for (const d of DIRECTIONS) {
@@ -830,71 +1071,87 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
         cls.pods.push(pod);
       }
       const shared: LocalClass[] = [];
+      const own: { readonly cls: LocalClass; readonly used: ReadonlySet<string> }[] = [];
       for (const cls of classMap.values()) {
         if (!perClass(cls, sources, ctx)) {
           shared.push(cls);
           continue;
         }
+        const used = new Set<string>();
+        for (const e of cls.entries) for (const k of e.sources) used.add(k);
+        own.push({ cls, used });
+      }
+      // The classes of the per-class layout share one table per family: each address's sources found once.
+      const ownUsed = new Set<string>();
+      for (const { used } of own) for (const k of used) ownUsed.add(k);
+      const ownTables = new Map<Family, SharedTable>();
+      const ownTable = (f: Family): SharedTable =>
+        ownTables.get(f) ?? (ownTables.set(f, sharedTable(ownUsed, sources, f, namedNames)).get(f) as SharedTable);
+      // An identity's rules (and named ports) do not depend on the class: once per identity key.
+      const idEntriesMemo = new Map<string, ReturnType<typeof identityEntries>>();
+      // An identity chain's comment names the identity, not the class: once per identity.
+      const classComments = new Map<Family, Map<string, string>>();
+      const classComment = (f: Family, id: Identity): string => {
+        let memo = classComments.get(f);
+        if (memo === undefined) classComments.set(f, (memo = new Map()));
+        let text = memo.get(id.key);
+        if (text === undefined) {
+          text = sanitizeComment(
+            `${tier} tier ${d} ${d === 'ingress' ? 'from' : 'to'} IPv${f} ${about(id)}, for one class of local pods`,
+          );
+          memo.set(id.key, text);
+        }
+        return text;
+      };
+      for (const { cls, used } of own) {
         // Per class: its own lookup chain and peer maps; decisions keyed by protocol and port.
         const ccid = shortHash(`tierclass\0${tier}\0${d}\0${cls.key}`);
         const lookupName = tierClassLookupChainName(tier, d, ccid);
-        const used = new Set<string>();
-        for (const e of cls.entries) for (const k of e.sources) used.add(k);
         const lookupRules: Rule[] = [];
         for (const f of FAMILIES) {
           if (!cls.pods.some((pod) => pod.ips.some((text) => ctx.idx.ip(text)?.family === f))) continue;
-          const table = identityTable(used, sources, f, namedNames);
+          const table = project(ownTable(f), used);
           const chainOf = new Map<string, string>();
           for (const id of table.identities) {
-            const { entries: idEntries, named } = identityEntries(id, entriesBySource, table);
-            const matching = idEntries.filter((e) => cls.has.has(e));
+            let found = idEntriesMemo.get(id.key);
+            if (found === undefined) idEntriesMemo.set(id.key, (found = identityEntries(id, entriesBySource, table)));
+            const { entries: idEntries, named } = found;
+            // All of them (the common case): the list itself, which decidedTails knows by identity.
+            const matching = idEntries.every((e) => cls.has.has(e)) ? idEntries : idEntries.filter((e) => cls.has.has(e));
             if (matching.length === 0) continue;
             const tails = decidedTails(matching, cls.pods[0]!, named);
             // The rule for protocols without ports (tailsOf puts its verdict in `addr`).
             const other = matching.find((e) => e.rule.ports === undefined);
-            const decided = classElements(tails);
+            const decided = classElementsOf(tails);
             if (decided.port.length + decided.range.length + decided.proto.length === 0 && other === undefined) continue;
             const cid = shortHash(`tierclass\0${tier}\0${d}\0${f}\0${cls.key}\0${id.key}`);
             const name = peersChainName(cid, d);
             chainOf.set(id.key, name);
-            identityChain(
-              cid,
-              name,
-              f,
-              d,
-              tier,
-              { byClass: decided },
-              other,
-              `${tier} tier ${d} ${d === 'ingress' ? 'from' : 'to'} IPv${f} ${about(id)}, for one class of local pods`,
-            );
+            identityChain(cid, name, f, d, tier, { byClass: decided }, other, classComment(f, id));
           }
-          const hash: DecisionElement[] = [];
-          for (const { addr, key } of table.hashIds) {
-            const chain = chainOf.get(key);
-            if (chain !== undefined) hash.push({ key: { kind: 'addr', addr: addr.text }, verdict: { kind: 'goto', chain } });
-          }
+          const hash = table.hashElements(chainOf);
           const ranges: DecisionElement[] = [];
           for (const sg of table.segments) {
             const chain = chainOf.get(sg.key);
             if (chain !== undefined) ranges.push({ key: { kind: 'addr', addr: sg.iv }, verdict: { kind: 'goto', chain } });
           }
           const field = d === 'ingress' ? 'saddr' : 'daddr';
-          for (const [which, els, interval] of [
-            ['peers', hash, false],
-            ['ranges', ranges, true],
+          for (const [which, size, interval] of [
+            ['peers', hash.addrs.length, false],
+            ['ranges', ranges.length, true],
           ] as const) {
-            if (els.length === 0) continue;
+            if (size === 0) continue;
             const map = decisionMapName(ccid, f, which);
-            decisions.push({
+            const fields = {
               name: map,
               family: f,
               key: 'peer',
               interval,
-              elements: els,
               comment: sanitizeComment(
                 `${tier} tier ${d}: remote ${interval ? 'ranges' : 'addresses'} to identities, for ${lookupName}`,
               ),
-            });
+            } as const;
+            decisions.push(interval ? { ...fields, elements: ranges } : columnDecisionMap(fields, hash));
             lookupRules.push({
               matches: [],
               counter: false,

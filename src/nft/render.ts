@@ -6,14 +6,16 @@
 import { sanitizeComment } from '../ruleset/ids.ts';
 import { addressText, elementText, keyText, portText } from './elements.ts';
 import { resolveOptions } from '../ruleset/options.ts';
-import { addressType, decisionBlocks, decisionKeyType } from '../ruleset/ir.ts';
+import { addressType, decisionBlocks, decisionColumns, decisionKeyType } from '../ruleset/ir.ts';
 import type {
   Chain,
   CompiledRuleset,
   DecisionBlock,
+  DecisionColumns,
   DecisionElement,
   DecisionMap,
   DecisionTail,
+  DecisionVerdict,
   MapElement,
   Match,
   NamedLimit,
@@ -153,6 +155,11 @@ function tailText(t: DecisionTail): string {
 
 /** Every element of a decision map as text, in order; a block map's straight from its blocks (ruleset/ir.ts). */
 export function decisionElementTexts(m: DecisionMap): string[] {
+  const columns = decisionColumns(m);
+  if (columns !== undefined) {
+    const tail = tailTexts();
+    return columns.addrs.map((addr, i) => addr + tail(columns.verdicts[i]!));
+  }
   const blocks = decisionBlocks(m);
   if (blocks === undefined) return m.elements.map(decisionElementText);
   const out: string[] = [];
@@ -188,6 +195,31 @@ function blockElementsBlock(out: string[], blocks: readonly DecisionBlock[]): vo
   out.push(parts.join(''));
 }
 
+/** A verdict's tail text (` : goto ...`), once per verdict object: a column map's verdicts are shared by many addresses. */
+function tailTexts(): (v: DecisionVerdict) => string {
+  const memo = new Map<DecisionVerdict, string>();
+  return (v) => {
+    let text = memo.get(v);
+    if (text === undefined) memo.set(v, (text = tailText({ proto: undefined, port: undefined, verdict: v })));
+    return text;
+  };
+}
+
+/** blockElementsBlock of a column map (ruleset/ir.ts DecisionColumns): the same text as its elements'. */
+function columnElementsBlock(out: string[], columns: DecisionColumns): void {
+  const { addrs, verdicts } = columns;
+  if (addrs.length === 0) return; // nft rejects `elements = { }`
+  const lineBreak = ',\n\t\t\t     ';
+  const tail = tailTexts();
+  const parts: string[] = ['\t\telements = { '];
+  for (let i = 0; i < addrs.length; i++) {
+    if (i > 0) parts.push(i % PER_LINE === 0 ? lineBreak : ', ');
+    parts.push(addrs[i]!, tail(verdicts[i]!));
+  }
+  parts.push(' }');
+  out.push(parts.join(''));
+}
+
 /** A decision map's declaration on one line (`add map ... { this }`); equal text, equal declaration. */
 export function decisionDeclaration(m: DecisionMap): string {
   return [
@@ -202,7 +234,9 @@ function renderDecisionMap(out: string[], m: DecisionMap): void {
   if (m.interval) out.push('\t\tflags interval');
   if (m.comment !== undefined) out.push(`\t\tcomment ${quoted(m.comment)}`);
   const blocks = decisionBlocks(m);
-  if (blocks === undefined) elementsBlock(out, m.elements.map(decisionElementText));
+  const columns = decisionColumns(m);
+  if (columns !== undefined) columnElementsBlock(out, columns);
+  else if (blocks === undefined) elementsBlock(out, m.elements.map(decisionElementText));
   else blockElementsBlock(out, blocks);
   out.push('\t}', '');
 }

@@ -333,6 +333,52 @@ class BlockDecisionMap implements DecisionMap {
   }
 }
 
+/**
+ * Remote address -> verdict as two columns (the per-class tier layout's peer
+ * maps, compile/tiers.ts: tens of thousands of elements at 100k pods, whose
+ * verdicts are a few objects shared by many addresses). Key 'peer'; in
+ * address order.
+ */
+export interface DecisionColumns {
+  readonly addrs: readonly string[];
+  readonly verdicts: readonly DecisionVerdict[];
+}
+
+/** A decision map built from columns; its elements are listed on first read (as BlockDecisionMap's). */
+class ColumnDecisionMap implements DecisionMap {
+  readonly name: string;
+  readonly family: Family;
+  readonly key: DecisionKey;
+  readonly interval: boolean;
+  readonly comment: string | undefined;
+  readonly columns: DecisionColumns;
+  #elements: readonly DecisionElement[] | undefined;
+
+  constructor(fields: Omit<DecisionMap, 'elements'>, columns: DecisionColumns) {
+    this.name = fields.name;
+    this.family = fields.family;
+    this.key = fields.key;
+    this.interval = fields.interval;
+    this.comment = fields.comment;
+    this.columns = columns;
+  }
+
+  get elements(): readonly DecisionElement[] {
+    const { addrs, verdicts } = this.columns;
+    return (this.#elements ??= addrs.map((addr, i) => ({ key: { kind: 'addr', addr }, verdict: verdicts[i]! })));
+  }
+}
+
+/** A map's columns, when it was built from them. */
+export function decisionColumns(m: DecisionMap): DecisionColumns | undefined {
+  return m instanceof ColumnDecisionMap ? m.columns : undefined;
+}
+
+/** A decision map whose elements are these columns (address i -> verdict i), listed as elements only when read. */
+export function columnDecisionMap(fields: Omit<DecisionMap, 'elements'>, columns: DecisionColumns): DecisionMap {
+  return new ColumnDecisionMap(fields, columns);
+}
+
 /** A map's blocks, when it was built from them. */
 export function decisionBlocks(m: DecisionMap): readonly DecisionBlock[] | undefined {
   return m instanceof BlockDecisionMap ? m.blocks : undefined;
@@ -351,6 +397,8 @@ function blockElement(addr: string, t: DecisionTail): DecisionElement {
 
 /** How many elements a decision map holds (without listing a block map's). */
 export function decisionSize(m: DecisionMap): number {
+  const columns = decisionColumns(m);
+  if (columns !== undefined) return columns.addrs.length;
   const blocks = decisionBlocks(m);
   if (blocks === undefined) return m.elements.length;
   let n = 0;

@@ -24,15 +24,30 @@ export interface RenderOptions {
   /** --log-denied: the deny path also logs to an NFLOG group (compile/deny-path.ts); undefined = off. */
   readonly logDenied: DenyLogOptions | undefined;
   /**
-   * How the ordered tiers reach their decisions (compile/tiers.ts): one shared
-   * lookup keyed by the local address ('shared', the default), a lookup per
-   * class of local pods ('per-class'), or chosen per class by element counts
-   * ('auto'). Tests and benchmarks exercise each. Not a flag.
+   * How the ordered tiers reach their decisions (compile/tiers.ts): a lookup
+   * per class of local pods ('per-class', the default), one shared lookup
+   * keyed by the local address ('shared'), or chosen per class by element
+   * counts ('auto'). Tests and benchmarks exercise each. Not a flag.
    */
   readonly tierLayout?: TierLayout;
 }
 
 export type TierLayout = 'auto' | 'shared' | 'per-class';
+
+/**
+ * The layout when RenderOptions.tierLayout is not given: the agent's (it
+ * passes none). Per class: at 100k pods with 100 ClusterNetworkPolicies its
+ * compile + render costs no more than the shared layout's, with half the text,
+ * which `nft -f` loads in about a third of the time (docs/benchmarks.md).
+ */
+export const DEFAULT_TIER_LAYOUT: TierLayout = 'per-class';
+
+/** A `--tier-layout` value of the benchmarks; undefined = the default. */
+export function parseTierLayout(value: string | undefined): TierLayout | undefined {
+  if (value === undefined) return undefined;
+  if (value === 'auto' || value === 'shared' || value === 'per-class') return value;
+  throw new Error(`--tier-layout: auto, shared or per-class, not ${value}`);
+}
 
 export interface DenyLogOptions {
   readonly group: number;

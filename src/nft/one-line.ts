@@ -7,7 +7,8 @@
 /**
  * The commands of `script` joined by `; ` on one line, `#` comments dropped;
  * undefined when a line break falls inside a block other than an element
- * list, or a quoted string spans lines (nft strings cannot).
+ * list, a quoted string spans lines (nft strings cannot), or there is a
+ * carriage return or backslash (neither is in what the renderer writes).
  */
 export function oneLine(script: string): string | undefined {
   let out = '';
@@ -30,7 +31,8 @@ export function oneLine(script: string): string | undefined {
         break;
       } else if (c === 123 /* { */) depth++;
       else if (c === 125 /* } */) depth--;
-      else if (c === 13 /* \r */) return undefined;
+      // nft -i would join a line ending in a backslash with the next (the sync line).
+      else if (c === 13 /* \r */ || c === 92 /* \\ */) return undefined;
     }
     if (quoted || depth < 0) return undefined;
     const text = script.slice(lineStart, end).replace(/\t/g, ' ').trim();

@@ -39,6 +39,7 @@ test('oneLine: no form for blocks across lines, strings across lines, unbalanced
   assert.equal(oneLine('add element inet t s { 1.2.3.4'), undefined);
   assert.equal(oneLine('add element inet t s 1.2.3.4 }'), undefined);
   assert.equal(oneLine('add table inet t\r\nadd chain inet t c'), undefined);
+  assert.equal(oneLine('add table inet t \\\nadd chain inet t c'), undefined);
   assert.equal(oneLine('# only a comment\n'), '');
 });
 

@@ -1,6 +1,7 @@
 // Runs `nft-netpol-agent run` as a real child process for the process tests:
 // JSON log lines collected, listener ports read from the log, /metrics
 // scraped, and the process always killed by the test's cleanup.
+import { nftWrapperScript } from '../support/nft-wrapper.ts';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm, writeFile, chmod } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -227,39 +228,14 @@ export async function scratch(api: FakeApiServer | undefined): Promise<Scratch> 
   const kubeconfig = join(dir, 'kubeconfig');
   if (api !== undefined) await writeFile(kubeconfig, api.kubeConfig().exportConfig());
   const nft = join(dir, 'nft-wrapper');
-  // Only transactions are affected; listings and --check pass through. In
-  // -i mode each line goes on to a real nft -i through a FIFO, except the
-  // transactions the flags fail (the agent's sync lines always go on, so nft
-  // answers them as usual).
   await writeFile(
     nft,
-    `#!/bin/sh
-D='${dir}'
-if [ "$1" = "-i" ]; then
-  if [ -e "$D/nocli" ]; then echo "Error: no interactive CLI in this build (test wrapper)" >&2; exit 1; fi
-  fifo="$D/nft-i.$$"
-  mkfifo "$fifo"
-  nft -i < "$fifo" &
-  exec 3> "$fifo"
-  rm -f "$fifo"
-  while IFS= read -r line; do
-    case "$line" in
-      nft-netpol-sync-*) ;;
-      *)
-        if [ -e "$D/slow" ]; then echo $$ > "$D/sleeping"; sleep 30; fi
-        if [ -e "$D/fail" ]; then echo "Error: injected failure (test wrapper)" >&2; continue; fi
-        ;;
-    esac
-    printf '%s\n' "$line" >&3
-  done
-  exec 3>&-
-  wait
-  exit 0
-fi
-if [ "$1" = "-f" ] && [ -e "$D/fail" ]; then echo "Error: injected failure (test wrapper)" >&2; exit 1; fi
-if [ "$1" = "-f" ] && [ -e "$D/slow" ]; then echo $$ > "$D/sleeping"; sleep 30; fi
-exec nft "$@"
-`,
+    nftWrapperScript({
+      fail: join(dir, 'fail'),
+      slow: { flag: join(dir, 'slow'), sleeping: join(dir, 'sleeping') },
+      nocli: join(dir, 'nocli'),
+      message: 'Error: injected failure (test wrapper)',
+    }),
   );
   await chmod(nft, 0o755);
   return {

@@ -16,6 +16,7 @@
 //      and both alerts resolve.
 // Everything is observed through Prometheus' own HTTP API. Needs root, ip,
 // nft and prometheus: skipped locally without them, failing in CI (CI=true).
+import { nftWrapperScript } from '../support/nft-wrapper.ts';
 import assert from 'node:assert/strict';
 import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -95,20 +96,13 @@ function manifests(policyPort: number): { cluster: KubeObject[]; policy: KubeObj
   return { cluster, policy };
 }
 
-/** nft, except that transactions (-f, also --check -f) fail like nft does while `flag` exists. */
+/** nft, except that transactions (-f, also --check -f, and each line of nft -i) fail like nft does while `flag` exists. */
 function nftWrapper(realNft: string, flag: string): string {
-  return `#!/bin/sh
-if [ -e '${flag}' ]; then
-  for a in "$@"; do
-    if [ "$a" = "-f" ]; then
-      cat >/dev/null
-      echo "/dev/stdin:1:1-30: Error: Could not process rule: Operation not permitted (injected by prometheus-e2e)" >&2
-      exit 1
-    fi
-  done
-fi
-exec '${realNft}' "$@"
-`;
+  return nftWrapperScript({
+    nft: realNft,
+    fail: flag,
+    message: '/dev/stdin:1:1-30: Error: Could not process rule: Operation not permitted (injected by prometheus-e2e)',
+  });
 }
 
 test(

@@ -5,6 +5,7 @@
 //   node scripts/bench-agent.ts [--sizes 1000,10000,100000] [--samples 40] [--warmup 2] [--source]
 //                               [--rate 200 --duration 30] [--baseline REF [--rounds 2]]
 //                               [--dump-log DIR] [--node-options '...'] [--node-args=--trace-gc]
+//                               [--baseline-node-args='...']
 //
 // Per size: scripts/gen-cluster.ts's seeded cluster (pods, pods/10 policies,
 // pods/20 namespaces, 110 pods per node) is loaded into the in-repo fake API
@@ -90,6 +91,8 @@ const { values: args } = parseArgs({
     'node-args': { type: 'string' },
     /** NODE_OPTIONS of the baseline's agent only (--baseline HEAD with this: flags against flags). */
     'baseline-node-options': { type: 'string' },
+    /** Command-line Node/V8 flags of the baseline's agent only (default: --node-args). */
+    'baseline-node-args': { type: 'string' },
   },
 });
 const RATE = Number(args.rate);
@@ -407,6 +410,7 @@ async function benchSize(
   entry: string | undefined,
   label: string,
   env: Record<string, string>,
+  nodeArgs: string | undefined,
 ): Promise<SizeResult> {
   const policies = Math.round(pods / 10);
   const gen = generateCluster({ pods, policies, namespaces: Math.round(pods / 20) });
@@ -461,7 +465,7 @@ async function benchSize(
     args: ['--log-level', 'info', '--drift-interval', '0'],
     env,
     ...(entry === undefined ? {} : { entry }),
-    ...(args['node-args'] === undefined ? {} : { nodeArgs: args['node-args'].split(' ').filter((a) => a !== '') }),
+    ...(nodeArgs === undefined ? {} : { nodeArgs: nodeArgs.split(' ').filter((a) => a !== '') }),
   });
   try {
     await agent.waitReady(300_000);
@@ -604,15 +608,17 @@ async function compiled(ref?: string): Promise<{ entry: string | undefined; clea
 const build = await compiled();
 const base = args.baseline === undefined ? undefined : await compiled(args.baseline);
 const baseOptions = args['baseline-node-options'];
-const variants: { label: string; entry: string | undefined; env: Record<string, string> }[] = [
-  { label: base === undefined ? '' : 'this tree', entry: build.entry, env: AGENT_ENV },
+const baseArgs = args['baseline-node-args'] ?? args['node-args'];
+const variants: { label: string; entry: string | undefined; env: Record<string, string>; nodeArgs: string | undefined }[] = [
+  { label: base === undefined ? '' : 'this tree', entry: build.entry, env: AGENT_ENV, nodeArgs: args['node-args'] },
   ...(base === undefined
     ? []
     : [
         {
-          label: `baseline ${args.baseline}${baseOptions === undefined ? '' : ` with ${baseOptions}`}`,
+          label: `baseline ${args.baseline}${baseOptions === undefined ? '' : ` with ${baseOptions}`}${baseArgs === args['node-args'] ? '' : ` args ${baseArgs ?? '(none)'}`}`,
           entry: base.entry,
           env: baseOptions === undefined ? AGENT_ENV : { ...AGENT_ENV, NODE_OPTIONS: baseOptions },
+          nodeArgs: baseArgs,
         },
       ]),
 ];
@@ -624,7 +630,7 @@ try {
       const order = round % 2 === 0 ? variants : [...variants].reverse();
       for (const v of order) {
         process.stderr.write(`size ${n} pods${v.label === '' ? '' : ` (${v.label}, round ${round + 1})`}...\n`);
-        results.push(await benchSize(n, v.entry, v.label, v.env));
+        results.push(await benchSize(n, v.entry, v.label, v.env, v.nodeArgs));
       }
     }
   }

@@ -294,9 +294,10 @@ function renderChain(out: string[], c: Chain): void {
   out.push('\t}', '');
 }
 
-export function renderRuleset(c: CompiledRuleset): string {
+/** The lines of each object of the script, in the order nft needs them (one home for it). */
+function* objectLines(c: CompiledRuleset): Generator<string[]> {
   const t = c.table;
-  const out: string[] = [
+  yield [
     // The node name is the only raw input in this line; a newline in it must not start a statement.
     `# nft-netpol-agent ruleset for node ${c.node.replace(/[^A-Za-z0-9._-]/g, '_')}`,
     // Declaring first makes the delete valid when the table does not exist yet.
@@ -306,6 +307,11 @@ export function renderRuleset(c: CompiledRuleset): string {
     `\tcomment ${quoted(c.comment)}`,
     '',
   ];
+  const one = <T>(render: (out: string[], x: T) => void, x: T): string[] => {
+    const out: string[] = [];
+    render(out, x);
+    return out;
+  };
   // Referenced objects come before their users: limits, sets, (staged
   // tallies, their maps and lookups), policy
   // chains, tier rule chains, decision maps (goto rule chains), peer chains
@@ -313,26 +319,58 @@ export function renderRuleset(c: CompiledRuleset): string {
   // (jump or goto peer chains), lookup
   // chains (vmap on peer maps), pod chains (jump to a lookup chain), dispatch
   // maps (goto pod chains), base chains.
-  for (const l of c.limits) renderLimit(out, l);
-  for (const s of c.sets) renderSet(out, s);
+  for (const l of c.limits) yield one(renderLimit, l);
+  for (const s of c.sets) yield one(renderSet, s);
   const byRole = (role: Chain['role']): Chain[] => c.chains.filter((ch) => ch.role === role);
   // The staged shadow path's tallies (compile/staged.ts): referenced by every other kind of chain.
-  for (const ch of byRole('tally')) renderChain(out, ch);
-  for (const m of c.maps) if (m.kind === 'tally') renderMap(out, m);
-  for (const ch of byRole('tally-lookup')) renderChain(out, ch);
-  for (const ch of byRole('policy')) renderChain(out, ch);
-  for (const ch of byRole('rule')) renderChain(out, ch);
-  for (const m of c.decisions) if (m.key !== 'peer') renderDecisionMap(out, m);
-  for (const ch of byRole('peers')) renderChain(out, ch);
-  for (const m of c.decisions) if (m.key === 'peer') renderDecisionMap(out, m);
-  for (const m of c.maps) if (m.kind === 'peers' || m.kind === 'tier-peers') renderMap(out, m);
-  for (const ch of byRole('lookup')) renderChain(out, ch);
-  for (const ch of byRole('pod')) renderChain(out, ch);
-  for (const m of c.maps) if (m.kind === 'dispatch') renderMap(out, m);
-  for (const ch of byRole('base')) renderChain(out, ch);
-  if (out[out.length - 1] === '') out.pop();
-  out.push('}', '');
+  for (const ch of byRole('tally')) yield one(renderChain, ch);
+  for (const m of c.maps) if (m.kind === 'tally') yield one(renderMap, m);
+  for (const ch of byRole('tally-lookup')) yield one(renderChain, ch);
+  for (const ch of byRole('policy')) yield one(renderChain, ch);
+  for (const ch of byRole('rule')) yield one(renderChain, ch);
+  for (const m of c.decisions) if (m.key !== 'peer') yield one(renderDecisionMap, m);
+  for (const ch of byRole('peers')) yield one(renderChain, ch);
+  for (const m of c.decisions) if (m.key === 'peer') yield one(renderDecisionMap, m);
+  for (const m of c.maps) if (m.kind === 'peers' || m.kind === 'tier-peers') yield one(renderMap, m);
+  for (const ch of byRole('lookup')) yield one(renderChain, ch);
+  for (const ch of byRole('pod')) yield one(renderChain, ch);
+  for (const m of c.maps) if (m.kind === 'dispatch') yield one(renderMap, m);
+  for (const ch of byRole('base')) yield one(renderChain, ch);
+}
+
+/** The script's lines in groups: every object's, then the closing brace (the last blank line dropped before it). */
+function* scriptLines(c: CompiledRuleset): Generator<string[]> {
+  let prev: string[] | undefined;
+  for (const g of objectLines(c)) {
+    if (g.length === 0) continue;
+    if (prev !== undefined) yield prev;
+    prev = g;
+  }
+  if (prev !== undefined) {
+    if (prev[prev.length - 1] === '') prev.pop();
+    yield prev;
+  }
+  yield ['}', ''];
+}
+
+export function renderRuleset(c: CompiledRuleset): string {
+  const out: string[] = [];
+  for (const g of scriptLines(c)) for (let i = 0; i < g.length; i++) out.push(g[i]!);
   return out.join('\n');
+}
+
+/**
+ * The script in pieces, object by object: their concatenation is
+ * renderRuleset(c). For work that may pause between pieces (the status's
+ * ruleset hash, hashed in slices instead of rendering ~2 MB at once).
+ */
+export function* rulesetPieces(c: CompiledRuleset): Generator<string> {
+  let first = true;
+  for (const g of scriptLines(c)) {
+    const text = g.join('\n');
+    yield first ? text : `\n${text}`;
+    first = false;
+  }
 }
 
 /** Deletes our table if present, in one transaction; touches nothing else. */

@@ -4,7 +4,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { compileNode, compileRules } from '../../src/compile/compile.ts';
-import { decisionElementText, renderCleanup, renderRuleset } from '../../src/nft/render.ts';
+import { decisionElementText, renderCleanup, renderRuleset, rulesetPieces } from '../../src/nft/render.ts';
+import { withClusterPolicies } from '../../scripts/bench-render.ts';
+import { generateCluster } from '../../scripts/gen-cluster.ts';
 import { renderNode } from '../support/render-node.ts';
 import { policyId, policyRuleChainName, sanitizeComment } from '../../src/ruleset/ids.ts';
 import type { ClusterState } from '../../src/model/types.ts';
@@ -206,6 +208,22 @@ test('comments: hostile names are sanitized and capped; identifiers are hashes',
   for (const st of compileRules(s, node).sets) assert.match(st.name, /^(peer4|peer6|port|named4|named6)-[0-9a-f]{12}$/);
   assert.equal(sanitizeComment('x'.repeat(500)).length, 120);
   assert.equal(sanitizeComment('ok a/b ingress[0]'), 'ok a/b ingress[0]');
+});
+
+test('rulesetPieces: joined, the pieces are the script, in every tier layout (the status hashes them in slices)', () => {
+  const g = generateCluster({ pods: 600, policies: 60, namespaces: 12, podsPerNode: 50, seed: 7 });
+  const st = withClusterPolicies(g.state, 'narrow');
+  let checked = 0;
+  for (const tierLayout of ['shared', 'per-class', 'auto'] as const)
+    for (const node of [...new Set(st.pods.map((p) => p.nodeName))].slice(0, 3)) {
+      if (node === undefined) continue;
+      const c = compileNode(st, node, { tierLayout });
+      const pieces = [...rulesetPieces(c)];
+      assert.ok(pieces.length > 20, `${node}: ${pieces.length} pieces`);
+      assert.equal(pieces.join(''), renderRuleset(c), `${tierLayout} ${node}`);
+      checked++;
+    }
+  assert.equal(checked, 9);
 });
 
 test('renderCleanup removes our table and only it; applying it twice is fine', async (t) => {

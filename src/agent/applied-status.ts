@@ -14,6 +14,8 @@ import { Heartbeat } from './heartbeat.ts';
 import type { Outcome } from './outcome.ts';
 import { StatusWriter } from './status-writer.ts';
 
+type AppliedScript = { readonly text: string; readonly compiled?: CompiledRuleset };
+
 export interface AppliedStatusOptions {
   readonly node: string;
   readonly agentNamespace: string;
@@ -29,7 +31,7 @@ export interface AppliedStatusOptions {
    * hash is kept, the ~2 MB text is not): in slices between other work
    * when the compiled form is there, else rendered when a write is due.
    */
-  readonly appliedRuleset: () => { readonly text: string; readonly compiled?: CompiledRuleset } | undefined;
+  readonly appliedRuleset: () => AppliedScript | undefined;
   readonly onWrite?: (object: 'status' | 'lease', ok: boolean) => void;
 }
 
@@ -57,13 +59,17 @@ export class AppliedStatus {
   readonly #o: AppliedStatusOptions;
   readonly writer: StatusWriter | undefined;
   readonly heartbeat: Heartbeat | undefined;
-  #applied: Omit<AppliedRuleset, 'hash'> | undefined;
+  /** The last successful apply: its record and the ruleset it put in force. */
+  #applied:
+    | { readonly seq: number; readonly record: Omit<AppliedRuleset, 'hash'>; readonly ruleset: AppliedScript | undefined }
+    | undefined;
+  #appliedSeq = 0;
+  /** The last apply hashed before a write (what the status reports), by its number (holding no ruleset). */
+  #reported: { readonly seq: number; readonly applied: AppliedRuleset } | undefined;
   #last: StatusInput['last'];
   #inSync = false;
   /** The hash of the script of `of` (held weakly: a replaced ruleset goes). */
   #hashed: { of: WeakRef<object>; hash: string } | undefined;
-  /** The ruleset being hashed in slices (only while that runs). */
-  #hashing: object | undefined;
 
   constructor(api: StatusApi & LeaseApi, log: Logger, opts: AppliedStatusOptions) {
     this.#o = opts;
@@ -73,6 +79,7 @@ export class AppliedStatus {
         ? new StatusWriter(api, log.child({ component: 'status' }), {
             node: opts.node,
             intervalMs: opts.statusIntervalMs,
+            prepare: () => this.#prepare(),
             ...(onWrite === undefined ? {} : { onResult: (ok: boolean) => onWrite('status', ok) }),
           })
         : undefined;
@@ -107,54 +114,48 @@ export class AppliedStatus {
       this.#last = { result, atUnixMs: o.atUnixMs, error: o.error };
       this.#inSync = result === 'Applied';
       // Times of versions already reported stay (the builder keeps them); new ones get this run's.
-      if (o.enforced !== undefined && o.stats !== undefined) {
-        this.#applied = { state: o.enforced.state, localPods: o.enforced.localPods, stats: o.stats, atUnixMs: o.atUnixMs };
-        if (this.writer !== undefined) void this.#hashInSlices();
-      }
+      if (o.enforced !== undefined && o.stats !== undefined)
+        this.#applied = {
+          seq: ++this.#appliedSeq,
+          record: { state: o.enforced.state, localPods: o.enforced.localPods, stats: o.stats, atUnixMs: o.atUnixMs },
+          ruleset: this.#o.appliedRuleset(),
+        };
     }
     this.writer?.update(this.#input);
   };
 
   /**
-   * Hashes the applied script a few ms at a time, yielding to the event loop
-   * in between: rendered at once it held the loop ~20-40 ms at 100k pods,
-   * and a change arriving then waited (the benchmark's 100k tails). The
-   * write comes seconds later (interval, jitter) and finds the hash; one
-   * due sooner renders it at once as before (#hash).
+   * Before each write (at most one per status interval): the hash of the
+   * last applied script, rendered and hashed a few ms at a time with the
+   * event loop free in between (in one piece it held the loop ~20-40 ms at
+   * 100k pods, and a change arriving then waited). The status then reports
+   * that apply, even if a newer one lands meanwhile (the next write has it),
+   * so record and hash always belong together.
    */
-  async #hashInSlices(): Promise<void> {
-    const applied = this.#o.appliedRuleset();
-    const c = applied?.compiled;
-    if (applied === undefined || c === undefined || this.#hashed?.of.deref() === applied || this.#hashing === applied) return;
-    this.#hashing = applied;
-    try {
-      // A newer ruleset applied meanwhile: its own hashing follows.
-      const hash = await hashInSlices(c, SLICE_MS, () => this.#o.appliedRuleset() === applied);
-      if (hash !== undefined && this.#o.appliedRuleset() === applied && this.#hashed?.of.deref() !== applied)
-        this.#hashed = { of: new WeakRef(applied), hash };
-    } finally {
-      if (this.#hashing === applied) this.#hashing = undefined;
-    }
-  }
-
-  readonly #input = (): StatusInput => {
+  async #prepare(): Promise<void> {
     const a = this.#applied;
-    const hash = a === undefined ? undefined : this.#hash();
-    return {
-      node: this.#o.node,
-      applied: a === undefined || hash === undefined ? undefined : { ...a, hash },
-      last: this.#last,
-      inSync: this.#inSync,
-      agentVersion: this.#o.agentVersion,
-      nftVersion: this.#o.nftVersion(),
-    };
-  };
-
-  #hash(): string | undefined {
-    const applied = this.#o.appliedRuleset();
-    if (applied === undefined) return undefined;
-    if (this.#hashed?.of.deref() !== applied)
-      this.#hashed = { of: new WeakRef(applied), hash: `sha256:${createHash('sha256').update(applied.text).digest('hex')}` };
-    return this.#hashed.hash;
+    if (a === undefined || this.#reported?.seq === a.seq) return;
+    const hash = await this.#hashOf(a.ruleset);
+    if (hash !== undefined) this.#reported = { seq: a.seq, applied: { ...a.record, hash } };
   }
+
+  async #hashOf(r: AppliedScript | undefined): Promise<string | undefined> {
+    if (r === undefined) return undefined;
+    if (this.#hashed?.of.deref() === r) return this.#hashed.hash;
+    const hash =
+      r.compiled === undefined
+        ? `sha256:${createHash('sha256').update(r.text).digest('hex')}`
+        : await hashInSlices(r.compiled, SLICE_MS, () => true);
+    if (hash !== undefined) this.#hashed = { of: new WeakRef(r), hash };
+    return hash;
+  }
+
+  readonly #input = (): StatusInput => ({
+    node: this.#o.node,
+    applied: this.#reported?.applied,
+    last: this.#last,
+    inSync: this.#inSync,
+    agentVersion: this.#o.agentVersion,
+    nftVersion: this.#o.nftVersion(),
+  });
 }

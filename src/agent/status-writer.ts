@@ -32,6 +32,8 @@ export interface StatusWriterOptions {
   readonly random?: () => number;
   /** Each write's result (metrics). */
   readonly onResult?: (ok: boolean) => void;
+  /** Awaited before each write reads its input (slow parts of it made ready without holding the event loop). */
+  readonly prepare?: () => Promise<void>;
 }
 
 export interface StatusWriterStats {
@@ -56,7 +58,8 @@ function isStatusContent(v: unknown): v is NodeStatusContent {
 export class StatusWriter {
   readonly #api: StatusApi;
   readonly #log: Logger;
-  readonly #o: Required<Omit<StatusWriterOptions, 'clock' | 'random' | 'onResult'>>;
+  readonly #o: Required<Omit<StatusWriterOptions, 'clock' | 'random' | 'onResult' | 'prepare'>>;
+  readonly #prepare: (() => Promise<void>) | undefined;
   readonly #onResult: (ok: boolean) => void;
   readonly #clock: Clock;
   readonly #random: () => number;
@@ -83,6 +86,7 @@ export class StatusWriter {
     this.#clock = opts.clock ?? SYSTEM_CLOCK;
     this.#random = opts.random ?? Math.random;
     this.#onResult = opts.onResult ?? (() => {});
+    this.#prepare = opts.prepare;
     this.#o = {
       node: opts.node,
       intervalMs: opts.intervalMs,
@@ -145,6 +149,7 @@ export class StatusWriter {
         this.#dirty = true;
         return;
       }
+      await this.#prepare?.();
       const content = buildStatus(provider(), this.#written ?? this.#seed);
       let patch = statusPatch(this.#written, content);
       if (patch === undefined) {

@@ -4,6 +4,7 @@
 // holds, catch up after every outage, and go away with its Node. The kernel
 // is checked with `nft list`; `status` is the real command, run in-process.
 // Needs root, nft and ip: skipped locally without them, failing in CI.
+import { createHash } from 'node:crypto';
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { statusCommand } from '../../src/cli/status.ts';
@@ -91,6 +92,9 @@ test(
     assert.equal(s?.inSync, true);
     assert.equal(s?.lastApplyResult, 'Applied');
     assert.match(s?.rulesetHash ?? '', /^sha256:[0-9a-f]{64}$/);
+    // The hash (made in slices before the write) is the sha256 of the script in force.
+    const rs = JSON.parse((await a.get('/debug/ruleset')).body) as { ruleset: string };
+    assert.equal(s?.rulesetHash, `sha256:${createHash('sha256').update(rs.ruleset).digest('hex')}`);
     assert.equal(e.entry('allow-web')?.localPods, 1);
     assert.equal(e.entry('allow-web')?.uid, e.api.get('networkpolicies', 'shop', 'allow-web')?.metadata.uid);
     const lease = e.api.get('leases', AGENT_NS, NODE);

@@ -514,6 +514,30 @@ function segmentIndex(segs: readonly RangeSegment[], value: bigint): number {
 
 const NAMED = 'named:';
 
+/**
+ * A pod's part of an identity key: a token per named port the rules name
+ * (in `namedOrder`) that the pod has, with its protocols and numbers; each
+ * token's ports recorded in `namedPorts`.
+ */
+function namedKey(
+  pod: Pod,
+  namedOrder: readonly string[],
+  namedPorts: Map<string, { name: string; ports: NamedPort[] }>,
+): string {
+  let named = '';
+  for (const name of namedOrder) {
+    const ports = pod.ports
+      .filter((cp) => cp.name === name)
+      .map((cp) => ({ protocol: cp.protocol, port: cp.port }))
+      .sort((a, b) => (a.protocol < b.protocol ? -1 : a.protocol > b.protocol ? 1 : a.port - b.port));
+    if (ports.length === 0) continue;
+    const token = `${NAMED}${name}=${ports.map((p) => `${nftProto(p.protocol)}/${p.port}`).join(',')}`;
+    namedPorts.set(token, { name, ports });
+    named = `${named}|${token}`;
+  }
+  return named;
+}
+
 /** Local pods that the same rules of one tier and direction apply to: they meet every remote identity alike. */
 interface LocalClass {
   /** Stable across unrelated edits: the ids of the policies selecting its pods, sorted (and the pods' ports when a rule names a local port). */
@@ -571,20 +595,8 @@ function identityTable(
   for (const h of hashTokens.values()) {
     // The canonical key: hash tokens, range tokens, named tokens (each part sorted).
     const seg = segmentIndex(segments, h.addr.value);
-    let named = '';
     const pod = h.addr.pod;
-    if (pod !== undefined && namedOrder.length > 0) {
-      for (const name of namedOrder) {
-        const ports = pod.ports
-          .filter((cp) => cp.name === name)
-          .map((cp) => ({ protocol: cp.protocol, port: cp.port }))
-          .sort((a, b) => (a.protocol < b.protocol ? -1 : a.protocol > b.protocol ? 1 : a.port - b.port));
-        if (ports.length === 0) continue;
-        const token = `${NAMED}${name}=${ports.map((p) => `${nftProto(p.protocol)}/${p.port}`).join(',')}`;
-        namedPorts.set(token, { name, ports });
-        named = `${named}|${token}`;
-      }
-    }
+    const named = pod !== undefined && namedOrder.length > 0 ? namedKey(pod, namedOrder, namedPorts) : '';
     const key = `${h.key}#${seg < 0 ? '' : segments[seg]!.key}#${named}`;
     if (!identities.has(key)) {
       const tokens = [
@@ -661,17 +673,7 @@ function sharedTable(
   const namedOf = (pod: Pod): string => {
     let named = namedMemo.get(pod);
     if (named !== undefined) return named;
-    named = '';
-    for (const name of namedOrder) {
-      const ports = pod.ports
-        .filter((cp) => cp.name === name)
-        .map((cp) => ({ protocol: cp.protocol, port: cp.port }))
-        .sort((a, b) => (a.protocol < b.protocol ? -1 : a.protocol > b.protocol ? 1 : a.port - b.port));
-      if (ports.length === 0) continue;
-      const token = `${NAMED}${name}=${ports.map((p) => `${nftProto(p.protocol)}/${p.port}`).join(',')}`;
-      namedPorts.set(token, { name, ports });
-      named = `${named}|${token}`;
-    }
+    named = namedKey(pod, namedOrder, namedPorts);
     namedMemo.set(pod, named);
     return named;
   };

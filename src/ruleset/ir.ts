@@ -306,30 +306,43 @@ export interface DecisionBlock {
 }
 
 /**
- * A decision map built from blocks. Its elements are listed on first read (a
- * getter of the class: a copy, `{ ...m, elements }`, is a plain map and has
- * no blocks).
+ * A decision map whose elements are listed on first read, from a compact form
+ * (a getter of the class: a copy, `{ ...m, elements }`, is a plain map).
  */
-class BlockDecisionMap implements DecisionMap {
+abstract class LazyDecisionMap implements DecisionMap {
   readonly name: string;
   readonly family: Family;
   readonly key: DecisionKey;
   readonly interval: boolean;
   readonly comment: string | undefined;
-  readonly blocks: readonly DecisionBlock[];
   #elements: readonly DecisionElement[] | undefined;
 
-  constructor(fields: Omit<DecisionMap, 'elements'>, blocks: readonly DecisionBlock[]) {
+  constructor(fields: Omit<DecisionMap, 'elements'>) {
     this.name = fields.name;
     this.family = fields.family;
     this.key = fields.key;
     this.interval = fields.interval;
     this.comment = fields.comment;
-    this.blocks = blocks;
   }
 
   get elements(): readonly DecisionElement[] {
-    return (this.#elements ??= this.blocks.flatMap((b) => b.addrs.flatMap((addr) => b.tails.map((t) => blockElement(addr, t)))));
+    return (this.#elements ??= this.list());
+  }
+
+  protected abstract list(): readonly DecisionElement[];
+}
+
+/** A decision map built from blocks. */
+class BlockDecisionMap extends LazyDecisionMap {
+  readonly blocks: readonly DecisionBlock[];
+
+  constructor(fields: Omit<DecisionMap, 'elements'>, blocks: readonly DecisionBlock[]) {
+    super(fields);
+    this.blocks = blocks;
+  }
+
+  protected list(): readonly DecisionElement[] {
+    return this.blocks.flatMap((b) => b.addrs.flatMap((addr) => b.tails.map((t) => blockElement(addr, t))));
   }
 }
 
@@ -344,28 +357,18 @@ export interface DecisionColumns {
   readonly verdicts: readonly DecisionVerdict[];
 }
 
-/** A decision map built from columns; its elements are listed on first read (as BlockDecisionMap's). */
-class ColumnDecisionMap implements DecisionMap {
-  readonly name: string;
-  readonly family: Family;
-  readonly key: DecisionKey;
-  readonly interval: boolean;
-  readonly comment: string | undefined;
+/** A decision map built from columns. */
+class ColumnDecisionMap extends LazyDecisionMap {
   readonly columns: DecisionColumns;
-  #elements: readonly DecisionElement[] | undefined;
 
   constructor(fields: Omit<DecisionMap, 'elements'>, columns: DecisionColumns) {
-    this.name = fields.name;
-    this.family = fields.family;
-    this.key = fields.key;
-    this.interval = fields.interval;
-    this.comment = fields.comment;
+    super(fields);
     this.columns = columns;
   }
 
-  get elements(): readonly DecisionElement[] {
+  protected list(): readonly DecisionElement[] {
     const { addrs, verdicts } = this.columns;
-    return (this.#elements ??= addrs.map((addr, i) => ({ key: { kind: 'addr', addr }, verdict: verdicts[i]! })));
+    return addrs.map((addr, i) => ({ key: { kind: 'addr', addr }, verdict: verdicts[i]! }));
   }
 }
 

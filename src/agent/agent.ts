@@ -14,6 +14,7 @@ import { debugHandler, metricsHandler, type AgentView } from './debug-server.ts'
 import { closeServer, listen } from '../observability/http-server.ts';
 import { formatListenAddr, type AgentConfig } from './config.ts';
 import { conntrackAvailable, deleteConntrack } from './dataplane.ts';
+import { SerialBatches } from './serial-batches.ts';
 import { agentMetrics } from './metrics-adapter.ts';
 import type { Dataplane, EventSink, RenderFn } from './ports.ts';
 import { Reconciler } from './reconciler.ts';
@@ -306,6 +307,7 @@ export class Agent {
     this.#rules.stop();
     await this.#monitor?.stop();
     const finished = await this.#reconciler.stop(STOP_GRACE_MS);
+    this.#conntrackBatches.close();
     this.#p.dataplane.close?.();
     await this.#status?.stop();
     if (!finished)
@@ -321,9 +323,9 @@ export class Agent {
   }
 
   #conntrackOk = false;
-
-  async #conntrack(ips: readonly string[]): Promise<void> {
-    if (!this.#conntrackOk) return;
+  // One conntrack process at a time: IPs released while one runs go to the
+  // next together (under load, applies come faster than a fork of the agent).
+  readonly #conntrackBatches = new SerialBatches<string>(async (ips) => {
     const r = await deleteConntrack(this.#p.config.netns, ips);
     this.#p.log.debug(
       { event: 'conntrack', ips: ips.length, commands: r.commands, batched: r.batched },
@@ -331,5 +333,9 @@ export class Agent {
     );
     if (r.failed.length > 0)
       this.#p.log.warn({ event: 'conntrack', failed: r.failed.slice(0, 5) }, 'deleting conntrack entries failed');
+  });
+
+  async #conntrack(ips: readonly string[]): Promise<void> {
+    if (this.#conntrackOk) await this.#conntrackBatches.add(ips);
   }
 }

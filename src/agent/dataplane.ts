@@ -92,17 +92,21 @@ export async function deleteConntrack(
     for (const dir of ['--orig-src', '--orig-dst']) commands.push(['-D', '-f', fam, dir, addr]);
   }
   if (commands.length === 0) return { commands: 0, batched: false, failed: [] };
-  if (commands.length > 2) {
-    const batch = await conntrackBatch(netns, commands);
-    if (batch === 'ok') return { commands: commands.length, batched: true, failed: [] };
-  }
+  // One IP is already two commands: one process for both (a fork of the agent each, 5-9 ms at 100k pods).
+  const batch = await conntrackBatch(netns, commands);
+  if (batch === 'ok') return { commands: commands.length, batched: true, failed: [] };
+  return { commands: commands.length, batched: false, failed: await conntrackEach(netns, commands) };
+}
+
+/** The commands one process each (when a batch failed): what failed, by address. */
+export async function conntrackEach(netns: string | undefined, commands: readonly (readonly string[])[]): Promise<string[]> {
   const failed: string[] = [];
   for (const c of commands) {
-    const [f, a] = inNetns(netns, 'conntrack', c);
+    const [f, a] = inNetns(netns, 'conntrack', [...c]);
     const r = await execa(f, a, { reject: false, timeout: 10_000 });
     if (r.exitCode !== 0 && r.exitCode !== 1) failed.push(`${c.at(-1) ?? ''}: ${r.stderr.trim() || r.message}`);
   }
-  return { commands: commands.length, batched: false, failed };
+  return failed;
 }
 
 async function conntrackBatch(netns: string | undefined, commands: readonly string[][]): Promise<'ok' | 'failed'> {

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { execa } from 'execa';
 import { readdir } from 'node:fs/promises';
-import { conntrackAvailable, deleteConntrack } from '../../src/agent/dataplane.ts';
+import { conntrackAvailable, conntrackEach, deleteConntrack } from '../../src/agent/dataplane.ts';
 import { createNetns, deleteNetns, uniquePrefix } from '../harness/netns.ts';
 import { missingRequirements } from '../harness/requirements.ts';
 
@@ -58,11 +58,31 @@ test('entries to and from released IPs are deleted; others stay', { skip, timeou
   await c.insert('tcp', '10.0.0.3', '10.0.0.1', 1002); // to the released pod
   await c.insert('tcp', '10.0.0.3', '10.0.0.2', 1003); // unrelated
   const r = await deleteConntrack(c.netns, ['10.0.0.1', 'not-an-ip']);
-  assert.deepEqual(r, { commands: 2, batched: false, failed: [] }, 'one deletion per direction of the valid IP');
+  assert.deepEqual(r, { commands: 2, batched: true, failed: [] }, 'one deletion per direction of the valid IP, one process');
   const left = await c.list();
   assert.doesNotMatch(left, /10\.0\.0\.1\b/);
   assert.match(left, /src=10\.0\.0\.3 dst=10\.0\.0\.2/);
 });
+
+test(
+  'the fallback after a failed batch: one process per command, nothing matched is no failure',
+  { skip, timeout: 60_000 },
+  async (t) => {
+    const c = await scratchConntrack(t, 'cte');
+    await c.insert('tcp', '10.0.2.1', '10.0.2.2', 3001);
+    await c.insert('tcp', '10.0.2.3', '10.0.2.2', 3002); // unrelated
+    const failed = await conntrackEach(c.netns, [
+      ['-D', '-f', 'ipv4', '--orig-src', '10.0.2.1'],
+      ['-D', '-f', 'ipv4', '--orig-dst', '10.0.2.1'], // matches nothing: exit code 1
+      ['-D', '-f', 'ipv4', '--no-such-option', '10.0.2.9'],
+    ]);
+    assert.equal(failed.length, 1, failed.join('; '));
+    assert.match(failed[0] ?? '', /^10\.0\.2\.9: /);
+    const left = await c.list();
+    assert.doesNotMatch(left, /src=10\.0\.2\.1 /);
+    assert.match(left, /src=10\.0\.2\.3 dst=10\.0\.2\.2/);
+  },
+);
 
 test('many released IPs: one conntrack -R for all of them, IPv4 and IPv6; others stay', { skip, timeout: 60_000 }, async (t) => {
   const c = await scratchConntrack(t, 'ctb');

@@ -59,9 +59,20 @@ test('property: the kept and patched grouping equals a fresh one after every lis
         }
         // Mostly sorted, as the sources give them; the shuffles test the fallback.
         if (i % 3 !== 2) next.sort((x, y) => (x.key < y.key ? -1 : x.key > y.key ? 1 : 0));
+        const prev = list;
         list = next;
-        const fresh = relevantPolicies(s, local, [listKind(() => list)]);
+        // A copy: groupings are kept per list object, so the same object would hand the kept kind this one.
+        const fresh = relevantPolicies(s, local, [listKind(() => [...next])]);
         assert.deepEqual(names(relevantPolicies(s, local, [kept])), names(fresh), `after step ${i}`);
+        // Back to the previous list object and forth again (a staged policy's
+        // shadow state does that): the grouping is patched, never reused stale.
+        if (i % 2 === 1) {
+          list = prev;
+          const back = relevantPolicies(s, local, [listKind(() => [...prev])]);
+          assert.deepEqual(names(relevantPolicies(s, local, [kept])), names(back), `back before step ${i}`);
+          list = next;
+          assert.deepEqual(names(relevantPolicies(s, local, [kept])), names(fresh), `forth after step ${i}`);
+        }
       }
     }),
     { numRuns: 300, seed: 20261127 },

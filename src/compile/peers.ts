@@ -487,11 +487,42 @@ function byPoint(a: Point, b: Point): number {
 
 /**
  * Sorted, merged intervals without the `removes` and with the `adds` (removed
- * first): what merging all the addresses again gives, in one pass over the
- * list. Intervals no address of the diff touches stay the same objects
- * (addressesFrom reuses their text).
+ * first): what merging all the addresses again gives. Intervals no address of
+ * the diff touches stay the same objects (addressesFrom reuses their text).
+ * Only the windows around the diff's addresses are walked (the interval at or
+ * after each address and the one before it, which an added address may join);
+ * the runs between them are copied as they are: a few addresses into a
+ * cluster-wide peer set of 20k intervals cost a copy, not a walk with bigint
+ * compares (~4 ms per apply under load at 100k pods).
  */
 export function patchIntervals(ivs: readonly Interval[], removes: readonly Point[], adds: readonly Point[]): readonly Interval[] {
+  const windows: { a: number; b: number; removes: Point[]; adds: Point[] }[] = [];
+  const at = (pt: Point, isAdd: boolean): { a: number; b: number; pt: Point; isAdd: boolean } => {
+    const l = lowerBound(ivs, pt.family, pt.value);
+    return { a: Math.max(0, l - 1), b: Math.min(ivs.length, l + 1), pt, isAdd };
+  };
+  const spots = [...removes.map((pt) => at(pt, false)), ...adds.map((pt) => at(pt, true))].sort((x, y) => x.a - y.a);
+  for (const sp of spots) {
+    const last = windows[windows.length - 1];
+    // Windows that meet are walked together: an address may join the intervals on both sides.
+    const w = last !== undefined && sp.a <= last.b ? last : undefined;
+    const into = w ?? { a: sp.a, b: sp.b, removes: [], adds: [] };
+    if (w === undefined) windows.push(into);
+    into.b = Math.max(into.b, sp.b);
+    (sp.isAdd ? into.adds : into.removes).push(sp.pt);
+  }
+  const pieces: (readonly Interval[])[] = [];
+  let cursor = 0;
+  for (const w of windows) {
+    pieces.push(ivs.slice(cursor, w.a), patchWalk(ivs.slice(w.a, w.b), w.removes, w.adds));
+    cursor = w.b;
+  }
+  pieces.push(ivs.slice(cursor));
+  return ([] as Interval[]).concat(...pieces);
+}
+
+/** patchIntervals by walking every interval: for the few around the diff's addresses. */
+function patchWalk(ivs: readonly Interval[], removes: readonly Point[], adds: readonly Point[]): Interval[] {
   const rs = [...removes].sort(byPoint);
   const cut: Interval[] = [];
   let j = 0;

@@ -62,30 +62,75 @@ export function addresses(ivs: readonly Interval[]): string[] {
   return out;
 }
 
+function sizeOf(iv: Interval): number {
+  return iv.lo === iv.hi ? 1 : Number(iv.hi - iv.lo) + 1;
+}
+
+// Where each interval's addresses start in addresses(ivs), and their total
+// last, per interval list: made by addressesFrom for the list it returns, so
+// the next patch finds the text to reuse without adding up interval sizes.
+const offsetsOf = new WeakMap<readonly Interval[], Int32Array>();
+
+function offsets(ivs: readonly Interval[]): Int32Array {
+  let o = offsetsOf.get(ivs);
+  if (o === undefined) {
+    o = new Int32Array(ivs.length + 1);
+    let at = 0;
+    for (let i = 0; i < ivs.length; i++) {
+      o[i] = at;
+      at += sizeOf(ivs[i]!);
+    }
+    o[ivs.length] = at;
+    offsetsOf.set(ivs, o);
+  }
+  return o;
+}
+
 /**
  * addresses(ivs), reusing the text of `prevList` = addresses(prevIvs) for
  * the intervals the two lists share by object (a result patched address by
  * address keeps every other interval object): a pod's change in a peer set
- * of tens of thousands of addresses formats the addresses of one interval.
+ * of tens of thousands of addresses formats the addresses of one interval,
+ * and the shared runs are found by object alone (their text by offset).
  */
 export function addressesFrom(prevIvs: readonly Interval[], prevList: readonly string[], ivs: readonly Interval[]): string[] {
-  const out: string[] = [];
+  const po = offsets(prevIvs);
+  const no = new Int32Array(ivs.length + 1);
+  // Runs of the old text ([from, to) of prevList) and new text, in order.
+  const parts: (readonly [number, number] | readonly string[])[] = [];
+  let total = 0;
   let i = 0;
-  let at = 0;
-  const size = (iv: Interval): number => Number(iv.hi - iv.lo) + 1;
-  for (const iv of ivs) {
+  let j = 0;
+  while (j < ivs.length) {
+    const iv = ivs[j]!;
     let p = prevIvs[i];
-    while (p !== undefined && p !== iv && (p.family < iv.family || (p.family === iv.family && p.hi < iv.lo))) {
-      at += size(p);
-      p = prevIvs[++i];
-    }
+    while (p !== undefined && p !== iv && (p.family < iv.family || (p.family === iv.family && p.hi < iv.lo))) p = prevIvs[++i];
     if (p === iv) {
-      const n = size(iv);
-      for (let k = 0; k < n; k++) out.push(prevList[at + k] as string);
-      at += n;
-      i++;
-    } else out.push(...addresses([iv]));
+      let r = 1;
+      while (j + r < ivs.length && ivs[j + r] === prevIvs[i + r]) r++;
+      const from = po[i]!;
+      for (let k = 0; k < r; k++) no[j + k] = total + po[i + k]! - from;
+      parts.push([from, po[i + r]!]);
+      total += po[i + r]! - from;
+      i += r;
+      j += r;
+    } else {
+      const text = addresses([iv]);
+      no[j++] = total;
+      parts.push(text);
+      total += text.length;
+    }
   }
+  no[ivs.length] = total;
+  const out = new Array<string>(total);
+  let at = 0;
+  for (const part of parts) {
+    if (typeof part[0] === 'number') {
+      const [from, to] = part as readonly [number, number];
+      for (let k = from; k < to; k++) out[at++] = prevList[k]!;
+    } else for (const t of part as readonly string[]) out[at++] = t;
+  }
+  offsetsOf.set(ivs, no);
   return out;
 }
 

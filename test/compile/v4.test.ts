@@ -71,3 +71,35 @@ test('addressesFrom = addresses of the patched intervals, whatever was added or 
     ),
   );
 });
+
+// As the resolver uses it: each patched list's text made from the last one's,
+// step after step (the offsets addressesFrom keeps per list included), both
+// families in one list.
+test('addressesFrom chained over a stream of patches = addresses of each list', () => {
+  const small = fc.integer({ min: 0, max: 200 });
+  fc.assert(
+    fc.property(
+      fc.array(fc.record({ v6: fc.boolean(), n: small }), { maxLength: 80 }),
+      fc.array(fc.array(fc.record({ add: fc.boolean(), v6: fc.boolean(), n: small }), { minLength: 1, maxLength: 6 }), {
+        maxLength: 15,
+      }),
+      (start, steps) => {
+        const pt = (v6: boolean, n: number) => ({ family: (v6 ? 6 : 4) as 4 | 6, value: BigInt(n) });
+        let ivs: readonly Interval[] = mergeIntervals(
+          start.map((a) => ({ family: a.v6 ? 6 : 4, lo: BigInt(a.n), hi: BigInt(a.n) })),
+        );
+        let text = addresses(ivs);
+        for (const step of steps) {
+          const next = patchIntervals(
+            ivs,
+            step.filter((o) => !o.add).map((o) => pt(o.v6, o.n)),
+            step.filter((o) => o.add).map((o) => pt(o.v6, o.n)),
+          );
+          text = addressesFrom(ivs, text, next);
+          ivs = next;
+          assert.deepEqual(text, addresses(ivs));
+        }
+      },
+    ),
+  );
+});

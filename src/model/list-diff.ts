@@ -21,6 +21,15 @@ export function recordListChange<T extends object>(prev: readonly T[], next: rea
   changes.set(next, { prev: new WeakRef(prev), change });
 }
 
+/** What `next` was made from and how, if that was recorded and the earlier list is still alive. */
+export function recordedChange<T extends object>(
+  next: readonly T[],
+): { readonly prev: readonly T[]; readonly change: ListChange<T> } | undefined {
+  const c = changes.get(next);
+  const prev = c?.prev.deref();
+  return c === undefined || prev === undefined ? undefined : { prev: prev as readonly T[], change: c.change as ListChange<T> };
+}
+
 /** The recorded change from `prev` to `next`, if `next` was made from exactly `prev`. */
 export function listChange<T extends object>(prev: readonly T[], next: readonly T[]): ListChange<T> | undefined {
   const c = changes.get(next);
@@ -30,16 +39,28 @@ export function listChange<T extends object>(prev: readonly T[], next: readonly 
 /**
  * How many leading and trailing entries two lists share by identity (`same`):
  * what one change to a list leaves alone, found without looking at the middle.
+ * Entries that are the same object are passed over in a tight loop (no call
+ * per entry: the head and tail of a 43k-element map, of 10k policies); `same`
+ * is asked only where the objects differ.
  */
 export function commonEnds<A, B = A>(
   a: readonly A[],
   b: readonly B[],
-  same: (x: A, y: B) => boolean = (x, y) => (x as unknown) === y,
+  same?: (x: A, y: B) => boolean,
 ): { readonly head: number; readonly tail: number } {
   const max = Math.min(a.length, b.length);
   let head = 0;
-  while (head < max && same(a[head]!, b[head]!)) head++;
+  for (;;) {
+    while (head < max && (a[head] as unknown) === b[head]) head++;
+    if (head < max && same !== undefined && same(a[head]!, b[head]!)) head++;
+    else break;
+  }
   let tail = 0;
-  while (tail < max - head && same(a[a.length - 1 - tail]!, b[b.length - 1 - tail]!)) tail++;
+  const room = max - head;
+  for (;;) {
+    while (tail < room && (a[a.length - 1 - tail] as unknown) === b[b.length - 1 - tail]) tail++;
+    if (tail < room && same !== undefined && same(a[a.length - 1 - tail]!, b[b.length - 1 - tail]!)) tail++;
+    else break;
+  }
   return { head, tail };
 }

@@ -4,6 +4,7 @@
 // are as if they did not exist; withStagedEnforced gives the state "as if
 // they were enforced", the input of the shadow path (compile/staged.ts) and
 // of `explain --staged` (policy/staged.ts).
+import { recordedChange } from './list-diff.ts';
 import type { ClusterNetworkPolicy, ClusterState, NetworkPolicy } from './types.ts';
 
 export const STAGED_ANNOTATION = 'nft-netpol.io/staged';
@@ -18,12 +19,26 @@ export function isStaged(p: { readonly staged?: true }): boolean {
   return p.staged === true;
 }
 
-// Per list: the agent's source hands on the same list while no policy changed (every compile asks).
-const anyStaged = new WeakMap<readonly { readonly staged?: true }[], boolean>();
+// How many are staged, per list: the agent's source hands on the same list
+// while no policy changed (every compile asks), and says what it changed
+// when it made a new one from the last (list-diff.ts): then the count is the
+// last one's, corrected by the change, not a walk of 10k policies.
+const stagedCounts = new WeakMap<readonly { readonly staged?: true }[], number>();
+function stagedCount(list: readonly { readonly staged?: true }[]): number {
+  let n = stagedCounts.get(list);
+  if (n === undefined) {
+    const rec = recordedChange(list);
+    const before = rec === undefined ? undefined : stagedCounts.get(rec.prev);
+    n =
+      rec !== undefined && before !== undefined
+        ? before - rec.change.removed.filter(isStaged).length + rec.change.added.filter(isStaged).length
+        : list.filter(isStaged).length;
+    stagedCounts.set(list, n);
+  }
+  return n;
+}
 function someStaged(list: readonly { readonly staged?: true }[]): boolean {
-  let v = anyStaged.get(list);
-  if (v === undefined) anyStaged.set(list, (v = list.some(isStaged)));
-  return v;
+  return stagedCount(list) > 0;
 }
 
 export function hasStaged(state: ClusterState): boolean {

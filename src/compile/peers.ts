@@ -17,11 +17,15 @@ export interface FamilyIntervals {
 
 export const NO_ADDRESSES: FamilyIntervals = { 4: [], 6: [] };
 
+/** Sorted, merged intervals (IPv4 first) split by family: a binary search, not a walk (20k intervals per rule read). */
 function byFamily(merged: readonly Interval[]): FamilyIntervals {
+  const first = merged[0];
+  const last = merged[merged.length - 1];
   // One family (the common case): the list itself, so that takePredecessor still knows it.
-  if (merged.every((iv) => iv.family === 4)) return { 4: merged, 6: [] };
-  if (merged.every((iv) => iv.family === 6)) return { 4: [], 6: merged };
-  return { 4: merged.filter((iv) => iv.family === 4), 6: merged.filter((iv) => iv.family === 6) };
+  if (first === undefined || last === undefined || last.family === 4) return { 4: merged, 6: [] };
+  if (first.family === 6) return { 4: [], 6: merged };
+  const at = lowerBound(merged, 6, 0n);
+  return { 4: merged.slice(0, at), 6: merged.slice(at) };
 }
 
 /** A patched result's intervals -> the intervals they were patched from (see takePredecessor). */

@@ -62,7 +62,15 @@ import { rangeSegments } from './range-sweep.ts';
 import type { PortRange } from './ports.ts';
 import type { Term, TermRule, TermSource } from './terms.ts';
 import { parseV4 } from './v4.ts';
-import { findElement, namedToken, PATCH_LIMIT, patchPodKeys, sameContent, type PatchedIdentities } from './identity-patch.ts';
+import {
+  findElement,
+  namedToken,
+  PATCH_LIMIT,
+  patchPodKeys,
+  recordElementPatch,
+  sameContent,
+  type PatchedIdentities,
+} from './identity-patch.ts';
 
 const ANYWHERE = '*';
 
@@ -638,6 +646,8 @@ function patchElements(
   let out: MapElement[];
   /** Moved addresses that had an element: given their new chain (or dropped) where they were. */
   const seen = new Set<string>();
+  /** The elements the splice path took out (undefined on the other path). */
+  let gone: MapElement[] | undefined;
   if (renamed || moved.size > spliceMax) {
     out = [];
     for (const e of old) {
@@ -653,16 +663,24 @@ function patchElements(
     }
   } else {
     // Every kept identity keeps its chain: only the moved addresses move.
+    gone = [];
     out = [...old];
     for (const addr of moved) {
       const at = findElement(out, addr, f);
-      if (at.found) out.splice(at.at, 1);
+      if (at.found) gone.push(...out.splice(at.at, 1));
     }
   }
   const inserts: string[] = [];
   for (const addr of moved) if (!seen.has(addr) && chainFor(addr) !== undefined) inserts.push(addr);
   if (inserts.length <= spliceMax) {
-    for (const addr of inserts) out.splice(findElement(out, addr, f).at, 0, { key: addr, chain: chainFor(addr)! });
+    const come: MapElement[] = [];
+    for (const addr of inserts) {
+      const e = { key: addr, chain: chainFor(addr)! };
+      out.splice(findElement(out, addr, f).at, 0, e);
+      come.push(e);
+    }
+    // What renderUpdate prints, without a walk of the map (the splice path only: the other saw every element).
+    if (gone !== undefined) recordElementPatch(old, out, gone, come, f);
     return out;
   }
   // Many (a source that came as a whole): in address order, each placed by a binary search, the list copied once.

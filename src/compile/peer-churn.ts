@@ -17,7 +17,7 @@ import { isActivePod } from '../model/types.ts';
 import type { Family, LabelSelector, Pod } from '../model/types.ts';
 import type { Chain, CompiledRuleset, MapElement, NamedSet } from '../ruleset/ir.ts';
 import { assembleFlat, buildPodIdentity } from './identities.ts';
-import { byTokenSource, findElement, tokenSource } from './identity-patch.ts';
+import { byTokenSource, findElement, recordElementPatch, tokenSource } from './identity-patch.ts';
 import type { PodIdentityPart } from './identities.ts';
 import type { PodFollow } from './terms.ts';
 import { parseV4 } from './v4.ts';
@@ -244,6 +244,8 @@ export class PeerChurn {
         part.idCount = idCount;
       }
       let els: MapElement[] | undefined;
+      const gone: MapElement[] = [];
+      const come: MapElement[] = [];
       for (const a of touched) {
         const ko = part.keys.get(a);
         const tokens = (ko === undefined ? [] : ko.split('|')).filter((t) => !mine.has(tokenSource(t)));
@@ -273,11 +275,20 @@ export class PeerChurn {
         els ??= [...part.elements];
         const at = findElement(els, a, f);
         if (after === undefined) {
-          if (at.found) els.splice(at.at, 1);
-        } else if (at.found) els[at.at] = { key: a, chain: after };
-        else els.splice(at.at, 0, { key: a, chain: after });
+          if (at.found) gone.push(...els.splice(at.at, 1));
+        } else {
+          const e = { key: a, chain: after };
+          if (at.found) {
+            gone.push(els[at.at]!);
+            els[at.at] = e;
+          } else els.splice(at.at, 0, e);
+          come.push(e);
+        }
       }
-      if (els !== undefined) part.elements = els;
+      if (els !== undefined) {
+        recordElementPatch(part.elements, els, gone, come, f);
+        part.elements = els;
+      }
     }
     return assembleFlat(this.#base, this.#otherSets, this.parts(), this.#rest);
   }

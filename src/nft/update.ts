@@ -15,7 +15,7 @@
 // base chains and maps, compile/staged.ts, updated by name); a change to them (or to an
 // object's declaration, which `add` cannot change in place) falls back to the
 // full script (render.ts), which is always the recovery path.
-import { commonEnds } from '../model/list-diff.ts';
+import { commonEnds, listChange } from '../model/list-diff.ts';
 import type { Chain, CompiledRuleset, DecisionElement, MapElement, SetElement } from '../ruleset/ir.ts';
 import { decisionSize } from '../ruleset/ir.ts';
 import { addressText, elementText, keyText, sameAddress, sameElement, sameKey } from './elements.ts';
@@ -231,8 +231,16 @@ export function renderUpdate(prev: CompiledRuleset | undefined, next: CompiledRu
     } else {
       old = prevFixedMaps[fixedIndex++]?.elements ?? [];
     }
-    // As diffElements: both lists are sorted by key, so only the window between a common head and tail can differ.
-    const w = window(old, m.elements, sameMapElement);
+    // What the compiler changed, when it recorded that (a patched pod map: no walk of 43k
+    // elements); else as diffElements: both lists are sorted by key, so only the window
+    // between a common head and tail can differ.
+    const rec = listChange(old, m.elements);
+    const w =
+      rec !== undefined
+        ? rec.removed.length + rec.added.length === 0
+          ? undefined
+          : ([rec.removed, rec.added] as const)
+        : window(old, m.elements, sameMapElement);
     if (w === undefined) return;
     const [before, after] = w;
     const keyed = (e: MapElement): [string, string] => [addressText(e.key), mapElementText(m, e)];

@@ -8,6 +8,9 @@ import fc from 'fast-check';
 import { compileNode } from '../../src/compile/compile.ts';
 import { diffPods, NodeCompiler } from '../../src/compile/node-compiler.ts';
 import { renderRuleset } from '../../src/nft/render.ts';
+import { renderUpdate } from '../../src/nft/update.ts';
+import { listChange } from '../../src/model/list-diff.ts';
+import type { CompiledRuleset } from '../../src/ruleset/ir.ts';
 import type { Namespace, NetworkPolicy, Node, Pod } from '../../src/model/types.ts';
 import { cport, ipBlock, ns, pod, podPeer, policy, port, rule, sel, state } from '../support/state-builder.ts';
 
@@ -177,6 +180,7 @@ class World {
 }
 
 test('property: NodeCompiler.compile equals compileNode after every change of a random stream', () => {
+  let recorded = 0;
   let incremental = 0;
   let churn = 0;
   let fresh = 0;
@@ -203,10 +207,19 @@ test('property: NodeCompiler.compile equals compileNode after every change of a 
         const opts = { unknownLocalEndpoints: unknown };
         // scanLimit 0: selectors go through the label postings, which advance() must keep right.
         const nc = new NodeCompiler('node-1', opts, scanLimit);
+        let last: CompiledRuleset | undefined;
         const check = (label: string): void => {
           const s = w.state();
           const got = nc.compile(s);
           const want = compileNode(s, 'node-1', opts);
+          // The update from the compiler's recorded map patches is the one a walk of the maps finds.
+          if (last !== undefined) {
+            const copied = { ...got, maps: got.maps.map((m) => ({ ...m, elements: [...m.elements] })) };
+            const a = renderUpdate(last, got);
+            assert.equal(a.text, renderUpdate(last, copied).text, `${label}: update`);
+            if (got.maps.some((m, i) => listChange(last!.maps[i]?.elements ?? [], m.elements) !== undefined)) recorded++;
+          }
+          last = got;
           if (nc.lastMode === 'incremental') incremental++;
           else if (nc.lastMode === 'churn') churn++;
           else fresh++;
@@ -230,6 +243,7 @@ test('property: NodeCompiler.compile equals compileNode after every change of a 
   );
   // The stream must mostly take the incremental paths (namespace relabels and first compiles are fresh).
   assert.ok(incremental + churn > 3 * fresh, `incremental ${incremental}, churn ${churn}, fresh ${fresh}`);
+  assert.ok(recorded > 0.2 * (incremental + churn), `recorded map patches ${recorded} of ${incremental + churn}`);
   assert.ok(churn > 0.1 * incremental, `incremental ${incremental}, churn ${churn}`);
 });
 

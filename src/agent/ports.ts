@@ -122,14 +122,24 @@ export interface Timers {
 
 export interface TimerHandle {
   readonly id: unknown;
+  /** Set with 0 ms: a setImmediate. */
+  readonly immediate?: boolean;
 }
 
 export const SYSTEM_TIMERS: Timers = {
   set: (fn, ms) => {
+    // 0 ms: right after this turn's I/O callbacks (a change's apply starts
+    // once its watch chunk is read); setTimeout(0) waits for the next
+    // millisecond tick of the timer list, ~1 ms more.
+    if (ms <= 0) {
+      const i = setImmediate(fn);
+      i.unref();
+      return { id: i, immediate: true };
+    }
     const t = setTimeout(fn, ms);
     // Timers never keep the process alive: the watches and listeners do.
     t.unref();
     return { id: t };
   },
-  clear: (h) => clearTimeout(h.id as NodeJS.Timeout),
+  clear: (h) => (h.immediate === true ? clearImmediate(h.id as NodeJS.Immediate) : clearTimeout(h.id as NodeJS.Timeout)),
 };

@@ -652,12 +652,35 @@ function patchElements(
       if (chain !== undefined) out.push(chain === e.chain ? e : { key: addr, chain });
     }
   } else {
-    // Every kept identity keeps its chain: only the moved addresses move.
-    out = [...old];
+    // Every kept identity keeps its chain: only the moved addresses move,
+    // their elements dropped and inserted again in one copy of the exact
+    // length (a copy and a splice each allocated the list up to three times
+    // per change: issue 24, memory).
+    const drop: number[] = [];
     for (const addr of moved) {
-      const at = findElement(out, addr, f);
-      if (at.found) out.splice(at.at, 1);
+      const at = findElement(old, addr, f);
+      if (at.found) drop.push(at.at);
     }
+    drop.sort((a, b) => a - b);
+    const ins: { at: number; el: MapElement }[] = [];
+    for (const addr of sortAddresses(moved)) {
+      const chain = chainFor(addr);
+      if (chain !== undefined) ins.push({ at: findElement(old, addr, f).at, el: { key: addr, chain } });
+    }
+    const next = new Array<MapElement>(old.length - drop.length + ins.length);
+    let w = 0;
+    let d = 0;
+    let k = 0;
+    for (let r = 0; r < old.length; r++) {
+      while (k < ins.length && ins[k]!.at === r) next[w++] = ins[k++]!.el;
+      if (d < drop.length && drop[d] === r) {
+        d++;
+        continue;
+      }
+      next[w++] = old[r]!;
+    }
+    while (k < ins.length) next[w++] = ins[k++]!.el;
+    return next;
   }
   const inserts: string[] = [];
   for (const addr of moved) if (!seen.has(addr) && chainFor(addr) !== undefined) inserts.push(addr);

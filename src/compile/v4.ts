@@ -69,7 +69,11 @@ export function addresses(ivs: readonly Interval[]): string[] {
  * of tens of thousands of addresses formats the addresses of one interval.
  */
 export function addressesFrom(prevIvs: readonly Interval[], prevList: readonly string[], ivs: readonly Interval[]): string[] {
-  const out: string[] = [];
+  // Sized for the last list and a few more, trimmed at the end (writes past
+  // it grow it): grown by push from empty, a list of tens of thousands was
+  // allocated about three times over per change (issue 24, memory).
+  const out = new Array<string>(prevList.length + 64);
+  let w = 0;
   let i = 0;
   let at = 0;
   const size = (iv: Interval): number => Number(iv.hi - iv.lo) + 1;
@@ -81,11 +85,12 @@ export function addressesFrom(prevIvs: readonly Interval[], prevList: readonly s
     }
     if (p === iv) {
       const n = size(iv);
-      for (let k = 0; k < n; k++) out.push(prevList[at + k] as string);
+      for (let k = 0; k < n; k++) out[w++] = prevList[at + k] as string;
       at += n;
       i++;
-    } else out.push(...addresses([iv]));
+    } else for (const a of addresses([iv])) out[w++] = a;
   }
+  out.length = w;
   return out;
 }
 

@@ -807,11 +807,16 @@ export function flattenRulesetParts(
           Math.min(SPLICE_MAX, patchLimit),
         );
       else {
-        const els: MapElement[] = [];
-        for (const addr of sortAddresses(pods.keys.keys())) {
+        // Sized for every address and trimmed (grown by push, the list of tens
+        // of thousands was allocated about three times over: issue 24, memory).
+        const addrs = sortAddresses(pods.keys.keys());
+        const els = new Array<MapElement>(addrs.length);
+        let w = 0;
+        for (const addr of addrs) {
           const chain = builtPods.chainOf.get(pods.keys.get(addr)!);
-          if (chain !== undefined) els.push({ key: addr, chain });
+          if (chain !== undefined) els[w++] = { key: addr, chain };
         }
+        els.length = w;
         podElements = els;
       }
       const ranges = rangeIdentities(ts, f);

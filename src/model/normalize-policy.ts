@@ -20,7 +20,6 @@ import {
 } from './normalize-common.ts';
 import type { Normalized, Raw, Report } from './normalize-common.ts';
 import { EVERYTHING } from './selector.ts';
-import { EMPTY } from './normalize-intern.ts';
 import { readStaged } from './staged.ts';
 import { PROTOCOLS } from './types.ts';
 import type { LabelSelector, NetworkPolicy, Peer, PortSpec, Protocol, Rule } from './types.ts';
@@ -99,8 +98,7 @@ export function normalizePolicy(obj: unknown): Normalized<NetworkPolicy> {
       namespace,
       name,
       ...p,
-      // One shared empty list for the policies without errors (most of them: issue 24, memory).
-      errors: errors.length === 0 ? EMPTY : errors,
+      errors,
       ...(version === undefined ? {} : { version }),
       ...(staged ? { staged: true as const } : {}),
     },

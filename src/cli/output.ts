@@ -1,10 +1,10 @@
 // What every command shares in its output: the formats (-o text|json|yaml),
 // one shape for an error in JSON and YAML ({object, path, message}), and what
 // the input held that the engine does not read.
-import { stringify } from 'yaml';
 import type { LoadError } from '../model/load.ts';
 import { readsKind } from '../model/normalize.ts';
 import type { ValidationError } from '../model/types.ts';
+import { yaml } from '../model/yaml-lib.ts';
 
 export type Format = 'text' | 'json' | 'yaml';
 
@@ -24,7 +24,7 @@ export function parseFormat(v: string | undefined): Format | undefined {
 
 /** A JSON or YAML document, the same data in both. */
 export function formatDocument(format: 'json' | 'yaml', doc: unknown): string {
-  return format === 'json' ? JSON.stringify(doc, null, 2) : stringify(doc, { lineWidth: 0 });
+  return format === 'json' ? JSON.stringify(doc, null, 2) : yaml().stringify(doc, { lineWidth: 0 });
 }
 
 export function validationErrorObject(e: ValidationError): ErrorObject {

@@ -613,11 +613,13 @@ function movedAddresses(
   for (const [key, chain] of chainOf) if (chain !== undefined && before.get(key) === null) gained.add(key);
   if (gained.size === 0) return patched.affected;
   const out = new Set(patched.affected);
-  for (const [addr, key] of patched.keys) if (gained.has(key)) out.add(addr);
+  patched.keys.forEach((key, addr) => {
+    if (gained.has(key)) out.add(addr);
+  });
   return out;
 }
 
-/** Up to this many moved addresses, each is a binary search and a splice; more, one walk or merge of the list. */
+/** Up to this many moved addresses, each is found by a binary search; more, one walk of the list. Either way one copy. */
 const SPLICE_MAX = 8;
 
 /**
@@ -643,56 +645,71 @@ function patchElements(
     const key = patched.keys.get(addr);
     return key === undefined ? undefined : chainOf.get(key);
   };
-  let out: MapElement[];
+  // The elements without the moved addresses' old ones (or with their new
+  // chain in place), then the moved addresses without an element inserted:
+  // each list built in one array of (at most) its length (a copy and a splice
+  // each, or push growth, allocated the list of tens of thousands up to three
+  // times per change: issue 24, memory).
+  let base: readonly MapElement[];
+  const drop: number[] = [];
   /** Moved addresses that had an element: given their new chain (or dropped) where they were. */
   const seen = new Set<string>();
-  /** The elements the splice path took out (undefined on the other path). */
-  let gone: MapElement[] | undefined;
   if (renamed || moved.size > spliceMax) {
-    out = [];
+    const out = new Array<MapElement>(old.length);
+    let w = 0;
     for (const e of old) {
       const addr = e.key as string;
       const isMoved = moved.has(addr);
       if (isMoved) seen.add(addr);
       if (!isMoved && !renamed) {
-        out.push(e);
+        out[w++] = e;
         continue;
       }
       const chain = chainFor(addr);
-      if (chain !== undefined) out.push(chain === e.chain ? e : { key: addr, chain });
+      if (chain !== undefined) out[w++] = chain === e.chain ? e : { key: addr, chain };
     }
+    out.length = w;
+    base = out;
   } else {
     // Every kept identity keeps its chain: only the moved addresses move.
-    gone = [];
-    out = [...old];
+    base = old;
     for (const addr of moved) {
-      const at = findElement(out, addr, f);
-      if (at.found) gone.push(...out.splice(at.at, 1));
+      const at = findElement(old, addr, f);
+      if (at.found) drop.push(at.at);
     }
+    drop.sort((a, b) => a - b);
   }
   const inserts: string[] = [];
   for (const addr of moved) if (!seen.has(addr) && chainFor(addr) !== undefined) inserts.push(addr);
-  if (inserts.length <= spliceMax) {
-    const come: MapElement[] = [];
-    for (const addr of inserts) {
-      const e = { key: addr, chain: chainFor(addr)! };
-      out.splice(findElement(out, addr, f).at, 0, e);
-      come.push(e);
+  if (drop.length === 0 && inserts.length === 0 && base !== old) return base as MapElement[];
+  // In address order, each placed by a binary search (before the element it goes before).
+  const ins = sortAddresses(inserts).map((addr) => ({
+    at: findElement(base, addr, f).at,
+    el: { key: addr, chain: chainFor(addr)! },
+  }));
+  const next = new Array<MapElement>(base.length - drop.length + ins.length);
+  let w = 0;
+  let d = 0;
+  let k = 0;
+  for (let r = 0; r < base.length; r++) {
+    while (k < ins.length && ins[k]!.at === r) next[w++] = ins[k++]!.el;
+    if (d < drop.length && drop[d] === r) {
+      d++;
+      continue;
     }
-    // What renderUpdate prints, without a walk of the map (the splice path only: the other saw every element).
-    if (gone !== undefined) recordElementPatch(old, out, gone, come, f);
-    return out;
+    next[w++] = base[r]!;
   }
-  // Many (a source that came as a whole): in address order, each placed by a binary search, the list copied once.
-  const merged: MapElement[] = [];
-  let from = 0;
-  for (const addr of sortAddresses(inserts)) {
-    const at = findElement(out, addr, f).at;
-    for (; from < at; from++) merged.push(out[from]!);
-    merged.push({ key: addr, chain: chainFor(addr)! });
-  }
-  for (; from < out.length; from++) merged.push(out[from]!);
-  return merged;
+  while (k < ins.length) next[w++] = ins[k++]!.el;
+  // What renderUpdate prints, without a walk of the map (only when the old elements were kept: the other path saw every element).
+  if (base === old)
+    recordElementPatch(
+      old,
+      next,
+      drop.map((r) => old[r]!),
+      ins.map((x) => x.el),
+      f,
+    );
+  return next;
 }
 
 /**
@@ -775,7 +792,10 @@ export function flattenRulesetParts(
         for (const [token, n] of old.named) if (!named.has(token)) named.set(token, n);
         for (const [token, n] of patched.named) if (!named.has(token)) named.set(token, n);
         const identities = new Map<string, Identity>();
-        for (const key of patched.keys.values()) if (!identities.has(key)) identities.set(key, { key, tokens: key.split('|') });
+        // forEach: no iterator result per address (a walk of every address of the node per compile).
+        patched.keys.forEach((key) => {
+          if (!identities.has(key)) identities.set(key, { key, tokens: key.split('|') });
+        });
         pods = { keys: patched.keys, identities };
       } else pods = podIdentities(ts, f, named);
       // In key order: a remote pod's new identity then has its place without a flattening of everything.
@@ -802,11 +822,16 @@ export function flattenRulesetParts(
           Math.min(SPLICE_MAX, patchLimit),
         );
       else {
-        const els: MapElement[] = [];
-        for (const addr of sortAddresses(pods.keys.keys())) {
+        // Sized for every address and trimmed (grown by push, the list of tens
+        // of thousands was allocated about three times over: issue 24, memory).
+        const addrs = sortAddresses(pods.keys.keys());
+        const els = new Array<MapElement>(addrs.length);
+        let w = 0;
+        for (const addr of addrs) {
           const chain = builtPods.chainOf.get(pods.keys.get(addr)!);
-          if (chain !== undefined) els.push({ key: addr, chain });
+          if (chain !== undefined) els[w++] = { key: addr, chain };
         }
+        els.length = w;
         podElements = els;
       }
       const ranges = rangeIdentities(ts, f);

@@ -6,7 +6,7 @@ import type { Interval } from '../model/ip.ts';
 import { formatSelector, selectorMatches } from '../model/selector.ts';
 import { isActivePod } from '../model/types.ts';
 import type { Family, LabelSelector, Peer, Pod } from '../model/types.ts';
-import { byObjectKey, insertByObjectKey } from '../model/state.ts';
+import { byObjectKey } from '../model/state.ts';
 import type { ClusterIndex } from './cluster-index.ts';
 import { mergeV4, parseV4 } from './v4.ts';
 
@@ -126,13 +126,16 @@ class PodPeerResult {
     }
     const before = this.#pods;
     // The list is sorted by object key: each gone pod found by a binary search, not a filter of every pod.
-    const left = before.slice();
+    const drop: number[] = [];
     const removed: Pod[] = [];
     for (const p of gone) {
-      const at = indexOfObject(left, p);
-      if (at >= 0) removed.push(...left.splice(at, 1));
+      const at = indexOfObject(before, p);
+      if (at >= 0) {
+        drop.push(at);
+        removed.push(p);
+      }
     }
-    for (const p of coming) insertByObjectKey(left, p);
+    const left = mergeSorted(before, drop, coming);
     const old = this.#intervals;
     let ivs = old;
     if (old !== undefined) {
@@ -404,6 +407,46 @@ export class PeerResolver {
   }
 }
 
+/**
+ * `sorted` without the objects at `drop` and with `add` inserted, each after
+ * the objects of its key (as insertByObjectKey one by one would): built in
+ * one array of the exact length. A copy and a splice per pod allocated the
+ * list two or three times per change (the first insertion grows the copy by
+ * half), ~1 MB per big peer set at 100k pods (issue 24, memory).
+ */
+export function mergeSorted(sorted: readonly Pod[], drop: readonly number[], add: readonly Pod[]): Pod[] {
+  const ds = [...drop].sort((a, b) => a - b);
+  const as = [...add].sort(byObjectKey); // stable: equal keys in the given order
+  const at = as.map((x) => upperBound(sorted, x));
+  const out = new Array<Pod>(sorted.length - ds.length + as.length);
+  let w = 0;
+  let d = 0;
+  let k = 0;
+  for (let r = 0; r < sorted.length; r++) {
+    while (k < as.length && at[k] === r) out[w++] = as[k++]!;
+    if (d < ds.length && ds[d] === r) {
+      while (d < ds.length && ds[d] === r) d++;
+      continue;
+    }
+    out[w++] = sorted[r]!;
+  }
+  while (k < as.length) out[w++] = as[k++]!;
+  out.length = w;
+  return out;
+}
+
+/** The first index whose object sorts after `x` (byObjectKey). */
+function upperBound(list: readonly Pod[], x: Pod): number {
+  let lo = 0;
+  let hi = list.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (byObjectKey(list[mid]!, x) <= 0) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
 /** Where this very object is in a list sorted by byObjectKey, or -1. */
 function indexOfObject(list: readonly Pod[], p: Pod): number {
   let lo = 0;
@@ -528,7 +571,28 @@ export function patchIntervals(ivs: readonly Interval[], removes: readonly Point
 /** patchIntervals by walking every interval: for the few around the diff's addresses. */
 function patchWalk(ivs: readonly Interval[], removes: readonly Point[], adds: readonly Point[]): Interval[] {
   const rs = [...removes].sort(byPoint);
-  const cut: Interval[] = [];
+  const as = [...adds].sort(byPoint);
+  // One array, sized for the most the result can hold (a remove splits at
+  // most one interval in two), trimmed at the end: grown by push, the list
+  // and a list of the cut intervals before it were allocated about three
+  // times over (issue 24, memory).
+  const out = new Array<Interval>(ivs.length + rs.length + as.length);
+  let w = 0;
+  const push = (iv: Interval): void => {
+    const last = w > 0 ? out[w - 1] : undefined;
+    if (last !== undefined && last.family === iv.family && last.hi + 1n >= iv.lo) {
+      if (iv.hi > last.hi) out[w - 1] = { family: iv.family, lo: last.lo, hi: iv.hi };
+    } else out[w++] = iv;
+  };
+  let k = 0;
+  // The intervals without the removes, in order, each merged with the adds before it.
+  const cut = (iv: Interval): void => {
+    while (k < as.length && comparePoint(iv.family, iv.lo, as[k]!) > 0) {
+      const a = as[k++]!;
+      push({ family: a.family, lo: a.value, hi: a.value });
+    }
+    push(iv);
+  };
   let j = 0;
   for (const iv of ivs) {
     while (j < rs.length && comparePoint(iv.family, iv.lo, rs[j]!) > 0) j++;
@@ -538,29 +602,14 @@ function patchWalk(ivs: readonly Interval[], removes: readonly Point[], adds: re
       const v = rs[j++]!.value;
       if (v < lo) continue; // a duplicate
       touched = true;
-      if (v > lo) cut.push({ family: iv.family, lo, hi: v - 1n });
+      if (v > lo) cut({ family: iv.family, lo, hi: v - 1n });
       lo = v + 1n;
     }
-    if (!touched) cut.push(iv);
-    else if (lo <= iv.hi) cut.push({ family: iv.family, lo, hi: iv.hi });
-  }
-  const as = [...adds].sort(byPoint);
-  const out: Interval[] = [];
-  const push = (iv: Interval): void => {
-    const last = out[out.length - 1];
-    if (last !== undefined && last.family === iv.family && last.hi + 1n >= iv.lo) {
-      if (iv.hi > last.hi) out[out.length - 1] = { family: iv.family, lo: last.lo, hi: iv.hi };
-    } else out.push(iv);
-  };
-  let k = 0;
-  for (const iv of cut) {
-    while (k < as.length && comparePoint(iv.family, iv.lo, as[k]!) > 0) {
-      const a = as[k++]!;
-      push({ family: a.family, lo: a.value, hi: a.value });
-    }
-    push(iv);
+    if (!touched) cut(iv);
+    else if (lo <= iv.hi) cut({ family: iv.family, lo, hi: iv.hi });
   }
   for (; k < as.length; k++) push({ family: as[k]!.family, lo: as[k]!.value, hi: as[k]!.value });
+  out.length = w;
   return out;
 }
 

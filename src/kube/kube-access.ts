@@ -11,8 +11,8 @@
 import { readFileSync, statSync } from 'node:fs';
 import type { RequestOptions } from 'node:https';
 import { delimiter, dirname, isAbsolute, join } from 'node:path';
-import { parse } from 'yaml';
 import type { KubeAccess } from './kube-http.ts';
+import { yaml } from '../model/yaml-lib.ts';
 
 const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
 /** client-node re-reads a token file after this long (token rotation). */
@@ -107,11 +107,22 @@ const USER_KEYS = new Set([
   'extensions',
 ]);
 
+/** JSON (what client-node's exportConfig writes) without loading the YAML library; YAML otherwise. */
+function parseConfig(text: string): unknown {
+  if (text.trimStart().startsWith('{'))
+    try {
+      return JSON.parse(text) as unknown;
+    } catch {
+      // A YAML flow mapping, or not valid: the library says.
+    }
+  return yaml().parse(text);
+}
+
 /** A kubeconfig's current context, when it uses only what LeanKubeAccess covers; undefined otherwise. */
 export function leanAccessFromKubeconfig(text: string, file: string): LeanKubeAccess | undefined {
   let doc: Obj | undefined;
   try {
-    doc = obj(parse(text));
+    doc = obj(parseConfig(text));
   } catch {
     return undefined;
   }

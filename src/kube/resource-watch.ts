@@ -105,7 +105,11 @@ export function compactRv(rv: string | undefined): string | number | undefined {
 
 /**
  * What the informer caches in place of the raw object: one small object per
- * cached object (a node may cache 100k+ pods).
+ * cached object (a node may cache 100k+ pods). Most cached objects are
+ * normalized values that carry their own name and namespace and have no
+ * errors: this class, two fields; the others are an OwnEnvelope, which holds
+ * name, namespace and errors too (a third field on every envelope was ~1 MiB
+ * at 116k cached objects: issue 24, memory).
  */
 class Envelope {
   /**
@@ -116,38 +120,36 @@ class Envelope {
   readonly #rv: string | number | undefined;
   /** undefined: the object failed to normalize (it is not part of the model). */
   readonly value: unknown;
-  /**
-   * Name, namespace and errors, only when the value does not carry the same
-   * name and namespace itself or there are errors: most cached objects are
-   * normalized values that do, and save the fields (issue 24).
-   */
-  readonly #own:
-    { readonly name: string; readonly namespace: string | undefined; readonly errors: readonly ValidationError[] } | undefined;
 
-  constructor(
+  constructor(resourceVersion: string | undefined, value: unknown) {
+    this.#rv = compactRv(resourceVersion);
+    this.value = value;
+  }
+
+  static of(
     name: string,
     namespace: string | undefined,
     resourceVersion: string | undefined,
     value: unknown,
     errors: readonly ValidationError[],
-  ) {
-    this.#rv = compactRv(resourceVersion);
-    this.value = value;
+  ): Envelope {
     const v = record(value);
-    this.#own = errors.length === 0 && v?.name === name && v.namespace === namespace ? undefined : { name, namespace, errors };
+    return errors.length === 0 && v?.name === name && v.namespace === namespace
+      ? new Envelope(resourceVersion, value)
+      : new OwnEnvelope(resourceVersion, value, { name, namespace, errors });
   }
 
   get name(): string {
-    return this.#own?.name ?? (this.value as { readonly name: string }).name;
+    return (this.value as { readonly name: string }).name;
   }
 
   get namespace(): string | undefined {
-    return this.#own === undefined ? (this.value as { readonly namespace?: string }).namespace : this.#own.namespace;
+    return (this.value as { readonly namespace?: string }).namespace;
   }
 
   /** Shared EMPTY when there are none. */
   get errors(): readonly ValidationError[] {
-    return this.#own?.errors ?? EMPTY;
+    return EMPTY;
   }
 
   get resourceVersion(): string | undefined {
@@ -157,6 +159,32 @@ class Envelope {
   /** The informer reads metadata.name, .namespace and .resourceVersion: the envelope's own fields. */
   get metadata(): this {
     return this;
+  }
+}
+
+/** An envelope whose value does not carry the same name and namespace, or with errors. */
+class OwnEnvelope extends Envelope {
+  readonly #own: { readonly name: string; readonly namespace: string | undefined; readonly errors: readonly ValidationError[] };
+
+  constructor(
+    resourceVersion: string | undefined,
+    value: unknown,
+    own: { readonly name: string; readonly namespace: string | undefined; readonly errors: readonly ValidationError[] },
+  ) {
+    super(resourceVersion, value);
+    this.#own = own;
+  }
+
+  override get name(): string {
+    return this.#own.name;
+  }
+
+  override get namespace(): string | undefined {
+    return this.#own.namespace;
+  }
+
+  override get errors(): readonly ValidationError[] {
+    return this.#own.errors;
   }
 }
 
@@ -577,7 +605,7 @@ export class ResourceWatch<T> {
     // An update that changes nothing the model holds keeps the cached object:
     // one copy in memory, and the compiler's pod diff (by identity) stays empty.
     const value = n.ok ? (before !== undefined && isDeepStrictEqual(before.value, n.value) ? before.value : n.value) : undefined;
-    const env = new Envelope(
+    const env = Envelope.of(
       name,
       typeof ns === 'string' ? ns : undefined,
       typeof rv === 'string' ? rv : undefined,

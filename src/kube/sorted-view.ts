@@ -68,29 +68,54 @@ export class SortedView<T extends Keyed> {
       return all;
     }
     if (this.#dirty.size === 0) return prev;
-    const next = prev.slice();
+    // What each changed key does at its place in prev, then one pass that
+    // copies prev into a new array of the exact length: a copy and a splice
+    // per insertion allocated the list up to three times (the copy, then a
+    // backing store grown by half for the first insertion): ~2-3 MB of
+    // garbage per snapshot at 100k pods, most of the agent's allocation under
+    // a stream of changes (issue 24, memory).
+    const ops: { at: number; insert: boolean; now: T | undefined }[] = [];
     const removed: T[] = [];
     const added: T[] = [];
+    let delta = 0;
     for (const key of this.#dirty) {
       const slash = key.indexOf('/');
       const ns = key.slice(0, slash);
       const name = key.slice(slash + 1);
       const now = src.get(ns, name);
-      const at = findKey(next, ns, name);
+      const at = findKey(prev, ns, name);
       if (at >= 0) {
-        const was = next[at]!;
+        const was = prev[at]!;
         if (was === now) continue;
         removed.push(was);
-        if (now === undefined) next.splice(at, 1);
-        else {
-          next[at] = now;
-          added.push(now);
-        }
+        if (now === undefined) delta--;
+        else added.push(now);
+        ops.push({ at, insert: false, now });
       } else if (now !== undefined) {
-        next.splice(-at - 1, 0, now);
         added.push(now);
+        delta++;
+        ops.push({ at: -at - 1, insert: true, now });
       }
     }
+    // By place; insertions before the object at their place, among themselves by key.
+    ops.sort((a, b) =>
+      a.at !== b.at
+        ? a.at - b.at
+        : a.insert !== b.insert
+          ? a.insert
+            ? -1
+            : 1
+          : compareKey(a.now!.namespace, a.now!.name, b.now!),
+    );
+    const next = new Array<T>(prev.length + delta);
+    let w = 0;
+    let r = 0;
+    for (const op of ops) {
+      while (r < op.at) next[w++] = prev[r++]!;
+      if (!op.insert) r++;
+      if (op.now !== undefined) next[w++] = op.now;
+    }
+    while (r < prev.length) next[w++] = prev[r++]!;
     this.#dirty.clear();
     this.#list = next;
     // In list order, as a walk of the two lists would give them.

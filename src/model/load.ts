@@ -6,10 +6,10 @@
 // normalize's job.
 import { readdir, readFile, realpath, stat } from 'node:fs/promises';
 import { extname, join } from 'node:path';
-import { parseAllDocuments, parseDocument } from 'yaml';
 import { field, isRecord, show } from './normalize-common.ts';
 import { isListObject, listItems } from './normalize-list.ts';
 import { FALLBACK, parseSubset, splitDocuments } from './yaml-subset.ts';
+import { yaml } from './yaml-lib.ts';
 
 export interface LoadError {
   /** "path/file.yaml", "path/file.yaml#3" (1-based document number in a multi-document file) or "<stdin>". */
@@ -150,7 +150,7 @@ export function parseManifestText(text: string, source: string, objects: ObjectS
     const src = docs.length > 1 ? `${source}#${i + 1}` : source;
     let value = parseSubset(d.text);
     if (value === FALLBACK) {
-      const doc = parseDocument(d.text, YAML_OPTIONS);
+      const doc = yaml().parseDocument(d.text, YAML_OPTIONS);
       const first = doc.errors[0];
       if (first !== undefined) {
         errors.push({ source: src, message: `not valid YAML or JSON: ${yamlErrorMessage(first, d.line)}` });
@@ -173,7 +173,7 @@ export function parseManifestText(text: string, source: string, objects: ObjectS
 function parseStream(text: string, source: string, objects: ObjectSink, errors: LoadError[]): void {
   let docs;
   try {
-    docs = parseAllDocuments(text, YAML_OPTIONS);
+    docs = yaml().parseAllDocuments(text, YAML_OPTIONS);
   } catch (e) {
     errors.push({ source, message: `not valid YAML or JSON: ${e instanceof Error ? e.message : String(e)}` });
     return;

@@ -137,3 +137,30 @@ test('in a pod: the service account token (re-read for rotation), its CA, the se
     await rm(root, { recursive: true, force: true });
   }
 });
+
+test('a kubeconfig in JSON is read as JSON, a YAML flow mapping (also starting with "{") by the YAML library: both authenticate', async () => {
+  const api = await FakeApiServer.start({ token: 'secret' });
+  try {
+    api.create('namespaces', namespace('shop', { team: 'a' }));
+    const config = {
+      apiVersion: 'v1',
+      kind: 'Config',
+      'current-context': 'c',
+      contexts: [{ name: 'c', context: { cluster: 'k', user: 'u' } }],
+      clusters: [{ name: 'k', cluster: { server: api.url, 'insecure-skip-tls-verify': true } }],
+      users: [{ name: 'u', user: { token: 'secret' } }],
+    };
+    const flow = `{apiVersion: v1, kind: Config, current-context: c, contexts: [{name: c, context: {cluster: k, user: u}}], clusters: [{name: k, cluster: {server: "${api.url}", insecure-skip-tls-verify: true}}], users: [{name: u, user: {token: secret}}]}`;
+    for (const text of [JSON.stringify(config, null, 2), flow]) {
+      const access = leanAccessFromKubeconfig(text, '/x/config');
+      assert.ok(access !== undefined, text);
+      const list = await kubeList(access, '/api/v1/namespaces', { limit: 10 });
+      assert.deepEqual(
+        list.items.map((n) => (n as { metadata: { name: string } }).metadata.name),
+        ['shop'],
+      );
+    }
+  } finally {
+    await api.close();
+  }
+});

@@ -205,8 +205,15 @@ export class ClusterIndex {
         if (best === undefined || list.length < best.length) best = list;
       }
       const nsSet = new Set(namespaces);
-      const matches = selectorMatcher(podSel);
-      return (best ?? []).filter((p) => nsSet.has(p.namespace) && matches(p.labels));
+      // Each candidate is a cache miss (pod, labels, namespace text): skip the checks the posting already answers.
+      // A selector of one label: every pod of its posting matches. Every namespace with pods: every pod is in one.
+      const selected = labels.length === 1 && podSel.matchExpressions.length === 0;
+      let everyNs = 0;
+      for (const ns of nsSet) if (this.#podsByNs.has(ns)) everyNs++;
+      const allNs = everyNs === this.#podsByNs.size;
+      if (selected && allNs) return (best ?? []).slice();
+      const matches = selected ? () => true : selectorMatcher(podSel);
+      return (best ?? []).filter(allNs ? (p) => matches(p.labels) : (p) => nsSet.has(p.namespace) && matches(p.labels));
     }
     const out: Pod[] = [];
     const matches = podSel === undefined ? undefined : selectorMatcher(podSel);

@@ -153,9 +153,9 @@ export class ClusterIndex {
   /**
    * Names of the namespaces a namespaceSelector matches. A pod whose namespace
    * object is unknown matches no namespaceSelector (its labels are unknown).
+   * `key`: formatSelector(sel), when the caller has it.
    */
-  namespacesMatching(sel: LabelSelector): readonly string[] {
-    const key = formatSelector(sel);
+  namespacesMatching(sel: LabelSelector, key: string = formatSelector(sel)): readonly string[] {
     let names = this.#nsSelectorMemo.get(key);
     if (names === undefined) {
       // With matchLabels, only the namespaces carrying the rarest of them are

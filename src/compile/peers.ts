@@ -45,7 +45,9 @@ export const PATCH_ABOVE = 256;
 /** A pod peer's pods (sorted by key) and, on first use, their addresses (the tiers read only the pods). */
 class PodPeerResult {
   /** What decides the result: pods in these namespaces matching this selector (undefined = all). */
-  readonly namespaces: ReadonlySet<string>;
+  readonly #namespaces: readonly string[];
+  /** The namespaces as a set, made on the first scopes() (a fresh compile resolves thousands of results and asks none). */
+  #nsSet: ReadonlySet<string> | undefined;
   readonly selector: LabelSelector | undefined;
   /** formatSelector of the peer's namespaceSelector, if it has one. */
   readonly nsSelector: string | undefined;
@@ -53,20 +55,20 @@ class PodPeerResult {
   #pods: readonly Pod[];
   #intervals: readonly Interval[] | undefined;
   /** With the intervals: addresses two or more of the pods hold (a reused IP), and how many. */
-  #shared = new Map<string, number>();
+  #shared: Map<string, number> | undefined;
   /** Pod diffs not applied yet (advance): gone objects, and added ones this result scopes. */
   #gone: Set<Pod> | undefined;
   #added: Pod[] = [];
 
   constructor(
     pods: readonly Pod[],
-    namespaces: ReadonlySet<string>,
+    namespaces: readonly string[],
     selector: LabelSelector | undefined,
     nsSelector: string | undefined,
     idx: ClusterIndex,
   ) {
     this.#pods = pods;
-    this.namespaces = namespaces;
+    this.#namespaces = namespaces;
     this.selector = selector;
     this.nsSelector = nsSelector;
     this.idx = idx;
@@ -94,7 +96,8 @@ class PodPeerResult {
 
   /** Could this pod (old or new object of a change) be part of the result? */
   scopes(p: Pod): boolean {
-    return this.namespaces.has(p.namespace) && (this.selector === undefined || selectorMatches(this.selector, p.labels));
+    this.#nsSet ??= new Set(this.#namespaces);
+    return this.#nsSet.has(p.namespace) && (this.selector === undefined || selectorMatches(this.selector, p.labels));
   }
 
   /**
@@ -133,7 +136,7 @@ class PodPeerResult {
     let ivs = old;
     if (old !== undefined) {
       // Removed: the addresses of pods that were here (the intervals hold theirs) and went, unless another pod here holds them.
-      const shared = this.#shared;
+      const shared = (this.#shared ??= new Map());
       const removes: Point[] = [];
       for (const p of removed)
         for (const text of p.ips) {
@@ -333,16 +336,19 @@ export class PeerResolver {
   }
 
   #podPeer(peer: Extract<Peer, { kind: 'pods' }>, policyNs: string): PodPeerResult {
-    const key = podPeerKey(peer, policyNs);
+    // podPeerKey, with the namespaceSelector's text made once for the key, the index's memo and the result.
+    const nsText = peer.namespaceSelector === undefined ? undefined : formatSelector(peer.namespaceSelector);
+    const key = `${nsText === undefined ? `ns:${policyNs}` : `sel:${nsText}`}|${podSelectorText(peer)}`;
     this.#used.add(key);
     let r = this.#memo.get(key);
     if (r === undefined) {
-      const namespaces = peer.namespaceSelector === undefined ? [policyNs] : this.#idx.namespacesMatching(peer.namespaceSelector);
+      const namespaces =
+        peer.namespaceSelector === undefined ? [policyNs] : this.#idx.namespacesMatching(peer.namespaceSelector, nsText);
       r = new PodPeerResult(
         this.#idx.podsMatching(namespaces, peer.podSelector),
-        new Set(namespaces),
+        namespaces,
         peer.podSelector,
-        peer.namespaceSelector === undefined ? undefined : formatSelector(peer.namespaceSelector),
+        nsText,
         this.#idx,
       );
       this.#memo.set(key, r);

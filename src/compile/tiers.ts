@@ -412,6 +412,9 @@ interface Decision {
 }
 
 function decide(entries: readonly Entry[], local: Pod, named: ReadonlyMap<string, readonly NamedPort[]>): Decision {
+  const only = entries.length === 1 ? entries[0]! : undefined;
+  const one = only !== undefined && !only.named ? decideOne(only) : undefined;
+  if (one !== undefined) return one;
   const protos = PROTOCOLS.map((proto) => {
     // No rule names a port of this protocol: no rule decides any of it (what partition would find).
     if (entries.every((e) => !e.named && fixedPortsOf(e, proto).length === 0))
@@ -429,6 +432,43 @@ function decide(entries: readonly Entry[], local: Pod, named: ReadonlyMap<string
   });
   // Protocols without ports (ICMP, ...): the first rule matching every protocol.
   return { protos, other: entries.find((e) => e.rule.ports === undefined) };
+}
+
+/**
+ * decide() for one rule without named ports (most identities of a class:
+ * one source, one rule): its ports or the rest, whichever covers more
+ * ports, is the protocol's default (a tie: no match), the other the pieces.
+ */
+function decideOne(e: Entry): Decision | undefined {
+  const protos: Decision['protos'][number][] = [];
+  for (const proto of PROTOCOLS) {
+    const p4 = nftProto(proto);
+    const ivs = fixedPortsOf(e, proto);
+    if (ivs.length === 0) {
+      protos.push({ p4, best: undefined, pieces: NO_PIECES });
+      continue;
+    }
+    let covered = 0;
+    for (const [lo, hi] of ivs) {
+      // Out of the port space (normalize rejects these): partition's general walk.
+      if (lo < 0 || hi < lo || hi > MAX_PORT) return undefined;
+      covered += hi - lo + 1;
+    }
+    if (covered <= MAX_PORT + 1 - covered) {
+      protos.push({ p4, best: undefined, pieces: ivs.map(([lo, hi]) => ({ lo, hi, entry: e })) });
+      continue;
+    }
+    // The rule's default: the gaps between its intervals (sorted, merged) are the pieces.
+    const pieces: Piece[] = [];
+    let at = 0;
+    for (const [lo, hi] of ivs) {
+      if (lo > at) pieces.push({ lo: at, hi: lo - 1, entry: undefined });
+      at = hi + 1;
+    }
+    if (at <= MAX_PORT) pieces.push({ lo: at, hi: MAX_PORT, entry: undefined });
+    protos.push({ p4, best: e, pieces });
+  }
+  return { protos, other: e.rule.ports === undefined ? e : undefined };
 }
 
 /**
@@ -890,7 +930,7 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
     const nsKey = formatSelector(p.subject.namespaceSelector);
     let namespaces = nsSets.get(nsKey);
     if (namespaces === undefined)
-      nsSets.set(nsKey, (namespaces = new Set(ctx.idx.namespacesMatching(p.subject.namespaceSelector))));
+      nsSets.set(nsKey, (namespaces = new Set(ctx.idx.namespacesMatching(p.subject.namespaceSelector, nsKey))));
     const selects = selectorMatcher(p.subject.podSelector);
     const targets = ctx.local.filter((pod) => namespaces.has(pod.namespace) && selects(pod.labels));
     if (targets.length === 0) continue;

@@ -157,24 +157,29 @@ export class ClusterIndex {
    */
   namespacesMatching(sel: LabelSelector, key: string = formatSelector(sel)): readonly string[] {
     let names = this.#nsSelectorMemo.get(key);
-    if (names === undefined) {
-      // With matchLabels, only the namespaces carrying the rarest of them are
-      // candidates: many selectors of one key (a workspace label each) then
-      // cost one pass over the namespaces, not one each.
-      let candidates: Iterable<Namespace> = this.#nsByName.values();
-      let fewest = this.#nsByName.size;
-      for (const [k, v] of Object.entries(sel.matchLabels)) {
-        const list = this.#nsPostings(k).get(v) ?? [];
-        if (list.length < fewest) {
-          candidates = list;
-          fewest = list.length;
-        }
-      }
-      const matches = selectorMatcher(sel);
-      names = [...candidates].filter((ns) => matches(ns.labels)).map((ns) => ns.name);
-      this.#nsSelectorMemo.set(key, names);
-    }
+    if (names === undefined) this.#nsSelectorMemo.set(key, (names = this.#namespacesOf(sel)));
     return names;
+  }
+
+  #namespacesOf(sel: LabelSelector): readonly string[] {
+    const labels = Object.entries(sel.matchLabels);
+    // One label: its posting is the answer (tiered rules name a namespace so, thousands of selectors per compile).
+    if (labels.length === 1 && sel.matchExpressions.length === 0)
+      return (this.#nsPostings(labels[0]![0]).get(labels[0]![1]) ?? []).map((ns) => ns.name);
+    // With matchLabels, only the namespaces carrying the rarest of them are
+    // candidates: many selectors of one key (a workspace label each) then
+    // cost one pass over the namespaces, not one each.
+    let candidates: Iterable<Namespace> = this.#nsByName.values();
+    let fewest = this.#nsByName.size;
+    for (const [k, v] of labels) {
+      const list = this.#nsPostings(k).get(v) ?? [];
+      if (list.length < fewest) {
+        candidates = list;
+        fewest = list.length;
+      }
+    }
+    const matches = selectorMatcher(sel);
+    return [...candidates].filter((ns) => matches(ns.labels)).map((ns) => ns.name);
   }
 
   #nsPostings(key: string): Map<string, Namespace[]> {

@@ -684,6 +684,8 @@ interface SharedTable {
   readonly addrs: readonly Addr[];
   readonly groupOf: Int32Array;
   readonly namedPorts: ReadonlyMap<string, { readonly name: string; readonly ports: readonly NamedPort[] }>;
+  /** Per group: its identity in a class holding all its sources and no range (the common case), made by the first such class. */
+  readonly whole: (Identity | undefined)[];
 }
 
 /** Addresses meeting the same sources (each with the same pod-ness and named ports) in the same global segment. */
@@ -761,7 +763,7 @@ function sharedTable(
     for (const i of g.srcs) groupsOf[i]!.push(gi);
   });
   const addrs = all.map((h) => h.addr);
-  return { keys, index, ranges, segments, groups, groupsOf, addrs, groupOf, namedPorts };
+  return { keys, index, ranges, segments, groups, groupsOf, addrs, groupOf, namedPorts, whole: new Array(groups.length) };
 }
 
 /** A class's identities: the shared table projected onto the sources its rules name. */
@@ -809,6 +811,14 @@ function project(t: SharedTable, used: ReadonlySet<string>): ClassTable {
       if (seen[gi] === 1) continue;
       seen[gi] = 1;
       const g = t.groups[gi]!;
+      // Classes meeting all of a group's sources, outside every range, share its identity (its key made once).
+      const whole = g.seg < 0 && g.srcs.every((si) => mine[si] === 1);
+      const known = whole ? t.whole[gi] : undefined;
+      if (known !== undefined) {
+        if (!identities.has(known.key)) identities.set(known.key, known);
+        keyOf[gi] = known.key;
+        continue;
+      }
       const hashKeys: string[] = [];
       // Named ports of the first source listing it with a pod (identityTable keeps the first pod address).
       let named: string | null | undefined;
@@ -822,11 +832,16 @@ function project(t: SharedTable, used: ReadonlySet<string>): ClassTable {
       const nm = named ?? '';
       const hk = hashKeys.join('|');
       const key = `${hk}#${seg < 0 ? '' : segs[seg]!.key}#${nm}`;
-      if (!identities.has(key))
-        identities.set(key, {
+      let id = identities.get(key);
+      if (id === undefined)
+        identities.set(
           key,
-          tokens: [...hashKeys, ...(seg < 0 ? [] : segs[seg]!.tokens), ...(nm === '' ? [] : nm.slice(1).split('|'))],
-        });
+          (id = {
+            key,
+            tokens: [...hashKeys, ...(seg < 0 ? [] : segs[seg]!.tokens), ...(nm === '' ? [] : nm.slice(1).split('|'))],
+          }),
+        );
+      if (whole) t.whole[gi] = id;
       keyOf[gi] = key;
     }
   }
@@ -1012,6 +1027,7 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
     tier: OrderedTier,
     decided: { readonly byClass: Decided<DecisionElement> } | { readonly shared: Decided<DecisionBlock> },
     other: Entry | undefined,
+    /** Sanitized. */
     comment: string,
   ): void => {
     const field = d === 'ingress' ? 'daddr' : 'saddr';
@@ -1041,7 +1057,7 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
     }
     if (other !== undefined)
       rules.push({ matches: [], counter: false, verdict: { kind: 'jump', chain: other.chain }, comment: undefined });
-    identityChains.push({ name, role: 'peers', base: undefined, comment: sanitizeComment(comment), rules });
+    identityChains.push({ name, role: 'peers', base: undefined, comment, rules });
   };
   /**
    * What a list of matching rules decides, as tails; shared by the classes
@@ -1271,7 +1287,7 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
               tier,
               { shared: decided },
               undefined,
-              `${tier} tier ${d} ${d === 'ingress' ? 'from' : 'to'} IPv${f} ${about(id)}`,
+              sanitizeComment(`${tier} tier ${d} ${d === 'ingress' ? 'from' : 'to'} IPv${f} ${about(id)}`),
             );
           }
           for (const { addr, key } of table.hashIds) {

@@ -133,10 +133,12 @@ interface Entry {
   readonly index: number;
   readonly direction: Direction;
   readonly chain: string;
-  /** Keys of the sources its peers name. */
-  readonly sources: ReadonlySet<string>;
+  /** Keys of the sources its peers name, each once. */
+  readonly sources: readonly string[];
   /** Its position in evaluation order (policy order, then rule order). */
   readonly order: number;
+  /** Its policy's position among the policies selecting a local pod (LocalClass.holds). */
+  readonly policyIndex: number;
   /** `goto` its chain (one object for all its decision elements). */
   readonly verdict: DecisionVerdict;
   /** Names a port by name on the local side (ingress): the decision depends on the local pod's ports. */
@@ -341,7 +343,11 @@ function resolvePorts(
     }
   }
   if (out.length < 2) return out;
-  out.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+  // Mostly in order already (a sort allocates its work space, thousands of times per compile).
+  let sorted = true;
+  for (let i = 1; i < out.length && sorted; i++)
+    sorted = out[i - 1]![0] < out[i]![0] || (out[i - 1]![0] === out[i]![0] && out[i - 1]![1] <= out[i]![1]);
+  if (!sorted) out.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
   const merged: [number, number][] = [];
   for (const [lo, hi] of out) {
     const last = merged[merged.length - 1];
@@ -584,7 +590,10 @@ interface LocalClass {
   readonly key: string;
   /** In evaluation order. */
   readonly entries: readonly Entry[];
-  readonly has: ReadonlySet<Entry>;
+  /** By policyIndex: whether the policy applies to the class's pods (an entry of the tier and direction is the class's when its policy's is 1). */
+  readonly holds: Uint8Array;
+  /** policyIndex of the policies applying to it. */
+  readonly policies: readonly number[];
   readonly pods: Pod[];
 }
 
@@ -776,16 +785,16 @@ interface ClassTable {
   hashElements(chainOf: ReadonlyMap<string, string>): DecisionColumns;
 }
 
-function project(t: SharedTable, used: ReadonlySet<string>): ClassTable {
+function project(t: SharedTable, lists: readonly (readonly number[])[]): ClassTable {
   // The class's sources as indices (it names few of the table's), ascending: key order, as identityTable visits them.
   const mine = new Uint8Array(t.keys.length);
   const own: number[] = [];
-  for (const k of used) {
-    const i = t.index.get(k);
-    if (i === undefined) continue;
-    mine[i] = 1;
-    own.push(i);
-  }
+  for (const l of lists)
+    for (const i of l) {
+      if (mine[i] === 1) continue;
+      mine[i] = 1;
+      own.push(i);
+    }
   own.sort((a, b) => a - b);
   const identities = new Map<string, Identity>();
   // The class's segments: the global ones' tokens cut to its sources, adjacent equal ones merged, empty ones left out.
@@ -956,11 +965,11 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
       if (list.length === 0) continue;
       const mine: Entry[] = [];
       list.forEach((rule, index) => {
-        const keys = new Set<string>();
+        const keys: string[] = [];
         for (const peer of rule.peers) {
           const s = sourceOf(peer, ctx);
           if (!sources.has(s.key)) sources.set(s.key, memoized(s));
-          keys.add(s.key);
+          if (!keys.includes(s.key)) keys.push(s.key);
         }
         const chain = tierRuleChainName(pid, d, index);
         const e: Entry = {
@@ -972,6 +981,7 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
           chain,
           sources: keys,
           order: order++,
+          policyIndex: relevant,
           verdict: { kind: 'goto', chain },
           localNamed: d === 'ingress' && (rule.ports ?? []).some((p) => p.kind === 'named'),
           named: (rule.ports ?? []).some((p) => p.kind === 'named'),
@@ -1032,11 +1042,16 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
   ): void => {
     const field = d === 'ingress' ? 'daddr' : 'saddr';
     const folded = 'byClass' in decided ? foldedOf(decided.byClass) : undefined;
-    const rules: Rule[] = folded === undefined ? [] : [...folded];
+    if (folded !== undefined) {
+      // Folded: the chain's rules depend on its decisions and `other` only, shared by the classes meeting them.
+      identityChains.push({ name, role: 'peers', base: undefined, comment, rules: foldedRules(folded, other) });
+      return;
+    }
+    const rules: Rule[] = [];
     const which = ['port', 'range', 'proto', 'addr'] as const;
     // Tier and chain names only: nothing to sanitize.
     const mapComment = `${tier} tier decisions of ${name}`;
-    for (const w of folded !== undefined ? [] : 'byClass' in decided ? which.slice(0, 3) : which) {
+    for (const w of 'byClass' in decided ? which.slice(0, 3) : which) {
       const key: DecisionKey = 'byClass' in decided ? (w === 'proto' ? 'l4proto' : 'l4port') : w === 'range' ? 'port' : w;
       const interval = w === 'range';
       const map = decisionMapName(cid, f, w);
@@ -1055,9 +1070,24 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
         comment: undefined,
       });
     }
-    if (other !== undefined)
-      rules.push({ matches: [], counter: false, verdict: { kind: 'jump', chain: other.chain }, comment: undefined });
+    if (other !== undefined) rules.push(otherJump(other));
     identityChains.push({ name, role: 'peers', base: undefined, comment, rules });
+  };
+  /** The jump for protocols without ports, one object per rule. */
+  const otherJumps = new Map<Entry, Rule>();
+  const otherJump = (e: Entry): Rule => {
+    let r = otherJumps.get(e);
+    if (r === undefined)
+      otherJumps.set(e, (r = { matches: [], counter: false, verdict: { kind: 'jump', chain: e.chain }, comment: undefined }));
+    return r;
+  };
+  const foldedRulesMemo = new Map<readonly Rule[], Map<Entry | undefined, readonly Rule[]>>();
+  const foldedRules = (folded: readonly Rule[], other: Entry | undefined): readonly Rule[] => {
+    let byOther = foldedRulesMemo.get(folded);
+    if (byOther === undefined) foldedRulesMemo.set(folded, (byOther = new Map()));
+    let rules = byOther.get(other);
+    if (rules === undefined) byOther.set(other, (rules = other === undefined ? folded : [...folded, otherJump(other)]));
+    return rules;
   };
   /**
    * What a list of matching rules decides, as tails; shared by the classes
@@ -1099,12 +1129,17 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
     for (const d of DIRECTIONS) {
       const entriesBySource = new Map<string, Entry[]>();
       const namedNames = new Set<string>();
+      /** By policyIndex: the sources its rules of this tier and direction name. */
+      const policySources = new Map<number, string[]>();
       for (const e of entries) {
         if (e.tier !== tier || e.direction !== d) continue;
+        let ps = policySources.get(e.policyIndex);
+        if (ps === undefined) policySources.set(e.policyIndex, (ps = []));
         for (const k of e.sources) {
           let l = entriesBySource.get(k);
           if (l === undefined) entriesBySource.set(k, (l = []));
           l.push(e);
+          ps.push(k);
         }
         if (d === 'egress') for (const p of e.rule.ports ?? []) if (p.kind === 'named') namedNames.add(p.name);
       }
@@ -1124,27 +1159,38 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
             .sort()
             .join(',')}${ports}`;
           const all = applied.flatMap((a) => a.entries);
-          classMap.set(group, (cls = { key, entries: all, has: new Set(all), pods: [] }));
+          const holds = new Uint8Array(relevant + 1);
+          for (const a of applied) holds[a.index] = 1;
+          classMap.set(group, (cls = { key, entries: all, holds, policies: applied.map((a) => a.index), pods: [] }));
         }
         cls.pods.push(pod);
       }
       const shared: LocalClass[] = [];
-      const own: { readonly cls: LocalClass; readonly used: ReadonlySet<string> }[] = [];
-      for (const cls of classMap.values()) {
-        if (!perClass(cls, sources, ctx)) {
-          shared.push(cls);
-          continue;
-        }
-        const used = new Set<string>();
-        for (const e of cls.entries) for (const k of e.sources) used.add(k);
-        own.push({ cls, used });
-      }
+      const own: LocalClass[] = [];
+      for (const cls of classMap.values()) (perClass(cls, sources, ctx) ? own : shared).push(cls);
       // The classes of the per-class layout share one table per family: each address's sources found once.
       const ownUsed = new Set<string>();
-      for (const { used } of own) for (const k of used) ownUsed.add(k);
-      const ownTables = new Map<Family, SharedTable>();
-      const ownTable = (f: Family): SharedTable =>
-        ownTables.get(f) ?? (ownTables.set(f, sharedTable(ownUsed, sources, f, namedNames)).get(f) as SharedTable);
+      const ownPolicies = new Set<number>();
+      for (const cls of own) for (const pi of cls.policies) ownPolicies.add(pi);
+      for (const pi of ownPolicies) for (const k of policySources.get(pi) ?? []) ownUsed.add(k);
+      const ownTables = new Map<Family, { readonly table: SharedTable; readonly sourcesOf: Map<number, number[]> }>();
+      const ownTable = (f: Family): { readonly table: SharedTable; readonly sourcesOf: Map<number, number[]> } => {
+        let t = ownTables.get(f);
+        if (t === undefined)
+          ownTables.set(f, (t = { table: sharedTable(ownUsed, sources, f, namedNames), sourcesOf: new Map() }));
+        return t;
+      };
+      /** A class's sources as indices of the family's table: its policies' (each policy's once per family). */
+      const classSources = (f: Family, cls: LocalClass): { readonly table: SharedTable; readonly lists: number[][] } => {
+        const { table, sourcesOf } = ownTable(f);
+        const lists: number[][] = [];
+        for (const pi of cls.policies) {
+          let l = sourcesOf.get(pi);
+          if (l === undefined) sourcesOf.set(pi, (l = (policySources.get(pi) ?? []).map((k) => table.index.get(k)!)));
+          lists.push(l);
+        }
+        return { table, lists };
+      };
       // An identity's rules (and named ports) do not depend on the class: once per identity key.
       const idEntriesMemo = new Map<string, ReturnType<typeof identityEntries>>();
       // An identity chain's comment names the identity, not the class: once per identity.
@@ -1161,21 +1207,25 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
         }
         return text;
       };
-      for (const { cls, used } of own) {
+      for (const cls of own) {
         // Per class: its own lookup chain and peer maps; decisions keyed by protocol and port.
         const ccid = shortHash(`tierclass\0${tier}\0${d}\0${cls.key}`);
         const lookupName = tierClassLookupChainName(tier, d, ccid);
         const lookupRules: Rule[] = [];
         for (const f of FAMILIES) {
           if (!cls.pods.some((pod) => pod.ips.some((text) => ctx.idx.ip(text)?.family === f))) continue;
-          const table = project(ownTable(f), used);
+          const { table: st, lists } = classSources(f, cls);
+          const table = project(st, lists);
           const chainOf = new Map<string, string>();
           for (const id of table.identities) {
             let found = idEntriesMemo.get(id.key);
             if (found === undefined) idEntriesMemo.set(id.key, (found = identityEntries(id, entriesBySource, table)));
             const { entries: idEntries, named } = found;
             // All of them (the common case): the list itself, which decidedTails knows by identity.
-            const matching = idEntries.every((e) => cls.has.has(e)) ? idEntries : idEntries.filter((e) => cls.has.has(e));
+            const holds = cls.holds;
+            const matching = idEntries.every((e) => holds[e.policyIndex] === 1)
+              ? idEntries
+              : idEntries.filter((e) => holds[e.policyIndex] === 1);
             if (matching.length === 0) continue;
             const tails = decidedTails(matching, cls.pods[0]!, named);
             // The rule for protocols without ports (tailsOf puts its verdict in `addr`).
@@ -1270,7 +1320,7 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
             for (const i of reached) {
               const [cls, addrs] = localList[i]!;
               // Local pods of one class decide alike (a class includes the local ports when a rule names one).
-              const matching = idEntries.length === 1 ? idEntries : idEntries.filter((e) => cls.has.has(e));
+              const matching = idEntries.length === 1 ? idEntries : idEntries.filter((e) => cls.holds[e.policyIndex] === 1);
               const tails = decidedTails(matching, cls.pods[0]!, named);
               for (const w of ['port', 'range', 'proto', 'addr'] as const)
                 if (tails[w].length > 0) decided[w].push({ addrs, tails: tails[w] });

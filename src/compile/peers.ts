@@ -58,7 +58,7 @@ class PodPeerResult {
   #shared: Map<string, number> | undefined;
   /** Pod diffs not applied yet (advance): gone objects, and added ones this result scopes. */
   #gone: Set<Pod> | undefined;
-  #added: Pod[] = [];
+  #added: Pod[] | undefined;
 
   constructor(
     pods: readonly Pod[],
@@ -108,7 +108,7 @@ class PodPeerResult {
    */
   advance(gone: ReadonlySet<Pod>, added: readonly Pod[]): void {
     for (const p of gone) if (this.scopes(p)) (this.#gone ??= new Set()).add(p);
-    for (const p of added) if (isActivePod(p) && this.scopes(p)) this.#added.push(p);
+    for (const p of added) if (isActivePod(p) && this.scopes(p)) (this.#added ??= []).push(p);
   }
 
   /**
@@ -117,10 +117,11 @@ class PodPeerResult {
    * pods and intervals a fresh resolution gives (tested against it).
    */
   #settle(): void {
+    if (this.#gone === undefined && this.#added === undefined) return; // nothing pending: every fresh result
     const gone = this.#gone ?? new Set<Pod>();
-    const coming = this.#added.filter((p) => !gone.has(p));
+    const coming = (this.#added ?? []).filter((p) => !gone.has(p));
     if (gone.size === 0 && coming.length === 0) {
-      this.#added = [];
+      this.#added = undefined;
       return;
     }
     const before = this.#pods;
@@ -174,7 +175,7 @@ class PodPeerResult {
     this.#pods = left;
     this.#intervals = ivs;
     this.#gone = undefined;
-    this.#added = [];
+    this.#added = undefined;
   }
 
   #point(text: string): Point | undefined {

@@ -201,7 +201,7 @@ export class ClusterIndex {
   /** Active pods in `namespaces` whose labels match `podSel` (undefined = all). */
   podsMatching(namespaces: readonly string[], podSel: LabelSelector | undefined): Pod[] {
     let candidates = 0;
-    for (const ns of namespaces) candidates += this.podsIn(ns).length;
+    for (let n = 0; n < namespaces.length; n++) candidates += this.podsIn(namespaces[n]!).length;
     const labels = podSel === undefined ? [] : Object.entries(podSel.matchLabels);
     if (podSel !== undefined && candidates > this.#scanLimit && labels.length > 0) {
       let best: readonly Pod[] | undefined;
@@ -222,8 +222,10 @@ export class ClusterIndex {
     }
     const out: Pod[] = [];
     const matches = podSel === undefined ? undefined : selectorMatcher(podSel);
-    for (const ns of namespaces) {
-      for (const p of this.podsIn(ns)) if (matches === undefined || matches(p.labels)) out.push(p);
+    // Indexed loops: thousands of calls per compile (every tiered rule's pods), each a few pods.
+    for (let n = 0; n < namespaces.length; n++) {
+      const pods = this.podsIn(namespaces[n]!);
+      for (let i = 0; i < pods.length; i++) if (matches === undefined || matches(pods[i]!.labels)) out.push(pods[i]!);
     }
     return out;
   }

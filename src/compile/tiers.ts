@@ -1131,11 +1131,14 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
       const namedNames = new Set<string>();
       /** By policyIndex: the sources its rules of this tier and direction name. */
       const policySources = new Map<number, string[]>();
-      for (const e of entries) {
+      // Indexed loops where they run thousands of times per compile (this function runs once: no iterator is optimized away).
+      for (let n = 0; n < entries.length; n++) {
+        const e = entries[n]!;
         if (e.tier !== tier || e.direction !== d) continue;
         let ps = policySources.get(e.policyIndex);
         if (ps === undefined) policySources.set(e.policyIndex, (ps = []));
-        for (const k of e.sources) {
+        for (let j = 0; j < e.sources.length; j++) {
+          const k = e.sources[j]!;
           let l = entriesBySource.get(k);
           if (l === undefined) entriesBySource.set(k, (l = []));
           l.push(e);
@@ -1217,7 +1220,8 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
           const { table: st, lists } = classSources(f, cls);
           const table = project(st, lists);
           const chainOf = new Map<string, string>();
-          for (const id of table.identities) {
+          for (let n = 0; n < table.identities.length; n++) {
+            const id = table.identities[n]!;
             let found = idEntriesMemo.get(id.key);
             if (found === undefined) idEntriesMemo.set(id.key, (found = identityEntries(id, entriesBySource, table)));
             const { entries: idEntries, named } = found;

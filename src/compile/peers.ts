@@ -8,7 +8,7 @@ import { isActivePod } from '../model/types.ts';
 import type { Family, LabelSelector, Peer, Pod } from '../model/types.ts';
 import { byObjectKey, insertByObjectKey } from '../model/state.ts';
 import type { ClusterIndex } from './cluster-index.ts';
-import { mergeV4, parseV4 } from './v4.ts';
+import { mergeV4, mergeV4Texts, parseV4 } from './v4.ts';
 
 export interface FamilyIntervals {
   readonly 4: readonly Interval[];
@@ -37,6 +37,18 @@ export function takePredecessor(ivs: readonly Interval[]): readonly Interval[] |
   const prev = predecessors.get(ivs);
   predecessors.delete(ivs);
   return prev;
+}
+
+/** Pod intervals (podIntervals) -> the text of every address they hold, in order: the pods' own. */
+const addressTexts = new WeakMap<readonly Interval[], readonly string[]>();
+
+/**
+ * The text of every address of `ivs`, in order (v4.ts addresses(ivs)), when
+ * they are a pod peer's intervals of canonical IPv4 addresses: the pods' own
+ * strings, not one formatted per address (tens of thousands per compile).
+ */
+export function knownAddresses(ivs: readonly Interval[]): readonly string[] | undefined {
+  return addressTexts.get(ivs);
 }
 
 /** Results holding at least this many pods are patched by a pod diff (PeerResolver.advance); smaller ones are resolved again. */
@@ -429,6 +441,7 @@ function indexOfObject(list: readonly Pod[], p: Pod): number {
 function podIntervals(pods: readonly Pod[], idx: ClusterIndex): { ivs: readonly Interval[]; shared: Map<string, number> } {
   // IPv4 as plain numbers: sorting tens of thousands of bigints is the slow part otherwise.
   const v4: number[] = [];
+  const v4Texts: string[] = [];
   const other: Interval[] = [];
   const texts: string[] = [];
   for (const pod of pods) {
@@ -437,11 +450,18 @@ function podIntervals(pods: readonly Pod[], idx: ClusterIndex): { ivs: readonly 
       const n = parseV4(text);
       if (n !== undefined) {
         v4.push(n);
+        v4Texts.push(text);
         continue;
       }
       const ip = idx.ip(text);
       if (ip !== undefined) other.push({ family: ip.family, lo: ip.value, hi: ip.value });
     }
+  }
+  // Only canonical IPv4 (the common case): the addresses' text comes with the intervals.
+  const withTexts = other.length === 0 ? mergeV4Texts(v4, v4Texts) : undefined;
+  if (withTexts !== undefined) {
+    addressTexts.set(withTexts.ivs, withTexts.texts);
+    return { ivs: withTexts.ivs, shared: holders(texts, withTexts.ivs) };
   }
   // (A non-canonical IPv4 text would land in `other`: then merge all together.)
   const fast = mergeV4(v4);

@@ -438,14 +438,20 @@ function indexOfObject(list: readonly Pod[], p: Pod): number {
  * than one of them holds (text -> holders; a patch removes such an address
  * with its last holder).
  */
-function podIntervals(pods: readonly Pod[], idx: ClusterIndex): { ivs: readonly Interval[]; shared: Map<string, number> } {
+function podIntervals(
+  pods: readonly Pod[],
+  idx: ClusterIndex,
+): { ivs: readonly Interval[]; shared: Map<string, number> | undefined } {
   // IPv4 as plain numbers: sorting tens of thousands of bigints is the slow part otherwise.
   const v4: number[] = [];
   const v4Texts: string[] = [];
   const other: Interval[] = [];
   const texts: string[] = [];
-  for (const pod of pods) {
-    for (const text of pod.ips) {
+  // Indexed: tens of thousands of pods per cluster-wide peer.
+  for (let p = 0; p < pods.length; p++) {
+    const ips = pods[p]!.ips;
+    for (let i = 0; i < ips.length; i++) {
+      const text = ips[i]!;
       texts.push(text);
       const n = parseV4(text);
       if (n !== undefined) {
@@ -461,20 +467,20 @@ function podIntervals(pods: readonly Pod[], idx: ClusterIndex): { ivs: readonly 
   const withTexts = other.length === 0 ? mergeV4Texts(v4, v4Texts) : undefined;
   if (withTexts !== undefined) {
     addressTexts.set(withTexts.ivs, withTexts.texts);
-    return { ivs: withTexts.ivs, shared: holders(texts, withTexts.ivs) };
+    return { ivs: withTexts.ivs, shared: holders(texts, withTexts.texts.length) };
   }
   // (A non-canonical IPv4 text would land in `other`: then merge all together.)
   const fast = mergeV4(v4);
   const ivs = other.some((iv) => iv.family === 4) ? mergeIntervals([...fast, ...other]) : [...fast, ...mergeIntervals(other)];
-  return { ivs, shared: holders(texts, ivs) };
-}
-
-/** Texts that occur more than once, with their counts; the sizes of the intervals say whether any does. */
-function holders(texts: readonly string[], ivs: readonly Interval[]): Map<string, number> {
-  const shared = new Map<string, number>();
   let distinct = 0n;
   for (const iv of ivs) distinct += iv.hi - iv.lo + 1n;
-  if (distinct === BigInt(texts.length)) return shared;
+  return { ivs, shared: holders(texts, Number(distinct)) };
+}
+
+/** Texts that occur more than once, with their counts (none: undefined); `distinct`, the addresses they hold, says whether any does. */
+function holders(texts: readonly string[], distinct: number): Map<string, number> | undefined {
+  if (distinct === texts.length) return undefined;
+  const shared = new Map<string, number>();
   const seen = new Map<string, number>();
   for (const t of texts) seen.set(t, (seen.get(t) ?? 0) + 1);
   for (const [t, n] of seen) if (n > 1) shared.set(t, n);

@@ -1036,7 +1036,8 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
     d: Direction,
     tier: OrderedTier,
     decided: { readonly byClass: Decided<DecisionElement> } | { readonly shared: Decided<DecisionBlock> },
-    other: Entry | undefined,
+    /** The chain of the rule for protocols without ports. */
+    other: string | undefined,
     /** Sanitized. */
     comment: string,
   ): void => {
@@ -1073,16 +1074,16 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
     if (other !== undefined) rules.push(otherJump(other));
     identityChains.push({ name, role: 'peers', base: undefined, comment, rules });
   };
-  /** The jump for protocols without ports, one object per rule. */
-  const otherJumps = new Map<Entry, Rule>();
-  const otherJump = (e: Entry): Rule => {
-    let r = otherJumps.get(e);
+  /** The jump for protocols without ports, one object per rule chain. */
+  const otherJumps = new Map<string, Rule>();
+  const otherJump = (chain: string): Rule => {
+    let r = otherJumps.get(chain);
     if (r === undefined)
-      otherJumps.set(e, (r = { matches: [], counter: false, verdict: { kind: 'jump', chain: e.chain }, comment: undefined }));
+      otherJumps.set(chain, (r = { matches: [], counter: false, verdict: { kind: 'jump', chain }, comment: undefined }));
     return r;
   };
-  const foldedRulesMemo = new Map<readonly Rule[], Map<Entry | undefined, readonly Rule[]>>();
-  const foldedRules = (folded: readonly Rule[], other: Entry | undefined): readonly Rule[] => {
+  const foldedRulesMemo = new Map<readonly Rule[], Map<string | undefined, readonly Rule[]>>();
+  const foldedRules = (folded: readonly Rule[], other: string | undefined): readonly Rule[] => {
     let byOther = foldedRulesMemo.get(folded);
     if (byOther === undefined) foldedRulesMemo.set(folded, (byOther = new Map()));
     let rules = byOther.get(other);
@@ -1220,20 +1221,21 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
           const { table: st, lists } = classSources(f, cls);
           const table = project(st, lists);
           const chainOf = new Map<string, string>();
+          const holds = cls.holds;
           for (let n = 0; n < table.identities.length; n++) {
             const id = table.identities[n]!;
             let found = idEntriesMemo.get(id.key);
             if (found === undefined) idEntriesMemo.set(id.key, (found = identityEntries(id, entriesBySource, table)));
             const { entries: idEntries, named } = found;
             // All of them (the common case): the list itself, which decidedTails knows by identity.
-            const holds = cls.holds;
-            const matching = idEntries.every((e) => holds[e.policyIndex] === 1)
-              ? idEntries
-              : idEntries.filter((e) => holds[e.policyIndex] === 1);
+            let all = true;
+            for (let k = 0; k < idEntries.length && all; k++) all = holds[idEntries[k]!.policyIndex] === 1;
+            const matching = all ? idEntries : idEntries.filter((e) => holds[e.policyIndex] === 1);
             if (matching.length === 0) continue;
             const tails = decidedTails(matching, cls.pods[0]!, named);
-            // The rule for protocols without ports (tailsOf puts its verdict in `addr`).
-            const other = matching.find((e) => e.rule.ports === undefined);
+            // The rule for protocols without ports: tailsOf put its verdict (goto its chain) in `addr`.
+            const addr = tails.addr[0]?.verdict;
+            const other = addr?.kind === 'goto' ? addr.chain : undefined;
             const decided = classElementsOf(tails);
             if (decided.port.length + decided.range.length + decided.proto.length === 0 && other === undefined) continue;
             const cid = shortHash(`tierclass\0${tier}\0${d}\0${f}\0${cls.key}\0${id.key}`);

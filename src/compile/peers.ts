@@ -8,7 +8,7 @@ import { isActivePod } from '../model/types.ts';
 import type { Family, LabelSelector, Peer, Pod } from '../model/types.ts';
 import { byObjectKey, insertByObjectKey } from '../model/state.ts';
 import type { ClusterIndex } from './cluster-index.ts';
-import { mergeV4, mergeV4Texts, parseV4 } from './v4.ts';
+import { mergeV4, parseV4 } from './v4.ts';
 
 export interface FamilyIntervals {
   readonly 4: readonly Interval[];
@@ -37,18 +37,6 @@ export function takePredecessor(ivs: readonly Interval[]): readonly Interval[] |
   const prev = predecessors.get(ivs);
   predecessors.delete(ivs);
   return prev;
-}
-
-/** Pod intervals (podIntervals) -> the text of every address they hold, in order: the pods' own. */
-const addressTexts = new WeakMap<readonly Interval[], readonly string[]>();
-
-/**
- * The text of every address of `ivs`, in order (v4.ts addresses(ivs)), when
- * they are a pod peer's intervals of canonical IPv4 addresses: the pods' own
- * strings, not one formatted per address (tens of thousands per compile).
- */
-export function knownAddresses(ivs: readonly Interval[]): readonly string[] | undefined {
-  return addressTexts.get(ivs);
 }
 
 /** Results holding at least this many pods are patched by a pod diff (PeerResolver.advance); smaller ones are resolved again. */
@@ -444,7 +432,6 @@ function podIntervals(
 ): { ivs: readonly Interval[]; shared: Map<string, number> | undefined } {
   // IPv4 as plain numbers: sorting tens of thousands of bigints is the slow part otherwise.
   const v4: number[] = [];
-  const v4Texts: string[] = [];
   const other: Interval[] = [];
   const texts: string[] = [];
   // Indexed: tens of thousands of pods per cluster-wide peer.
@@ -456,25 +443,24 @@ function podIntervals(
       const n = parseV4(text);
       if (n !== undefined) {
         v4.push(n);
-        v4Texts.push(text);
         continue;
       }
       const ip = idx.ip(text);
       if (ip !== undefined) other.push({ family: ip.family, lo: ip.value, hi: ip.value });
     }
   }
-  // Only canonical IPv4 (the common case): the addresses' text comes with the intervals.
-  const withTexts = other.length === 0 ? mergeV4Texts(v4, v4Texts) : undefined;
-  if (withTexts !== undefined) {
-    addressTexts.set(withTexts.ivs, withTexts.texts);
-    return { ivs: withTexts.ivs, shared: holders(texts, withTexts.texts.length) };
-  }
   // (A non-canonical IPv4 text would land in `other`: then merge all together.)
   const fast = mergeV4(v4);
   const ivs = other.some((iv) => iv.family === 4) ? mergeIntervals([...fast, ...other]) : [...fast, ...mergeIntervals(other)];
-  let distinct = 0n;
-  for (const iv of ivs) distinct += iv.hi - iv.lo + 1n;
-  return { ivs, shared: holders(texts, Number(distinct)) };
+  // How many distinct addresses: as numbers for IPv4 (no bigint per interval), else bigints.
+  let distinct = 0;
+  if (other.length === 0) for (const iv of ivs) distinct += Number(iv.hi) - Number(iv.lo) + 1;
+  else {
+    let d = 0n;
+    for (const iv of ivs) d += iv.hi - iv.lo + 1n;
+    distinct = Number(d);
+  }
+  return { ivs, shared: holders(texts, distinct) };
 }
 
 /** Texts that occur more than once, with their counts (none: undefined); `distinct`, the addresses they hold, says whether any does. */

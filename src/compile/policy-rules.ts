@@ -20,7 +20,7 @@ import type { ClusterIndex } from './cluster-index.ts';
 import { addressType, namedPortType } from '../ruleset/ir.ts';
 import type { Chain, Match, NamedSet, Rule, SetElement } from '../ruleset/ir.ts';
 import type { Interval } from '../model/ip.ts';
-import { describePeers, hasPodPeers, knownAddresses, peersDefinition, takePredecessor } from './peers.ts';
+import { describePeers, hasPodPeers, peersDefinition, takePredecessor } from './peers.ts';
 import type { PeerResolver } from './peers.ts';
 import type { SharedSets } from './shared-sets.ts';
 import { addressElements, addresses, addressesFrom } from './v4.ts';
@@ -94,10 +94,7 @@ function hashElements(ivs: readonly Interval[]): { readonly list: readonly strin
     // A result patched from the last one (peers.ts): its unchanged intervals' text is reused.
     const prev = takePredecessor(ivs);
     const prevHit = prev === undefined ? undefined : hashElementsOf.get(prev);
-    const list =
-      prev !== undefined && prevHit !== undefined
-        ? addressesFrom(prev, prevHit.list, ivs)
-        : (knownAddresses(ivs) ?? addresses(ivs));
+    const list = prev !== undefined && prevHit !== undefined ? addressesFrom(prev, prevHit.list, ivs) : addresses(ivs);
     // The elements only on first read: the flat ruleset folds peer sets into identities (identities.ts).
     let elements: SetElement[] | undefined;
     hashElementsOf.set(

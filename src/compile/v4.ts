@@ -48,43 +48,6 @@ export function mergeV4(addrs: readonly number[]): Interval[] {
   return out;
 }
 
-const TEXT_SPAN = 2 ** 20;
-
-/**
- * mergeV4 of pod addresses given with their (canonical) text: the intervals,
- * and the text of each address they hold in order, which is what addresses()
- * of them gives, without formatting a string per address (the pods' own are
- * reused). Address and index sorted packed in one double, as sortAddresses
- * does. Undefined past 2^20 addresses.
- */
-export function mergeV4Texts(
-  addrs: readonly number[],
-  texts: readonly string[],
-): { readonly ivs: Interval[]; readonly texts: string[] } | undefined {
-  if (addrs.length > TEXT_SPAN) return undefined;
-  const packed = new Float64Array(addrs.length);
-  for (let i = 0; i < addrs.length; i++) packed[i] = addrs[i]! * TEXT_SPAN + i;
-  packed.sort();
-  const ivs: Interval[] = [];
-  const list: string[] = [];
-  let i = 0;
-  while (i < packed.length) {
-    const lo = Math.floor(packed[i]! / TEXT_SPAN);
-    let hi = lo;
-    list.push(texts[packed[i]! % TEXT_SPAN]!);
-    i++;
-    for (; i < packed.length; i++) {
-      const v = Math.floor(packed[i]! / TEXT_SPAN);
-      if (v > hi + 1) break;
-      if (v === hi) continue; // the same address again (a reused IP)
-      hi = v;
-      list.push(texts[packed[i]! % TEXT_SPAN]!);
-    }
-    ivs.push({ family: 4, lo: BigInt(lo), hi: BigInt(hi) });
-  }
-  return { ivs, texts: list };
-}
-
 /**
  * Every address of the intervals, in order: the elements of a plain (hash)
  * set. Only for intervals merged from single pod addresses, where every

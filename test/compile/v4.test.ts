@@ -5,7 +5,7 @@ import fc from 'fast-check';
 import { mergeIntervals, parseIP } from '../../src/model/ip.ts';
 import type { Interval } from '../../src/model/ip.ts';
 import { patchIntervals } from '../../src/compile/peers.ts';
-import { addresses, addressesFrom, formatV4, mergeV4, mergeV4Texts, parseV4 } from '../../src/compile/v4.ts';
+import { addresses, addressesFrom, formatV4, mergeV4, parseV4 } from '../../src/compile/v4.ts';
 
 const u32 = fc.integer({ min: 0, max: 2 ** 32 - 1 });
 
@@ -44,21 +44,6 @@ test('mergeV4 = mergeIntervals over single addresses', () => {
     fc.property(fc.array(fc.oneof(u32, fc.integer({ min: 100, max: 140 })), { maxLength: 60 }), (addrs) => {
       const want = mergeIntervals(addrs.map((n) => ({ family: 4 as const, lo: BigInt(n), hi: BigInt(n) })));
       assert.deepEqual(mergeV4(addrs), want);
-    }),
-  );
-});
-
-// A pod peer's addresses keep the pods' own text (peers.ts knownAddresses): it must be what formatting them gives.
-test('mergeV4Texts = mergeV4, and its texts = addresses of its intervals (duplicates and neighbours alike)', () => {
-  fc.assert(
-    fc.property(fc.array(fc.oneof(u32, fc.integer({ min: 100, max: 140 })), { maxLength: 80 }), (addrs) => {
-      const r = mergeV4Texts(
-        addrs,
-        addrs.map((n) => formatV4(n)),
-      );
-      assert.ok(r !== undefined);
-      assert.deepEqual(r.ivs, mergeV4(addrs));
-      assert.deepEqual(r.texts, addresses(r.ivs));
     }),
   );
 });

@@ -1197,6 +1197,18 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
       };
       // An identity's rules (and named ports) do not depend on the class: once per identity key.
       const idEntriesMemo = new Map<string, ReturnType<typeof identityEntries>>();
+      /** Per identity object (one per family, shared by the classes holding all its sources): what a class meeting all its rules makes of it. */
+      const wholeOf = new Map<
+        Identity,
+        {
+          readonly skip: boolean;
+          readonly decided: Decided<DecisionElement>;
+          readonly other: string | undefined;
+          /** Folded decisions (and the jump for protocols without ports): the chain's rules. */
+          readonly rules: readonly Rule[] | undefined;
+          readonly comment: string;
+        }
+      >();
       // An identity chain's comment names the identity, not the class: once per identity.
       const classComments = new Map<Family, Map<string, string>>();
       const classComment = (f: Family, id: Identity): string => {
@@ -1230,18 +1242,34 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
             // All of them (the common case): the list itself, which decidedTails knows by identity.
             let all = true;
             for (let k = 0; k < idEntries.length && all; k++) all = holds[idEntries[k]!.policyIndex] === 1;
-            const matching = all ? idEntries : idEntries.filter((e) => holds[e.policyIndex] === 1);
-            if (matching.length === 0) continue;
-            const tails = decidedTails(matching, cls.pods[0]!, named);
-            // The rule for protocols without ports: tailsOf put its verdict (goto its chain) in `addr`.
-            const addr = tails.addr[0]?.verdict;
-            const other = addr?.kind === 'goto' ? addr.chain : undefined;
-            const decided = classElementsOf(tails);
-            if (decided.port.length + decided.range.length + decided.proto.length === 0 && other === undefined) continue;
+            let w = all ? wholeOf.get(id) : undefined;
+            if (w === undefined) {
+              const matching = all ? idEntries : idEntries.filter((e) => holds[e.policyIndex] === 1);
+              if (matching.length === 0) continue;
+              const tails = decidedTails(matching, cls.pods[0]!, named);
+              // The rule for protocols without ports: tailsOf put its verdict (goto its chain) in `addr`.
+              const addr = tails.addr[0]?.verdict;
+              const other = addr?.kind === 'goto' ? addr.chain : undefined;
+              const decided = classElementsOf(tails);
+              const skip = decided.port.length + decided.range.length + decided.proto.length === 0 && other === undefined;
+              const folded = skip ? undefined : foldedOf(decided);
+              w = {
+                skip,
+                decided,
+                other,
+                rules: folded === undefined ? undefined : foldedRules(folded, other),
+                comment: skip ? '' : classComment(f, id),
+              };
+              // Its decisions do not depend on the class's pods (no named port): the next class meeting all of it takes them.
+              if (all && named.size === 0 && !idEntries.some((e) => e.localNamed)) wholeOf.set(id, w);
+            }
+            if (w.skip) continue;
             const cid = shortHash(`tierclass\0${tier}\0${d}\0${f}\0${cls.key}\0${id.key}`);
             const name = peersChainName(cid, d);
             chainOf.set(id.key, name);
-            identityChain(cid, name, f, d, tier, { byClass: decided }, other, classComment(f, id));
+            if (w.rules !== undefined)
+              identityChains.push({ name, role: 'peers', base: undefined, comment: w.comment, rules: w.rules });
+            else identityChain(cid, name, f, d, tier, { byClass: w.decided }, w.other, w.comment);
           }
           const hash = table.hashElements(chainOf);
           const ranges: DecisionElement[] = [];

@@ -202,8 +202,9 @@ export class ClusterIndex {
   podsMatching(namespaces: readonly string[], podSel: LabelSelector | undefined): Pod[] {
     let candidates = 0;
     for (let n = 0; n < namespaces.length; n++) candidates += this.podsIn(namespaces[n]!).length;
-    const labels = podSel === undefined ? [] : Object.entries(podSel.matchLabels);
-    if (podSel !== undefined && candidates > this.#scanLimit && labels.length > 0) {
+    // The postings only past the scan limit (a scan reads the selector once, in selectorMatcher).
+    const labels = podSel !== undefined && candidates > this.#scanLimit ? Object.entries(podSel.matchLabels) : [];
+    if (podSel !== undefined && labels.length > 0) {
       let best: readonly Pod[] | undefined;
       for (const [k, v] of labels) {
         const list = this.#postings(k).get(v) ?? [];

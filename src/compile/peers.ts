@@ -39,6 +39,12 @@ export function takePredecessor(ivs: readonly Interval[]): readonly Interval[] |
   return prev;
 }
 
+/** formatSelector of a pod peer's namespaceSelector (undefined without one) and of its podSelector ('{}' without one). */
+export interface SelectorTexts {
+  readonly ns: string | undefined;
+  readonly pod: string;
+}
+
 /** Results holding at least this many pods are patched by a pod diff (PeerResolver.advance); smaller ones are resolved again. */
 export const PATCH_ABOVE = 256;
 
@@ -336,10 +342,11 @@ export class PeerResolver {
     return { peers: this.#memo.size, rules: this.#ruleMemo.size, nsSelectors, labelKeys };
   }
 
-  #podPeer(peer: Extract<Peer, { kind: 'pods' }>, policyNs: string): PodPeerResult {
+  #podPeer(peer: Extract<Peer, { kind: 'pods' }>, policyNs: string, texts?: SelectorTexts): PodPeerResult {
     // podPeerKey, with the namespaceSelector's text made once for the key, the index's memo and the result.
-    const nsText = peer.namespaceSelector === undefined ? undefined : formatSelector(peer.namespaceSelector);
-    const key = `${nsText === undefined ? `ns:${policyNs}` : `sel:${nsText}`}|${podSelectorText(peer)}`;
+    const nsText =
+      texts !== undefined ? texts.ns : peer.namespaceSelector === undefined ? undefined : formatSelector(peer.namespaceSelector);
+    const key = `${nsText === undefined ? `ns:${policyNs}` : `sel:${nsText}`}|${texts?.pod ?? podSelectorText(peer)}`;
     this.#used.add(key);
     let r = this.#memo.get(key);
     if (r === undefined) {
@@ -390,9 +397,9 @@ export class PeerResolver {
     return byFamily(mergeIntervals(peers.flatMap((p) => (p.kind === 'ipBlock' ? ipBlockIntervals(p) : []))));
   }
 
-  /** The pods one pod peer of a policy in `policyNs` selects. */
-  podsOf(peer: Extract<Peer, { kind: 'pods' }>, policyNs: string): readonly Pod[] {
-    return this.#podPeer(peer, policyNs).pods;
+  /** The pods one pod peer of a policy in `policyNs` selects; `texts`: its selectors formatted, when the caller has them. */
+  podsOf(peer: Extract<Peer, { kind: 'pods' }>, policyNs: string, texts?: SelectorTexts): readonly Pod[] {
+    return this.#podPeer(peer, policyNs, texts).pods;
   }
 
   /** Pods and blocks a rule's peers name (for resolving named ports on destinations). */

@@ -188,8 +188,15 @@ function sourceOf(peer: TieredPeer, ctx: TierContext): Source {
       const key = `pods ${ns} ${ps}`;
       let pods: readonly Pod[] | undefined;
       const addrs = (f: Family): Addr[] => {
-        // Memoized and invalidated by pod churn in the resolver (node-compiler.ts).
-        pods ??= ctx.peers.podsOf({ kind: 'pods', namespaceSelector: peer.namespaceSelector, podSelector: peer.podSelector }, '');
+        // Memoized and invalidated by pod churn in the resolver (node-compiler.ts); the selectors' text as formatted here.
+        pods ??= ctx.peers.podsOf(
+          { kind: 'pods', namespaceSelector: peer.namespaceSelector, podSelector: peer.podSelector },
+          '',
+          {
+            ns,
+            pod: ps,
+          },
+        );
         const out: Addr[] = [];
         for (const pod of pods) {
           for (const text of pod.ips) {
@@ -256,11 +263,13 @@ function familyOf(text: string, idx: ClusterIndex): Family | undefined {
 /** A source whose addresses are resolved once per family (each tier and direction asks). */
 function memoized(s: Source): Source {
   if (s.kind === 'hash') {
-    const memo = new Map<Family, readonly Addr[]>();
-    return { ...s, addrs: (f) => memo.get(f) ?? (memo.set(f, s.addrs(f)).get(f) as readonly Addr[]) };
+    let v4: readonly Addr[] | undefined;
+    let v6: readonly Addr[] | undefined;
+    return { ...s, addrs: (f) => (f === 4 ? (v4 ??= s.addrs(4)) : (v6 ??= s.addrs(6))) };
   }
-  const memo = new Map<Family, readonly Interval[]>();
-  return { ...s, ivs: (f) => memo.get(f) ?? (memo.set(f, s.ivs(f)).get(f) as readonly Interval[]) };
+  let v4: readonly Interval[] | undefined;
+  let v6: readonly Interval[] | undefined;
+  return { ...s, ivs: (f) => (f === 4 ? (v4 ??= s.ivs(4)) : (v6 ??= s.ivs(6))) };
 }
 
 /** The chain of one tiered rule: counts what it decides, then does it. */

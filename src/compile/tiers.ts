@@ -357,6 +357,10 @@ function resolvePorts(
   for (let i = 1; i < out.length && sorted; i++)
     sorted = out[i - 1]![0] < out[i]![0] || (out[i - 1]![0] === out[i]![0] && out[i - 1]![1] <= out[i]![1]);
   if (!sorted) out.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+  // Apart already (the common case): as they are.
+  let apart = true;
+  for (let i = 1; i < out.length && apart; i++) apart = out[i]![0] > out[i - 1]![1] + 1;
+  if (apart) return out;
   const merged: [number, number][] = [];
   for (const [lo, hi] of out) {
     const last = merged[merged.length - 1];

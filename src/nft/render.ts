@@ -297,17 +297,20 @@ function chainRenderer(): (out: string[], c: Chain) => void {
         c.base.priority === 0 ? 'filter' : c.base.priority > 0 ? `filter + ${c.base.priority}` : `filter - ${-c.base.priority}`;
       out.push(`\t\ttype filter hook ${c.base.hook} priority ${prio}; policy accept;`);
     }
-    if (c.comment !== undefined) {
+    if (c.comment !== undefined && c.role === 'peers') {
+      // Identity chains: one comment text per identity, met again per class (other chains' comments are their own).
       let line = commentLines.get(c.comment);
       if (line === undefined) commentLines.set(c.comment, (line = `\t\tcomment ${quoted(c.comment)}`));
       out.push(line);
-    }
-    for (let i = 0; i < c.rules.length; i++) {
-      const r = c.rules[i]!;
-      let line = ruleLines.get(r);
-      if (line === undefined) ruleLines.set(r, (line = `\t\t${ruleText(r)}`));
-      out.push(line);
-    }
+    } else if (c.comment !== undefined) out.push(`\t\tcomment ${quoted(c.comment)}`);
+    if (c.role !== 'peers') for (let i = 0; i < c.rules.length; i++) out.push(`\t\t${ruleText(c.rules[i]!)}`);
+    else
+      for (let i = 0; i < c.rules.length; i++) {
+        const r = c.rules[i]!;
+        let line = ruleLines.get(r);
+        if (line === undefined) ruleLines.set(r, (line = `\t\t${ruleText(r)}`));
+        out.push(line);
+      }
     out.push('\t}', '');
   };
 }

@@ -153,28 +153,33 @@ export class ClusterIndex {
   /**
    * Names of the namespaces a namespaceSelector matches. A pod whose namespace
    * object is unknown matches no namespaceSelector (its labels are unknown).
+   * `key`: formatSelector(sel), when the caller has it.
    */
-  namespacesMatching(sel: LabelSelector): readonly string[] {
-    const key = formatSelector(sel);
+  namespacesMatching(sel: LabelSelector, key: string = formatSelector(sel)): readonly string[] {
     let names = this.#nsSelectorMemo.get(key);
-    if (names === undefined) {
-      // With matchLabels, only the namespaces carrying the rarest of them are
-      // candidates: many selectors of one key (a workspace label each) then
-      // cost one pass over the namespaces, not one each.
-      let candidates: Iterable<Namespace> = this.#nsByName.values();
-      let fewest = this.#nsByName.size;
-      for (const [k, v] of Object.entries(sel.matchLabels)) {
-        const list = this.#nsPostings(k).get(v) ?? [];
-        if (list.length < fewest) {
-          candidates = list;
-          fewest = list.length;
-        }
-      }
-      const matches = selectorMatcher(sel);
-      names = [...candidates].filter((ns) => matches(ns.labels)).map((ns) => ns.name);
-      this.#nsSelectorMemo.set(key, names);
-    }
+    if (names === undefined) this.#nsSelectorMemo.set(key, (names = this.#namespacesOf(sel)));
     return names;
+  }
+
+  #namespacesOf(sel: LabelSelector): readonly string[] {
+    const labels = Object.entries(sel.matchLabels);
+    // One label: its posting is the answer (tiered rules name a namespace so, thousands of selectors per compile).
+    if (labels.length === 1 && sel.matchExpressions.length === 0)
+      return (this.#nsPostings(labels[0]![0]).get(labels[0]![1]) ?? []).map((ns) => ns.name);
+    // With matchLabels, only the namespaces carrying the rarest of them are
+    // candidates: many selectors of one key (a workspace label each) then
+    // cost one pass over the namespaces, not one each.
+    let candidates: Iterable<Namespace> = this.#nsByName.values();
+    let fewest = this.#nsByName.size;
+    for (const [k, v] of labels) {
+      const list = this.#nsPostings(k).get(v) ?? [];
+      if (list.length < fewest) {
+        candidates = list;
+        fewest = list.length;
+      }
+    }
+    const matches = selectorMatcher(sel);
+    return [...candidates].filter((ns) => matches(ns.labels)).map((ns) => ns.name);
   }
 
   #nsPostings(key: string): Map<string, Namespace[]> {
@@ -196,22 +201,32 @@ export class ClusterIndex {
   /** Active pods in `namespaces` whose labels match `podSel` (undefined = all). */
   podsMatching(namespaces: readonly string[], podSel: LabelSelector | undefined): Pod[] {
     let candidates = 0;
-    for (const ns of namespaces) candidates += this.podsIn(ns).length;
-    const labels = podSel === undefined ? [] : Object.entries(podSel.matchLabels);
-    if (podSel !== undefined && candidates > this.#scanLimit && labels.length > 0) {
+    for (let n = 0; n < namespaces.length; n++) candidates += this.podsIn(namespaces[n]!).length;
+    // The postings only past the scan limit (a scan reads the selector once, in selectorMatcher).
+    const labels = podSel !== undefined && candidates > this.#scanLimit ? Object.entries(podSel.matchLabels) : [];
+    if (podSel !== undefined && labels.length > 0) {
       let best: readonly Pod[] | undefined;
       for (const [k, v] of labels) {
         const list = this.#postings(k).get(v) ?? [];
         if (best === undefined || list.length < best.length) best = list;
       }
       const nsSet = new Set(namespaces);
-      const matches = selectorMatcher(podSel);
-      return (best ?? []).filter((p) => nsSet.has(p.namespace) && matches(p.labels));
+      // Each candidate is a cache miss (pod, labels, namespace text): skip the checks the posting already answers.
+      // A selector of one label: every pod of its posting matches. Every namespace with pods: every pod is in one.
+      const selected = labels.length === 1 && podSel.matchExpressions.length === 0;
+      let everyNs = 0;
+      for (const ns of nsSet) if (this.#podsByNs.has(ns)) everyNs++;
+      const allNs = everyNs === this.#podsByNs.size;
+      if (selected && allNs) return (best ?? []).slice();
+      const matches = selected ? () => true : selectorMatcher(podSel);
+      return (best ?? []).filter(allNs ? (p) => matches(p.labels) : (p) => nsSet.has(p.namespace) && matches(p.labels));
     }
     const out: Pod[] = [];
     const matches = podSel === undefined ? undefined : selectorMatcher(podSel);
-    for (const ns of namespaces) {
-      for (const p of this.podsIn(ns)) if (matches === undefined || matches(p.labels)) out.push(p);
+    // Indexed loops: thousands of calls per compile (every tiered rule's pods), each a few pods.
+    for (let n = 0; n < namespaces.length; n++) {
+      const pods = this.podsIn(namespaces[n]!);
+      for (let i = 0; i < pods.length; i++) if (matches === undefined || matches(pods[i]!.labels)) out.push(pods[i]!);
     }
     return out;
   }

@@ -5,7 +5,7 @@
 // the base chains and maps that dispatch to them (dispatch.ts). Output order
 // never depends on input order.
 import { denyPathLimits } from './deny-path.ts';
-import type { PolicyKind } from '../kinds/kind.ts';
+import type { PolicyKind, TieredPolicy } from '../kinds/kind.ts';
 import { POLICY_KINDS, tieredPolicies } from '../kinds/registry.ts';
 import type { ClusterState } from '../model/types.ts';
 import { countObjects } from '../ruleset/ir.ts';
@@ -101,9 +101,10 @@ export function compileWithParts(
   readonly ruleset: CompiledRuleset;
   readonly churnable: boolean;
 } {
-  const c = compileRulesWith(state, nodeName, o, idx, peers, kinds);
+  const tiered = tieredPolicies(state, kinds);
+  const c = compileRulesWith(state, nodeName, o, idx, peers, kinds, tiered);
   const flat = flattenRulesetParts(c.ruleset, c.terms, reuse, patchLimit);
-  const churnable = tieredPolicies(state, kinds).length === 0;
+  const churnable = tiered.length === 0;
   // With tiered policies (never churnable): the Admin tier's Pass continues in the NetworkPolicy tier's chain.
   const enforced = churnable ? flat.ruleset : foldPass(flat.ruleset);
   if (!hasStaged(state)) return { flat, ruleset: enforced, churnable };
@@ -123,12 +124,14 @@ function compileRulesWith(
   idx: ClusterIndex,
   peers: PeerResolver,
   kinds: readonly PolicyKind[],
+  /** tieredPolicies(state, kinds), when the caller has them. */
+  tiered: readonly TieredPolicy[] = tieredPolicies(state, kinds),
 ): { ruleset: CompiledRuleset; terms: readonly Term[] } {
   const local = localEndpoints(state, nodeName, o, idx);
   const relevant = relevantPolicies(state, local.pods, kinds);
   const shared = new SharedSets();
   const policies = policyChains({ idx, peers, sets: shared, families: local.families }, relevant);
-  const tiers = compileTiers({ state, idx, peers, local: local.pods, o }, tieredPolicies(state, kinds));
+  const tiers = compileTiers({ state, idx, peers, local: local.pods, o }, tiered);
   const dispatched = dispatch(local.pods, policies.jumps, local.podCidrs.length > 0, o, idx, tiers);
   const podChains = dispatched.podChains;
   const maps = [...tiers.maps, ...dispatched.maps];
@@ -137,11 +140,14 @@ function compileRulesWith(
   const sets = [...local.podCidrs.map((c) => c.set), ...shared.all()];
   const chains = [...policies.chains, ...tiers.chains, ...podChains, ...baseChains(local.podCidrs, o)];
   const names = new Set<string>();
-  for (const n of [...chains.map((c) => c.name), ...sets.map((s) => s.name), ...decisions.map((m) => m.name)]) {
+  const unique = (n: string): void => {
     // 48-bit hashes: a collision is practically impossible, but would be a confusing nft error.
     if (names.has(n)) throw new Error(`identifier collision on ${n}`);
     names.add(n);
-  }
+  };
+  for (const c of chains) unique(c.name);
+  for (const x of sets) unique(x.name);
+  for (const m of decisions) unique(m.name);
 
   const ruleset: CompiledRuleset = {
     table: o.table,

@@ -115,8 +115,9 @@ function passes(decisions: ReadonlyMap<string, DecisionMap>, chains: ReadonlyMap
 function passTargets(rs: CompiledRuleset): Map<string, string> {
   // The Admin tier's (non-range) peer elements by direction and family (the
   // shared peer maps and the per-class ones alike: address -> identity
-  // chain), then the NetworkPolicy peer maps' chains of those addresses only
-  // (the peer maps hold every remote address the node's policies name).
+  // chain) whose identity passes something on, then the NetworkPolicy peer
+  // maps' chains of those addresses only (the peer maps hold every remote
+  // address the node's policies name).
   const classMaps = classPeerMaps(rs);
   /** Every (non-range) Admin peer element: its direction and family, address and identity chain. */
   const eachAdmin = (visit: (at: string, key: string, chain: string) => void): void => {
@@ -142,10 +143,21 @@ function passTargets(rs: CompiledRuleset): Map<string, string> {
           visit(at, e.key.addr, e.verdict.chain);
     }
   };
+  const chains = new Map(rs.chains.map((c) => [c.name, c]));
+  const decisions = new Map(rs.decisions.map((m) => [m.name, m]));
+  // Only identities that pass something on are folded: known from their chains alone, so
+  // asked first, and the addresses read only for those (often none: nothing more to read).
+  const passing = new Map<string, boolean>();
+  const passesOn = (cid: string): boolean => {
+    let p = passing.get(cid);
+    if (p === undefined) passing.set(cid, (p = chains.get(cid)?.role === 'peers' && passes(decisions, chains, cid)));
+    return p;
+  };
   const admin = new Map<string, Map<string, string | undefined>>();
   let current: Map<string, string | undefined> | undefined;
   let currentAt = '';
-  eachAdmin((at, key) => {
+  eachAdmin((at, key, chain) => {
+    if (!passesOn(chain)) return;
     if (at !== currentAt || current === undefined) {
       currentAt = at;
       current = admin.get(at);
@@ -163,16 +175,13 @@ function passTargets(rs: CompiledRuleset): Map<string, string> {
   }
   const target = new Map<string, string | null>();
   eachAdmin((at, key, chain) => {
+    if (!passesOn(chain)) return;
     const n = admin.get(at)?.get(key) ?? null;
     const before = target.get(chain);
     if (before === undefined || before !== n) target.set(chain, before === undefined ? n : null);
   });
-  const chains = new Map(rs.chains.map((c) => [c.name, c]));
-  const decisions = new Map(rs.decisions.map((m) => [m.name, m]));
   const out = new Map<string, string>();
-  for (const [cid, nid] of target)
-    if (nid !== null && chains.get(cid)?.role === 'peers' && chains.get(nid)?.role === 'peers' && passes(decisions, chains, cid))
-      out.set(cid, nid);
+  for (const [cid, nid] of target) if (nid !== null && chains.get(nid)?.role === 'peers') out.set(cid, nid);
   // Last, as it reads every map element: often nothing is left to fold.
   if (out.size === 0) return out;
   const other = otherwiseReferenced(rs, classMaps);

@@ -43,13 +43,21 @@ export function takePredecessor(ivs: readonly Interval[]): readonly Interval[] |
   return prev;
 }
 
+/** formatSelector of a pod peer's namespaceSelector (undefined without one) and of its podSelector ('{}' without one). */
+export interface SelectorTexts {
+  readonly ns: string | undefined;
+  readonly pod: string;
+}
+
 /** Results holding at least this many pods are patched by a pod diff (PeerResolver.advance); smaller ones are resolved again. */
 export const PATCH_ABOVE = 256;
 
 /** A pod peer's pods (sorted by key) and, on first use, their addresses (the tiers read only the pods). */
 class PodPeerResult {
   /** What decides the result: pods in these namespaces matching this selector (undefined = all). */
-  readonly namespaces: ReadonlySet<string>;
+  readonly #namespaces: readonly string[];
+  /** The namespaces as a set, made on the first scopes() (a fresh compile resolves thousands of results and asks none). */
+  #nsSet: ReadonlySet<string> | undefined;
   readonly selector: LabelSelector | undefined;
   /** formatSelector of the peer's namespaceSelector, if it has one. */
   readonly nsSelector: string | undefined;
@@ -57,20 +65,20 @@ class PodPeerResult {
   #pods: readonly Pod[];
   #intervals: readonly Interval[] | undefined;
   /** With the intervals: addresses two or more of the pods hold (a reused IP), and how many. */
-  #shared = new Map<string, number>();
+  #shared: Map<string, number> | undefined;
   /** Pod diffs not applied yet (advance): gone objects, and added ones this result scopes. */
   #gone: Set<Pod> | undefined;
-  #added: Pod[] = [];
+  #added: Pod[] | undefined;
 
   constructor(
     pods: readonly Pod[],
-    namespaces: ReadonlySet<string>,
+    namespaces: readonly string[],
     selector: LabelSelector | undefined,
     nsSelector: string | undefined,
     idx: ClusterIndex,
   ) {
     this.#pods = pods;
-    this.namespaces = namespaces;
+    this.#namespaces = namespaces;
     this.selector = selector;
     this.nsSelector = nsSelector;
     this.idx = idx;
@@ -98,7 +106,8 @@ class PodPeerResult {
 
   /** Could this pod (old or new object of a change) be part of the result? */
   scopes(p: Pod): boolean {
-    return this.namespaces.has(p.namespace) && (this.selector === undefined || selectorMatches(this.selector, p.labels));
+    this.#nsSet ??= new Set(this.#namespaces);
+    return this.#nsSet.has(p.namespace) && (this.selector === undefined || selectorMatches(this.selector, p.labels));
   }
 
   /**
@@ -109,7 +118,7 @@ class PodPeerResult {
    */
   advance(gone: ReadonlySet<Pod>, added: readonly Pod[]): void {
     for (const p of gone) if (this.scopes(p)) (this.#gone ??= new Set()).add(p);
-    for (const p of added) if (isActivePod(p) && this.scopes(p)) this.#added.push(p);
+    for (const p of added) if (isActivePod(p) && this.scopes(p)) (this.#added ??= []).push(p);
   }
 
   /**
@@ -118,10 +127,11 @@ class PodPeerResult {
    * pods and intervals a fresh resolution gives (tested against it).
    */
   #settle(): void {
+    if (this.#gone === undefined && this.#added === undefined) return; // nothing pending: every fresh result
     const gone = this.#gone ?? new Set<Pod>();
-    const coming = this.#added.filter((p) => !gone.has(p));
+    const coming = (this.#added ?? []).filter((p) => !gone.has(p));
     if (gone.size === 0 && coming.length === 0) {
-      this.#added = [];
+      this.#added = undefined;
       return;
     }
     const before = this.#pods;
@@ -140,7 +150,7 @@ class PodPeerResult {
     let ivs = old;
     if (old !== undefined) {
       // Removed: the addresses of pods that were here (the intervals hold theirs) and went, unless another pod here holds them.
-      const shared = this.#shared;
+      const shared = (this.#shared ??= new Map());
       const removes: Point[] = [];
       for (const p of removed)
         for (const text of p.ips) {
@@ -178,7 +188,7 @@ class PodPeerResult {
     this.#pods = left;
     this.#intervals = ivs;
     this.#gone = undefined;
-    this.#added = [];
+    this.#added = undefined;
   }
 
   #point(text: string): Point | undefined {
@@ -339,17 +349,21 @@ export class PeerResolver {
     return { peers: this.#memo.size, rules: this.#ruleMemo.size, nsSelectors, labelKeys };
   }
 
-  #podPeer(peer: Extract<Peer, { kind: 'pods' }>, policyNs: string): PodPeerResult {
-    const key = podPeerKey(peer, policyNs);
+  #podPeer(peer: Extract<Peer, { kind: 'pods' }>, policyNs: string, texts?: SelectorTexts): PodPeerResult {
+    // podPeerKey, with the namespaceSelector's text made once for the key, the index's memo and the result.
+    const nsText =
+      texts !== undefined ? texts.ns : peer.namespaceSelector === undefined ? undefined : formatSelector(peer.namespaceSelector);
+    const key = `${nsText === undefined ? `ns:${policyNs}` : `sel:${nsText}`}|${texts?.pod ?? podSelectorText(peer)}`;
     this.#used.add(key);
     let r = this.#memo.get(key);
     if (r === undefined) {
-      const namespaces = peer.namespaceSelector === undefined ? [policyNs] : this.#idx.namespacesMatching(peer.namespaceSelector);
+      const namespaces =
+        peer.namespaceSelector === undefined ? [policyNs] : this.#idx.namespacesMatching(peer.namespaceSelector, nsText);
       r = new PodPeerResult(
         this.#idx.podsMatching(namespaces, peer.podSelector),
-        new Set(namespaces),
+        namespaces,
         peer.podSelector,
-        peer.namespaceSelector === undefined ? undefined : formatSelector(peer.namespaceSelector),
+        nsText,
         this.#idx,
       );
       this.#memo.set(key, r);
@@ -390,9 +404,9 @@ export class PeerResolver {
     return byFamily(mergeIntervals(peers.flatMap((p) => (p.kind === 'ipBlock' ? ipBlockIntervals(p) : []))));
   }
 
-  /** The pods one pod peer of a policy in `policyNs` selects. */
-  podsOf(peer: Extract<Peer, { kind: 'pods' }>, policyNs: string): readonly Pod[] {
-    return this.#podPeer(peer, policyNs).pods;
+  /** The pods one pod peer of a policy in `policyNs` selects; `texts`: its selectors formatted, when the caller has them. */
+  podsOf(peer: Extract<Peer, { kind: 'pods' }>, policyNs: string, texts?: SelectorTexts): readonly Pod[] {
+    return this.#podPeer(peer, policyNs, texts).pods;
   }
 
   /** Pods and blocks a rule's peers name (for resolving named ports on destinations). */
@@ -466,13 +480,19 @@ function indexOfObject(list: readonly Pod[], p: Pod): number {
  * than one of them holds (text -> holders; a patch removes such an address
  * with its last holder).
  */
-function podIntervals(pods: readonly Pod[], idx: ClusterIndex): { ivs: readonly Interval[]; shared: Map<string, number> } {
+function podIntervals(
+  pods: readonly Pod[],
+  idx: ClusterIndex,
+): { ivs: readonly Interval[]; shared: Map<string, number> | undefined } {
   // IPv4 as plain numbers: sorting tens of thousands of bigints is the slow part otherwise.
   const v4: number[] = [];
   const other: Interval[] = [];
   const texts: string[] = [];
-  for (const pod of pods) {
-    for (const text of pod.ips) {
+  // Indexed: tens of thousands of pods per cluster-wide peer.
+  for (let p = 0; p < pods.length; p++) {
+    const ips = pods[p]!.ips;
+    for (let i = 0; i < ips.length; i++) {
+      const text = ips[i]!;
       texts.push(text);
       const n = parseV4(text);
       if (n !== undefined) {
@@ -486,15 +506,21 @@ function podIntervals(pods: readonly Pod[], idx: ClusterIndex): { ivs: readonly 
   // (A non-canonical IPv4 text would land in `other`: then merge all together.)
   const fast = mergeV4(v4);
   const ivs = other.some((iv) => iv.family === 4) ? mergeIntervals([...fast, ...other]) : [...fast, ...mergeIntervals(other)];
-  return { ivs, shared: holders(texts, ivs) };
+  // How many distinct addresses: as numbers for IPv4 (no bigint per interval), else bigints.
+  let distinct = 0;
+  if (other.length === 0) for (const iv of ivs) distinct += Number(iv.hi) - Number(iv.lo) + 1;
+  else {
+    let d = 0n;
+    for (const iv of ivs) d += iv.hi - iv.lo + 1n;
+    distinct = Number(d);
+  }
+  return { ivs, shared: holders(texts, distinct) };
 }
 
-/** Texts that occur more than once, with their counts; the sizes of the intervals say whether any does. */
-function holders(texts: readonly string[], ivs: readonly Interval[]): Map<string, number> {
+/** Texts that occur more than once, with their counts (none: undefined); `distinct`, the addresses they hold, says whether any does. */
+function holders(texts: readonly string[], distinct: number): Map<string, number> | undefined {
+  if (distinct === texts.length) return undefined;
   const shared = new Map<string, number>();
-  let distinct = 0n;
-  for (const iv of ivs) distinct += iv.hi - iv.lo + 1n;
-  if (distinct === BigInt(texts.length)) return shared;
   const seen = new Map<string, number>();
   for (const t of texts) seen.set(t, (seen.get(t) ?? 0) + 1);
   for (const [t, n] of seen) if (n > 1) shared.set(t, n);

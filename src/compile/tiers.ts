@@ -133,10 +133,12 @@ interface Entry {
   readonly index: number;
   readonly direction: Direction;
   readonly chain: string;
-  /** Keys of the sources its peers name. */
-  readonly sources: ReadonlySet<string>;
+  /** Keys of the sources its peers name, each once. */
+  readonly sources: readonly string[];
   /** Its position in evaluation order (policy order, then rule order). */
   readonly order: number;
+  /** Its policy's position among the policies selecting a local pod (LocalClass.holds). */
+  readonly policyIndex: number;
   /** `goto` its chain (one object for all its decision elements). */
   readonly verdict: DecisionVerdict;
   /** Names a port by name on the local side (ingress): the decision depends on the local pod's ports. */
@@ -186,8 +188,15 @@ function sourceOf(peer: TieredPeer, ctx: TierContext): Source {
       const key = `pods ${ns} ${ps}`;
       let pods: readonly Pod[] | undefined;
       const addrs = (f: Family): Addr[] => {
-        // Memoized and invalidated by pod churn in the resolver (node-compiler.ts).
-        pods ??= ctx.peers.podsOf({ kind: 'pods', namespaceSelector: peer.namespaceSelector, podSelector: peer.podSelector }, '');
+        // Memoized and invalidated by pod churn in the resolver (node-compiler.ts); the selectors' text as formatted here.
+        pods ??= ctx.peers.podsOf(
+          { kind: 'pods', namespaceSelector: peer.namespaceSelector, podSelector: peer.podSelector },
+          '',
+          {
+            ns,
+            pod: ps,
+          },
+        );
         const out: Addr[] = [];
         for (const pod of pods) {
           for (const text of pod.ips) {
@@ -254,11 +263,13 @@ function familyOf(text: string, idx: ClusterIndex): Family | undefined {
 /** A source whose addresses are resolved once per family (each tier and direction asks). */
 function memoized(s: Source): Source {
   if (s.kind === 'hash') {
-    const memo = new Map<Family, readonly Addr[]>();
-    return { ...s, addrs: (f) => memo.get(f) ?? (memo.set(f, s.addrs(f)).get(f) as readonly Addr[]) };
+    let v4: readonly Addr[] | undefined;
+    let v6: readonly Addr[] | undefined;
+    return { ...s, addrs: (f) => (f === 4 ? (v4 ??= s.addrs(4)) : (v6 ??= s.addrs(6))) };
   }
-  const memo = new Map<Family, readonly Interval[]>();
-  return { ...s, ivs: (f) => memo.get(f) ?? (memo.set(f, s.ivs(f)).get(f) as readonly Interval[]) };
+  let v4: readonly Interval[] | undefined;
+  let v6: readonly Interval[] | undefined;
+  return { ...s, ivs: (f) => (f === 4 ? (v4 ??= s.ivs(4)) : (v6 ??= s.ivs(6))) };
 }
 
 /** The chain of one tiered rule: counts what it decides, then does it. */
@@ -341,7 +352,15 @@ function resolvePorts(
     }
   }
   if (out.length < 2) return out;
-  out.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+  // Mostly in order already (a sort allocates its work space, thousands of times per compile).
+  let sorted = true;
+  for (let i = 1; i < out.length && sorted; i++)
+    sorted = out[i - 1]![0] < out[i]![0] || (out[i - 1]![0] === out[i]![0] && out[i - 1]![1] <= out[i]![1]);
+  if (!sorted) out.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+  // Apart already (the common case): as they are.
+  let apart = true;
+  for (let i = 1; i < out.length && apart; i++) apart = out[i]![0] > out[i - 1]![1] + 1;
+  if (apart) return out;
   const merged: [number, number][] = [];
   for (const [lo, hi] of out) {
     const last = merged[merged.length - 1];
@@ -412,6 +431,9 @@ interface Decision {
 }
 
 function decide(entries: readonly Entry[], local: Pod, named: ReadonlyMap<string, readonly NamedPort[]>): Decision {
+  const only = entries.length === 1 ? entries[0]! : undefined;
+  const one = only !== undefined && !only.named ? decideOne(only) : undefined;
+  if (one !== undefined) return one;
   const protos = PROTOCOLS.map((proto) => {
     // No rule names a port of this protocol: no rule decides any of it (what partition would find).
     if (entries.every((e) => !e.named && fixedPortsOf(e, proto).length === 0))
@@ -429,6 +451,43 @@ function decide(entries: readonly Entry[], local: Pod, named: ReadonlyMap<string
   });
   // Protocols without ports (ICMP, ...): the first rule matching every protocol.
   return { protos, other: entries.find((e) => e.rule.ports === undefined) };
+}
+
+/**
+ * decide() for one rule without named ports (most identities of a class:
+ * one source, one rule): its ports or the rest, whichever covers more
+ * ports, is the protocol's default (a tie: no match), the other the pieces.
+ */
+function decideOne(e: Entry): Decision | undefined {
+  const protos: Decision['protos'][number][] = [];
+  for (const proto of PROTOCOLS) {
+    const p4 = nftProto(proto);
+    const ivs = fixedPortsOf(e, proto);
+    if (ivs.length === 0) {
+      protos.push({ p4, best: undefined, pieces: NO_PIECES });
+      continue;
+    }
+    let covered = 0;
+    for (const [lo, hi] of ivs) {
+      // Out of the port space (normalize rejects these): partition's general walk.
+      if (lo < 0 || hi < lo || hi > MAX_PORT) return undefined;
+      covered += hi - lo + 1;
+    }
+    if (covered <= MAX_PORT + 1 - covered) {
+      protos.push({ p4, best: undefined, pieces: ivs.map(([lo, hi]) => ({ lo, hi, entry: e })) });
+      continue;
+    }
+    // The rule's default: the gaps between its intervals (sorted, merged) are the pieces.
+    const pieces: Piece[] = [];
+    let at = 0;
+    for (const [lo, hi] of ivs) {
+      if (lo > at) pieces.push({ lo: at, hi: lo - 1, entry: undefined });
+      at = hi + 1;
+    }
+    if (at <= MAX_PORT) pieces.push({ lo: at, hi: MAX_PORT, entry: undefined });
+    protos.push({ p4, best: e, pieces });
+  }
+  return { protos, other: e.rule.ports === undefined ? e : undefined };
 }
 
 /**
@@ -544,7 +603,10 @@ interface LocalClass {
   readonly key: string;
   /** In evaluation order. */
   readonly entries: readonly Entry[];
-  readonly has: ReadonlySet<Entry>;
+  /** By policyIndex: whether the policy applies to the class's pods (an entry of the tier and direction is the class's when its policy's is 1). */
+  readonly holds: Uint8Array;
+  /** policyIndex of the policies applying to it. */
+  readonly policies: readonly number[];
   readonly pods: Pod[];
 }
 
@@ -644,6 +706,8 @@ interface SharedTable {
   readonly addrs: readonly Addr[];
   readonly groupOf: Int32Array;
   readonly namedPorts: ReadonlyMap<string, { readonly name: string; readonly ports: readonly NamedPort[] }>;
+  /** Per group: its identity in a class holding all its sources and no range (the common case), made by the first such class. */
+  readonly whole: (Identity | undefined)[];
 }
 
 /** Addresses meeting the same sources (each with the same pod-ness and named ports) in the same global segment. */
@@ -721,7 +785,7 @@ function sharedTable(
     for (const i of g.srcs) groupsOf[i]!.push(gi);
   });
   const addrs = all.map((h) => h.addr);
-  return { keys, index, ranges, segments, groups, groupsOf, addrs, groupOf, namedPorts };
+  return { keys, index, ranges, segments, groups, groupsOf, addrs, groupOf, namedPorts, whole: new Array(groups.length) };
 }
 
 /** A class's identities: the shared table projected onto the sources its rules name. */
@@ -734,16 +798,16 @@ interface ClassTable {
   hashElements(chainOf: ReadonlyMap<string, string>): DecisionColumns;
 }
 
-function project(t: SharedTable, used: ReadonlySet<string>): ClassTable {
+function project(t: SharedTable, lists: readonly (readonly number[])[]): ClassTable {
   // The class's sources as indices (it names few of the table's), ascending: key order, as identityTable visits them.
   const mine = new Uint8Array(t.keys.length);
   const own: number[] = [];
-  for (const k of used) {
-    const i = t.index.get(k);
-    if (i === undefined) continue;
-    mine[i] = 1;
-    own.push(i);
-  }
+  for (const l of lists)
+    for (const i of l) {
+      if (mine[i] === 1) continue;
+      mine[i] = 1;
+      own.push(i);
+    }
   own.sort((a, b) => a - b);
   const identities = new Map<string, Identity>();
   // The class's segments: the global ones' tokens cut to its sources, adjacent equal ones merged, empty ones left out.
@@ -769,6 +833,14 @@ function project(t: SharedTable, used: ReadonlySet<string>): ClassTable {
       if (seen[gi] === 1) continue;
       seen[gi] = 1;
       const g = t.groups[gi]!;
+      // Classes meeting all of a group's sources, outside every range, share its identity (its key made once).
+      const whole = g.seg < 0 && g.srcs.every((si) => mine[si] === 1);
+      const known = whole ? t.whole[gi] : undefined;
+      if (known !== undefined) {
+        if (!identities.has(known.key)) identities.set(known.key, known);
+        keyOf[gi] = known.key;
+        continue;
+      }
       const hashKeys: string[] = [];
       // Named ports of the first source listing it with a pod (identityTable keeps the first pod address).
       let named: string | null | undefined;
@@ -782,11 +854,16 @@ function project(t: SharedTable, used: ReadonlySet<string>): ClassTable {
       const nm = named ?? '';
       const hk = hashKeys.join('|');
       const key = `${hk}#${seg < 0 ? '' : segs[seg]!.key}#${nm}`;
-      if (!identities.has(key))
-        identities.set(key, {
+      let id = identities.get(key);
+      if (id === undefined)
+        identities.set(
           key,
-          tokens: [...hashKeys, ...(seg < 0 ? [] : segs[seg]!.tokens), ...(nm === '' ? [] : nm.slice(1).split('|'))],
-        });
+          (id = {
+            key,
+            tokens: [...hashKeys, ...(seg < 0 ? [] : segs[seg]!.tokens), ...(nm === '' ? [] : nm.slice(1).split('|'))],
+          }),
+        );
+      if (whole) t.whole[gi] = id;
       keyOf[gi] = key;
     }
   }
@@ -890,7 +967,7 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
     const nsKey = formatSelector(p.subject.namespaceSelector);
     let namespaces = nsSets.get(nsKey);
     if (namespaces === undefined)
-      nsSets.set(nsKey, (namespaces = new Set(ctx.idx.namespacesMatching(p.subject.namespaceSelector))));
+      nsSets.set(nsKey, (namespaces = new Set(ctx.idx.namespacesMatching(p.subject.namespaceSelector, nsKey))));
     const selects = selectorMatcher(p.subject.podSelector);
     const targets = ctx.local.filter((pod) => namespaces.has(pod.namespace) && selects(pod.labels));
     if (targets.length === 0) continue;
@@ -901,11 +978,11 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
       if (list.length === 0) continue;
       const mine: Entry[] = [];
       list.forEach((rule, index) => {
-        const keys = new Set<string>();
+        const keys: string[] = [];
         for (const peer of rule.peers) {
           const s = sourceOf(peer, ctx);
           if (!sources.has(s.key)) sources.set(s.key, memoized(s));
-          keys.add(s.key);
+          if (!keys.includes(s.key)) keys.push(s.key);
         }
         const chain = tierRuleChainName(pid, d, index);
         const e: Entry = {
@@ -917,6 +994,7 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
           chain,
           sources: keys,
           order: order++,
+          policyIndex: relevant,
           verdict: { kind: 'goto', chain },
           localNamed: d === 'ingress' && (rule.ports ?? []).some((p) => p.kind === 'named'),
           named: (rule.ports ?? []).some((p) => p.kind === 'named'),
@@ -971,16 +1049,23 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
     d: Direction,
     tier: OrderedTier,
     decided: { readonly byClass: Decided<DecisionElement> } | { readonly shared: Decided<DecisionBlock> },
-    other: Entry | undefined,
+    /** The chain of the rule for protocols without ports. */
+    other: string | undefined,
+    /** Sanitized. */
     comment: string,
   ): void => {
     const field = d === 'ingress' ? 'daddr' : 'saddr';
     const folded = 'byClass' in decided ? foldedOf(decided.byClass) : undefined;
-    const rules: Rule[] = folded === undefined ? [] : [...folded];
+    if (folded !== undefined) {
+      // Folded: the chain's rules depend on its decisions and `other` only, shared by the classes meeting them.
+      identityChains.push({ name, role: 'peers', base: undefined, comment, rules: foldedRules(folded, other) });
+      return;
+    }
+    const rules: Rule[] = [];
     const which = ['port', 'range', 'proto', 'addr'] as const;
     // Tier and chain names only: nothing to sanitize.
     const mapComment = `${tier} tier decisions of ${name}`;
-    for (const w of folded !== undefined ? [] : 'byClass' in decided ? which.slice(0, 3) : which) {
+    for (const w of 'byClass' in decided ? which.slice(0, 3) : which) {
       const key: DecisionKey = 'byClass' in decided ? (w === 'proto' ? 'l4proto' : 'l4port') : w === 'range' ? 'port' : w;
       const interval = w === 'range';
       const map = decisionMapName(cid, f, w);
@@ -999,9 +1084,24 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
         comment: undefined,
       });
     }
-    if (other !== undefined)
-      rules.push({ matches: [], counter: false, verdict: { kind: 'jump', chain: other.chain }, comment: undefined });
-    identityChains.push({ name, role: 'peers', base: undefined, comment: sanitizeComment(comment), rules });
+    if (other !== undefined) rules.push(otherJump(other));
+    identityChains.push({ name, role: 'peers', base: undefined, comment, rules });
+  };
+  /** The jump for protocols without ports, one object per rule chain. */
+  const otherJumps = new Map<string, Rule>();
+  const otherJump = (chain: string): Rule => {
+    let r = otherJumps.get(chain);
+    if (r === undefined)
+      otherJumps.set(chain, (r = { matches: [], counter: false, verdict: { kind: 'jump', chain }, comment: undefined }));
+    return r;
+  };
+  const foldedRulesMemo = new Map<readonly Rule[], Map<string | undefined, readonly Rule[]>>();
+  const foldedRules = (folded: readonly Rule[], other: string | undefined): readonly Rule[] => {
+    let byOther = foldedRulesMemo.get(folded);
+    if (byOther === undefined) foldedRulesMemo.set(folded, (byOther = new Map()));
+    let rules = byOther.get(other);
+    if (rules === undefined) byOther.set(other, (rules = other === undefined ? folded : [...folded, otherJump(other)]));
+    return rules;
   };
   /**
    * What a list of matching rules decides, as tails; shared by the classes
@@ -1043,12 +1143,20 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
     for (const d of DIRECTIONS) {
       const entriesBySource = new Map<string, Entry[]>();
       const namedNames = new Set<string>();
-      for (const e of entries) {
+      /** By policyIndex: the sources its rules of this tier and direction name. */
+      const policySources = new Map<number, string[]>();
+      // Indexed loops where they run thousands of times per compile (this function runs once: no iterator is optimized away).
+      for (let n = 0; n < entries.length; n++) {
+        const e = entries[n]!;
         if (e.tier !== tier || e.direction !== d) continue;
-        for (const k of e.sources) {
+        let ps = policySources.get(e.policyIndex);
+        if (ps === undefined) policySources.set(e.policyIndex, (ps = []));
+        for (let j = 0; j < e.sources.length; j++) {
+          const k = e.sources[j]!;
           let l = entriesBySource.get(k);
           if (l === undefined) entriesBySource.set(k, (l = []));
           l.push(e);
+          ps.push(k);
         }
         if (d === 'egress') for (const p of e.rule.ports ?? []) if (p.kind === 'named') namedNames.add(p.name);
       }
@@ -1068,29 +1176,52 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
             .sort()
             .join(',')}${ports}`;
           const all = applied.flatMap((a) => a.entries);
-          classMap.set(group, (cls = { key, entries: all, has: new Set(all), pods: [] }));
+          const holds = new Uint8Array(relevant + 1);
+          for (const a of applied) holds[a.index] = 1;
+          classMap.set(group, (cls = { key, entries: all, holds, policies: applied.map((a) => a.index), pods: [] }));
         }
         cls.pods.push(pod);
       }
       const shared: LocalClass[] = [];
-      const own: { readonly cls: LocalClass; readonly used: ReadonlySet<string> }[] = [];
-      for (const cls of classMap.values()) {
-        if (!perClass(cls, sources, ctx)) {
-          shared.push(cls);
-          continue;
-        }
-        const used = new Set<string>();
-        for (const e of cls.entries) for (const k of e.sources) used.add(k);
-        own.push({ cls, used });
-      }
+      const own: LocalClass[] = [];
+      for (const cls of classMap.values()) (perClass(cls, sources, ctx) ? own : shared).push(cls);
       // The classes of the per-class layout share one table per family: each address's sources found once.
       const ownUsed = new Set<string>();
-      for (const { used } of own) for (const k of used) ownUsed.add(k);
-      const ownTables = new Map<Family, SharedTable>();
-      const ownTable = (f: Family): SharedTable =>
-        ownTables.get(f) ?? (ownTables.set(f, sharedTable(ownUsed, sources, f, namedNames)).get(f) as SharedTable);
+      const ownPolicies = new Set<number>();
+      for (const cls of own) for (const pi of cls.policies) ownPolicies.add(pi);
+      for (const pi of ownPolicies) for (const k of policySources.get(pi) ?? []) ownUsed.add(k);
+      const ownTables = new Map<Family, { readonly table: SharedTable; readonly sourcesOf: Map<number, number[]> }>();
+      const ownTable = (f: Family): { readonly table: SharedTable; readonly sourcesOf: Map<number, number[]> } => {
+        let t = ownTables.get(f);
+        if (t === undefined)
+          ownTables.set(f, (t = { table: sharedTable(ownUsed, sources, f, namedNames), sourcesOf: new Map() }));
+        return t;
+      };
+      /** A class's sources as indices of the family's table: its policies' (each policy's once per family). */
+      const classSources = (f: Family, cls: LocalClass): { readonly table: SharedTable; readonly lists: number[][] } => {
+        const { table, sourcesOf } = ownTable(f);
+        const lists: number[][] = [];
+        for (const pi of cls.policies) {
+          let l = sourcesOf.get(pi);
+          if (l === undefined) sourcesOf.set(pi, (l = (policySources.get(pi) ?? []).map((k) => table.index.get(k)!)));
+          lists.push(l);
+        }
+        return { table, lists };
+      };
       // An identity's rules (and named ports) do not depend on the class: once per identity key.
       const idEntriesMemo = new Map<string, ReturnType<typeof identityEntries>>();
+      /** Per identity object (one per family, shared by the classes holding all its sources): what a class meeting all its rules makes of it. */
+      const wholeOf = new Map<
+        Identity,
+        {
+          readonly skip: boolean;
+          readonly decided: Decided<DecisionElement>;
+          readonly other: string | undefined;
+          /** Folded decisions (and the jump for protocols without ports): the chain's rules. */
+          readonly rules: readonly Rule[] | undefined;
+          readonly comment: string;
+        }
+      >();
       // An identity chain's comment names the identity, not the class: once per identity.
       const classComments = new Map<Family, Map<string, string>>();
       const classComment = (f: Family, id: Identity): string => {
@@ -1105,31 +1236,53 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
         }
         return text;
       };
-      for (const { cls, used } of own) {
+      for (const cls of own) {
         // Per class: its own lookup chain and peer maps; decisions keyed by protocol and port.
         const ccid = shortHash(`tierclass\0${tier}\0${d}\0${cls.key}`);
         const lookupName = tierClassLookupChainName(tier, d, ccid);
         const lookupRules: Rule[] = [];
         for (const f of FAMILIES) {
           if (!cls.pods.some((pod) => pod.ips.some((text) => ctx.idx.ip(text)?.family === f))) continue;
-          const table = project(ownTable(f), used);
+          const { table: st, lists } = classSources(f, cls);
+          const table = project(st, lists);
           const chainOf = new Map<string, string>();
-          for (const id of table.identities) {
+          const holds = cls.holds;
+          for (let n = 0; n < table.identities.length; n++) {
+            const id = table.identities[n]!;
             let found = idEntriesMemo.get(id.key);
             if (found === undefined) idEntriesMemo.set(id.key, (found = identityEntries(id, entriesBySource, table)));
             const { entries: idEntries, named } = found;
             // All of them (the common case): the list itself, which decidedTails knows by identity.
-            const matching = idEntries.every((e) => cls.has.has(e)) ? idEntries : idEntries.filter((e) => cls.has.has(e));
-            if (matching.length === 0) continue;
-            const tails = decidedTails(matching, cls.pods[0]!, named);
-            // The rule for protocols without ports (tailsOf puts its verdict in `addr`).
-            const other = matching.find((e) => e.rule.ports === undefined);
-            const decided = classElementsOf(tails);
-            if (decided.port.length + decided.range.length + decided.proto.length === 0 && other === undefined) continue;
+            let all = true;
+            for (let k = 0; k < idEntries.length && all; k++) all = holds[idEntries[k]!.policyIndex] === 1;
+            let w = all ? wholeOf.get(id) : undefined;
+            if (w === undefined) {
+              const matching = all ? idEntries : idEntries.filter((e) => holds[e.policyIndex] === 1);
+              if (matching.length === 0) continue;
+              const tails = decidedTails(matching, cls.pods[0]!, named);
+              // The rule for protocols without ports: tailsOf put its verdict (goto its chain) in `addr`.
+              const addr = tails.addr[0]?.verdict;
+              const other = addr?.kind === 'goto' ? addr.chain : undefined;
+              const decided = classElementsOf(tails);
+              const skip = decided.port.length + decided.range.length + decided.proto.length === 0 && other === undefined;
+              const folded = skip ? undefined : foldedOf(decided);
+              w = {
+                skip,
+                decided,
+                other,
+                rules: folded === undefined ? undefined : foldedRules(folded, other),
+                comment: skip ? '' : classComment(f, id),
+              };
+              // Its decisions do not depend on the class's pods (no named port): the next class meeting all of it takes them.
+              if (all && named.size === 0 && !idEntries.some((e) => e.localNamed)) wholeOf.set(id, w);
+            }
+            if (w.skip) continue;
             const cid = shortHash(`tierclass\0${tier}\0${d}\0${f}\0${cls.key}\0${id.key}`);
             const name = peersChainName(cid, d);
             chainOf.set(id.key, name);
-            identityChain(cid, name, f, d, tier, { byClass: decided }, other, classComment(f, id));
+            if (w.rules !== undefined)
+              identityChains.push({ name, role: 'peers', base: undefined, comment: w.comment, rules: w.rules });
+            else identityChain(cid, name, f, d, tier, { byClass: w.decided }, w.other, w.comment);
           }
           const hash = table.hashElements(chainOf);
           const ranges: DecisionElement[] = [];
@@ -1214,7 +1367,7 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
             for (const i of reached) {
               const [cls, addrs] = localList[i]!;
               // Local pods of one class decide alike (a class includes the local ports when a rule names one).
-              const matching = idEntries.length === 1 ? idEntries : idEntries.filter((e) => cls.has.has(e));
+              const matching = idEntries.length === 1 ? idEntries : idEntries.filter((e) => cls.holds[e.policyIndex] === 1);
               const tails = decidedTails(matching, cls.pods[0]!, named);
               for (const w of ['port', 'range', 'proto', 'addr'] as const)
                 if (tails[w].length > 0) decided[w].push({ addrs, tails: tails[w] });
@@ -1231,7 +1384,7 @@ export function compileTiers(ctx: TierContext, policies: readonly TieredPolicy[]
               tier,
               { shared: decided },
               undefined,
-              `${tier} tier ${d} ${d === 'ingress' ? 'from' : 'to'} IPv${f} ${about(id)}`,
+              sanitizeComment(`${tier} tier ${d} ${d === 'ingress' ? 'from' : 'to'} IPv${f} ${about(id)}`),
             );
           }
           for (const { addr, key } of table.hashIds) {

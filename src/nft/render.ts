@@ -282,16 +282,37 @@ function renderLimit(out: string[], l: NamedLimit): void {
   out.push(`\tlimit ${l.name} {`, `\t\t${limitDeclaration(l)}`, '\t}', '');
 }
 
-function renderChain(out: string[], c: Chain): void {
-  out.push(`\tchain ${c.name} {`);
-  if (c.base !== undefined) {
-    const prio =
-      c.base.priority === 0 ? 'filter' : c.base.priority > 0 ? `filter + ${c.base.priority}` : `filter - ${-c.base.priority}`;
-    out.push(`\t\ttype filter hook ${c.base.hook} priority ${prio}; policy accept;`);
-  }
-  if (c.comment !== undefined) out.push(`\t\tcomment ${quoted(c.comment)}`);
-  for (const r of c.rules) out.push(`\t\t${ruleText(r)}`);
-  out.push('\t}', '');
+/**
+ * Chains' lines, with the line of a rule object or comment text seen before
+ * in the same script reused: the tiers' identity chains of many classes
+ * share their rules and comments (thousands of chains at 100k pods).
+ */
+function chainRenderer(): (out: string[], c: Chain) => void {
+  const ruleLines = new Map<Rule, string>();
+  const commentLines = new Map<string, string>();
+  return (out, c) => {
+    out.push(`\tchain ${c.name} {`);
+    if (c.base !== undefined) {
+      const prio =
+        c.base.priority === 0 ? 'filter' : c.base.priority > 0 ? `filter + ${c.base.priority}` : `filter - ${-c.base.priority}`;
+      out.push(`\t\ttype filter hook ${c.base.hook} priority ${prio}; policy accept;`);
+    }
+    if (c.comment !== undefined && c.role === 'peers') {
+      // Identity chains: one comment text per identity, met again per class (other chains' comments are their own).
+      let line = commentLines.get(c.comment);
+      if (line === undefined) commentLines.set(c.comment, (line = `\t\tcomment ${quoted(c.comment)}`));
+      out.push(line);
+    } else if (c.comment !== undefined) out.push(`\t\tcomment ${quoted(c.comment)}`);
+    if (c.role !== 'peers') for (let i = 0; i < c.rules.length; i++) out.push(`\t\t${ruleText(c.rules[i]!)}`);
+    else
+      for (let i = 0; i < c.rules.length; i++) {
+        const r = c.rules[i]!;
+        let line = ruleLines.get(r);
+        if (line === undefined) ruleLines.set(r, (line = `\t\t${ruleText(r)}`));
+        out.push(line);
+      }
+    out.push('\t}', '');
+  };
 }
 
 /** The lines of each object of the script, in the order nft needs them (one home for it). */
@@ -319,6 +340,7 @@ function* objectLines(c: CompiledRuleset): Generator<string[]> {
   // (jump or goto peer chains), lookup
   // chains (vmap on peer maps), pod chains (jump to a lookup chain), dispatch
   // maps (goto pod chains), base chains.
+  const renderChain = chainRenderer();
   for (const l of c.limits) yield one(renderLimit, l);
   for (const s of c.sets) yield one(renderSet, s);
   const byRole = (role: Chain['role']): Chain[] => c.chains.filter((ch) => ch.role === role);

@@ -5,7 +5,7 @@
 //   node scripts/bench-agent.ts [--sizes 1000,10000,100000] [--samples 40] [--warmup 2] [--source]
 //                               [--rate 200 --duration 30] [--baseline REF [--rounds 2]]
 //                               [--dump-log DIR] [--node-options '...'] [--node-args=--trace-gc]
-//                               [--baseline-node-args='...']
+//                               [--baseline-node-args='...'] [--no-gc-between]
 //
 // Per size: scripts/gen-cluster.ts's seeded cluster (pods, pods/10 policies,
 // pods/20 namespaces, 110 pods per node) is loaded into the in-repo fake API
@@ -29,7 +29,10 @@
 // and printed but not counted: the first of a kind runs code V8 has not
 // optimized yet (at 100k pods 70-110 ms of compile, once per agent process),
 // which the p99 of a day of changes does not see (until 2026-11-27 they
-// were counted).
+// were counted). Between samples this process, which plays the API server
+// and holds the generated cluster, collects its own garbage (a full GC),
+// so that its pauses fall outside the samples' watch deliveries
+// (--no-gc-between: where they fall, as before 2026-11-27 18:00).
 //
 // --rate R --duration D: after the samples, drive R changes per second for D
 // seconds at the agent's node, the busiest node's mix: 20 % local pods (a pod
@@ -59,6 +62,7 @@ import { fileURLToPath } from 'node:url';
 import { execa } from 'execa';
 import { cpus, loadavg, totalmem } from 'node:os';
 import { parseArgs } from 'node:util';
+import { PerformanceObserver } from 'node:perf_hooks';
 import type { ClusterState, NetworkPolicy, Pod } from '../src/model/types.ts';
 import { selectorMatches } from '../src/model/selector.ts';
 import { isActivePod } from '../src/model/types.ts';
@@ -79,6 +83,8 @@ const { values: args } = parseArgs({
     /** Changes of each kind applied first and not counted (the first of a kind runs cold code). */
     warmup: { type: 'string', default: '2' },
     source: { type: 'boolean', default: false },
+    /** Keep this process's garbage collections where they fall (before 2026-11-27 18:00: also in samples). */
+    'no-gc-between': { type: 'boolean', default: false },
     rate: { type: 'string', default: '0' },
     duration: { type: 'string', default: '30' },
     baseline: { type: 'string' },
@@ -96,6 +102,7 @@ const { values: args } = parseArgs({
   },
 });
 const RATE = Number(args.rate);
+const GC_BETWEEN = !args['no-gc-between'];
 const DURATION_S = Number(args.duration);
 const ROUNDS = Number(args.rounds);
 /**
@@ -130,6 +137,12 @@ function rssOf(pid: number): { rss: number; hwm: number; anon: number; file: num
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+// This process's garbage collections (start and duration, performance.now() ms).
+const benchGcs: { start: number; ms: number }[] = [];
+new PerformanceObserver((list) => {
+  for (const e of list.getEntries()) benchGcs.push({ start: e.startTime, ms: e.duration });
+}).observe({ entryTypes: ['gc'] });
 
 interface Change {
   /** Object key as it appears in the agent's change reasons ("ns/name"). */
@@ -488,9 +501,11 @@ async function benchSize(
       const parts: Record<string, number[]> = { delivery: [], queue: [], snapshot: [], compile: [], update: [], nft: [] };
       let missed = 0;
       const cold: number[] = [];
+      const windows: [number, number][] = [];
       for (let i = 0; i < WARMUP + SAMPLES; i++) {
         const seen = agent.lines.length;
         const before = Date.now();
+        const t0 = performance.now();
         ch.apply(api, i);
         let line: LogLine | undefined;
         try {
@@ -517,16 +532,25 @@ async function benchSize(
           const ph = (line['phasesMs'] ?? {}) as Record<string, number>;
           for (const k of ['snapshot', 'compile', 'update', 'nft']) parts[k]?.push(Number(ph[k] ?? 0));
         } else missed++;
+        // This process plays the API server: its own garbage (a 100k-pod
+        // cluster's objects, the polling above) is collected between samples,
+        // so that its collections do not land in a sample's watch delivery
+        // (--no-gc-between keeps the old behaviour).
+        if (i >= WARMUP) windows.push([t0, performance.now()]);
+        if (GC_BETWEEN) collectGarbage();
         // Let follow-up work (peer re-plans) settle so the next sample is alone;
         // the jitter keeps samples from locking onto the agent's own rhythm.
         await sleep(150 + Math.floor(Math.random() * 150));
       }
       latency[kind] = { p50: pct(xs, 50), p99: pct(xs, 99), max: Math.max(...xs), n: xs.length, missed };
+      // This process's own collections that began while a sample ran (its API server side waited for them).
+      const inSamples = benchGcs.filter((g) => windows.some(([a, b]) => g.start >= a && g.start <= b)).map((g) => g.ms);
+      benchGcs.length = 0;
       const split = Object.entries(parts)
         .map(([k, v]) => `${k} ${Math.round(pct(v, 50))}/${Math.round(pct(v, 99))}`)
         .join(', ');
       process.stderr.write(
-        `  ${pods} pods, ${kind}: p50 ${pct(xs, 50)} ms, p99 ${pct(xs, 99)} ms (${xs.length} samples, ${missed} missed; warm-up ${cold.join(', ')} ms); p50/p99 ms: ${split}\n`,
+        `  ${pods} pods, ${kind}: p50 ${pct(xs, 50)} ms, p99 ${pct(xs, 99)} ms (${xs.length} samples, ${missed} missed; warm-up ${cold.join(', ')} ms); p50/p99 ms: ${split}; this process's GCs during samples: ${inSamples.length}, ${Math.round(inSamples.reduce((a, b) => a + b, 0))} ms\n`,
       );
     }
     const applies = agent.lines.filter((l) => l['event'] === 'apply' && l['result'] === 'applied');

@@ -17,7 +17,7 @@ import { isActivePod } from '../model/types.ts';
 import type { Family, LabelSelector, Pod } from '../model/types.ts';
 import type { Chain, CompiledRuleset, MapElement, NamedSet } from '../ruleset/ir.ts';
 import { assembleFlat, buildPodIdentity } from './identities.ts';
-import { byTokenSource, findElement, recordElementPatch, tokenSource } from './identity-patch.ts';
+import { addrValue, byTokenSource, findElement, recordElementPatch, tokenSource } from './identity-patch.ts';
 import type { PodIdentityPart } from './identities.ts';
 import type { PodFollow } from './terms.ts';
 import { parseV4 } from './v4.ts';
@@ -247,12 +247,14 @@ export class PeerChurn {
       let idCount = part.idCount;
       if (idCount === undefined) {
         idCount = new Map<string, number>();
-        for (const k of part.keys.values()) idCount.set(k, (idCount.get(k) ?? 0) + 1);
+        // forEach: no iterator result per address of the node.
+        part.keys.forEach((k) => idCount!.set(k, (idCount!.get(k) ?? 0) + 1));
         part.idCount = idCount;
       }
-      let els: MapElement[] | undefined;
-      const gone: MapElement[] = [];
-      const come: MapElement[] = [];
+      // The elements' changes, by place in the last list, applied in one copy
+      // (a copy and a splice each allocated the list up to three times:
+      // issue 24, memory). Each touched address is one element at most.
+      const edits: { at: number; found: boolean; a: string; el: MapElement | undefined }[] = [];
       for (const a of touched) {
         const ko = part.keys.get(a);
         const tokens = (ko === undefined ? [] : ko.split('|')).filter((t) => !mine.has(tokenSource(t)));
@@ -279,26 +281,58 @@ export class PeerChurn {
           after = b?.chain.name;
         } else part.keys.delete(a);
         if (before === after) continue;
-        els ??= [...part.elements];
-        const at = findElement(els, a, f);
-        if (after === undefined) {
-          if (at.found) gone.push(...els.splice(at.at, 1));
-        } else {
-          const e = { key: a, chain: after };
-          if (at.found) {
-            gone.push(els[at.at]!);
-            els[at.at] = e;
-          } else els.splice(at.at, 0, e);
-          come.push(e);
-        }
+        const at = findElement(part.elements, a, f);
+        if (at.found || after !== undefined)
+          edits.push({ ...at, a, el: after === undefined ? undefined : { key: a, chain: after } });
       }
-      if (els !== undefined) {
-        recordElementPatch(part.elements, els, gone, come, f);
-        part.elements = els;
+      if (edits.length > 0) {
+        const old = part.elements;
+        part.elements = editElements(old, edits, f);
+        // What renderUpdate prints, without a walk of the map (identity-patch.ts).
+        recordElementPatch(
+          old,
+          part.elements,
+          edits.filter((e) => e.found).map((e) => old[e.at]!),
+          edits.flatMap((e) => (e.el === undefined ? [] : [e.el])),
+          f,
+        );
       }
     }
     return assembleFlat(this.#base, this.#otherSets, this.parts(), this.#rest);
   }
+}
+
+/**
+ * `els` with each edit made where it is (found: replaced, or dropped without
+ * an element) or goes (inserted before the element at `at`; several there in
+ * address order): one array of the exact length.
+ */
+export function editElements(
+  els: readonly MapElement[],
+  edits: { at: number; found: boolean; a: string; el: MapElement | undefined }[],
+  f: Family,
+): MapElement[] {
+  const order = (x: { at: number; found: boolean; a: string }, y: { at: number; found: boolean; a: string }): number => {
+    if (x.at !== y.at) return x.at - y.at;
+    // At one place: the insertions (before the element there) first, in address order.
+    if (x.found !== y.found) return x.found ? 1 : -1;
+    const vx = addrValue(x.a, f);
+    const vy = addrValue(y.a, f);
+    return vx < vy ? -1 : vx > vy ? 1 : 0;
+  };
+  edits.sort(order);
+  let size = els.length;
+  for (const e of edits) size += e.found ? (e.el === undefined ? -1 : 0) : 1;
+  const out = new Array<MapElement>(size);
+  let w = 0;
+  let r = 0;
+  for (const e of edits) {
+    while (r < e.at) out[w++] = els[r++]!;
+    if (e.found) r++;
+    if (e.el !== undefined) out[w++] = e.el;
+  }
+  while (r < els.length) out[w++] = els[r++]!;
+  return out;
 }
 
 function countsKey(p: PodIdentityPart, key: string): string {

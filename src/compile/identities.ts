@@ -366,13 +366,14 @@ function podIdentities(
   // An address's key grows one token at a time (tokens come sorted): each
   // distinct key is built once as a state, and addresses hold states, so at
   // 50k addresses there is no string per address to build and hash.
-  const stateOf = new Map<string, number>();
+  // Address -> its state while the sources are read; then -> its key (below).
+  const stateOf = new Map<string, number | string>();
   const stateKeys: string[] = [''];
   const transitions = new Map<string, Map<number, number>>();
   const add = (addr: string, token: string): void => {
     let byState = transitions.get(token);
     if (byState === undefined) transitions.set(token, (byState = new Map()));
-    const cur = stateOf.get(addr) ?? 0;
+    const cur = (stateOf.get(addr) as number | undefined) ?? 0;
     let next = byState.get(cur);
     if (next === undefined) {
       next = stateKeys.length;
@@ -399,11 +400,14 @@ function podIdentities(
       }
     }
   }
-  const keys = new Map<string, string>();
-  for (const [addr, state] of stateOf) keys.set(addr, stateKeys[state] as string);
+  // The states become their keys in place (same entries, same order): no second map of every address.
   const identities = new Map<string, Identity>();
-  for (const k of keys.values()) if (!identities.has(k)) identities.set(k, { key: k, tokens: k.split('|') });
-  return { keys, identities };
+  for (const [addr, state] of stateOf) {
+    const k = stateKeys[state as number] as string;
+    stateOf.set(addr, k);
+    if (!identities.has(k)) identities.set(k, { key: k, tokens: k.split('|') });
+  }
+  return { keys: stateOf as Map<string, string>, identities };
 }
 
 /** Range identities of one direction and family: non-overlapping intervals with the sources covering them. */

@@ -402,11 +402,12 @@ function podIdentities(
   }
   // The states become their keys in place (same entries, same order): no second map of every address.
   const identities = new Map<string, Identity>();
-  for (const [addr, state] of stateOf) {
+  // forEach: no entry pair per address.
+  stateOf.forEach((state, addr) => {
     const k = stateKeys[state as number] as string;
     stateOf.set(addr, k);
     if (!identities.has(k)) identities.set(k, { key: k, tokens: k.split('|') });
-  }
+  });
   return { keys: stateOf as Map<string, string>, identities };
 }
 

@@ -199,6 +199,14 @@ const INDEX_SPAN = 2 ** 20;
 /** Canonical addresses of one family in numeric order (the order the dispatch maps list pods in). */
 function sortAddresses(list: Iterable<string>): string[] {
   const all = [...list];
+  const order = addressOrder(all);
+  const out: string[] = new Array<string>(all.length);
+  for (let i = 0; i < order.length; i++) out[i] = all[order[i]!]!;
+  return out;
+}
+
+/** The positions of `all` in numeric address order (ties: by position), as sortAddresses orders them. */
+function addressOrder(all: readonly string[]): ArrayLike<number> {
   const v4 = all.map(parseV4);
   if (all.length <= INDEX_SPAN && v4.every((n) => n !== undefined)) {
     // Address and index packed in one double (32 + 20 bits, exact): a native
@@ -206,13 +214,12 @@ function sortAddresses(list: Iterable<string>): string[] {
     const packed = new Float64Array(all.length);
     for (let i = 0; i < all.length; i++) packed[i] = (v4[i] as number) * INDEX_SPAN + i;
     packed.sort();
-    const out: string[] = new Array<string>(all.length);
-    for (let i = 0; i < packed.length; i++) out[i] = all[(packed[i] as number) % INDEX_SPAN] as string;
-    return out;
+    const order = new Int32Array(all.length);
+    for (let i = 0; i < packed.length; i++) order[i] = (packed[i] as number) % INDEX_SPAN;
+    return order;
   }
   const v6 = all.map((a) => parseIP(a)?.value ?? 0n);
-  const order = all.map((_, i) => i).sort((x, y) => (v6[x]! < v6[y]! ? -1 : v6[x]! > v6[y]! ? 1 : 0));
-  return order.map((i) => all[i]!);
+  return all.map((_, i) => i).sort((x, y) => (v6[x]! < v6[y]! ? -1 : v6[x]! > v6[y]! ? 1 : 0));
 }
 
 /** An allow element's comment: the policy rules it comes from. */
@@ -790,9 +797,25 @@ export function flattenRulesetParts(
         );
       else {
         const els: MapElement[] = [];
-        for (const addr of sortAddresses(pods.keys.keys())) {
-          const chain = builtPods.chainOf.get(pods.keys.get(addr)!);
-          if (chain !== undefined) els.push({ key: addr, chain });
+        // Addresses and their keys read together (no lookup of each address again), in address order.
+        const addrs: string[] = [];
+        const keys: string[] = [];
+        pods.keys.forEach((key, addr) => {
+          addrs.push(addr);
+          keys.push(key);
+        });
+        const order = addressOrder(addrs);
+        let lastKey: string | undefined;
+        let lastChain: string | undefined;
+        for (let i = 0; i < order.length; i++) {
+          const at = order[i]!;
+          const key = keys[at]!;
+          // Neighbouring addresses mostly share their identity: its chain looked up once for them.
+          if (key !== lastKey) {
+            lastKey = key;
+            lastChain = builtPods.chainOf.get(key);
+          }
+          if (lastChain !== undefined) els.push({ key: addrs[at]!, chain: lastChain });
         }
         podElements = els;
       }

@@ -392,7 +392,9 @@ function podIdentities(
   for (const name of [...sources.keys()].sort()) {
     const s = sources.get(name)!;
     if (s.kind === 'pods') {
-      for (const a of s.addrs) add(a, name);
+      // Indexed: tens of thousands of addresses, in a function run a few times per compile (no iterator optimized away).
+      const addrs = s.addrs;
+      for (let i = 0; i < addrs.length; i++) add(addrs[i]!, name);
     } else if (s.kind === 'named') {
       const ports = new Map<string, PortRange[]>();
       for (const e of s.triples) {

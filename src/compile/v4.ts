@@ -35,7 +35,7 @@ export function parseV4(s: string): number | undefined {
 
 /** Sorted, merged intervals of a list of IPv4 addresses (numbers; duplicates fine). */
 export function mergeV4(addrs: readonly number[]): Interval[] {
-  const sorted = Float64Array.from(addrs).sort();
+  const sorted = new Float64Array(addrs).sort();
   const out: Interval[] = [];
   let i = 0;
   while (i < sorted.length) {

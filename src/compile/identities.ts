@@ -207,6 +207,14 @@ const INDEX_SPAN = 2 ** 20;
 /** Canonical addresses of one family in numeric order (the order the dispatch maps list pods in). */
 function sortAddresses(list: Iterable<string>): string[] {
   const all = [...list];
+  const order = addressOrder(all);
+  const out: string[] = new Array<string>(all.length);
+  for (let i = 0; i < order.length; i++) out[i] = all[order[i]!]!;
+  return out;
+}
+
+/** The positions of `all` in numeric address order (ties: by position), as sortAddresses orders them. */
+function addressOrder(all: readonly string[]): ArrayLike<number> {
   const v4 = all.map(parseV4);
   if (all.length <= INDEX_SPAN && v4.every((n) => n !== undefined)) {
     // Address and index packed in one double (32 + 20 bits, exact): a native
@@ -214,13 +222,12 @@ function sortAddresses(list: Iterable<string>): string[] {
     const packed = new Float64Array(all.length);
     for (let i = 0; i < all.length; i++) packed[i] = (v4[i] as number) * INDEX_SPAN + i;
     packed.sort();
-    const out: string[] = new Array<string>(all.length);
-    for (let i = 0; i < packed.length; i++) out[i] = all[(packed[i] as number) % INDEX_SPAN] as string;
-    return out;
+    const order = new Int32Array(all.length);
+    for (let i = 0; i < packed.length; i++) order[i] = (packed[i] as number) % INDEX_SPAN;
+    return order;
   }
   const v6 = all.map((a) => parseIP(a)?.value ?? 0n);
-  const order = all.map((_, i) => i).sort((x, y) => (v6[x]! < v6[y]! ? -1 : v6[x]! > v6[y]! ? 1 : 0));
-  return order.map((i) => all[i]!);
+  return all.map((_, i) => i).sort((x, y) => (v6[x]! < v6[y]! ? -1 : v6[x]! > v6[y]! ? 1 : 0));
 }
 
 /** An allow element's comment: the policy rules it comes from. */
@@ -374,13 +381,14 @@ function podIdentities(
   // An address's key grows one token at a time (tokens come sorted): each
   // distinct key is built once as a state, and addresses hold states, so at
   // 50k addresses there is no string per address to build and hash.
-  const stateOf = new Map<string, number>();
+  // Address -> its state while the sources are read; then -> its key (below).
+  const stateOf = new Map<string, number | string>();
   const stateKeys: string[] = [''];
   const transitions = new Map<string, Map<number, number>>();
   const add = (addr: string, token: string): void => {
     let byState = transitions.get(token);
     if (byState === undefined) transitions.set(token, (byState = new Map()));
-    const cur = stateOf.get(addr) ?? 0;
+    const cur = (stateOf.get(addr) as number | undefined) ?? 0;
     let next = byState.get(cur);
     if (next === undefined) {
       next = stateKeys.length;
@@ -392,7 +400,9 @@ function podIdentities(
   for (const name of [...sources.keys()].sort()) {
     const s = sources.get(name)!;
     if (s.kind === 'pods') {
-      for (const a of s.addrs) add(a, name);
+      // Indexed: tens of thousands of addresses, in a function run a few times per compile (no iterator optimized away).
+      const addrs = s.addrs;
+      for (let i = 0; i < addrs.length; i++) add(addrs[i]!, name);
     } else if (s.kind === 'named') {
       const ports = new Map<string, PortRange[]>();
       for (const e of s.triples) {
@@ -407,11 +417,15 @@ function podIdentities(
       }
     }
   }
-  const keys = new Map<string, string>();
-  for (const [addr, state] of stateOf) keys.set(addr, stateKeys[state] as string);
+  // The states become their keys in place (same entries, same order): no second map of every address.
   const identities = new Map<string, Identity>();
-  for (const k of keys.values()) if (!identities.has(k)) identities.set(k, { key: k, tokens: k.split('|') });
-  return { keys, identities };
+  // forEach: no entry pair per address.
+  stateOf.forEach((state, addr) => {
+    const k = stateKeys[state as number] as string;
+    stateOf.set(addr, k);
+    if (!identities.has(k)) identities.set(k, { key: k, tokens: k.split('|') });
+  });
+  return { keys: stateOf as Map<string, string>, identities };
 }
 
 /** Range identities of one direction and family: non-overlapping intervals with the sources covering them. */
@@ -822,14 +836,29 @@ export function flattenRulesetParts(
           Math.min(SPLICE_MAX, patchLimit),
         );
       else {
-        // Sized for every address and trimmed (grown by push, the list of tens
+        // Addresses and their keys read together (no lookup of each address again), in address order;
+        // sized for every address and trimmed (grown by push, the list of tens
         // of thousands was allocated about three times over: issue 24, memory).
-        const addrs = sortAddresses(pods.keys.keys());
-        const els = new Array<MapElement>(addrs.length);
+        const addrs: string[] = [];
+        const keys: string[] = [];
+        pods.keys.forEach((key, addr) => {
+          addrs.push(addr);
+          keys.push(key);
+        });
+        const order = addressOrder(addrs);
+        const els = new Array<MapElement>(order.length);
         let w = 0;
-        for (const addr of addrs) {
-          const chain = builtPods.chainOf.get(pods.keys.get(addr)!);
-          if (chain !== undefined) els[w++] = { key: addr, chain };
+        let lastKey: string | undefined;
+        let lastChain: string | undefined;
+        for (let i = 0; i < order.length; i++) {
+          const at = order[i]!;
+          const key = keys[at]!;
+          // Neighbouring addresses mostly share their identity: its chain looked up once for them.
+          if (key !== lastKey) {
+            lastKey = key;
+            lastChain = builtPods.chainOf.get(key);
+          }
+          if (lastChain !== undefined) els[w++] = { key: addrs[at]!, chain: lastChain };
         }
         els.length = w;
         podElements = els;

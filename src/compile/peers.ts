@@ -487,13 +487,13 @@ function podIntervals(
   // IPv4 as plain numbers: sorting tens of thousands of bigints is the slow part otherwise.
   const v4: number[] = [];
   const other: Interval[] = [];
-  const texts: string[] = [];
+  let texts = 0;
   // Indexed: tens of thousands of pods per cluster-wide peer.
   for (let p = 0; p < pods.length; p++) {
     const ips = pods[p]!.ips;
+    texts += ips.length;
     for (let i = 0; i < ips.length; i++) {
       const text = ips[i]!;
-      texts.push(text);
       const n = parseV4(text);
       if (n !== undefined) {
         v4.push(n);
@@ -514,15 +514,14 @@ function podIntervals(
     for (const iv of ivs) d += iv.hi - iv.lo + 1n;
     distinct = Number(d);
   }
-  return { ivs, shared: holders(texts, distinct) };
+  return { ivs, shared: distinct === texts ? undefined : holders(pods) };
 }
 
-/** Texts that occur more than once, with their counts (none: undefined); `distinct`, the addresses they hold, says whether any does. */
-function holders(texts: readonly string[], distinct: number): Map<string, number> | undefined {
-  if (distinct === texts.length) return undefined;
+/** The texts more than one of the pods hold, with their counts (when the intervals hold fewer addresses than the pods have). */
+function holders(pods: readonly Pod[]): Map<string, number> {
   const shared = new Map<string, number>();
   const seen = new Map<string, number>();
-  for (const t of texts) seen.set(t, (seen.get(t) ?? 0) + 1);
+  for (const pod of pods) for (const t of pod.ips) seen.set(t, (seen.get(t) ?? 0) + 1);
   for (const [t, n] of seen) if (n > 1) shared.set(t, n);
   return shared;
 }

@@ -35,7 +35,7 @@ export function parseV4(s: string): number | undefined {
 
 /** Sorted, merged intervals of a list of IPv4 addresses (numbers; duplicates fine). */
 export function mergeV4(addrs: readonly number[]): Interval[] {
-  const sorted = Float64Array.from(addrs).sort();
+  const sorted = new Float64Array(addrs).sort();
   const out: Interval[] = [];
   let i = 0;
   while (i < sorted.length) {
@@ -43,7 +43,9 @@ export function mergeV4(addrs: readonly number[]): Interval[] {
     let hi = lo;
     i++;
     while (i < sorted.length && (sorted[i] as number) <= hi + 1) hi = Math.max(hi, sorted[i++] as number);
-    out.push({ family: 4, lo: BigInt(lo), hi: BigInt(hi) });
+    // One bigint for a single address (most pod addresses): bigints are values, sharing one is safe.
+    const blo = BigInt(lo);
+    out.push({ family: 4, lo: blo, hi: hi === lo ? blo : BigInt(hi) });
   }
   return out;
 }
@@ -55,9 +57,25 @@ export function mergeV4(addrs: readonly number[]): Interval[] {
  */
 export function addresses(ivs: readonly Interval[]): string[] {
   const out: string[] = [];
-  for (const iv of ivs) {
-    if (iv.family === 4) for (let n = Number(iv.lo); n <= Number(iv.hi); n++) out.push(formatV4(n));
-    else for (let v = iv.lo; v <= iv.hi; v++) out.push(formatIP({ family: 6, value: v }));
+  // The first three octets' text kept while they stay the same (sorted addresses share them by the node's /24):
+  // one string per address, not one per octet and dot.
+  let prefixOf = -1;
+  let prefix = '';
+  for (let i = 0; i < ivs.length; i++) {
+    const iv = ivs[i]!;
+    if (iv.family !== 4) {
+      for (let v = iv.lo; v <= iv.hi; v++) out.push(formatIP({ family: 6, value: v }));
+      continue;
+    }
+    const hi = Number(iv.hi);
+    for (let n = Number(iv.lo); n <= hi; n++) {
+      const top = Math.floor(n / 256);
+      if (top !== prefixOf) {
+        prefixOf = top;
+        prefix = formatV4(n - (n % 256)).slice(0, -1);
+      }
+      out.push(prefix + String(n % 256));
+    }
   }
   return out;
 }

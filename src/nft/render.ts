@@ -283,8 +283,8 @@ function renderLimit(out: string[], l: NamedLimit): void {
 }
 
 /**
- * Chains' lines, with the line of a rule object or comment text seen before
- * in the same script reused: the tiers' identity chains of many classes
+ * Chains' lines. An identity chain's rule and comment lines seen before in
+ * the same script are reused: the tiers' identity chains of many classes
  * share their rules and comments (thousands of chains at 100k pods).
  */
 function chainRenderer(): (out: string[], c: Chain) => void {

@@ -2,7 +2,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { mergeIntervals, parseIP } from '../../src/model/ip.ts';
+import { formatIP, mergeIntervals, parseIP } from '../../src/model/ip.ts';
 import type { Interval } from '../../src/model/ip.ts';
 import { patchIntervals } from '../../src/compile/peers.ts';
 import { addresses, addressesFrom, formatV4, mergeV4, parseV4 } from '../../src/compile/v4.ts';
@@ -44,6 +44,20 @@ test('mergeV4 = mergeIntervals over single addresses', () => {
     fc.property(fc.array(fc.oneof(u32, fc.integer({ min: 100, max: 140 })), { maxLength: 60 }), (addrs) => {
       const want = mergeIntervals(addrs.map((n) => ({ family: 4 as const, lo: BigInt(n), hi: BigInt(n) })));
       assert.deepEqual(mergeV4(addrs), want);
+    }),
+  );
+});
+
+test('addresses lists every address of the intervals as formatIP does (across /24 and family boundaries)', () => {
+  const iv = fc
+    .tuple(u32, fc.integer({ min: 0, max: 600 }))
+    .map(([lo, n]): Interval => ({ family: 4, lo: BigInt(lo), hi: BigInt(Math.min(2 ** 32 - 1, lo + n)) }));
+  fc.assert(
+    fc.property(fc.array(iv, { maxLength: 4 }), fc.boolean(), (ivs, v6) => {
+      const all = v6 ? [...ivs, { family: 6 as const, lo: 2n ** 64n + 250n, hi: 2n ** 64n + 260n }] : ivs;
+      const want: string[] = [];
+      for (const x of all) for (let v = x.lo; v <= x.hi; v++) want.push(formatIP({ family: x.family, value: v }));
+      assert.deepEqual(addresses(all), want);
     }),
   );
 });

@@ -59,7 +59,10 @@ export class ClusterIndex {
     let lastNs: string | undefined;
     let last: Pod[] | undefined;
     const onNode: Pod[] = [];
-    for (const p of state.pods) {
+    // Indexed: 100k pods, once per index (no iterator object per pod in code run once).
+    const pods = state.pods;
+    for (let i = 0; i < pods.length; i++) {
+      const p = pods[i]!;
       if (!isActivePod(p)) continue;
       let list = p.namespace === lastNs ? last : this.#podsByNs.get(p.namespace);
       if (list === undefined) this.#podsByNs.set(p.namespace, (list = []));
@@ -269,7 +272,8 @@ export class ClusterIndex {
     if (m === undefined) {
       m = new Map();
       for (const pods of this.#podsByNs.values()) {
-        for (const p of pods) {
+        for (let i = 0; i < pods.length; i++) {
+          const p = pods[i]!;
           const v = labelValue(p, key);
           if (v === undefined) continue;
           let list = m.get(v);

@@ -145,9 +145,9 @@ function compileRulesWith(
     if (names.has(n)) throw new Error(`identifier collision on ${n}`);
     names.add(n);
   };
-  for (const c of chains) unique(c.name);
-  for (const x of sets) unique(x.name);
-  for (const m of decisions) unique(m.name);
+  for (let i = 0; i < chains.length; i++) unique(chains[i]!.name);
+  for (let i = 0; i < sets.length; i++) unique(sets[i]!.name);
+  for (let i = 0; i < decisions.length; i++) unique(decisions[i]!.name);
 
   const ruleset: CompiledRuleset = {
     table: o.table,

@@ -1,0 +1,97 @@
+// Prototypes for measurement only (bench-peer-lookup.ts, bench-datapath.ts
+// --candidate): two ways to keep the pod peer maps' addresses out of verdict
+// map elements, whose `jump`s the kernel validates on every commit that adds
+// one (docs/benchmarks.md, "The kernel's validation at 100k"). Text in, text
+// out, on the project's rendered ruleset; nothing in src/ uses them.
+//   bits    each <dir>-peers-vN map becomes a plain set of its addresses, one
+//           plain set per bit of an identity index, and a binary tree of
+//           chains that tests one bit per level down to the identity chain
+//   split   the K identities with the most addresses leave the map: a plain
+//           set each, tested by one rule after the map's lookup
+
+const PEER_MAP =
+  /\tmap ((ingress|egress)-peers-(v4|v6)) \{\n\t\ttype (ipv4_addr|ipv6_addr) : verdict\n(?:\t\telements = \{([^}]*)\}\n)?\t\}\n/g;
+const PEER_LOOKUP = /\t\t(ip6?) (saddr|daddr) vmap @((?:ingress|egress)-peers-(?:v4|v6))\n/g;
+
+type Element = readonly [address: string, chain: string];
+
+function elementsOf(body: string | undefined): Element[] {
+  return [...(body ?? '').matchAll(/([0-9a-f.:]+) : jump ([A-Za-z0-9-]+)/g)].map((m) => [m[1]!, m[2]!] as const);
+}
+
+function plainSet(name: string, type: string, addresses: readonly string[]): string {
+  const els = addresses.length > 0 ? `\t\telements = { ${addresses.join(', ')} }\n` : '';
+  return `\tset ${name} {\n\t\ttype ${type}\n${els}\t}\n`;
+}
+
+function match(family: string, direction: string): string {
+  return `${family === 'v4' ? 'ip' : 'ip6'} ${direction === 'ingress' ? 'saddr' : 'daddr'}`;
+}
+
+/** The bit tree, `depth` levels at least (more if the identities need them). */
+export function peerMapsAsBits(text: string, depth: number): string {
+  return text
+    .replace(PEER_MAP, (_m, name: string, dir: string, fam: string, type: string, body: string | undefined) => {
+      const els = elementsOf(body);
+      const chains = [...new Set(els.map(([, c]) => c))].sort();
+      const index = new Map(chains.map((c, i) => [c, i + 1]));
+      const d = Math.max(depth, chains.length.toString(2).length);
+      let out = plainSet(
+        name,
+        type,
+        els.map(([a]) => a),
+      );
+      for (let b = 0; b < d; b++)
+        out += plainSet(
+          `${name}-b${b}`,
+          type,
+          els.filter(([, c]) => ((index.get(c) ?? 0) >> b) & 1).map(([a]) => a),
+        );
+      const tree = `${dir}-tree-${fam}`;
+      const node = (path: string, level: number): void => {
+        const chain = `${tree}-${path === '' ? 'r' : path}`;
+        if (level < 0) {
+          const target = chains[parseInt(path, 2) - 1];
+          out += `\tchain ${chain} {\n\t\t${target === undefined ? 'return' : `goto ${target}`}\n\t}\n`;
+          return;
+        }
+        out += `\tchain ${chain} {\n\t\t${match(fam, dir)} @${name}-b${level} goto ${tree}-${path}1\n\t\tgoto ${tree}-${path}0\n\t}\n`;
+        node(`${path}1`, level - 1);
+        node(`${path}0`, level - 1);
+      };
+      node('', d - 1);
+      return out;
+    })
+    .replace(PEER_LOOKUP, (_m, ip: string, field: string, name: string) => {
+      const [dir, , fam] = name.split('-');
+      return `\t\t${ip} ${field} @${name} jump ${dir}-tree-${fam}-r\n`;
+    });
+}
+
+/** The K biggest identities of each map as plain sets (ties by chain name). */
+export function peerMapsSplit(text: string, k: number): string {
+  const rules = new Map<string, string>();
+  const out = text.replace(PEER_MAP, (_m, name: string, dir: string, fam: string, type: string, body: string | undefined) => {
+    const els = elementsOf(body);
+    const count = new Map<string, number>();
+    for (const [, c] of els) count.set(c, (count.get(c) ?? 0) + 1);
+    const big = [...count.entries()]
+      .sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1))
+      .slice(0, k)
+      .map(([c]) => c);
+    const small = els.filter(([, c]) => !big.includes(c));
+    let o = `\tmap ${name} {\n\t\ttype ${type} : verdict\n${small.length > 0 ? `\t\telements = { ${small.map(([a, c]) => `${a} : jump ${c}`).join(', ')} }\n` : ''}\t}\n`;
+    let r = '';
+    big.forEach((c, i) => {
+      o += plainSet(
+        `${name}-big${i}`,
+        type,
+        els.filter(([, x]) => x === c).map(([a]) => a),
+      );
+      r += `\t\t${match(fam, dir)} @${name}-big${i} jump ${c}\n`;
+    });
+    rules.set(name, r);
+    return o;
+  });
+  return out.replace(PEER_LOOKUP, (m, _ip: string, _field: string, name: string) => m + (rules.get(name) ?? ''));
+}

@@ -41,7 +41,7 @@ function generate(file: string, pods: number, policies: number, namespaces: numb
       .map((o) => stringify(o))
       .join('---\n'),
   );
-  return endpoints(c.state.pods);
+  return endpoints([...c.state.pods]);
 }
 
 /** Two running pods with addresses in different namespaces: deterministic for a given file. */

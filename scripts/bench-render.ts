@@ -20,7 +20,7 @@ import { getHeapStatistics } from 'node:v8';
 import { compileNode } from '../src/compile/compile.ts';
 import { selectorIsEmpty, selectorMatches } from '../src/model/selector.ts';
 import { isActivePod } from '../src/model/types.ts';
-import type { ClusterNetworkPolicy, ClusterPolicyPeer, ClusterPolicyRule, ClusterState } from '../src/model/types.ts';
+import type { ClusterNetworkPolicy, ClusterPolicyPeer, ClusterPolicyRule, ClusterState, Pod } from '../src/model/types.ts';
 import { runNft } from '../src/nft/exec.ts';
 import { renderRuleset } from '../src/nft/render.ts';
 import { generateCluster } from './gen-cluster.ts';
@@ -135,7 +135,7 @@ export function withWorkspaces(state: ClusterState, n: number): ClusterState {
  * namespace and whose policy selects one of its pods; ties: first by name.
  */
 export function busiestNode(state: ClusterState): { node: string; clusterWideRules: number } {
-  const podsByNs = new Map<string, ClusterState['pods'][number][]>();
+  const podsByNs = new Map<string, Pod[]>();
   for (const p of state.pods) {
     if (!isActivePod(p) || p.nodeName === undefined) continue;
     let l = podsByNs.get(p.namespace);

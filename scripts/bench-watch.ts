@@ -399,7 +399,7 @@ async function fleet(
     const o = podObj.get(key);
     return o === undefined ? 0 : JSON.stringify(realistic(o)).length;
   };
-  const avgPodBytes = podBytes(`${st.pods[0]?.namespace ?? ''}/${st.pods[0]?.name ?? ''}`);
+  const avgPodBytes = podBytes(`${st.pods.at(0)?.namespace ?? ''}/${st.pods.at(0)?.name ?? ''}`);
   const byNode = new Map<string, Pod[]>();
   for (const p of st.pods) if (p.nodeName !== undefined) byNode.set(p.nodeName, [...(byNode.get(p.nodeName) ?? []), p]);
   const nodes = generated.nodes;
@@ -467,7 +467,7 @@ async function fleet(
   }
   // Churn, delivered as the watch cache would.
   const rand = rng(1007);
-  const keys = st.pods;
+  const keys = [...st.pods];
   let events = 0;
   let delivered = 0;
   let deliveredBytes = 0;

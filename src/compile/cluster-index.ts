@@ -3,6 +3,7 @@
 // (label postings, named ports) only when a relevant policy asks for them,
 // and every selector result is memoized, so the cost follows what the node
 // needs instead of pods x policies.
+import { listArray } from '../model/list.ts';
 import { parseIP } from '../model/ip.ts';
 import type { IP } from '../model/ip.ts';
 import { formatSelector, selectorMatcher } from '../model/selector.ts';
@@ -60,7 +61,7 @@ export class ClusterIndex {
     let last: Pod[] | undefined;
     const onNode: Pod[] = [];
     // Indexed: 100k pods, once per index (no iterator object per pod in code run once).
-    const pods = state.pods;
+    const pods = listArray(state.pods);
     for (let i = 0; i < pods.length; i++) {
       const p = pods[i]!;
       if (!isActivePod(p)) continue;

@@ -8,6 +8,8 @@
 import type { ClusterState, Namespace, Pod } from '../model/types.ts';
 import { byObjectKey } from '../model/state.ts';
 import { commonEnds, listChange } from '../model/list-diff.ts';
+import { listArray } from '../model/list.ts';
+import type { ReadonlyList } from '../model/list.ts';
 import { ClusterIndex } from './cluster-index.ts';
 import { compileWithParts } from './compile.ts';
 import type { CompiledRuleset } from '../ruleset/ir.ts';
@@ -28,17 +30,20 @@ export interface PodDiff {
  * A merge walk over lists sorted by namespace/name; on unsorted input it
  * still reports every object not in both, only less tightly.
  */
-export function diffPods(prev: readonly Pod[], next: readonly Pod[], limit: number): PodDiff | undefined {
+export function diffPods(prevList: ReadonlyList<Pod>, nextList: ReadonlyList<Pod>, limit: number): PodDiff | undefined {
   const removed: Pod[] = [];
   const added: Pod[] = [];
   // The source keeps the list while no pod changed (a policy change), and
   // says what it moved when it made this list from the last one.
-  if (prev === next) return { removed, added };
-  const known = listChange(prev, next);
+  if (prevList === nextList) return { removed, added };
+  const known = listChange(prevList, nextList);
   if (known !== undefined)
     return known.removed.length + known.added.length > limit
       ? undefined
       : { removed: [...known.removed], added: [...known.added] };
+  // Lists nobody recorded a change for (tests, a source rebuilt): walked as arrays.
+  const prev = listArray(prevList);
+  const next = listArray(nextList);
   // The common head and tail first, by identity alone: for a change or two
   // this is all of the walk (a tight loop, ~0.2 ms at 100k pods).
   const ends = commonEnds(prev, next);

@@ -41,7 +41,7 @@ import { kubeList } from './kube-http.ts';
 import type { KubeAccess, Query, RawList } from './kube-http.ts';
 import { assembleState, byClusterPolicy, byObjectKey, makeState } from '../model/state.ts';
 import { namespaceWithLabels } from '../model/normalize-namespace.ts';
-import { SortedView } from './sorted-view.ts';
+import { ChunkedSortedView, SortedView } from './sorted-view.ts';
 import type { Normalized } from '../model/normalize.ts';
 import type {
   ClusterNetworkPolicy,
@@ -56,6 +56,7 @@ import type {
   Workspace,
 } from '../model/types.ts';
 import type { TenancyConfig } from '../model/types.ts';
+import type { ReadonlyList } from '../model/list.ts';
 import {
   CLUSTER_POLICY_APIS,
   NAMESPACE_API,
@@ -199,7 +200,7 @@ export class KubeClusterSource implements ClusterSource {
   #synced = false;
   #cache: ClusterState | undefined;
   /** The snapshot's pods and policies, advanced by the keys that changed (sorted-view.ts). */
-  readonly #podView = new SortedView<Pod>();
+  readonly #podView = new ChunkedSortedView<Pod>();
   readonly #policyView = new SortedView<NetworkPolicy>();
   /** The snapshot's other lists, sorted, kept until their kind changes (an unchanged list is the same array). */
   readonly #lists = new Map<string, unknown>();
@@ -485,7 +486,7 @@ export class KubeClusterSource implements ClusterSource {
 
   /** The namespaces, sorted, with an implicit (label-less) one for objects in a namespace not (yet) seen. */
   #namespaceValues(
-    pods: readonly Pod[],
+    pods: ReadonlyList<Pod>,
     policies: readonly NetworkPolicy[],
     nsnps: readonly NamespaceNetworkPolicy[],
   ): Namespace[] {

@@ -2,6 +2,7 @@
 // changed instead of sorted anew for every snapshot (issue 24: at 100k pods
 // the sort was 40-60 ms of every change).
 import { recordListChange } from '../model/list-diff.ts';
+import { ChunkedList, type ListEdit, type ReadonlyList } from '../model/list.ts';
 
 type Keyed = { readonly namespace: string; readonly name: string };
 
@@ -10,12 +11,12 @@ function compareKey(ns: string, name: string, x: Keyed): number {
 }
 
 /** Index of the object with this key in `list` (sorted by namespace, name), or -(insertion point) - 1. */
-export function findKey(list: readonly Keyed[], ns: string, name: string): number {
+export function findKey(list: ReadonlyList<Keyed>, ns: string, name: string): number {
   let lo = 0;
   let hi = list.length - 1;
   while (lo <= hi) {
     const mid = (lo + hi) >>> 1;
-    const c = compareKey(ns, name, list[mid] as Keyed);
+    const c = compareKey(ns, name, list.at(mid)!);
     if (c === 0) return mid;
     if (c < 0) hi = mid - 1;
     else lo = mid + 1;
@@ -30,8 +31,50 @@ export interface SortedSource<T extends Keyed> {
   get(namespace: string, name: string): T | undefined;
 }
 
-export class SortedView<T extends Keyed> {
-  #list: readonly T[] | undefined;
+/**
+ * What each changed key does at its place in `prev`, by place (insertions
+ * before the object at their place, among themselves by key), and the
+ * objects removed and added (old versions of changed objects among the
+ * removed), in list order.
+ */
+function plan<T extends Keyed>(
+  prev: ReadonlyList<T>,
+  dirty: ReadonlySet<string>,
+  src: SortedSource<T>,
+): { edits: ListEdit<T>[]; delta: number; removed: T[]; added: T[] } {
+  const edits: { at: number; insert: boolean; now: T | undefined }[] = [];
+  const removed: T[] = [];
+  const added: T[] = [];
+  let delta = 0;
+  for (const key of dirty) {
+    const slash = key.indexOf('/');
+    const ns = key.slice(0, slash);
+    const name = key.slice(slash + 1);
+    const now = src.get(ns, name);
+    const at = findKey(prev, ns, name);
+    if (at >= 0) {
+      const was = prev.at(at)!;
+      if (was === now) continue;
+      removed.push(was);
+      if (now === undefined) delta--;
+      else added.push(now);
+      edits.push({ at, insert: false, now });
+    } else if (now !== undefined) {
+      added.push(now);
+      delta++;
+      edits.push({ at: -at - 1, insert: true, now });
+    }
+  }
+  edits.sort((a, b) =>
+    a.at !== b.at ? a.at - b.at : a.insert !== b.insert ? (a.insert ? -1 : 1) : compareKey(a.now!.namespace, a.now!.name, b.now!),
+  );
+  const byKey = (a: T, b: T): number => compareKey(a.namespace, a.name, b);
+  return { edits, delta, removed: removed.sort(byKey), added: added.sort(byKey) };
+}
+
+/** Advances a sorted list by the keys that changed; the list's shape (array or chunks) is the subclass's. */
+abstract class SortedViewBase<T extends Keyed, L extends ReadonlyList<T>> {
+  #list: L | undefined;
   readonly #dirty = new Set<string>();
   #rebuilds = 0;
 
@@ -51,76 +94,77 @@ export class SortedView<T extends Keyed> {
     return this.#rebuilds;
   }
 
+  protected abstract build(sorted: T[]): L;
+  protected abstract apply(prev: L, edits: readonly ListEdit<T>[], length: number): L;
+
   /**
-   * The current objects sorted by namespace and name. A new array when
+   * The current objects sorted by namespace and name. A new list when
    * anything changed (the previous one belongs to an earlier snapshot and
-   * stays as it was); the same array when nothing did.
+   * stays as it was); the same list when nothing did.
    */
-  list(src: SortedSource<T>): readonly T[] {
+  list(src: SortedSource<T>): L {
     const prev = this.#list;
-    // Past this many changes a sort is as cheap as the splices (each moves the tail).
+    // Past this many changes a sort is as cheap as the edits.
     if (prev === undefined || this.#dirty.size > Math.max(32, prev.length >> 9)) {
       const all = src.all();
       all.sort((a, b) => compareKey(a.namespace, a.name, b));
-      this.#list = all;
+      const built = this.build(all);
+      this.#list = built;
       this.#dirty.clear();
       this.#rebuilds++;
-      return all;
+      return built;
     }
     if (this.#dirty.size === 0) return prev;
-    // What each changed key does at its place in prev, then one pass that
-    // copies prev into a new array of the exact length: a copy and a splice
-    // per insertion allocated the list up to three times (the copy, then a
-    // backing store grown by half for the first insertion): ~2-3 MB of
-    // garbage per snapshot at 100k pods, most of the agent's allocation under
-    // a stream of changes (issue 24, memory).
-    const ops: { at: number; insert: boolean; now: T | undefined }[] = [];
-    const removed: T[] = [];
-    const added: T[] = [];
-    let delta = 0;
-    for (const key of this.#dirty) {
-      const slash = key.indexOf('/');
-      const ns = key.slice(0, slash);
-      const name = key.slice(slash + 1);
-      const now = src.get(ns, name);
-      const at = findKey(prev, ns, name);
-      if (at >= 0) {
-        const was = prev[at]!;
-        if (was === now) continue;
-        removed.push(was);
-        if (now === undefined) delta--;
-        else added.push(now);
-        ops.push({ at, insert: false, now });
-      } else if (now !== undefined) {
-        added.push(now);
-        delta++;
-        ops.push({ at: -at - 1, insert: true, now });
-      }
-    }
-    // By place; insertions before the object at their place, among themselves by key.
-    ops.sort((a, b) =>
-      a.at !== b.at
-        ? a.at - b.at
-        : a.insert !== b.insert
-          ? a.insert
-            ? -1
-            : 1
-          : compareKey(a.now!.namespace, a.now!.name, b.now!),
-    );
-    const next = new Array<T>(prev.length + delta);
+    const p = plan(prev, this.#dirty, src);
+    this.#dirty.clear();
+    if (p.edits.length === 0) return prev;
+    const next = this.apply(prev, p.edits, prev.length + p.delta);
+    this.#list = next;
+    recordListChange(prev, next, { removed: p.removed, added: p.added });
+    return next;
+  }
+}
+
+/** The sorted list as one array (the policies: a list of thousands). */
+export class SortedView<T extends Keyed> extends SortedViewBase<T, readonly T[]> {
+  protected build(sorted: T[]): readonly T[] {
+    return sorted;
+  }
+
+  // One pass that copies prev into a new array of the exact length: a copy
+  // and a splice per insertion allocated the list up to three times.
+  protected apply(prev: readonly T[], edits: readonly ListEdit<T>[], length: number): readonly T[] {
+    const next = new Array<T>(length);
     let w = 0;
     let r = 0;
-    for (const op of ops) {
+    for (const op of edits) {
       while (r < op.at) next[w++] = prev[r++]!;
       if (!op.insert) r++;
       if (op.now !== undefined) next[w++] = op.now;
     }
     while (r < prev.length) next[w++] = prev[r++]!;
-    this.#dirty.clear();
-    this.#list = next;
-    // In list order, as a walk of the two lists would give them.
-    const byKey = (a: T, b: T): number => compareKey(a.namespace, a.name, b);
-    recordListChange(prev, next, { removed: removed.sort(byKey), added: added.sort(byKey) });
     return next;
+  }
+}
+
+/**
+ * The sorted list in chunks shared from one list to the next (model/list.ts:
+ * the pods, ~94k on a busy node at 100k pods, change by a few per snapshot).
+ */
+export class ChunkedSortedView<T extends Keyed> extends SortedViewBase<T, ChunkedList<T>> {
+  readonly #chunkSize: number | undefined;
+
+  /** chunkSize: tests use small chunks, so that small lists have many. */
+  constructor(chunkSize?: number) {
+    super();
+    this.#chunkSize = chunkSize;
+  }
+
+  protected build(sorted: T[]): ChunkedList<T> {
+    return ChunkedList.from(sorted, this.#chunkSize);
+  }
+
+  protected apply(prev: ChunkedList<T>, edits: readonly ListEdit<T>[]): ChunkedList<T> {
+    return prev.edit(edits);
   }
 }

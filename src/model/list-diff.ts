@@ -2,6 +2,7 @@
 // made the next from the previous (the agent's SortedView: it knows the keys
 // it moved), so that a consumer diffing two lists (the compiler's pod diff)
 // reads it instead of walking both (~2 ms at 100k pods per change).
+import type { ReadonlyList } from './list.ts';
 export interface ListChange<T> {
   /** Objects of the previous list not in the next (old versions of changed objects included). */
   readonly removed: readonly T[];
@@ -12,26 +13,32 @@ export interface ListChange<T> {
 // The previous list is held weakly: a strong reference would chain every
 // list since the last rebuild to the newest (800 KB each at 100k pods).
 const changes = new WeakMap<
-  readonly object[],
-  { readonly prev: WeakRef<readonly object[]>; readonly change: ListChange<object> }
+  ReadonlyList<object>,
+  { readonly prev: WeakRef<ReadonlyList<object>>; readonly change: ListChange<object> }
 >();
 
 /** `next` was made from `prev` by exactly `change` (by object identity). */
-export function recordListChange<T extends object>(prev: readonly T[], next: readonly T[], change: ListChange<T>): void {
+export function recordListChange<T extends object>(prev: ReadonlyList<T>, next: ReadonlyList<T>, change: ListChange<T>): void {
   changes.set(next, { prev: new WeakRef(prev), change });
 }
 
 /** What `next` was made from and how, if that was recorded and the earlier list is still alive. */
 export function recordedChange<T extends object>(
   next: readonly T[],
-): { readonly prev: readonly T[]; readonly change: ListChange<T> } | undefined {
+): { readonly prev: readonly T[]; readonly change: ListChange<T> } | undefined;
+export function recordedChange<T extends object>(
+  next: ReadonlyList<T>,
+): { readonly prev: ReadonlyList<T>; readonly change: ListChange<T> } | undefined;
+export function recordedChange<T extends object>(
+  next: ReadonlyList<T>,
+): { readonly prev: ReadonlyList<T>; readonly change: ListChange<T> } | undefined {
   const c = changes.get(next);
   const prev = c?.prev.deref();
-  return c === undefined || prev === undefined ? undefined : { prev: prev as readonly T[], change: c.change as ListChange<T> };
+  return c === undefined || prev === undefined ? undefined : { prev: prev as ReadonlyList<T>, change: c.change as ListChange<T> };
 }
 
 /** The recorded change from `prev` to `next`, if `next` was made from exactly `prev`. */
-export function listChange<T extends object>(prev: readonly T[], next: readonly T[]): ListChange<T> | undefined {
+export function listChange<T extends object>(prev: ReadonlyList<T>, next: ReadonlyList<T>): ListChange<T> | undefined {
   const c = changes.get(next);
   return c !== undefined && c.prev.deref() === prev ? (c.change as ListChange<T>) : undefined;
 }

@@ -1,4 +1,5 @@
 // Assembling a ClusterState from normalized objects: sorted, with implicit namespaces.
+import type { ReadonlyList } from './list.ts';
 import { namespaceWithLabels } from './normalize-namespace.ts';
 import type {
   ClusterNetworkPolicy,
@@ -60,7 +61,7 @@ export function uniqueByKey<T>(sorted: readonly T[], key: (x: T) => ObjectKeyed)
  */
 export interface StateParts {
   readonly namespaces: readonly Namespace[];
-  readonly pods: readonly Pod[];
+  readonly pods: ReadonlyList<Pod>;
   readonly policies: readonly NetworkPolicy[];
   readonly nodes: readonly Node[];
   readonly workspaces?: readonly Workspace[];

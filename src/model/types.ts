@@ -2,6 +2,7 @@
 // (reference evaluator, compiler, renderer). Raw Kubernetes objects are
 // turned into these by model/normalize.ts; nothing downstream looks at raw
 // objects again.
+import type { ReadonlyList } from './list.ts';
 
 export type Protocol = 'TCP' | 'UDP' | 'SCTP';
 export const PROTOCOLS: readonly Protocol[] = ['TCP', 'UDP', 'SCTP'];
@@ -308,8 +309,8 @@ export interface ValidationError {
 export interface ClusterState {
   /** Sorted by name. */
   readonly namespaces: readonly Namespace[];
-  /** Sorted by namespace, then name. */
-  readonly pods: readonly Pod[];
+  /** Sorted by namespace, then name. An array, or (the agent's) a list shared in chunks with the last snapshot's (list.ts). */
+  readonly pods: ReadonlyList<Pod>;
   /** Sorted by namespace, then name. */
   readonly policies: readonly NetworkPolicy[];
   /** Sorted by name. */

@@ -12,7 +12,7 @@ import { generateCluster } from '../../scripts/gen-cluster.ts';
 
 const g = generateCluster({ pods: 400, policies: 40, namespaces: 10, podsPerNode: 50, seed: 11 });
 const st = withClusterPolicies(g.state, 'narrow');
-const node = st.pods[0]?.nodeName ?? 'node-00000';
+const node = st.pods.at(0)?.nodeName ?? 'node-00000';
 
 test('hashInSlices: the sha256 of the rendered script, however small the slices', async () => {
   const c = compileNode(st, node);

@@ -24,7 +24,7 @@ test('shape: counts, a full first node, unique pod IPs, a mix of policy kinds', 
   assert.equal(c.state.namespaces.length, 30);
   assert.equal(c.nodes.length, 12);
   assert.equal(c.state.pods.filter((p) => p.nodeName === c.nodes[0]).length, 50);
-  const ips = c.state.pods.flatMap((p) => p.ips);
+  const ips = [...c.state.pods].flatMap((p) => p.ips);
   assert.equal(new Set(ips).size, ips.length);
   const kinds = new Set(c.state.policies.map((p) => p.name.replace(/-\d+$/, '')));
   assert.ok(kinds.size >= 7, [...kinds].join(' '));

@@ -34,7 +34,7 @@ function remotePod(ns: string, name: string, labels: Record<string, string>, ip:
     spec: { nodeName: 'node-2', containers: [{ name: 'main', image: 'x', ports: [{ name: 'http', containerPort: 8080 }] }] },
     status: { phase: 'Running', podIPs: [{ ip: `10.244.2.${ip}` }, { ip: `fd00:10:244:2::${ip.toString(16)}` }] },
   };
-  const p = buildState([{ apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } }, raw]).state.pods[0];
+  const p = buildState([{ apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } }, raw]).state.pods.at(0);
   if (p === undefined) throw new Error('pod did not normalize');
   return p;
 }

@@ -116,8 +116,8 @@ test('property: a patched peer result equals a fresh resolution after every pod 
             }
           }
           const next = snapshot();
-          const gone = removed.filter((p) => !next.pods.includes(p));
-          const came = added.filter((p) => next.pods.includes(p) && !s.pods.includes(p));
+          const gone = removed.filter((p) => ![...next.pods].includes(p));
+          const came = added.filter((p) => [...next.pods].includes(p) && ![...s.pods].includes(p));
           idx.advance(next, [...new Set(gone)], [...new Set(came)]);
           peers.advance([...new Set(gone)], [...new Set(came)]);
           s = next;

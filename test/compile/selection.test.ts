@@ -39,7 +39,7 @@ test('local pods: active pods of this node only', () => {
     ['pending-with-ip', 'running', 'unknown-phase'],
   );
   assert.deepEqual(localPods(s, 'node-3'), []);
-  const c = compile('local pods', state({ ...s, policies: [policy('a', 'deny-all')] }));
+  const c = compile('local pods', state({ ...s, pods: [...s.pods], policies: [policy('a', 'deny-all')] }));
   assert.equal(c.stats.localPods, 3);
   assert.deepEqual(mapEntries(c, 'ingress', 4), {
     '10.0.0.1': podChainName(podId('a', 'running'), 'ingress'),

@@ -7,7 +7,8 @@ import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { findKey, SortedView } from '../../src/kube/sorted-view.ts';
+import { ChunkedSortedView, findKey, SortedView } from '../../src/kube/sorted-view.ts';
+import type { ReadonlyList } from '../../src/model/list.ts';
 import { byObjectKey } from '../../src/model/state.ts';
 import { listChange } from '../../src/model/list-diff.ts';
 import { diffPods } from '../../src/compile/node-compiler.ts';
@@ -19,42 +20,63 @@ interface Obj {
   readonly v: number;
 }
 
-test('property: the advanced list equals a fresh sort after every batch; earlier lists stay as they were', () => {
-  const key = fc.record({ ns: fc.constantFrom('a', 'b', 'c', 'a-b', 'a.b'), name: fc.constantFrom('x', 'y', 'z', 'x-1', 'x0') });
-  const change = fc.record({ key, put: fc.boolean(), v: fc.nat(9) });
-  fc.assert(
-    fc.property(fc.array(fc.array(change, { maxLength: 6 }), { minLength: 1, maxLength: 20 }), (batches) => {
-      const store = new Map<string, Obj>();
-      const view = new SortedView<Obj>();
-      const src = {
-        all: () => [...store.values()],
-        get: (ns: string, name: string) => store.get(`${ns}/${name}`),
-      };
-      const kept: { list: readonly Obj[]; copy: Obj[] }[] = [];
-      assert.deepEqual(view.list(src), []);
-      for (const batch of batches) {
-        for (const c of batch) {
-          const k = `${c.key.ns}/${c.key.name}`;
-          if (c.put) store.set(k, { namespace: c.key.ns, name: c.key.name, v: c.v });
-          else store.delete(k);
-          view.touch(k);
+// The pods' view hands out chunked lists (model/list.ts): chunks of 2 here, so that small lists have many.
+const VIEWS: [
+  string,
+  () => {
+    list(src: { all(): Obj[]; get(ns: string, name: string): Obj | undefined }): ReadonlyList<Obj>;
+    readonly rebuilds: number;
+    touch(k: string): void;
+  },
+][] = [
+  ['array', () => new SortedView<Obj>()],
+  ['chunked', () => new ChunkedSortedView<Obj>(2)],
+];
+
+for (const [shape, makeView] of VIEWS) {
+  test(`property (${shape}): the advanced list equals a fresh sort after every batch; earlier lists stay as they were`, () => {
+    const key = fc.record({
+      ns: fc.constantFrom('a', 'b', 'c', 'a-b', 'a.b'),
+      name: fc.constantFrom('x', 'y', 'z', 'x-1', 'x0'),
+    });
+    const change = fc.record({ key, put: fc.boolean(), v: fc.nat(9) });
+    fc.assert(
+      fc.property(fc.array(fc.array(change, { maxLength: 6 }), { minLength: 1, maxLength: 20 }), (batches) => {
+        const store = new Map<string, Obj>();
+        const view = makeView();
+        const src = {
+          all: () => [...store.values()],
+          get: (ns: string, name: string) => store.get(`${ns}/${name}`),
+        };
+        const kept: { list: ReadonlyList<Obj>; copy: Obj[] }[] = [];
+        assert.deepEqual([...view.list(src)], []);
+        for (const batch of batches) {
+          for (const c of batch) {
+            const k = `${c.key.ns}/${c.key.name}`;
+            if (c.put) store.set(k, { namespace: c.key.ns, name: c.key.name, v: c.v });
+            else store.delete(k);
+            view.touch(k);
+          }
+          const list = view.list(src);
+          const fresh = [...store.values()].sort(byObjectKey);
+          assert.deepEqual([...list], fresh);
+          assert.equal(list.length, fresh.length);
+          for (let i = 0; i < fresh.length; i++) assert.equal(list.at(i), fresh[i]);
+          // The change it records is what a walk of the two lists finds (the compiler reads it instead).
+          const prev = kept[kept.length - 1]?.list;
+          if (prev !== undefined && prev !== list) {
+            const walked = diffPods([...prev] as unknown as Pod[], [...list] as unknown as Pod[], Infinity);
+            assert.deepEqual(listChange(prev, list), walked);
+          }
+          kept.push({ list, copy: [...list] });
         }
-        const list = view.list(src);
-        assert.deepEqual(list, [...store.values()].sort(byObjectKey));
-        // The change it records is what a walk of the two lists finds (the compiler reads it instead).
-        const prev = kept[kept.length - 1]?.list;
-        if (prev !== undefined && prev !== list) {
-          const walked = diffPods([...prev] as unknown as Pod[], [...list] as unknown as Pod[], Infinity);
-          assert.deepEqual(listChange(prev, list), walked);
-        }
-        kept.push({ list, copy: [...list] });
-      }
-      for (const k of kept) assert.deepEqual(k.list, k.copy, 'a list handed out never changes');
-      assert.equal(view.rebuilds, 1, 'only the first list is a full build');
-    }),
-    { numRuns: 300, seed: 27 },
-  );
-});
+        for (const k of kept) assert.deepEqual([...k.list], k.copy, 'a list handed out never changes');
+        assert.equal(view.rebuilds, 1, 'only the first list is a full build');
+      }),
+      { numRuns: 300, seed: 27 },
+    );
+  });
+}
 
 test('an unchanged view hands out the same array; invalidate rebuilds; many changes rebuild', () => {
   const store = new Map<string, Obj>();

@@ -131,7 +131,7 @@ test('deny: drop by default; reject = tcp reset, then icmpx port-unreachable', (
 
 test('invalid rules render nothing (fail closed) but leave a trace in the chain comment', () => {
   const s = state({
-    pods: basic.pods,
+    pods: [...basic.pods],
     policies: [
       policy('a', 'web', {
         podSelector: sel({ app: 'web' }),

@@ -64,7 +64,7 @@ test('irrelevant policies add nothing: 1000 policies of other namespaces give th
   const many = Array.from({ length: 1000 }, (_, i) =>
     versioned(policy(`ns-${i}`, 'p', { podSelector: sel({ app: 'x' }) }), `x${i}`, 1, String(100 + i)),
   );
-  const big = state({ pods: cluster.pods, policies: [...cluster.policies, ...many] });
+  const big = state({ pods: [...cluster.pods], policies: [...cluster.policies, ...many] });
   const a = buildStatus(input(), undefined);
   const b = buildStatus(
     input({ applied: { state: big, stats: STATS, hash: 'sha256:aa', atUnixMs: Date.UTC(2026, 0, 1, 10) } }),
@@ -88,7 +88,7 @@ test('appliedTime and lastApplyTime move only when what they describe changes', 
   assert.equal(statusPatch(first, same), undefined);
 
   // The policy's generation moves: its appliedTime and the ruleset's time move, nothing else.
-  const bumped = state({ pods: cluster.pods, policies: [versioned(web, 'u1', 2, '20'), elsewhere, otherNs] });
+  const bumped = state({ pods: [...cluster.pods], policies: [versioned(web, 'u1', 2, '20'), elsewhere, otherNs] });
   const next = buildStatus(
     input({
       applied: { state: bumped, stats: STATS, hash: 'sha256:bb', atUnixMs: later },
@@ -150,6 +150,6 @@ test('invalid fields are listed per policy without the object name', () => {
       },
     ],
   };
-  const r = relevantPolicies(state({ pods: cluster.pods, policies: [bad] }), NODE, 0, undefined);
+  const r = relevantPolicies(state({ pods: [...cluster.pods], policies: [bad] }), NODE, 0, undefined);
   assert.deepEqual(r[0]?.invalidFields, ['spec.ingress[0].ports[0].endPort: must be >= port (80)']);
 });

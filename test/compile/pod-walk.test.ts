@@ -34,12 +34,17 @@ function cluster(): { pods: Pod[]; s: ReturnType<typeof state> } {
 const plain = (pods: readonly Pod[], namespaces: readonly string[], s: LabelSelector | undefined): Pod[] =>
   pods.filter((p) => isActivePod(p) && namespaces.includes(p.namespace) && (s === undefined || selectorMatches(s, p.labels)));
 
-test('warmIPs and warmLabels hand over the chunk: its ips arrays and labels objects, in order', () => {
+test('warmIPs and warmLabels hand over the chunk: its ips arrays, labels objects and values, in order', () => {
   const { pods } = cluster();
   const ips: (readonly string[])[] = [];
   const labels: Pod['labels'][] = [];
+  const values: (string | undefined)[] = [];
   warmIPs(pods, CHUNK, CHUNK + 10, ips);
-  warmLabels(pods, CHUNK, CHUNK + 10, 'app', labels);
+  warmLabels(pods, CHUNK, CHUNK + 10, 'app', labels, values);
+  assert.deepEqual(
+    values,
+    pods.slice(CHUNK, CHUNK + 10).map((p) => p.labels['app']),
+  );
   assert.deepEqual(
     ips,
     pods.slice(CHUNK, CHUNK + 10).map((p) => p.ips),

@@ -25,6 +25,18 @@ function labelValue(p: Pod, key: string): string | undefined {
   return Object.hasOwn(p.labels, key) ? p.labels[key] : undefined;
 }
 
+/** The value of a selector's only label; undefined when it has more or none. */
+function oneLabel(matchLabels: Labels): string | undefined {
+  let value: string | undefined;
+  let n = 0;
+  for (const k in matchLabels) {
+    if (!Object.hasOwn(matchLabels, k)) continue;
+    value = matchLabels[k];
+    if (++n > 1) return undefined;
+  }
+  return value;
+}
+
 /** Inserts `p` into a list sorted by byObjectKey, keeping it sorted. */
 function removeFrom(list: Pod[], p: Pod): void {
   const i = list.indexOf(p);
@@ -230,8 +242,14 @@ export class ClusterIndex {
     const matches = podSel === undefined ? undefined : selectorMatcher(podSel);
     // The key the matcher reads first: the chunk's labels warmed at it (pod-walk.ts).
     const key = podSel === undefined ? undefined : (Object.keys(podSel.matchLabels)[0] ?? podSel.matchExpressions[0]?.key);
-    const warm: Labels[] = key === undefined ? [] : new Array<Labels>(CHUNK);
-    const values: (string | undefined)[] = key === undefined ? [] : new Array<string | undefined>(CHUNK);
+    // Sized to the candidates: thousands of calls per compile scan a namespace of a few pods.
+    const size = key === undefined ? 0 : Math.min(CHUNK, candidates);
+    const warm: Labels[] = new Array<Labels>(size);
+    const values: (string | undefined)[] = new Array<string | undefined>(size);
+    const only =
+      key !== undefined && podSel !== undefined && podSel.matchExpressions.length === 0 && size > 0
+        ? oneLabel(podSel.matchLabels)
+        : undefined;
     // Indexed loops: thousands of calls per compile (every tiered rule's pods), each a few pods.
     for (let n = 0; n < namespaces.length; n++) {
       const pods = this.podsIn(namespaces[n]!);
@@ -242,7 +260,10 @@ export class ClusterIndex {
       for (let from = 0; from < pods.length; from += CHUNK) {
         const to = Math.min(pods.length, from + CHUNK);
         warmLabels(pods, from, to, key, warm, values);
-        for (let k = 0; k < to - from; k++) if (matches(warm[k]!)) out.push(pods[from + k]!);
+        // One label (most selectors): the value read while warming, compared here (the matcher would read it again).
+        if (only !== undefined) {
+          for (let k = 0; k < to - from; k++) if (values[k] === only && Object.hasOwn(warm[k]!, key)) out.push(pods[from + k]!);
+        } else for (let k = 0; k < to - from; k++) if (matches(warm[k]!)) out.push(pods[from + k]!);
       }
     }
     return out;

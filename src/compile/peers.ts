@@ -490,7 +490,7 @@ function podIntervals(
   const other: Interval[] = [];
   let texts = 0;
   // By chunks, their objects warmed first (pod-walk.ts): tens of thousands of pods per cluster-wide peer.
-  const lists: (readonly string[])[] = new Array<readonly string[]>(CHUNK);
+  const lists: (readonly string[])[] = new Array<readonly string[]>(Math.min(CHUNK, pods.length));
   for (let from = 0; from < pods.length; from += CHUNK) {
     const to = Math.min(pods.length, from + CHUNK);
     warmIPs(pods, from, to, lists);

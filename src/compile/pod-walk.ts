@@ -43,7 +43,14 @@ export function warmLabels(
   values: (string | undefined)[],
 ): void {
   for (let p = from; p < to; p++) out[p - from] = pods[p]!.labels;
-  for (let k = 0; k < to - from; k++) values[k] = out[k]![key];
+  let n = 0;
+  for (let k = 0; k < to - from; k++) {
+    const v = out[k]![key];
+    values[k] = v;
+    // The text too: comparing it with a selector's value reads it.
+    if (typeof v === 'string') n += v.length;
+  }
+  sink += n;
 }
 
 const nsTexts: string[] = new Array<string>(CHUNK);

@@ -9,8 +9,9 @@ import type { IP } from '../model/ip.ts';
 import { formatSelector, selectorMatcher } from '../model/selector.ts';
 import { byObjectKey, insertByObjectKey } from '../model/state.ts';
 import { isActivePod } from '../model/types.ts';
+import { CHUNK, warmLabels, warmPods } from './pod-walk.ts';
 import { parseV4 } from './v4.ts';
-import type { ClusterState, ContainerPort, LabelSelector, Namespace, Pod } from '../model/types.ts';
+import type { ClusterState, ContainerPort, LabelSelector, Labels, Namespace, Pod } from '../model/types.ts';
 
 export interface NamedPortHolder {
   readonly pod: Pod;
@@ -23,6 +24,18 @@ const SCAN_LIMIT = 512;
 /** A pod's own value of a label (never one inherited from Object.prototype). */
 function labelValue(p: Pod, key: string): string | undefined {
   return Object.hasOwn(p.labels, key) ? p.labels[key] : undefined;
+}
+
+/** The value of a selector's only label; undefined when it has more or none. */
+function oneLabel(matchLabels: Labels): string | undefined {
+  let value: string | undefined;
+  let n = 0;
+  for (const k in matchLabels) {
+    if (!Object.hasOwn(matchLabels, k)) continue;
+    value = matchLabels[k];
+    if (++n > 1) return undefined;
+  }
+  return value;
 }
 
 /** Inserts `p` into a list sorted by byObjectKey, keeping it sorted. */
@@ -60,9 +73,11 @@ export class ClusterIndex {
     let lastNs: string | undefined;
     let last: Pod[] | undefined;
     const onNode: Pod[] = [];
-    // Indexed: 100k pods, once per index (no iterator object per pod in code run once).
+    // Indexed: 100k pods, once per index (no iterator object per pod in code run once); by chunks, warmed first (pod-walk.ts).
+    // (The agent's chunked list as one array: a copy, once per fresh index.)
     const pods = listArray(state.pods);
     for (let i = 0; i < pods.length; i++) {
+      if (i % CHUNK === 0) warmPods(pods, i, Math.min(pods.length, i + CHUNK));
       const p = pods[i]!;
       if (!isActivePod(p)) continue;
       let list = p.namespace === lastNs ? last : this.#podsByNs.get(p.namespace);
@@ -227,10 +242,31 @@ export class ClusterIndex {
     }
     const out: Pod[] = [];
     const matches = podSel === undefined ? undefined : selectorMatcher(podSel);
+    // The key the matcher reads first: the chunk's labels warmed at it (pod-walk.ts).
+    const key = podSel === undefined ? undefined : (Object.keys(podSel.matchLabels)[0] ?? podSel.matchExpressions[0]?.key);
+    // Sized to the candidates: thousands of calls per compile scan a namespace of a few pods.
+    const size = key === undefined ? 0 : Math.min(CHUNK, candidates);
+    const warm: Labels[] = new Array<Labels>(size);
+    const values: (string | undefined)[] = new Array<string | undefined>(size);
+    const only =
+      key !== undefined && podSel !== undefined && podSel.matchExpressions.length === 0 && size > 0
+        ? oneLabel(podSel.matchLabels)
+        : undefined;
     // Indexed loops: thousands of calls per compile (every tiered rule's pods), each a few pods.
     for (let n = 0; n < namespaces.length; n++) {
       const pods = this.podsIn(namespaces[n]!);
-      for (let i = 0; i < pods.length; i++) if (matches === undefined || matches(pods[i]!.labels)) out.push(pods[i]!);
+      if (matches === undefined || key === undefined) {
+        for (let i = 0; i < pods.length; i++) if (matches === undefined || matches(pods[i]!.labels)) out.push(pods[i]!);
+        continue;
+      }
+      for (let from = 0; from < pods.length; from += CHUNK) {
+        const to = Math.min(pods.length, from + CHUNK);
+        warmLabels(pods, from, to, key, warm, values);
+        // One label (most selectors): the value read while warming, compared here (the matcher would read it again).
+        if (only !== undefined) {
+          for (let k = 0; k < to - from; k++) if (values[k] === only && Object.hasOwn(warm[k]!, key)) out.push(pods[from + k]!);
+        } else for (let k = 0; k < to - from; k++) if (matches(warm[k]!)) out.push(pods[from + k]!);
+      }
     }
     return out;
   }
@@ -272,14 +308,25 @@ export class ClusterIndex {
     let m = this.#byLabel.get(key);
     if (m === undefined) {
       m = new Map();
+      // By chunks, each chunk's labels and values read first (pod-walk.ts): every active pod's labels, ~25 ms at 100k pods otherwise.
+      const labels: Labels[] = new Array<Labels>(CHUNK);
+      const values: (string | undefined)[] = new Array<string | undefined>(CHUNK);
+      // Most pods carry one of a few values: the last one's list without a lookup.
+      let lastValue: string | undefined;
+      let lastList: Pod[] | undefined;
       for (const pods of this.#podsByNs.values()) {
-        for (let i = 0; i < pods.length; i++) {
-          const p = pods[i]!;
-          const v = labelValue(p, key);
-          if (v === undefined) continue;
-          let list = m.get(v);
-          if (list === undefined) m.set(v, (list = []));
-          list.push(p);
+        for (let from = 0; from < pods.length; from += CHUNK) {
+          const to = Math.min(pods.length, from + CHUNK);
+          warmLabels(pods, from, to, key, labels, values);
+          for (let k = 0; k < to - from; k++) {
+            const v = values[k];
+            if (v === undefined || !Object.hasOwn(labels[k]!, key)) continue;
+            let list = v === lastValue ? lastList : m.get(v);
+            if (list === undefined) m.set(v, (list = []));
+            lastValue = v;
+            lastList = list;
+            list.push(pods[from + k]!);
+          }
         }
       }
       this.#byLabel.set(key, m);

@@ -8,6 +8,7 @@ import { isActivePod } from '../model/types.ts';
 import type { Family, LabelSelector, Peer, Pod } from '../model/types.ts';
 import { byObjectKey } from '../model/state.ts';
 import type { ClusterIndex } from './cluster-index.ts';
+import { CHUNK, warmIPs } from './pod-walk.ts';
 import { mergeV4, parseV4 } from './v4.ts';
 
 export interface FamilyIntervals {
@@ -488,19 +489,24 @@ function podIntervals(
   const v4: number[] = [];
   const other: Interval[] = [];
   let texts = 0;
-  // Indexed: tens of thousands of pods per cluster-wide peer.
-  for (let p = 0; p < pods.length; p++) {
-    const ips = pods[p]!.ips;
-    texts += ips.length;
-    for (let i = 0; i < ips.length; i++) {
-      const text = ips[i]!;
-      const n = parseV4(text);
-      if (n !== undefined) {
-        v4.push(n);
-        continue;
+  // By chunks, their objects warmed first (pod-walk.ts): tens of thousands of pods per cluster-wide peer.
+  const lists: (readonly string[])[] = new Array<readonly string[]>(Math.min(CHUNK, pods.length));
+  for (let from = 0; from < pods.length; from += CHUNK) {
+    const to = Math.min(pods.length, from + CHUNK);
+    warmIPs(pods, from, to, lists);
+    for (let k = 0; k < to - from; k++) {
+      const ips = lists[k]!;
+      texts += ips.length;
+      for (let i = 0; i < ips.length; i++) {
+        const text = ips[i]!;
+        const n = parseV4(text);
+        if (n !== undefined) {
+          v4.push(n);
+          continue;
+        }
+        const ip = idx.ip(text);
+        if (ip !== undefined) other.push({ family: ip.family, lo: ip.value, hi: ip.value });
       }
-      const ip = idx.ip(text);
-      if (ip !== undefined) other.push({ family: ip.family, lo: ip.value, hi: ip.value });
     }
   }
   // (A non-canonical IPv4 text would land in `other`: then merge all together.)

@@ -108,9 +108,22 @@ function sameRules(a: Chain, b: Chain): boolean {
     a.rules.length === b.rules.length &&
     a.rules.every((r, i) => {
       const other = b.rules[i];
-      return other !== undefined && ruleText(r) === ruleText(other);
+      // The compiler reuses rule objects across chains and compiles: no text for those.
+      return other !== undefined && (r === other || ruleText(r) === ruleText(other));
     })
   );
+}
+
+/**
+ * chainDeclaration(a) === chainDeclaration(b), without making either: the
+ * compiler makes every policy chain anew on a local pod's or a policy's
+ * change, and two declarations per chain were strings for hundreds of chains
+ * per apply (issue 24, memory).
+ */
+function sameDeclaration(a: Chain, b: Chain): boolean {
+  if (a.comment !== b.comment) return false;
+  if (a.base === b.base) return true;
+  return a.base !== undefined && b.base !== undefined && a.base.hook === b.base.hook && a.base.priority === b.base.priority;
 }
 
 // The staged shadow path's base chains and maps (compile/staged.ts) come and
@@ -299,7 +312,7 @@ export function renderUpdate(prev: CompiledRuleset | undefined, next: CompiledRu
     if (old === c) continue;
     if (old === undefined) {
       addChains.push(`add chain ${t} ${c.name}${chainDeclaration(c)}`);
-    } else if (chainDeclaration(old) !== chainDeclaration(c)) {
+    } else if (!sameDeclaration(old, c)) {
       return full(next, `chain ${c.name} declared differently`);
     } else if (!sameRules(old, c)) {
       flushChains.push(`flush chain ${t} ${c.name}`);

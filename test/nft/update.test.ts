@@ -64,6 +64,44 @@ test('no previous ruleset, another table, or changed base chains: the full scrip
   assert.equal(u.text, renderRuleset(base([client(5)], { unknownLocalEndpoints: 'allow' })));
 });
 
+test('a chain declared differently under the same name (its comment, its hook or priority): the full script; rules made anew with the same text: nothing', () => {
+  const prev = base([client(5)]);
+  const i = prev.chains.findIndex((c) => c.base === undefined && c.name.startsWith('KUBE-NWPLCY-'));
+  assert.ok(i >= 0);
+  const withChain = (f: (c: CompiledRuleset['chains'][number]) => CompiledRuleset['chains'][number]): CompiledRuleset => ({
+    ...prev,
+    chains: prev.chains.map((c, j) => (j === i ? f(c) : c)),
+  });
+  const commented = renderUpdate(
+    prev,
+    withChain((c) => ({ ...c, comment: `${c.comment ?? ''} (edited)` })),
+  );
+  assert.ok(commented.kind === 'full' && commented.reason === `chain ${prev.chains[i]!.name} declared differently`);
+  const hooked = renderUpdate(
+    prev,
+    withChain((c) => ({ ...c, base: { hook: 'input', priority: 3 } })),
+  );
+  assert.ok(hooked.kind === 'full' && hooked.reason === `chain ${prev.chains[i]!.name} declared differently`);
+  const b = prev.chains.findIndex((c) => c.base !== undefined);
+  const prevBase = prev.chains[b]!.base!;
+  const moved: CompiledRuleset = { ...prev, chains: prev.chains.map((c, j) => (j === i ? { ...c, base: prevBase } : c)) };
+  const reprioritized: CompiledRuleset = {
+    ...prev,
+    chains: prev.chains.map((c, j) => (j === i ? { ...c, base: { ...prevBase, priority: prevBase.priority + 1 } } : c)),
+  };
+  // The same declaration in a new object: not a difference; another priority: one.
+  assert.equal(
+    renderUpdate(moved, { ...moved, chains: moved.chains.map((c, j) => (j === i ? { ...c, base: { ...prevBase } } : c)) }).kind,
+    'incremental',
+  );
+  assert.ok(renderUpdate(moved, reprioritized).kind === 'full');
+  const copied = renderUpdate(
+    prev,
+    withChain((c) => ({ ...c, rules: c.rules.map((r) => ({ ...r })) })),
+  );
+  assert.ok(copied.kind === 'incremental' && isEmptyUpdate(copied), 'rules with the same text: no flush');
+});
+
 test('same ruleset: an incremental update with nothing in it', () => {
   const a = base([client(5)]);
   const u = renderUpdate(a, base([client(5)]));

@@ -281,6 +281,8 @@ export function renderUpdate(prev: CompiledRuleset | undefined, next: CompiledRu
       added += texts.length;
       continue;
     }
+    // The compiler hands an unchanged map on as the same object: no declaration text for it.
+    if (old === m) continue;
     if (decisionDeclaration(old) !== decisionDeclaration(m)) return full(next, `map ${m.name} declared differently`);
     // Sorted by key like the verdict maps: only the window between a common head and tail can differ.
     const w = window(old.elements, m.elements, sameDecision);

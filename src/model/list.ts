@@ -76,9 +76,11 @@ export class ChunkedList<T> implements ReadonlyList<T> {
     return lo;
   }
 
+  /** As Array.prototype.at: a fraction is cut to an integer, a negative index counts from the end. */
   at(index: number): T | undefined {
-    const i = index < 0 ? index + this.length : index;
-    if (!Number.isInteger(i) || i < 0 || i >= this.length) return undefined;
+    const n = Math.trunc(index) || 0;
+    const i = n < 0 ? n + this.length : n;
+    if (i < 0 || i >= this.length) return undefined;
     const c = this.#chunkOf(i);
     return this.#chunks[c]![i - this.#starts[c]!];
   }

@@ -45,6 +45,9 @@ function reads<T>(list: ChunkedList<T>, want: readonly T[]): void {
   for (let i = 0; i < want.length; i++) assert.equal(list.at(i), want[i]);
   assert.equal(list.at(-1), want[want.length - 1]);
   assert.equal(list.at(want.length), undefined);
+  // The same answers as an array's at() for what is not a plain index.
+  for (const odd of [-want.length, -want.length - 1, 1.7, -0.5, NaN, Infinity, -Infinity])
+    assert.equal(list.at(odd), want.at(odd), `at(${odd})`);
   assert.deepEqual(list.toJSON(), want);
   assert.deepEqual(
     list.map((x, i) => [x, i]),

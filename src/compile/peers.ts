@@ -69,7 +69,7 @@ class PodPeerResult {
   #shared: Map<string, number> | undefined;
   /** Pod diffs not applied yet (advance): gone objects, and added ones this result scopes. */
   #gone: Set<Pod> | undefined;
-  #added: Pod[] | undefined;
+  #added: Set<Pod> | undefined;
 
   constructor(
     pods: readonly Pod[],
@@ -118,8 +118,11 @@ class PodPeerResult {
    * they were, a read gets the result of every diff since.
    */
   advance(gone: ReadonlySet<Pod>, added: readonly Pod[]): void {
-    for (const p of gone) if (this.scopes(p)) (this.#gone ??= new Set()).add(p);
-    for (const p of added) if (isActivePod(p) && this.scopes(p)) (this.#added ??= []).push(p);
+    // Pending diffs compose: an object added by one and gone by a later one
+    // was never here; one gone and back (the same object) stays where it was.
+    for (const p of gone) if (this.scopes(p) && this.#added?.delete(p) !== true) (this.#gone ??= new Set()).add(p);
+    for (const p of added)
+      if (isActivePod(p) && this.scopes(p) && this.#gone?.delete(p) !== true) (this.#added ??= new Set()).add(p);
   }
 
   /**
@@ -130,7 +133,7 @@ class PodPeerResult {
   #settle(): void {
     if (this.#gone === undefined && this.#added === undefined) return; // nothing pending: every fresh result
     const gone = this.#gone ?? new Set<Pod>();
-    const coming = (this.#added ?? []).filter((p) => !gone.has(p));
+    const coming = [...(this.#added ?? [])].filter((p) => !gone.has(p));
     if (gone.size === 0 && coming.length === 0) {
       this.#added = undefined;
       return;

@@ -78,6 +78,7 @@ test('property: a patched peer result equals a fresh resolution after every pod 
     ip: fc.integer({ min: 1, max: 12 }),
     v6: fc.boolean(),
     done: fc.boolean(),
+    back: fc.boolean(),
   });
   const make = (x: { ns: string; name: string; app: string; ip: number; v6: boolean; done: boolean }): Pod =>
     pod(x.ns, x.name, {
@@ -92,7 +93,13 @@ test('property: a patched peer result equals a fresh resolution after every pod 
       (start, steps) => {
         const namespaces = NSS.map((n, i) => ns(n, { team: i === 2 ? 'y' : 'x' }));
         const byKey = new Map<string, Pod>();
-        for (const x of start) byKey.set(`${x.ns}/${x.name}`, make(x));
+        // Every object a key had: a step may bring an earlier one back (the same object, gone between two reads).
+        const history = new Map<string, Pod[]>();
+        const remember = (k: string, p: Pod): Pod => {
+          history.set(k, [...(history.get(k) ?? []), p]);
+          return p;
+        };
+        for (const x of start) byKey.set(`${x.ns}/${x.name}`, remember(`${x.ns}/${x.name}`, make(x)));
         const snapshot = (): ClusterState => state({ namespaces, pods: [...byKey.values()].sort(byObjectKey) });
         let s = snapshot();
         const idx = new ClusterIndex(s, 0);
@@ -110,7 +117,8 @@ test('property: a patched peer result equals a fresh resolution after every pod 
             if (x.ip === 12)
               byKey.delete(k); // 12: the pod is deleted
             else {
-              const p = make(x);
+              const earlier = x.back ? history.get(k)?.find((q) => q !== old) : undefined;
+              const p = earlier ?? remember(k, make(x));
               byKey.set(k, p);
               added.push(p);
             }

@@ -43,6 +43,7 @@ type Op =
       readonly named: boolean;
     }
   | { readonly op: 'deletePod'; readonly at: number }
+  | { readonly op: 'restorePod'; readonly at: number }
   | { readonly op: 'relabelPod'; readonly at: number; readonly app: string }
   | { readonly op: 'finishPod'; readonly at: number }
   | { readonly op: 'reuseIP'; readonly at: number; readonly ns: string; readonly app: string }
@@ -92,6 +93,7 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
     }),
   },
   { weight: 3, arbitrary: fc.record({ op: fc.constant('deletePod' as const), at: fc.nat() }) },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant('restorePod' as const), at: fc.nat() }) },
   { weight: 3, arbitrary: fc.record({ op: fc.constant('relabelPod' as const), at: fc.nat(), app: fc.constantFrom(...APPS) }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('finishPod' as const), at: fc.nat() }) },
   {
@@ -120,6 +122,8 @@ class World {
   pods: Pod[] = [];
   policies: NetworkPolicy[] = [];
   namespaces: Namespace[] = NSS.map((n) => ns(n, { tier: 'back' }));
+  /** Deleted pod objects: restorePod brings one back as the same object (a compile's pending diffs must compose). */
+  #deleted: Pod[] = [];
   #n = 0;
   #p = 0;
 
@@ -157,6 +161,14 @@ class World {
       case 'deletePolicy':
         if (this.policies.length > 0) this.policies.splice(op.at % this.policies.length, 1);
         return;
+      case 'restorePod': {
+        const back = this.#deleted.length === 0 ? undefined : this.#deleted[op.at % this.#deleted.length]!;
+        if (back !== undefined && !this.pods.some((q) => q.namespace === back.namespace && q.name === back.name)) {
+          this.#deleted = this.#deleted.filter((q) => q !== back);
+          this.pods.push(back);
+        }
+        return;
+      }
       case 'relabelNs':
         this.namespaces = this.namespaces.map((n) => (n.name === op.ns ? ns(n.name, { tier: op.tier }) : n));
         return;
@@ -164,7 +176,7 @@ class World {
         break; // the pod operations below
     }
     if (p === undefined) return;
-    if (op.op === 'deletePod') this.pods.splice(k, 1);
+    if (op.op === 'deletePod') this.#deleted.push(...this.pods.splice(k, 1));
     else if (op.op === 'relabelPod') this.pods[k] = { ...p, labels: { app: op.app } };
     else if (op.op === 'finishPod') this.pods[k] = { ...p, phase: 'Succeeded' };
     else if (op.op === 'renumberPort') this.pods[k] = { ...p, ports: [cport('http', op.port)] };
@@ -264,6 +276,7 @@ test('property: long streams of remote pod churn equal compileNode after every c
       }),
     },
     { weight: 3, arbitrary: fc.record({ op: fc.constant('deletePod' as const), at: fc.nat() }) },
+    { weight: 1, arbitrary: fc.record({ op: fc.constant('restorePod' as const), at: fc.nat() }) },
     { weight: 3, arbitrary: fc.record({ op: fc.constant('relabelPod' as const), at: fc.nat(), app: fc.constantFrom(...APPS) }) },
     { weight: 1, arbitrary: fc.record({ op: fc.constant('finishPod' as const), at: fc.nat() }) },
     {
@@ -416,4 +429,35 @@ test('localPods: the active pods of the node in the last compiled state, after e
       `${op.op} (${nc.lastMode})`,
     );
   }
+});
+
+test('a remote peer gone and back as the same object between two compiles that read its peer set stays enforced', () => {
+  // The remote-only changes take the churn path, which leaves the diffs
+  // pending in the big peer result; the policy change then reads it.
+  const w = new World();
+  for (let i = 0; i < 6; i++) w.addPod({ ns: 'a', app: 'web', local: i < 2, dual: false, named: false });
+  w.addPolicy((i) =>
+    policy('a', `pol-${i}`, { podSelector: sel({ app: 'web' }), ingress: [rule([podPeer(sel({ app: 'web' }), sel())])] }),
+  );
+  const nc = new NodeCompiler('node-1', {}, 0);
+  const check = (label: string): void => {
+    const s = w.state();
+    assert.equal(renderRuleset(nc.compile(s)), renderRuleset(compileNode(s, 'node-1')), `${label} (${nc.lastMode})`);
+  };
+  check('initial');
+  const remote = w.pods.find((p) => p.nodeName === 'node-2')!;
+  const others = w.pods.filter((p) => p !== remote);
+  w.pods = others;
+  check('remote deleted');
+  w.addPod({ ns: 'a', app: 'web', local: false, dual: false, named: false });
+  check('another remote created');
+  w.pods = [...others, remote];
+  check('the deleted remote back (the same object), the other gone');
+  w.addPolicy((i) =>
+    policy('a', `pol-${i}`, {
+      podSelector: sel({ app: 'web' }),
+      ingress: [rule([podPeer(sel({ app: 'web' }), sel())], [port('TCP', 8080)])],
+    }),
+  );
+  check('a policy change reads the peer set');
 });

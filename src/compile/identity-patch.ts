@@ -225,6 +225,8 @@ export function patchPodKeys(
   terms: readonly Term[],
   f: Family,
   limit = PATCH_LIMIT,
+  /** Addresses per key, moved along with the keys (the split's choice reads it, peer-split.ts). */
+  counts?: Map<string, number>,
 ): PatchedIdentities | undefined {
   const before = sourcesOf(old.terms, f);
   const after = sourcesOf(terms, f);
@@ -292,6 +294,7 @@ export function patchPodKeys(
   }
   const keys = old.keys;
   for (const [addr, key] of updates) {
+    if (counts !== undefined) moveCount(counts, keys.get(addr), key);
     if (key === undefined) keys.delete(addr);
     else keys.set(addr, key);
   }
@@ -305,4 +308,15 @@ function withToken(key: string | undefined, source: string, came: boolean): stri
   if (came) rest.push(source);
   rest.sort(byTokenSource);
   return rest.length === 0 ? undefined : rest.join('|');
+}
+
+/** One address moved from key `from` to key `to` (undefined: none) in a count of addresses per key. */
+export function moveCount(counts: Map<string, number>, from: string | undefined, to: string | undefined): void {
+  if (from === to) return;
+  if (from !== undefined) {
+    const n = (counts.get(from) ?? 0) - 1;
+    if (n > 0) counts.set(from, n);
+    else counts.delete(from);
+  }
+  if (to !== undefined) counts.set(to, (counts.get(to) ?? 0) + 1);
 }

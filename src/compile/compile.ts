@@ -113,7 +113,13 @@ export function compileWithParts(
   const affected = affectedPods(state, shadowState, localPods(state, nodeName), kinds);
   if (affected.length === 0) return { flat, ruleset: enforced, churnable };
   const sc = compileRulesWith(shadowState, nodeName, o, idx, peers, kinds);
-  const ruleset = withShadowPath(enforced, flattenRuleset(sc.ruleset, sc.terms, o.peerSplitMin), affected, o, (ip) => idx.ip(ip)?.family);
+  const ruleset = withShadowPath(
+    enforced,
+    flattenRuleset(sc.ruleset, sc.terms, o.peerSplitMin),
+    affected,
+    o,
+    (ip) => idx.ip(ip)?.family,
+  );
   return { flat, ruleset, churnable: false };
 }
 

@@ -11,7 +11,6 @@
 // undefined, build afresh. The result equals podIdentities' (property-tested
 // through NodeCompiler against compileNode).
 import { parseIP } from '../model/ip.ts';
-import { recordListChange } from '../model/list-diff.ts';
 import type { Family } from '../model/types.ts';
 import type { MapElement } from '../ruleset/ir.ts';
 import type { PortRange, PortTriple } from './ports.ts';
@@ -44,26 +43,6 @@ export function findElement(els: readonly MapElement[], addr: string, f: Family)
   }
   const at = els[lo];
   return { at: lo, found: at !== undefined && at.key === addr };
-}
-
-/**
- * Records how a pod map's elements were patched into `next` (list-diff.ts),
- * both sides in the map's address order: renderUpdate then prints them
- * without walking the map for its common head and tail (43k elements).
- */
-export function recordElementPatch(
-  prev: readonly MapElement[],
-  next: readonly MapElement[],
-  removed: MapElement[],
-  added: MapElement[],
-  f: Family,
-): void {
-  const order = (a: MapElement, b: MapElement): number => {
-    const x = addrValue(a.key as string, f);
-    const y = addrValue(b.key as string, f);
-    return x < y ? -1 : x > y ? 1 : 0;
-  };
-  recordListChange(prev, next, { removed: removed.sort(order), added: added.sort(order) });
 }
 
 function contains(sorted: readonly string[], addr: string, v: bigint | number, f: Family): boolean {

@@ -17,7 +17,7 @@ import { isActivePod } from '../model/types.ts';
 import type { Family, LabelSelector, Pod } from '../model/types.ts';
 import type { Chain, CompiledRuleset, MapElement, NamedSet } from '../ruleset/ir.ts';
 import { assembleFlat, buildPodIdentity } from './identities.ts';
-import { addrValue, byTokenSource, moveCount, tokenSource } from './identity-patch.ts';
+import { byTokenSource, moveCount, tokenSource } from './identity-patch.ts';
 import { chooseSplit, placeAddresses, sameChoice } from './peer-split.ts';
 import type { SplitPart } from './peer-split.ts';
 import type { PodIdentityPart } from './identities.ts';
@@ -293,39 +293,6 @@ export class PeerChurn {
     }
     return assembleFlat(this.#base, this.#otherSets, this.parts(), this.#rest);
   }
-}
-
-/**
- * `els` with each edit made where it is (found: replaced, or dropped without
- * an element) or goes (inserted before the element at `at`; several there in
- * address order): one array of the exact length.
- */
-export function editElements(
-  els: readonly MapElement[],
-  edits: { at: number; found: boolean; a: string; el: MapElement | undefined }[],
-  f: Family,
-): MapElement[] {
-  const order = (x: { at: number; found: boolean; a: string }, y: { at: number; found: boolean; a: string }): number => {
-    if (x.at !== y.at) return x.at - y.at;
-    // At one place: the insertions (before the element there) first, in address order.
-    if (x.found !== y.found) return x.found ? 1 : -1;
-    const vx = addrValue(x.a, f);
-    const vy = addrValue(y.a, f);
-    return vx < vy ? -1 : vx > vy ? 1 : 0;
-  };
-  edits.sort(order);
-  let size = els.length;
-  for (const e of edits) size += e.found ? (e.el === undefined ? -1 : 0) : 1;
-  const out = new Array<MapElement>(size);
-  let w = 0;
-  let r = 0;
-  for (const e of edits) {
-    while (r < e.at) out[w++] = els[r++]!;
-    if (e.found) r++;
-    if (e.el !== undefined) out[w++] = e.el;
-  }
-  while (r < els.length) out[w++] = els[r++]!;
-  return out;
 }
 
 function countsKey(p: PodIdentityPart, key: string): string {

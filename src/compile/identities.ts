@@ -18,6 +18,7 @@
 //   KUBE-POD-FW-<pod>-IN:  jump ingress-peers
 //                          counter drop comment "deny ingress to ns/pod"
 //   ingress-peers:         ip saddr vmap @ingress-peers-v4     10.244.2.7 : jump KUBE-PEERS-<cid>-IN
+//                          ip saddr @ingress-peers-v4-big jump KUBE-PEERS-<cid3>-IN   (the biggest identity, peer-split.ts)
 //                          ip saddr vmap @ingress-ranges-v4    192.168.0.0/24 : jump KUBE-PEERS-<cid2>-IN
 //   KUBE-PEERS-<cid>-IN:   ip daddr . meta l4proto . th dport vmap @allow4-<cid>    10.244.1.5 . tcp . 80 : goto KUBE-NWPLCY-<p>-IN-0
 //                          ip daddr . meta l4proto . th dport vmap @allowrange4-<cid>
@@ -456,7 +457,9 @@ function rangeIdentities(terms: readonly Term[], f: Family): { iv: Interval; id:
  * so the kernel validates its jumps once per transaction however many pod
  * chains jump here. Only families an isolated local pod has an address in get
  * their rules (no packet of another family reaches a pod chain): the rules
- * change with the local pods, never with remote pods.
+ * change with the local pods; with remote pods only when the identity split
+ * out of a pod map (peer-split.ts: a set and a rule right after the map's)
+ * changes.
  */
 function lookupChain(d: Direction, maps: readonly VerdictMap[], sets: readonly NamedSet[]): Chain {
   const field = d === 'ingress' ? 'saddr' : 'daddr';
@@ -612,7 +615,7 @@ export function assembleFlat(
         interval: false,
         elements: sp.elements,
         // The same text whichever identity it holds: a declaration does not change in place (nft/update.ts).
-        comment: `IPv${f} ${d} peers of the identity out of ${peerMapName(d, f, false)} (the biggest, peer-split.ts)`,
+        comment: `IPv${f} ${d} peers of the biggest identity, out of ${peerMapName(d, f, false)}`,
         split: { direction: d, family: f, chain: sp.chain },
       });
     });

@@ -2,11 +2,12 @@
 // commit on a 100k-pod node, and what two lookups without them would save
 // (docs/benchmarks.md, "The kernel's validation at 100k"). The first node of
 // scripts/gen-cluster.ts's cluster (bench-agent.ts's node) is rendered and
-// loaded four times into scratch network namespaces:
-//   map     the project's ruleset (address -> jump identity chain)
-//   split   the K (--split-k, 2) biggest identities of each pod peer map as
-//           plain sets (scripts/datapath/peer-lookup-variants.ts)
+// loaded three times into scratch network namespaces:
+//   map     the ruleset without the split (every address -> jump identity chain)
+//   split   the project's ruleset: the biggest identity of each pod peer map
+//           in a plain set (compile/peer-split.ts)
 //   bits    every pod peer map as plain bit sets and a tree of chains
+//           (a text prototype, scripts/datapath/peer-lookup-variants.ts)
 // Then, alternating, one remote pod's address per run enters an identity: a
 // small one (not split) in map, split and bits, the biggest one in split's
 // plain set; and an `accept` element is added to the local dispatch map (no
@@ -15,31 +16,32 @@
 // The per-packet side: bench-datapath.ts --candidate
 // scripts/datapath/candidate-peer-split.ts | candidate-peer-bits.ts.
 //
-//   node scripts/bench-peer-lookup.ts [--pods 100000] [--runs 30] [--split-k 2] [--bits-depth 7]
+//   node scripts/bench-peer-lookup.ts [--pods 100000] [--runs 30] [--bits-depth 7]
 import { execa } from 'execa';
 import { randomBytes } from 'node:crypto';
 import { cpus, loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import { runNft } from '../src/nft/exec.ts';
 import { renderNode } from '../test/support/render-node.ts';
-import { peerMapsAsBits, peerMapsSplit } from './datapath/peer-lookup-variants.ts';
+import { SPLIT_IDENTITIES } from '../src/compile/peer-split.ts';
+import { peerMapsAsBits } from './datapath/peer-lookup-variants.ts';
 import { generateCluster } from './gen-cluster.ts';
 
 const { values: args } = parseArgs({
   options: {
     pods: { type: 'string', default: '100000' },
     runs: { type: 'string', default: '30' },
-    'split-k': { type: 'string', default: '2' },
     'bits-depth': { type: 'string', default: '7' },
   },
 });
 const pods = Number(args.pods);
 const runs = Number(args.runs);
-const splitK = Number(args['split-k']);
+const splitK = SPLIT_IDENTITIES;
 
 const gen = generateCluster({ pods, policies: Math.round(pods / 10), namespaces: Math.round(pods / 20) });
 const node = gen.nodes[0] ?? 'node-00000';
-const text = renderNode(gen.state, node).text;
+// No identity is big enough to leave its map: the ruleset as it was before the split.
+const text = renderNode(gen.state, node, { peerSplitMin: Number.MAX_SAFE_INTEGER }).text;
 const map = /\tmap ingress-peers-v4 \{\n\t\ttype ipv4_addr : verdict\n\t\telements = \{([^}]*)\}/.exec(text);
 if (map === null) throw new Error(`node ${node}: no ingress-peers-v4 elements`);
 const count = new Map<string, number>();
@@ -53,13 +55,15 @@ const elements = [...count.values()].reduce((a, b) => a + b, 0);
 
 const variants = {
   map: text,
-  split: peerMapsSplit(text, splitK),
+  split: renderNode(gen.state, node).text,
   bits: peerMapsAsBits(text, depth),
 };
 const tag = randomBytes(3).toString('hex');
 const ns = (v: string): string => `nftnp-pl-${tag}-${v}`;
 const T = 'add element inet nft-netpol';
 
+// Below SPLIT_MIN addresses (1k pods) no identity leaves its map: the plain-set case is left out.
+const hasSplit = variants.split.includes('\tset ingress-peers-v4-big {');
 const cases: { name: string; ns: string; script: (addr: string) => string }[] = [
   {
     name: 'map: address into a small identity (jump element)',
@@ -71,11 +75,15 @@ const cases: { name: string; ns: string; script: (addr: string) => string }[] = 
     ns: ns('split'),
     script: (a) => `${T} ingress-peers-v4 { ${a} : jump ${small} }\n`,
   },
-  {
-    name: 'split: address into the biggest identity (plain set)',
-    ns: ns('split'),
-    script: (a) => `${T} ingress-peers-v4-big0 { ${a} }\n`,
-  },
+  ...(hasSplit
+    ? [
+        {
+          name: 'split: address into the biggest identity (plain set)',
+          ns: ns('split'),
+          script: (a: string) => `${T} ingress-peers-v4-big { ${a} }\n`,
+        },
+      ]
+    : []),
   {
     name: 'bits: address into a small identity (plain sets)',
     ns: ns('bits'),
@@ -119,7 +127,7 @@ try {
       .join(' ')}`,
   );
   console.log(
-    `${pods} pods, node ${node}: ingress-peers-v4 has ${elements} elements over ${count.size} identity chains (biggest ${bySize[0]![1]}); split k=${splitK} leaves ${elements - bySize.slice(0, splitK).reduce((a, [, n]) => a + n, 0)} in the map; bits depth ${depth}`,
+    `${pods} pods, node ${node}: ingress-peers-v4 has ${elements} elements over ${count.size} identity chains (biggest ${bySize[0]![1]}); ${hasSplit ? `split k=${splitK} leaves ${elements - bySize.slice(0, splitK).reduce((a, [, n]) => a + n, 0)} in the map` : 'nothing split'}; bits depth ${depth}`,
   );
   console.log(`one nft -f per commit (process start included), ${runs} runs alternating; ms median / q1`);
   cases.forEach((c, j) =>

@@ -103,7 +103,7 @@ export function compileWithParts(
 } {
   const tiered = tieredPolicies(state, kinds);
   const c = compileRulesWith(state, nodeName, o, idx, peers, kinds, tiered);
-  const flat = flattenRulesetParts(c.ruleset, c.terms, reuse, patchLimit);
+  const flat = flattenRulesetParts(c.ruleset, c.terms, reuse, patchLimit, o.peerSplitMin);
   const churnable = tiered.length === 0;
   // With tiered policies (never churnable): the Admin tier's Pass continues in the NetworkPolicy tier's chain.
   const enforced = churnable ? flat.ruleset : foldPass(flat.ruleset);
@@ -113,7 +113,13 @@ export function compileWithParts(
   const affected = affectedPods(state, shadowState, localPods(state, nodeName), kinds);
   if (affected.length === 0) return { flat, ruleset: enforced, churnable };
   const sc = compileRulesWith(shadowState, nodeName, o, idx, peers, kinds);
-  const ruleset = withShadowPath(enforced, flattenRuleset(sc.ruleset, sc.terms), affected, o, (ip) => idx.ip(ip)?.family);
+  const ruleset = withShadowPath(
+    enforced,
+    flattenRuleset(sc.ruleset, sc.terms, o.peerSplitMin),
+    affected,
+    o,
+    (ip) => idx.ip(ip)?.family,
+  );
   return { flat, ruleset, churnable: false };
 }
 

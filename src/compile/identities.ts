@@ -18,6 +18,7 @@
 //   KUBE-POD-FW-<pod>-IN:  jump ingress-peers
 //                          counter drop comment "deny ingress to ns/pod"
 //   ingress-peers:         ip saddr vmap @ingress-peers-v4     10.244.2.7 : jump KUBE-PEERS-<cid>-IN
+//                          ip saddr @ingress-peers-v4-big jump KUBE-PEERS-<cid3>-IN   (the biggest identity, peer-split.ts)
 //                          ip saddr vmap @ingress-ranges-v4    192.168.0.0/24 : jump KUBE-PEERS-<cid2>-IN
 //   KUBE-PEERS-<cid>-IN:   ip daddr . meta l4proto . th dport vmap @allow4-<cid>    10.244.1.5 . tcp . 80 : goto KUBE-NWPLCY-<p>-IN-0
 //                          ip daddr . meta l4proto . th dport vmap @allowrange4-<cid>
@@ -35,7 +36,7 @@ import { familyBits, parseIP } from '../model/ip.ts';
 import type { Interval } from '../model/ip.ts';
 import { DIRECTIONS, FAMILIES } from '../model/types.ts';
 import type { Direction, Family } from '../model/types.ts';
-import { countObjects } from '../ruleset/ir.ts';
+import { addressType, countObjects } from '../ruleset/ir.ts';
 import type {
   Chain,
   CompiledRuleset,
@@ -54,6 +55,7 @@ import {
   peerLookupChainName,
   parsePodChainName,
   peerMapName,
+  splitSetName,
   peersChainName,
   sanitizeComment,
   shortHash,
@@ -62,15 +64,9 @@ import { rangeSegments } from './range-sweep.ts';
 import type { PortRange } from './ports.ts';
 import type { Term, TermRule, TermSource } from './terms.ts';
 import { parseV4 } from './v4.ts';
-import {
-  findElement,
-  namedToken,
-  PATCH_LIMIT,
-  patchPodKeys,
-  recordElementPatch,
-  sameContent,
-  type PatchedIdentities,
-} from './identity-patch.ts';
+import { namedToken, PATCH_LIMIT, patchPodKeys, sameContent, type PatchedIdentities } from './identity-patch.ts';
+import { chooseSplit, partition, placeAddresses, sameChoice, SPLIT_MIN } from './peer-split.ts';
+import type { Placement, SplitChoice, SplitPart } from './peer-split.ts';
 
 const ANYWHERE = '*';
 
@@ -372,7 +368,7 @@ function podIdentities(
   terms: readonly Term[],
   f: Family,
   named: NamedTokens,
-): { keys: Map<string, string>; identities: Map<string, Identity> } {
+): { keys: Map<string, string>; identities: Map<string, Identity>; counts: Map<string, number> } {
   const sources = new Map<string, TermSource>();
   for (const t of terms) {
     const s = t.source;
@@ -419,13 +415,21 @@ function podIdentities(
   }
   // The states become their keys in place (same entries, same order): no second map of every address.
   const identities = new Map<string, Identity>();
+  // Addresses per state, then per key (states and keys are one to one).
+  const perState = new Array<number>(stateKeys.length).fill(0);
   // forEach: no entry pair per address.
   stateOf.forEach((state, addr) => {
     const k = stateKeys[state as number] as string;
+    perState[state as number] = perState[state as number]! + 1;
     stateOf.set(addr, k);
     if (!identities.has(k)) identities.set(k, { key: k, tokens: k.split('|') });
   });
-  return { keys: stateOf as Map<string, string>, identities };
+  const counts = new Map<string, number>();
+  for (let i = 1; i < perState.length; i++) {
+    const n = perState[i]!;
+    if (n > 0) counts.set(stateKeys[i]!, (counts.get(stateKeys[i]!) ?? 0) + n);
+  }
+  return { keys: stateOf as Map<string, string>, identities, counts };
 }
 
 /** Range identities of one direction and family: non-overlapping intervals with the sources covering them. */
@@ -453,23 +457,37 @@ function rangeIdentities(terms: readonly Term[], f: Family): { iv: Interval; id:
  * so the kernel validates its jumps once per transaction however many pod
  * chains jump here. Only families an isolated local pod has an address in get
  * their rules (no packet of another family reaches a pod chain): the rules
- * change with the local pods, never with remote pods.
+ * change with the local pods; with remote pods only when the identity split
+ * out of a pod map (peer-split.ts: a set and a rule right after the map's)
+ * changes.
  */
-function lookupChain(d: Direction, maps: readonly VerdictMap[]): Chain {
+function lookupChain(d: Direction, maps: readonly VerdictMap[], sets: readonly NamedSet[]): Chain {
   const field = d === 'ingress' ? 'saddr' : 'daddr';
   const isolated = new Set(
     maps
       .filter((m) => m.kind === 'dispatch' && m.direction === d && m.elements.some((e) => e.chain !== undefined))
       .map((m) => m.family),
   );
-  const rules = maps
-    .filter((m) => m.kind === 'peers' && m.direction === d && isolated.has(m.family))
-    .map((m): Rule => ({
+  const rules: Rule[] = [];
+  for (const m of maps) {
+    if (m.kind !== 'peers' || m.direction !== d || !isolated.has(m.family)) continue;
+    rules.push({
       matches: [],
       counter: false,
       verdict: { kind: 'vmap', family: m.family, field, map: m.name },
       comment: undefined,
-    }));
+    });
+    if (m.interval) continue;
+    // The identities split out of the pod map (peer-split.ts): their sets, right after it.
+    for (const s of sets)
+      if (s.split !== undefined && s.split.direction === d && s.split.family === m.family)
+        rules.push({
+          matches: [{ kind: 'addrSet', family: m.family, field, set: s.name }],
+          counter: false,
+          verdict: { kind: 'jump', chain: s.split.chain },
+          comment: undefined,
+        });
+  }
   return {
     name: peerLookupChainName(d),
     role: 'lookup',
@@ -497,8 +515,14 @@ export interface PodIdentityPart {
   readonly keys: Map<string, string>;
   /** Identity key -> its chain and allow maps, null when it allows nothing. */
   readonly built: Map<string, { readonly chain: Chain; readonly decisions: readonly DecisionMap[] } | null>;
-  /** The pod map's elements (sorted by address). */
+  /** Addresses per identity key (every key of `keys`): kept along `keys`, read by the split's choice. */
+  readonly counts: Map<string, number>;
+  /** The pod map's elements (sorted by address), without the split identities' addresses. */
   readonly elements: readonly MapElement[];
+  /** The identities out of the map, in plain sets (peer-split.ts), in rank order. */
+  readonly split: readonly SplitPart[];
+  /** The fewest addresses an identity needs to be split out. */
+  readonly splitMin: number;
   /** The range identities' chains and allow maps, and their map: remote pods in range sources are not followed. */
   readonly rangeChains: readonly Chain[];
   readonly rangeDecisions: readonly DecisionMap[];
@@ -583,8 +607,20 @@ export function assembleFlat(
       { name: peerMapName(d, f, false), kind: 'peers', family: f, direction: d, interval: false, elements: part.elements },
       part.rangeMap,
     );
+    part.split.forEach((sp, i) => {
+      const name = splitSetName(d, f, i);
+      sets.push({
+        name,
+        type: addressType(f),
+        interval: false,
+        elements: sp.elements,
+        // The same text whichever identity it holds: a declaration does not change in place (nft/update.ts).
+        comment: `IPv${f} ${d} peers of the biggest identity, out of ${peerMapName(d, f, false)}`,
+        split: { direction: d, family: f, chain: sp.chain },
+      });
+    });
   }
-  const chains = [...peerChains, ...DIRECTIONS.map((d) => lookupChain(d, [...peerMaps, ...prev.maps])), ...rest];
+  const chains = [...peerChains, ...DIRECTIONS.map((d) => lookupChain(d, [...peerMaps, ...prev.maps], sets)), ...rest];
   const maps = [...peerMaps, ...prev.maps];
   const allDecisions = [...decisions, ...prev.decisions];
   return {
@@ -633,105 +669,42 @@ function movedAddresses(
   return out;
 }
 
-/** Up to this many moved addresses, each is found by a binary search; more, one walk of the list. Either way one copy. */
+/** Up to this many moved addresses, each is found by a binary search; more, one walk of the lists. Either way one copy. */
 const SPLICE_MAX = 8;
 
 /**
- * The pod map's elements from the last ones: each address's chain looked up
- * again (an identity's chain name follows what it allows), the moved
- * addresses given their chain in place or inserted; no sort of every address.
+ * The pod map's elements and split sets from the last ones: each address's
+ * chain looked up again (an identity's chain name follows what it allows),
+ * the moved addresses placed where their identity is now; no sort of every
+ * address (peer-split.ts placeAddresses).
  */
-function patchElements(
-  old: readonly MapElement[],
-  oldBuilt: PodIdentityPart['built'],
+function patchPlacement(
+  old: PodIdentityPart,
   patched: PatchedIdentities,
   chainOf: ReadonlyMap<string, string | undefined>,
   f: Family,
   moved: ReadonlySet<string>,
   spliceMax: number,
-): MapElement[] {
+  next: readonly SplitChoice[],
+): Placement {
   let renamed = false;
   for (const [key, chain] of chainOf) {
-    const was = oldBuilt.get(key);
+    const was = old.built.get(key);
     if (was !== undefined && (was?.chain.name ?? undefined) !== chain) renamed = true;
   }
   const chainFor = (addr: string): string | undefined => {
     const key = patched.keys.get(addr);
     return key === undefined ? undefined : chainOf.get(key);
   };
-  // The elements without the moved addresses' old ones (or with their new
-  // chain in place), then the moved addresses without an element inserted:
-  // each list built in one array of (at most) its length (a copy and a splice
-  // each, or push growth, allocated the list of tens of thousands up to three
-  // times per change: issue 24, memory).
-  let base: readonly MapElement[];
-  const drop: number[] = [];
-  /** Moved addresses that had an element: given their new chain (or dropped) where they were. */
-  const seen = new Set<string>();
-  if (renamed || moved.size > spliceMax) {
-    const out = new Array<MapElement>(old.length);
-    let w = 0;
-    for (const e of old) {
-      const addr = e.key as string;
-      const isMoved = moved.has(addr);
-      if (isMoved) seen.add(addr);
-      if (!isMoved && !renamed) {
-        out[w++] = e;
-        continue;
-      }
-      const chain = chainFor(addr);
-      if (chain !== undefined) out[w++] = chain === e.chain ? e : { key: addr, chain };
-    }
-    out.length = w;
-    base = out;
-  } else {
-    // Every kept identity keeps its chain: only the moved addresses move.
-    base = old;
-    for (const addr of moved) {
-      const at = findElement(old, addr, f);
-      if (at.found) drop.push(at.at);
-    }
-    drop.sort((a, b) => a - b);
-  }
-  const inserts: string[] = [];
-  for (const addr of moved) if (!seen.has(addr) && chainFor(addr) !== undefined) inserts.push(addr);
-  if (drop.length === 0 && inserts.length === 0 && base !== old) return base as MapElement[];
-  // In address order, each placed by a binary search (before the element it goes before).
-  const ins = sortAddresses(inserts).map((addr) => ({
-    at: findElement(base, addr, f).at,
-    el: { key: addr, chain: chainFor(addr)! },
-  }));
-  const next = new Array<MapElement>(base.length - drop.length + ins.length);
-  let w = 0;
-  let d = 0;
-  let k = 0;
-  for (let r = 0; r < base.length; r++) {
-    while (k < ins.length && ins[k]!.at === r) next[w++] = ins[k++]!.el;
-    if (d < drop.length && drop[d] === r) {
-      d++;
-      continue;
-    }
-    next[w++] = base[r]!;
-  }
-  while (k < ins.length) next[w++] = ins[k++]!.el;
-  // What renderUpdate prints, without a walk of the map (only when the old elements were kept: the other path saw every element).
-  if (base === old)
-    recordElementPatch(
-      old,
-      next,
-      drop.map((r) => old[r]!),
-      ins.map((x) => x.el),
-      f,
-    );
-  return next;
+  return placeAddresses({ map: old.elements, split: old.split }, next, moved, chainFor, f, renamed || moved.size > spliceMax);
 }
 
 /**
  * The per-policy ruleset of compileRules, flattened into peer identities (see
  * the top of this file): `terms` are what its policy chains' rules allow.
  */
-export function flattenRuleset(prev: CompiledRuleset, all: readonly Term[]): CompiledRuleset {
-  return flattenRulesetParts(prev, all).ruleset;
+export function flattenRuleset(prev: CompiledRuleset, all: readonly Term[], splitMin = SPLIT_MIN): CompiledRuleset {
+  return flattenRulesetParts(prev, all, undefined, PATCH_LIMIT, splitMin).ruleset;
 }
 
 /** flattenRuleset, with what it was assembled from (see PodIdentityPart). */
@@ -741,6 +714,8 @@ export function flattenRulesetParts(
   reuse?: readonly PodIdentityPart[],
   /** How many addresses a patch moves at most (identity-patch.ts; tests lower it). */
   patchLimit = PATCH_LIMIT,
+  /** How many addresses an identity needs to leave its pod map (peer-split.ts; tests lower it). */
+  splitMin = SPLIT_MIN,
 ): {
   readonly ruleset: CompiledRuleset;
   /** `prev` without its sets and chains: what assembleFlat reads of it. */
@@ -794,14 +769,14 @@ export function flattenRulesetParts(
       const old = reuse?.find((p) => p.direction === d && p.family === f);
       // (Not after PeerChurn moved addresses: lists equal to the old ones would not show it.)
       const same = old !== undefined && (old.dirty?.size ?? 0) === 0 && sameSignature(old.signature, signature);
-      let pods: ReturnType<typeof podIdentities>;
+      let pods: { keys: Map<string, string>; identities: Map<string, Identity>; counts: Map<string, number> | undefined };
       // A few addresses moved between the same sources (a local pod's change): their keys alone are looked at again.
-      const patched = same || old === undefined ? undefined : patchPodKeys(old, ts, f, patchLimit);
+      const patched = same || old === undefined ? undefined : patchPodKeys(old, ts, f, patchLimit, old.counts);
       if (same) {
         for (const [token, n] of old.named) if (!named.has(token)) named.set(token, n);
         const identities = new Map<string, Identity>();
         for (const key of old.built.keys()) identities.set(key, { key, tokens: key.split('|') });
-        pods = { keys: old.keys, identities };
+        pods = { keys: old.keys, identities, counts: undefined };
       } else if (patched !== undefined && old !== undefined) {
         for (const [token, n] of old.named) if (!named.has(token)) named.set(token, n);
         for (const [token, n] of patched.named) if (!named.has(token)) named.set(token, n);
@@ -810,7 +785,7 @@ export function flattenRulesetParts(
         patched.keys.forEach((key) => {
           if (!identities.has(key)) identities.set(key, { key, tokens: key.split('|') });
         });
-        pods = { keys: patched.keys, identities };
+        pods = { keys: patched.keys, identities, counts: undefined };
       } else pods = podIdentities(ts, f, named);
       // In key order: a remote pod's new identity then has its place without a flattening of everything.
       const ordered = [...pods.identities.values()].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
@@ -819,22 +794,17 @@ export function flattenRulesetParts(
       for (const key of builtPods.chainOf.keys()) built.set(key, builtPods.byKey.get(key) ?? null);
       const sameChains =
         same && [...builtPods.chainOf].every(([key, chain]) => (old.built.get(key)?.chain.name ?? undefined) === chain);
-      let podElements: readonly MapElement[];
       // The same keys (a policy edit): only identities that gain or lose a chain move addresses.
       const patch: PatchedIdentities | undefined =
         patched ?? (same ? { keys: old.keys, affected: new Set(), named: new Map() } : undefined);
       const moved = patch !== undefined && old !== undefined ? movedAddresses(old.built, builtPods.chainOf, patch) : undefined;
-      if (sameChains) podElements = old.elements;
+      // Addresses per identity: kept along the keys (patchPodKeys, PeerChurn), counted afresh with them.
+      const counts = pods.counts ?? old!.counts;
+      const split = chooseSplit(counts, (key) => builtPods.chainOf.get(key), splitMin);
+      let placement: Placement;
+      if (sameChains && sameChoice(old.split, split)) placement = { map: old.elements, split: old.split };
       else if (patch !== undefined && old !== undefined && moved !== undefined)
-        podElements = patchElements(
-          old.elements,
-          old.built,
-          patch,
-          builtPods.chainOf,
-          f,
-          moved,
-          Math.min(SPLICE_MAX, patchLimit),
-        );
+        placement = patchPlacement(old, patch, builtPods.chainOf, f, moved, Math.min(SPLICE_MAX, patchLimit), split);
       else {
         // Addresses and their keys read together (no lookup of each address again), in address order;
         // sized for every address and trimmed (grown by push, the list of tens
@@ -861,7 +831,7 @@ export function flattenRulesetParts(
           if (lastChain !== undefined) els[w++] = { key: addrs[at]!, chain: lastChain };
         }
         els.length = w;
-        podElements = els;
+        placement = partition(els, split);
       }
       const ranges = rangeIdentities(ts, f);
       const builtRanges = buildIdentities(
@@ -888,7 +858,10 @@ export function flattenRulesetParts(
         terms: ts.filter((t) => t.family === undefined || t.family === f),
         keys: pods.keys,
         built,
-        elements: podElements,
+        counts,
+        elements: placement.map,
+        split: placement.split,
+        splitMin,
         rangeChains: builtRanges.chains,
         rangeDecisions: builtRanges.decisions,
         rangeMap: {

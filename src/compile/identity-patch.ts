@@ -11,7 +11,6 @@
 // undefined, build afresh. The result equals podIdentities' (property-tested
 // through NodeCompiler against compileNode).
 import { parseIP } from '../model/ip.ts';
-import { recordListChange } from '../model/list-diff.ts';
 import type { Family } from '../model/types.ts';
 import type { MapElement } from '../ruleset/ir.ts';
 import type { PortRange, PortTriple } from './ports.ts';
@@ -44,26 +43,6 @@ export function findElement(els: readonly MapElement[], addr: string, f: Family)
   }
   const at = els[lo];
   return { at: lo, found: at !== undefined && at.key === addr };
-}
-
-/**
- * Records how a pod map's elements were patched into `next` (list-diff.ts),
- * both sides in the map's address order: renderUpdate then prints them
- * without walking the map for its common head and tail (43k elements).
- */
-export function recordElementPatch(
-  prev: readonly MapElement[],
-  next: readonly MapElement[],
-  removed: MapElement[],
-  added: MapElement[],
-  f: Family,
-): void {
-  const order = (a: MapElement, b: MapElement): number => {
-    const x = addrValue(a.key as string, f);
-    const y = addrValue(b.key as string, f);
-    return x < y ? -1 : x > y ? 1 : 0;
-  };
-  recordListChange(prev, next, { removed: removed.sort(order), added: added.sort(order) });
 }
 
 function contains(sorted: readonly string[], addr: string, v: bigint | number, f: Family): boolean {
@@ -225,6 +204,8 @@ export function patchPodKeys(
   terms: readonly Term[],
   f: Family,
   limit = PATCH_LIMIT,
+  /** Addresses per key, moved along with the keys (the split's choice reads it, peer-split.ts). */
+  counts?: Map<string, number>,
 ): PatchedIdentities | undefined {
   const before = sourcesOf(old.terms, f);
   const after = sourcesOf(terms, f);
@@ -292,6 +273,7 @@ export function patchPodKeys(
   }
   const keys = old.keys;
   for (const [addr, key] of updates) {
+    if (counts !== undefined) moveCount(counts, keys.get(addr), key);
     if (key === undefined) keys.delete(addr);
     else keys.set(addr, key);
   }
@@ -305,4 +287,15 @@ function withToken(key: string | undefined, source: string, came: boolean): stri
   if (came) rest.push(source);
   rest.sort(byTokenSource);
   return rest.length === 0 ? undefined : rest.join('|');
+}
+
+/** One address moved from key `from` to key `to` (undefined: none) in a count of addresses per key. */
+export function moveCount(counts: Map<string, number>, from: string | undefined, to: string | undefined): void {
+  if (from === to) return;
+  if (from !== undefined) {
+    const n = (counts.get(from) ?? 0) - 1;
+    if (n > 0) counts.set(from, n);
+    else counts.delete(from);
+  }
+  if (to !== undefined) counts.set(to, (counts.get(to) ?? 0) + 1);
 }

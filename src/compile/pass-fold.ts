@@ -173,6 +173,14 @@ function passTargets(rs: CompiledRuleset): Map<string, string> {
     for (const e of m.elements)
       if (typeof e.key === 'string' && e.chain !== undefined && wanted.has(e.key)) wanted.set(e.key, e.chain);
   }
+  // The identities split out of the pod maps (peer-split.ts): their addresses in plain sets.
+  for (const x of rs.sets) {
+    if (x.split === undefined) continue;
+    const wanted = admin.get(`${x.split.direction} ${x.split.family}`);
+    if (wanted === undefined) continue;
+    for (const e of x.elements)
+      if (e.kind === 'addr' && typeof e.addr === 'string' && wanted.has(e.addr)) wanted.set(e.addr, x.split.chain);
+  }
   const target = new Map<string, string | null>();
   eachAdmin((at, key, chain) => {
     if (!passesOn(chain)) return;

@@ -17,7 +17,9 @@ import { isActivePod } from '../model/types.ts';
 import type { Family, LabelSelector, Pod } from '../model/types.ts';
 import type { Chain, CompiledRuleset, MapElement, NamedSet } from '../ruleset/ir.ts';
 import { assembleFlat, buildPodIdentity } from './identities.ts';
-import { addrValue, byTokenSource, findElement, recordElementPatch, tokenSource } from './identity-patch.ts';
+import { byTokenSource, moveCount, tokenSource } from './identity-patch.ts';
+import { chooseSplit, placeAddresses, sameChoice } from './peer-split.ts';
+import type { SplitPart } from './peer-split.ts';
 import type { PodIdentityPart } from './identities.ts';
 import type { PodFollow } from './terms.ts';
 import { parseV4 } from './v4.ts';
@@ -39,9 +41,11 @@ interface Part {
   readonly guards: readonly PodFollow[];
   readonly keys: Map<string, string>;
   readonly built: PodIdentityPart['built'];
-  /** Addresses per identity key; counted on first use (a compile that no churn follows never needs it). */
-  idCount: Map<string, number> | undefined;
+  /** Addresses per identity key (the compile's, moved along with `keys`). */
+  readonly counts: Map<string, number>;
   elements: readonly MapElement[];
+  /** The identities out of the pod map (peer-split.ts). */
+  split: readonly SplitPart[];
   /** Addresses whose key changed here (the next compile's patch looks at them again). */
   dirty: Set<string> | undefined;
 }
@@ -116,8 +120,9 @@ export class PeerChurn {
         guards,
         keys: p.keys,
         built: p.built,
-        idCount: undefined,
+        counts: p.counts,
         elements: p.elements,
+        split: p.split,
         dirty: undefined,
       };
     });
@@ -129,7 +134,9 @@ export class PeerChurn {
       ...p.base,
       keys: p.keys,
       built: p.built,
+      counts: p.counts,
       elements: p.elements,
+      split: p.split,
       ...(p.dirty === undefined ? {} : { dirty: p.dirty }),
     }));
   }
@@ -244,17 +251,10 @@ export class PeerChurn {
       count(removed, -1);
       count(added, 1);
       const mine = new Set(affected.map((s) => s.key));
-      let idCount = part.idCount;
-      if (idCount === undefined) {
-        idCount = new Map<string, number>();
-        // forEach: no iterator result per address of the node.
-        part.keys.forEach((k) => idCount!.set(k, (idCount!.get(k) ?? 0) + 1));
-        part.idCount = idCount;
-      }
-      // The elements' changes, by place in the last list, applied in one copy
-      // (a copy and a splice each allocated the list up to three times:
-      // issue 24, memory). Each touched address is one element at most.
-      const edits: { at: number; found: boolean; a: string; el: MapElement | undefined }[] = [];
+      const counts = part.counts;
+      // The addresses whose chain changed: placed anew in one copy of the
+      // map (and of a split set) by placeAddresses (peer-split.ts).
+      const moved = new Set<string>();
       for (const a of touched) {
         const ko = part.keys.get(a);
         const tokens = (ko === undefined ? [] : ko.split('|')).filter((t) => !mine.has(tokenSource(t)));
@@ -264,75 +264,35 @@ export class PeerChurn {
         if (kn === ko) continue;
         (part.dirty ??= new Set()).add(a);
         const before = ko === undefined ? undefined : part.built.get(ko)?.chain.name;
-        if (ko !== undefined) {
-          const n = (idCount.get(ko) ?? 0) - 1;
-          if (n > 0) idCount.set(ko, n);
-          else {
-            idCount.delete(ko);
-            part.built.delete(ko);
-          }
-        }
+        moveCount(counts, ko, kn);
+        if (ko !== undefined && !counts.has(ko)) part.built.delete(ko);
         let after: string | undefined;
         if (kn !== undefined) {
           part.keys.set(a, kn);
-          idCount.set(kn, (idCount.get(kn) ?? 0) + 1);
           let b = part.built.get(kn);
           if (b === undefined) part.built.set(kn, (b = buildPodIdentity(part.base, kn)));
           after = b?.chain.name;
         } else part.keys.delete(a);
-        if (before === after) continue;
-        const at = findElement(part.elements, a, f);
-        if (at.found || after !== undefined)
-          edits.push({ ...at, a, el: after === undefined ? undefined : { key: a, chain: after } });
+        if (before !== after) moved.add(a);
       }
-      if (edits.length > 0) {
-        const old = part.elements;
-        part.elements = editElements(old, edits, f);
-        // What renderUpdate prints, without a walk of the map (identity-patch.ts).
-        recordElementPatch(
-          old,
-          part.elements,
-          edits.filter((e) => e.found).map((e) => old[e.at]!),
-          edits.flatMap((e) => (e.el === undefined ? [] : [e.el])),
-          f,
-        );
-      }
+      // The choice follows the counts: it changes only when one crosses a power of two.
+      const next = chooseSplit(counts, (key) => part.built.get(key)?.chain.name, part.base.splitMin);
+      if (moved.size === 0 && sameChoice(part.split, next)) continue;
+      const placed = placeAddresses(
+        { map: part.elements, split: part.split },
+        next,
+        moved,
+        (addr) => {
+          const key = part.keys.get(addr);
+          return key === undefined ? undefined : part.built.get(key)?.chain.name;
+        },
+        f,
+      );
+      part.elements = placed.map;
+      part.split = placed.split;
     }
     return assembleFlat(this.#base, this.#otherSets, this.parts(), this.#rest);
   }
-}
-
-/**
- * `els` with each edit made where it is (found: replaced, or dropped without
- * an element) or goes (inserted before the element at `at`; several there in
- * address order): one array of the exact length.
- */
-export function editElements(
-  els: readonly MapElement[],
-  edits: { at: number; found: boolean; a: string; el: MapElement | undefined }[],
-  f: Family,
-): MapElement[] {
-  const order = (x: { at: number; found: boolean; a: string }, y: { at: number; found: boolean; a: string }): number => {
-    if (x.at !== y.at) return x.at - y.at;
-    // At one place: the insertions (before the element there) first, in address order.
-    if (x.found !== y.found) return x.found ? 1 : -1;
-    const vx = addrValue(x.a, f);
-    const vy = addrValue(y.a, f);
-    return vx < vy ? -1 : vx > vy ? 1 : 0;
-  };
-  edits.sort(order);
-  let size = els.length;
-  for (const e of edits) size += e.found ? (e.el === undefined ? -1 : 0) : 1;
-  const out = new Array<MapElement>(size);
-  let w = 0;
-  let r = 0;
-  for (const e of edits) {
-    while (r < e.at) out[w++] = els[r++]!;
-    if (e.found) r++;
-    if (e.el !== undefined) out[w++] = e.el;
-  }
-  while (r < els.length) out[w++] = els[r++]!;
-  return out;
 }
 
 function countsKey(p: PodIdentityPart, key: string): string {

@@ -71,6 +71,9 @@ interface Diff {
 function diffElements(prev: readonly SetElement[], next: readonly SetElement[]): Diff {
   // The compiler hands an unchanged set's elements on as the same list.
   if (prev === next) return { removed: [], added: [] };
+  // A split identity's set (compile/peer-split.ts) records its patch: no walk of its 26k elements.
+  const rec = listChange(prev, next);
+  if (rec !== undefined) return { removed: rec.removed.map(elementText), added: rec.added.map(elementText) };
   const { head, tail } = commonEnds(prev, next, sameElement);
   if (head === prev.length && head === next.length) return { removed: [], added: [] };
   const a = prev.slice(head, prev.length - tail).map(elementText);

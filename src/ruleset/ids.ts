@@ -95,6 +95,15 @@ export function peerMapName(d: Direction, f: Family, ranges: boolean): string {
   return `${d}-${ranges ? 'ranges' : 'peers'}-v${f}`;
 }
 
+/**
+ * The plain set of the identity of rank `i` split out of a pod peer map
+ * (compile/peer-split.ts): `ingress-peers-v4-big`, then `-big2`...; named
+ * after the map, never after what it holds.
+ */
+export function splitSetName(d: Direction, f: Family, i: number): string {
+  return `${peerMapName(d, f, false)}-big${i === 0 ? '' : String(i + 1)}`;
+}
+
 /** A direction's peer map lookups (one chain, jumped to by each pod chain of the direction). */
 export function peerLookupChainName(d: Direction): string {
   return `${d}-peers`;

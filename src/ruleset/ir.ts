@@ -208,6 +208,11 @@ export interface NamedSet {
   /** Keys of the form keyKindOf(type), sorted and (for interval sets) non-overlapping. */
   readonly elements: readonly SetElement[];
   readonly comment: string | undefined;
+  /**
+   * Only for an identity split out of a pod peer map (compile/peer-split.ts):
+   * its addresses jump to `chain` (a rule after the map's lookup says so).
+   */
+  readonly split?: { readonly direction: Direction; readonly family: Family; readonly chain: string };
 }
 
 export interface MapElement {

@@ -30,6 +30,12 @@ export interface RenderOptions {
    * counts ('auto'). Tests and benchmarks exercise each. Not a flag.
    */
   readonly tierLayout?: TierLayout;
+  /**
+   * The fewest addresses a pod identity needs to leave its pod peer map for a
+   * plain set (compile/peer-split.ts; default SPLIT_MIN there, 1024). Tests
+   * lower it to exercise the split on small clusters. Not a flag.
+   */
+  readonly peerSplitMin?: number;
 }
 
 export type TierLayout = 'auto' | 'shared' | 'per-class';
@@ -74,6 +80,7 @@ export function resolveOptions(opts?: Partial<RenderOptions>): RenderOptions {
     allowPodToNode: opts?.allowPodToNode ?? DEFAULT_OPTIONS.allowPodToNode,
     logDenied: opts?.logDenied ?? DEFAULT_OPTIONS.logDenied,
     ...(opts?.tierLayout === undefined ? {} : { tierLayout: opts.tierLayout }),
+    ...(opts?.peerSplitMin === undefined ? {} : { peerSplitMin: opts.peerSplitMin }),
   };
   if (!TABLE_NAME.test(o.table)) throw new Error(`invalid nft table name "${o.table}": use letters, digits, '_' and '-'`);
   if (o.denyAction !== 'drop' && o.denyAction !== 'reject')
@@ -83,6 +90,8 @@ export function resolveOptions(opts?: Partial<RenderOptions>): RenderOptions {
   }
   if (typeof o.allowPodToNode !== 'boolean')
     throw new Error(`invalid allowPodToNode "${String(o.allowPodToNode)}": true or false`);
+  if (o.peerSplitMin !== undefined && !(Number.isInteger(o.peerSplitMin) && o.peerSplitMin >= 1))
+    throw new Error(`invalid peerSplitMin "${String(o.peerSplitMin)}": a whole number, at least 1`);
   const l = o.logDenied;
   if (l !== undefined && !(Number.isInteger(l.group) && l.group >= 0 && l.group <= 65535 && l.ratePerSecond >= 1 && l.burst >= 0))
     throw new Error('invalid logDenied: group 0-65535, rate at least 1/second, burst at least 0');

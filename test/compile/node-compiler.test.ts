@@ -191,8 +191,24 @@ class World {
   }
 }
 
+/** The identities split out of the pod peer maps (compile/peer-split.ts): set name -> its chain. */
+function splitOf(rs: CompiledRuleset): string {
+  return rs.sets
+    .filter((x) => x.split !== undefined)
+    .map((x) => `${x.name}:${x.split!.chain}:${x.elements.length}`)
+    .join(' ');
+}
+
+const splitChoice = (rs: CompiledRuleset): string =>
+  rs.sets
+    .filter((x) => x.split !== undefined)
+    .map((x) => `${x.name}:${x.split!.chain}`)
+    .join(' ');
+
 test('property: NodeCompiler.compile equals compileNode after every change of a random stream', () => {
   let recorded = 0;
+  let splitSeen = 0;
+  let choiceChanged = 0;
   let incremental = 0;
   let churn = 0;
   let fresh = 0;
@@ -212,11 +228,13 @@ test('property: NodeCompiler.compile equals compileNode after every change of a 
       fc.array(fc.array(opArb, { minLength: 1, maxLength: 3 }), { minLength: 1, maxLength: 12 }),
       fc.constantFrom('drop' as const, 'allow' as const),
       fc.constantFrom(undefined, 0),
-      (pods, pols, steps, unknown, scanLimit) => {
+      // A low split threshold (peer-split.ts): identities of a few addresses leave the pod maps, and churn crosses its powers of two.
+      fc.constantFrom(undefined, 1, 2, 3),
+      (pods, pols, steps, unknown, scanLimit, splitMin) => {
         const w = new World();
         for (const p of pods) w.addPod(p);
         for (const f of pols) w.addPolicy(f);
-        const opts = { unknownLocalEndpoints: unknown };
+        const opts = { unknownLocalEndpoints: unknown, ...(splitMin === undefined ? {} : { peerSplitMin: splitMin }) };
         // scanLimit 0: selectors go through the label postings, which advance() must keep right.
         const nc = new NodeCompiler('node-1', opts, scanLimit);
         let last: CompiledRuleset | undefined;
@@ -226,11 +244,17 @@ test('property: NodeCompiler.compile equals compileNode after every change of a 
           const want = compileNode(s, 'node-1', opts);
           // The update from the compiler's recorded map patches is the one a walk of the maps finds.
           if (last !== undefined) {
-            const copied = { ...got, maps: got.maps.map((m) => ({ ...m, elements: [...m.elements] })) };
+            const copied = {
+              ...got,
+              maps: got.maps.map((m) => ({ ...m, elements: [...m.elements] })),
+              sets: got.sets.map((x) => ({ ...x, elements: [...x.elements] })),
+            };
             const a = renderUpdate(last, got);
             assert.equal(a.text, renderUpdate(last, copied).text, `${label}: update`);
             if (got.maps.some((m, i) => listChange(last!.maps[i]?.elements ?? [], m.elements) !== undefined)) recorded++;
+            if (splitChoice(last) !== splitChoice(got) && splitChoice(last) !== '' && splitChoice(got) !== '') choiceChanged++;
           }
+          if (splitOf(got) !== '') splitSeen++;
           last = got;
           if (nc.lastMode === 'incremental') incremental++;
           else if (nc.lastMode === 'churn') churn++;
@@ -257,6 +281,11 @@ test('property: NodeCompiler.compile equals compileNode after every change of a 
   assert.ok(incremental + churn > 3 * fresh, `incremental ${incremental}, churn ${churn}, fresh ${fresh}`);
   assert.ok(recorded > 0.2 * (incremental + churn), `recorded map patches ${recorded} of ${incremental + churn}`);
   assert.ok(churn > 0.1 * incremental, `incremental ${incremental}, churn ${churn}`);
+  // The split was exercised, and its choice moved from one identity to another between compiles.
+  assert.ok(
+    splitSeen > 0.2 * (incremental + churn + fresh) && choiceChanged > 10,
+    `split ${splitSeen}, changed ${choiceChanged}`,
+  );
 });
 
 // Remote churn (peer-churn.ts) carries state from change to change (counts per
@@ -295,6 +324,8 @@ test('property: long streams of remote pod churn equal compileNode after every c
   );
   let churn = 0;
   let other = 0;
+  let splitChurn = 0;
+  let choiceChurn = 0;
   fc.assert(
     fc.property(
       fc.array(
@@ -310,21 +341,33 @@ test('property: long streams of remote pod churn equal compileNode after every c
       fc.array(policyArb, { minLength: 1, maxLength: 6 }),
       fc.array(fc.array(podOp, { minLength: 1, maxLength: 2 }), { minLength: 5, maxLength: 40 }),
       fc.constantFrom('drop' as const, 'allow' as const),
-      (pods, pols, steps, unknown) => {
+      fc.constantFrom(undefined, 1, 2, 3),
+      (pods, pols, steps, unknown, splitMin) => {
         const w = new World();
         for (const p of pods) w.addPod(p);
         for (const f of pols) w.addPolicy(f);
-        const opts = { unknownLocalEndpoints: unknown };
+        const opts = { unknownLocalEndpoints: unknown, ...(splitMin === undefined ? {} : { peerSplitMin: splitMin }) };
         const nc = new NodeCompiler('node-1', opts);
-        nc.compile(w.state());
+        let last = nc.compile(w.state());
         steps.forEach((ops, i) => {
           for (const op of ops) w.apply(op);
           const s = w.state();
           const got = nc.compile(s);
-          if (nc.lastMode === 'churn') churn++;
-          else other++;
+          if (nc.lastMode === 'churn') {
+            churn++;
+            if (splitOf(got) !== '' || splitOf(last) !== '') splitChurn++;
+            if (splitChoice(got) !== splitChoice(last)) choiceChurn++;
+          } else other++;
           const label = `after step ${i}: ${JSON.stringify(ops)}`;
           assert.equal(renderRuleset(got), renderRuleset(compileNode(s, 'node-1', opts)), label);
+          // The update PeerChurn's recorded patches print is the one a walk of the lists finds.
+          const copied = {
+            ...got,
+            maps: got.maps.map((m) => ({ ...m, elements: [...m.elements] })),
+            sets: got.sets.map((x) => ({ ...x, elements: [...x.elements] })),
+          };
+          assert.equal(renderUpdate(last, got).text, renderUpdate(last, copied).text, `${label}: update`);
+          last = got;
         });
       },
     ),
@@ -332,6 +375,11 @@ test('property: long streams of remote pod churn equal compileNode after every c
   );
   // Many streams have range or named egress sources (fresh compiles when they select the pod) or local pods.
   assert.ok(3 * churn > other, `churn ${churn}, other ${other}`);
+  // Remote churn moved addresses into and out of split sets, and changed which identity is split.
+  assert.ok(
+    splitChurn > 0.1 * churn && choiceChurn >= 5,
+    `churn ${churn}: with a split ${splitChurn}, choice changed ${choiceChurn}`,
+  );
 });
 
 test('a namespace relabel or a large change compiles afresh; a pod change advances', () => {

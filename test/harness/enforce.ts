@@ -19,6 +19,8 @@ export interface EnforceOptions {
   readonly allowPodToNode?: boolean;
   /** Default 'auto': how the ClusterNetworkPolicy tiers reach their decisions (compile/tiers.ts). */
   readonly tierLayout?: TierLayout;
+  /** Default 1024 (compile/peer-split.ts): the fewest addresses of an identity split out of its pod peer map. */
+  readonly peerSplitMin?: number | undefined;
   /** Test hook: changes a rendered script before it is applied (to check that the harness notices a broken ruleset). */
   readonly mutate?: (text: string, node: string) => string;
 }
@@ -38,6 +40,7 @@ export async function applyState(c: Cluster, state: ClusterState, opts: EnforceO
     allowPodToNode: opts.allowPodToNode ?? false,
     ...(opts.table === undefined ? {} : { table: opts.table }),
     ...(opts.tierLayout === undefined ? {} : { tierLayout: opts.tierLayout }),
+    ...(opts.peerSplitMin === undefined ? {} : { peerSplitMin: opts.peerSplitMin }),
   };
   return Promise.all(
     c.nodes.map(async (n) => {

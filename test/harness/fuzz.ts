@@ -710,12 +710,23 @@ export function scenarioTierLayout(s: Scenario): TierLayout {
   return layouts[(s.pods.filter((p) => p !== null).length + s.clusterPolicies.length) % layouts.length]!;
 }
 
+/**
+ * The split threshold a scenario is compiled with (compile/peer-split.ts):
+ * every other scenario 1 (the biggest identity of each pod peer map is in a
+ * plain set), the others the default (nothing split at this size); picked
+ * without drawing from the random stream.
+ */
+export function scenarioSplitMin(s: Scenario): number | undefined {
+  return s.policies.length % 2 === 0 ? 1 : undefined;
+}
+
 /** Applies a scenario and probes it; mismatches are probes whose result differs from the oracle's. */
 export async function runScenario(c: Cluster, s: Scenario, mutate?: EnforceOptions['mutate']): Promise<RunResult> {
   const state = fuzzState(scenarioObjects(c, s));
   await applyState(c, state, {
     denyAction: s.denyAction,
     tierLayout: scenarioTierLayout(s),
+    peerSplitMin: scenarioSplitMin(s),
     ...(mutate === undefined ? {} : { mutate }),
   });
   const expected = new Map(s.probes.map((p) => [p, scenarioVerdict(c, state, s, p)]));

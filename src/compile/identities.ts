@@ -35,6 +35,7 @@
 import { familyBits, parseIP } from '../model/ip.ts';
 import type { Interval } from '../model/ip.ts';
 import { DIRECTIONS, FAMILIES } from '../model/types.ts';
+import { chunksOf } from '../model/list.ts';
 import type { Direction, Family } from '../model/types.ts';
 import { addressType, countObjects } from '../ruleset/ir.ts';
 import type {
@@ -397,8 +398,7 @@ function podIdentities(
     const s = sources.get(name)!;
     if (s.kind === 'pods') {
       // Indexed: tens of thousands of addresses, in a function run a few times per compile (no iterator optimized away).
-      const addrs = s.addrs;
-      for (let i = 0; i < addrs.length; i++) add(addrs[i]!, name);
+      for (const addrs of chunksOf(s.addrs)) for (let i = 0; i < addrs.length; i++) add(addrs[i]!, name);
     } else if (s.kind === 'named') {
       const ports = new Map<string, PortRange[]>();
       for (const e of s.triples) {

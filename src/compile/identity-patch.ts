@@ -11,6 +11,8 @@
 // undefined, build afresh. The result equals podIdentities' (property-tested
 // through NodeCompiler against compileNode).
 import { parseIP } from '../model/ip.ts';
+import { chunksOf } from '../model/list.ts';
+import type { ReadonlyList } from '../model/list.ts';
 import type { Family } from '../model/types.ts';
 import type { MapElement } from '../ruleset/ir.ts';
 import type { PortRange, PortTriple } from './ports.ts';
@@ -45,12 +47,12 @@ export function findElement(els: readonly MapElement[], addr: string, f: Family)
   return { at: lo, found: at !== undefined && at.key === addr };
 }
 
-function contains(sorted: readonly string[], addr: string, v: bigint | number, f: Family): boolean {
+function contains(sorted: ReadonlyList<string>, addr: string, v: bigint | number, f: Family): boolean {
   let lo = 0;
   let hi = sorted.length;
   while (lo < hi) {
     const mid = (lo + hi) >> 1;
-    const m = sorted[mid]!;
+    const m = sorted.at(mid)!;
     if (m === addr) return true;
     if (addrValue(m, f) < v) lo = mid + 1;
     else hi = mid;
@@ -58,29 +60,59 @@ function contains(sorted: readonly string[], addr: string, v: bigint | number, f
   return false;
 }
 
-/** Adds the addresses in one sorted list and not the other to `out`; false past `limit`. */
-function symmetricDifference(a: readonly string[], b: readonly string[], f: Family, out: Set<string>, limit: number): boolean {
-  let i = 0;
-  let j = 0;
-  while (i < a.length || j < b.length) {
-    const x = a[i];
-    const y = b[j];
+/**
+ * Adds the addresses in one sorted list and not the other to `out`; false
+ * past `limit`. Chunks the two lists share (a list patched from the other,
+ * list.ts) are stepped over whole when both walks reach one at its start: a
+ * pod's change in a peer set of tens of thousands of addresses compares the
+ * chunks around it, not every address.
+ */
+export function symmetricDifference(
+  a: ReadonlyList<string>,
+  b: ReadonlyList<string>,
+  f: Family,
+  out: Set<string>,
+  limit: number,
+): boolean {
+  const ca = chunksOf(a);
+  const cb = chunksOf(b);
+  // Chunk and offset in it, per list; x and y the current entries.
+  let ia = 0;
+  let oa = 0;
+  let ib = 0;
+  let ob = 0;
+  for (;;) {
+    while (ia < ca.length && oa === ca[ia]!.length) {
+      ia++;
+      oa = 0;
+    }
+    while (ib < cb.length && ob === cb[ib]!.length) {
+      ib++;
+      ob = 0;
+    }
+    if (oa === 0 && ob === 0 && ia < ca.length && ca[ia] === cb[ib]) {
+      ia++;
+      ib++;
+      continue;
+    }
+    const x = ia < ca.length ? ca[ia]![oa] : undefined;
+    const y = ib < cb.length ? cb[ib]![ob] : undefined;
+    if (x === undefined && y === undefined) return true;
     if (x !== undefined && x === y) {
-      i++;
-      j++;
+      oa++;
+      ob++;
       continue;
     }
     const c = x === undefined ? 1 : y === undefined ? -1 : addrValue(x, f) < addrValue(y, f) ? -1 : 1;
     if (c < 0) {
       out.add(x!);
-      i++;
+      oa++;
     } else {
       out.add(y!);
-      j++;
+      ob++;
     }
     if (out.size > limit) return false;
   }
-  return true;
 }
 
 /** Adds the addresses of the triples in one sorted list (by key) and not the other to `out`; false past `limit`. */
@@ -157,8 +189,8 @@ export function namedToken(source: string, ports: readonly PortRange[]): string 
 function sourcesOf(
   terms: readonly Term[],
   f: Family,
-): { pods: Map<string, readonly string[]>; named: Map<string, readonly PortTriple[]> } {
-  const pods = new Map<string, readonly string[]>();
+): { pods: Map<string, ReadonlyList<string>>; named: Map<string, readonly PortTriple[]> } {
+  const pods = new Map<string, ReadonlyList<string>>();
   const named = new Map<string, readonly PortTriple[]>();
   for (const t of terms) {
     const s = t.source;
@@ -215,7 +247,7 @@ export function patchPodKeys(
   // A source that came or went as a whole (a policy's peers, with the last or
   // first local pod it selects) adds or drops its token on every address of
   // it: done per distinct key below, without a look at the other sources.
-  const whole: { readonly source: string; readonly addrs: readonly string[]; readonly came: boolean }[] = [];
+  const whole: { readonly source: string; readonly addrs: ReadonlyList<string>; readonly came: boolean }[] = [];
   for (const k of new Set([...before.pods.keys(), ...after.pods.keys()])) {
     const a = before.pods.get(k);
     const b = after.pods.get(k);

@@ -7,6 +7,8 @@ import { formatSelector, selectorMatches } from '../model/selector.ts';
 import { isActivePod } from '../model/types.ts';
 import type { Family, LabelSelector, Peer, Pod } from '../model/types.ts';
 import { byObjectKey } from '../model/state.ts';
+import { ChunkedList, chunksOf } from '../model/list.ts';
+import type { ListEdit, ReadonlyList } from '../model/list.ts';
 import type { ClusterIndex } from './cluster-index.ts';
 import { CHUNK, warmIPs } from './pod-walk.ts';
 import { mergeV4, parseV4 } from './v4.ts';
@@ -63,7 +65,8 @@ class PodPeerResult {
   /** formatSelector of the peer's namespaceSelector, if it has one. */
   readonly nsSelector: string | undefined;
   readonly idx: ClusterIndex;
-  #pods: readonly Pod[];
+  /** An array as resolved; chunks (copy on write) once patched: a patch then copies the chunks it touches, not the list. */
+  #pods: ReadonlyList<Pod>;
   #intervals: readonly Interval[] | undefined;
   /** With the intervals: addresses two or more of the pods hold (a reused IP), and how many. */
   #shared: Map<string, number> | undefined;
@@ -90,7 +93,7 @@ class PodPeerResult {
     return this.#pods.length;
   }
 
-  get pods(): readonly Pod[] {
+  get pods(): ReadonlyList<Pod> {
     this.#settle();
     return this.#pods;
   }
@@ -149,7 +152,7 @@ class PodPeerResult {
         removed.push(p);
       }
     }
-    const left = mergeSorted(before, drop, coming);
+    const left = patchSorted(before, drop, coming);
     const old = this.#intervals;
     let ivs = old;
     if (old !== undefined) {
@@ -409,7 +412,7 @@ export class PeerResolver {
   }
 
   /** The pods one pod peer of a policy in `policyNs` selects; `texts`: its selectors formatted, when the caller has them. */
-  podsOf(peer: Extract<Peer, { kind: 'pods' }>, policyNs: string, texts?: SelectorTexts): readonly Pod[] {
+  podsOf(peer: Extract<Peer, { kind: 'pods' }>, policyNs: string, texts?: SelectorTexts): ReadonlyList<Pod> {
     return this.#podPeer(peer, policyNs, texts).pods;
   }
 
@@ -427,56 +430,55 @@ export class PeerResolver {
 
 /**
  * `sorted` without the objects at `drop` and with `add` inserted, each after
- * the objects of its key (as insertByObjectKey one by one would): built in
- * one array of the exact length. A copy and a splice per pod allocated the
- * list two or three times per change (the first insertion grows the copy by
- * half), ~1 MB per big peer set at 100k pods (issue 24, memory).
+ * the objects of its key (as insertByObjectKey one by one would), as a
+ * chunked list: the chunks no edit touches are shared with `sorted` (a copy
+ * of the list per change was ~1 MB per big peer set at 100k pods, straight
+ * into V8's old generation: issue 24, memory).
  */
-export function mergeSorted(sorted: readonly Pod[], drop: readonly number[], add: readonly Pod[]): Pod[] {
-  const ds = [...drop].sort((a, b) => a - b);
+export function patchSorted(sorted: ReadonlyList<Pod>, drop: readonly number[], add: readonly Pod[]): ChunkedList<Pod> {
+  const ds = [...new Set(drop)].sort((a, b) => a - b);
   const as = [...add].sort(byObjectKey); // stable: equal keys in the given order
-  const at = as.map((x) => upperBound(sorted, x));
-  const out = new Array<Pod>(sorted.length - ds.length + as.length);
-  let w = 0;
+  const edits: ListEdit<Pod>[] = [];
   let d = 0;
-  let k = 0;
-  for (let r = 0; r < sorted.length; r++) {
-    while (k < as.length && at[k] === r) out[w++] = as[k++]!;
-    if (d < ds.length && ds[d] === r) {
-      while (d < ds.length && ds[d] === r) d++;
-      continue;
-    }
-    out[w++] = sorted[r]!;
+  for (const x of as) {
+    const at = upperBound(sorted, x);
+    while (d < ds.length && ds[d]! < at) edits.push({ at: ds[d++]!, insert: false, now: undefined });
+    edits.push({ at, insert: true, now: x });
   }
-  while (k < as.length) out[w++] = as[k++]!;
-  out.length = w;
-  return out;
+  while (d < ds.length) edits.push({ at: ds[d++]!, insert: false, now: undefined });
+  const list = sorted instanceof ChunkedList ? (sorted as ChunkedList<Pod>) : ChunkedList.from(sorted);
+  return list.edit(edits);
 }
 
 /** The first index whose object sorts after `x` (byObjectKey). */
-function upperBound(list: readonly Pod[], x: Pod): number {
+function upperBound(list: ReadonlyList<Pod>, x: Pod): number {
   let lo = 0;
   let hi = list.length;
   while (lo < hi) {
     const mid = (lo + hi) >> 1;
-    if (byObjectKey(list[mid]!, x) <= 0) lo = mid + 1;
+    if (byObjectKey(list.at(mid)!, x) <= 0) lo = mid + 1;
     else hi = mid;
   }
   return lo;
 }
 
 /** Where this very object is in a list sorted by byObjectKey, or -1. */
-function indexOfObject(list: readonly Pod[], p: Pod): number {
+function indexOfObject(list: ReadonlyList<Pod>, p: Pod): number {
   let lo = 0;
   let hi = list.length;
   while (lo < hi) {
     const mid = (lo + hi) >> 1;
-    if (byObjectKey(list[mid]!, p) < 0) lo = mid + 1;
+    if (byObjectKey(list.at(mid)!, p) < 0) lo = mid + 1;
     else hi = mid;
   }
-  for (let i = lo; i < list.length && byObjectKey(list[i]!, p) === 0; i++) if (list[i] === p) return i;
+  for (let i = lo; i < list.length && byObjectKey(list.at(i)!, p) === 0; i++) if (list.at(i) === p) return i;
   // Not where the order puts it: absent (a pod the result never held), or a list out of order; a scan tells.
-  return list.indexOf(p);
+  let i = 0;
+  for (const q of list) {
+    if (q === p) return i;
+    i++;
+  }
+  return -1;
 }
 
 /**
@@ -485,7 +487,7 @@ function indexOfObject(list: readonly Pod[], p: Pod): number {
  * with its last holder).
  */
 function podIntervals(
-  pods: readonly Pod[],
+  list: ReadonlyList<Pod>,
   idx: ClusterIndex,
 ): { ivs: readonly Interval[]; shared: Map<string, number> | undefined } {
   // IPv4 as plain numbers: sorting tens of thousands of bigints is the slow part otherwise.
@@ -493,25 +495,26 @@ function podIntervals(
   const other: Interval[] = [];
   let texts = 0;
   // By chunks, their objects warmed first (pod-walk.ts): tens of thousands of pods per cluster-wide peer.
-  const lists: (readonly string[])[] = new Array<readonly string[]>(Math.min(CHUNK, pods.length));
-  for (let from = 0; from < pods.length; from += CHUNK) {
-    const to = Math.min(pods.length, from + CHUNK);
-    warmIPs(pods, from, to, lists);
-    for (let k = 0; k < to - from; k++) {
-      const ips = lists[k]!;
-      texts += ips.length;
-      for (let i = 0; i < ips.length; i++) {
-        const text = ips[i]!;
-        const n = parseV4(text);
-        if (n !== undefined) {
-          v4.push(n);
-          continue;
+  const lists: (readonly string[])[] = new Array<readonly string[]>(Math.min(CHUNK, list.length));
+  for (const pods of chunksOf(list))
+    for (let from = 0; from < pods.length; from += CHUNK) {
+      const to = Math.min(pods.length, from + CHUNK);
+      warmIPs(pods, from, to, lists);
+      for (let k = 0; k < to - from; k++) {
+        const ips = lists[k]!;
+        texts += ips.length;
+        for (let i = 0; i < ips.length; i++) {
+          const text = ips[i]!;
+          const n = parseV4(text);
+          if (n !== undefined) {
+            v4.push(n);
+            continue;
+          }
+          const ip = idx.ip(text);
+          if (ip !== undefined) other.push({ family: ip.family, lo: ip.value, hi: ip.value });
         }
-        const ip = idx.ip(text);
-        if (ip !== undefined) other.push({ family: ip.family, lo: ip.value, hi: ip.value });
       }
     }
-  }
   // (A non-canonical IPv4 text would land in `other`: then merge all together.)
   const fast = mergeV4(v4);
   const ivs = other.some((iv) => iv.family === 4) ? mergeIntervals([...fast, ...other]) : [...fast, ...mergeIntervals(other)];
@@ -523,11 +526,11 @@ function podIntervals(
     for (const iv of ivs) d += iv.hi - iv.lo + 1n;
     distinct = Number(d);
   }
-  return { ivs, shared: distinct === texts ? undefined : holders(pods) };
+  return { ivs, shared: distinct === texts ? undefined : holders(list) };
 }
 
 /** The texts more than one of the pods hold, with their counts (when the intervals hold fewer addresses than the pods have). */
-function holders(pods: readonly Pod[]): Map<string, number> {
+function holders(pods: ReadonlyList<Pod>): Map<string, number> {
   const shared = new Map<string, number>();
   const seen = new Map<string, number>();
   for (const pod of pods) for (const t of pod.ips) seen.set(t, (seen.get(t) ?? 0) + 1);

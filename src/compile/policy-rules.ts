@@ -24,6 +24,7 @@ import { describePeers, hasPodPeers, peersDefinition, takePredecessor } from './
 import type { PeerResolver } from './peers.ts';
 import type { SharedSets } from './shared-sets.ts';
 import { addressElements, addresses, addressesFrom } from './v4.ts';
+import type { ReadonlyList } from '../model/list.ts';
 import {
   egressNamedPorts,
   hasNumericPorts,
@@ -69,8 +70,8 @@ export interface PolicyChainOutput {
  * needs), kept when the set is made: the set is shared by every rule with
  * the same peers.
  */
-const hashAddressesOf = new WeakMap<NamedSet, readonly string[]>();
-function hashAddresses(set: NamedSet): readonly string[] {
+const hashAddressesOf = new WeakMap<NamedSet, ReadonlyList<string>>();
+function hashAddresses(set: NamedSet): ReadonlyList<string> {
   return (
     hashAddressesOf.get(set) ?? set.elements.flatMap((e) => (e.kind === 'addr' && typeof e.addr === 'string' ? [e.addr] : []))
   );
@@ -87,8 +88,11 @@ export function setSize(set: NamedSet): number {
  * after another change reuses them (the same lists, which the flattening
  * then recognizes as unchanged) instead of listing every address again.
  */
-const hashElementsOf = new WeakMap<readonly Interval[], { readonly list: readonly string[]; readonly elements: SetElement[] }>();
-function hashElements(ivs: readonly Interval[]): { readonly list: readonly string[]; readonly elements: SetElement[] } {
+const hashElementsOf = new WeakMap<
+  readonly Interval[],
+  { readonly list: ReadonlyList<string>; readonly elements: SetElement[] }
+>();
+function hashElements(ivs: readonly Interval[]): { readonly list: ReadonlyList<string>; readonly elements: SetElement[] } {
   let hit = hashElementsOf.get(ivs);
   if (hit === undefined) {
     // A result patched from the last one (peers.ts): its unchanged intervals' text is reused.

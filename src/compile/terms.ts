@@ -5,13 +5,14 @@
 // without a round trip through text.
 import type { Interval } from '../model/ip.ts';
 import type { Direction, Family, Peer } from '../model/types.ts';
+import type { ReadonlyList } from '../model/list.ts';
 import type { CountedRule } from '../ruleset/ir.ts';
 import type { PortRange, PortTriple } from './ports.ts';
 
 /** Where a rule's remote side may be. */
 export type TermSource =
   /** Pod addresses only (a hash set): pod identities. `key` names the shared set. */
-  | { readonly kind: 'pods'; readonly key: string; readonly about: string; readonly addrs: readonly string[] }
+  | { readonly kind: 'pods'; readonly key: string; readonly about: string; readonly addrs: ReadonlyList<string> }
   /** Address ranges (ipBlocks, pods of rules mixing pods and ipBlocks): range identities. */
   | { readonly kind: 'ranges'; readonly key: string; readonly about: string; readonly ivs: readonly Interval[] }
   /** No peers: every address (a range identity). */

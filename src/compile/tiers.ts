@@ -98,6 +98,8 @@ import type { ClusterIndex } from './cluster-index.ts';
 import { denyLogRule } from './deny-path.ts';
 import type { PeerResolver } from './peers.ts';
 import { nftProto } from './ports.ts';
+import { chunksOf } from '../model/list.ts';
+import type { ReadonlyList } from '../model/list.ts';
 import { CHUNK, warmIPs } from './pod-walk.ts';
 import { parseV4 } from './v4.ts';
 
@@ -187,10 +189,10 @@ function sourceOf(peer: TieredPeer, ctx: TierContext): Source {
       const ns = formatSelector(peer.namespaceSelector);
       const ps = formatSelector(peer.podSelector);
       const key = `pods ${ns} ${ps}`;
-      let pods: readonly Pod[] | undefined;
+      let list: ReadonlyList<Pod> | undefined;
       const addrs = (f: Family): Addr[] => {
         // Memoized and invalidated by pod churn in the resolver (node-compiler.ts); the selectors' text as formatted here.
-        pods ??= ctx.peers.podsOf(
+        list ??= ctx.peers.podsOf(
           { kind: 'pods', namespaceSelector: peer.namespaceSelector, podSelector: peer.podSelector },
           '',
           {
@@ -200,26 +202,27 @@ function sourceOf(peer: TieredPeer, ctx: TierContext): Source {
         );
         const out: Addr[] = [];
         // By chunks, their addresses warmed first (pod-walk.ts).
-        const lists: (readonly string[])[] = new Array<readonly string[]>(Math.min(CHUNK, pods.length));
-        for (let from = 0; from < pods.length; from += CHUNK) {
-          const to = Math.min(pods.length, from + CHUNK);
-          warmIPs(pods, from, to, lists);
-          for (let k = 0; k < to - from; k++) {
-            const pod = pods[from + k]!;
-            const ips = lists[k]!;
-            for (let i = 0; i < ips.length; i++) {
-              const text = ips[i]!;
-              // IPv4 without the parsed IP object (and skipped without a bigint when IPv6 is asked for).
-              const v4 = parseV4(text);
-              if (v4 !== undefined) {
-                if (f === 4) out.push({ text, value: BigInt(v4), pod });
-                continue;
+        const lists: (readonly string[])[] = new Array<readonly string[]>(Math.min(CHUNK, list.length));
+        for (const pods of chunksOf(list))
+          for (let from = 0; from < pods.length; from += CHUNK) {
+            const to = Math.min(pods.length, from + CHUNK);
+            warmIPs(pods, from, to, lists);
+            for (let k = 0; k < to - from; k++) {
+              const pod = pods[from + k]!;
+              const ips = lists[k]!;
+              for (let i = 0; i < ips.length; i++) {
+                const text = ips[i]!;
+                // IPv4 without the parsed IP object (and skipped without a bigint when IPv6 is asked for).
+                const v4 = parseV4(text);
+                if (v4 !== undefined) {
+                  if (f === 4) out.push({ text, value: BigInt(v4), pod });
+                  continue;
+                }
+                const ip = ctx.idx.ip(text);
+                if (ip !== undefined && ip.family === f) out.push({ text, value: ip.value, pod });
               }
-              const ip = ctx.idx.ip(text);
-              if (ip !== undefined && ip.family === f) out.push({ text, value: ip.value, pod });
             }
           }
-        }
         return out;
       };
       return {

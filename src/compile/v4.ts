@@ -4,6 +4,8 @@
 import { formatIP, formatV4 } from '../model/ip.ts';
 import type { Interval } from '../model/ip.ts';
 import type { SetElement } from '../ruleset/ir.ts';
+import { ChunkedList } from '../model/list.ts';
+import type { ListEdit, ReadonlyList } from '../model/list.ts';
 
 export { formatV4 };
 
@@ -105,54 +107,63 @@ function offsets(ivs: readonly Interval[]): Int32Array {
 }
 
 /**
- * addresses(ivs), reusing the text of `prevList` = addresses(prevIvs) for
- * the intervals the two lists share by object (a result patched address by
+ * addresses(ivs), patched from `prevList` = addresses(prevIvs) for the
+ * intervals the two lists share by object (a result patched address by
  * address keeps every other interval object): a pod's change in a peer set
  * of tens of thousands of addresses formats the addresses of one interval,
- * and the shared runs are found by object alone (their text by offset).
+ * and the list is a chunked one that shares every chunk the change does not
+ * touch with `prevList` (a new array per change was ~0.2 MB per big peer set
+ * into V8's old generation at 100k pods: issue 24, memory).
  */
-export function addressesFrom(prevIvs: readonly Interval[], prevList: readonly string[], ivs: readonly Interval[]): string[] {
+export function addressesFrom(
+  prevIvs: readonly Interval[],
+  prevList: ReadonlyList<string>,
+  ivs: readonly Interval[],
+): ChunkedList<string> {
   const po = offsets(prevIvs);
   const no = new Int32Array(ivs.length + 1);
-  // Runs of the old text ([from, to) of prevList) and new text, in order.
-  const parts: (readonly [number, number] | readonly string[])[] = [];
+  // Edits of prevList in index order (at one index the insertions first): the
+  // old intervals no new one shares are removed, the new ones inserted.
+  const edits: ListEdit<string>[] = [];
+  const remove = (k: number): void => {
+    for (let a = po[k]!; a < po[k + 1]!; a++) edits.push({ at: a, insert: false, now: undefined });
+  };
   let total = 0;
   let i = 0;
   let j = 0;
   while (j < ivs.length) {
     const iv = ivs[j]!;
     let p = prevIvs[i];
-    while (p !== undefined && p !== iv && (p.family < iv.family || (p.family === iv.family && p.hi < iv.lo))) p = prevIvs[++i];
+    while (p !== undefined && p !== iv && (p.family < iv.family || (p.family === iv.family && p.hi < iv.lo))) {
+      remove(i);
+      p = prevIvs[++i];
+    }
     if (p === iv) {
       let r = 1;
       while (j + r < ivs.length && ivs[j + r] === prevIvs[i + r]) r++;
       const from = po[i]!;
       for (let k = 0; k < r; k++) no[j + k] = total + po[i + k]! - from;
-      parts.push([from, po[i + r]!]);
       total += po[i + r]! - from;
       i += r;
       j += r;
     } else {
+      // Before the old interval at i (if any), which a later step keeps or removes.
+      const at = i < prevIvs.length ? po[i]! : po[prevIvs.length]!;
       const text = addresses([iv]);
       no[j++] = total;
-      parts.push(text);
+      for (const t of text) edits.push({ at, insert: true, now: t });
       total += text.length;
     }
   }
+  while (i < prevIvs.length) remove(i++);
   no[ivs.length] = total;
-  const out = new Array<string>(total);
-  let at = 0;
-  for (const part of parts) {
-    if (typeof part[0] === 'number') {
-      const [from, to] = part as readonly [number, number];
-      for (let k = from; k < to; k++) out[at++] = prevList[k]!;
-    } else for (const t of part as readonly string[]) out[at++] = t;
-  }
+  const base = prevList instanceof ChunkedList ? (prevList as ChunkedList<string>) : ChunkedList.from(prevList);
+  const out = base.edit(edits);
   offsetsOf.set(ivs, no);
   return out;
 }
 
 /** Address elements, one per address or interval. */
-export function addressElements(addrs: readonly (string | Interval)[]): SetElement[] {
+export function addressElements(addrs: ReadonlyList<string | Interval>): SetElement[] {
   return addrs.map((addr) => ({ kind: 'addr', addr }));
 }

@@ -22,6 +22,17 @@ export function listArray<T>(list: ReadonlyList<T>): readonly T[] {
   return Array.isArray(list) ? (list as readonly T[]) : [...list];
 }
 
+/**
+ * The entries as arrays in order: the array itself, or a ChunkedList's
+ * chunks. Walks that index their input (by blocks, pod-walk.ts) run per
+ * chunk without a lookup per entry.
+ */
+export function chunksOf<T>(list: ReadonlyList<T>): readonly (readonly T[])[] {
+  if (Array.isArray(list)) return [list as readonly T[]];
+  if (list instanceof ChunkedList) return list.chunks;
+  return [[...list]];
+}
+
 /** One edit of a list, at an index of the list it edits. */
 export interface ListEdit<T> {
   /** The index of the entry replaced or removed, or the insertion point (before the entry there). */
@@ -178,6 +189,11 @@ export class ChunkedList<T> implements ReadonlyList<T> {
       return;
     }
     for (let i = 0; i < entries.length; i += this.#chunkSize) out.push(entries.slice(i, i + this.#chunkSize));
+  }
+
+  /** The chunks, in order (never empty ones): see chunksOf. */
+  get chunks(): readonly (readonly T[])[] {
+    return this.#chunks;
   }
 
   /** Chunks shared with `other` (by object): what an edit did not copy (tests). */

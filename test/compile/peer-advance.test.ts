@@ -6,7 +6,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { ClusterIndex } from '../../src/compile/cluster-index.ts';
-import { PeerResolver, patchIntervals } from '../../src/compile/peers.ts';
+import { PeerResolver, patchIntervals, patchSorted } from '../../src/compile/peers.ts';
+import { ChunkedList } from '../../src/model/list.ts';
 import { mergeIntervals } from '../../src/model/ip.ts';
 import type { Interval } from '../../src/model/ip.ts';
 import type { ClusterState, Peer, Pod } from '../../src/model/types.ts';
@@ -58,6 +59,34 @@ test('property: patchIntervals (a whole diff in one pass) equals merging the add
       },
     ),
     { numRuns: 1000, seed: 1128 },
+  );
+});
+
+test('property: patchSorted equals dropping and inserting in an array; chunks it does not touch are shared', () => {
+  fc.assert(
+    fc.property(
+      fc.array(fc.integer({ min: 0, max: 150 }), { minLength: 100, maxLength: 200 }),
+      fc.array(fc.nat(), { maxLength: 3 }),
+      fc.array(fc.integer({ min: 0, max: 150 }), { maxLength: 3 }),
+      (names, dropAt, addNames) => {
+        const mk = (n: number): Pod => pod('a', `p${String(n).padStart(2, '0')}`);
+        const before = names.map(mk).sort(byObjectKey);
+        const drop = before.length === 0 ? [] : [...new Set(dropAt.map((d) => d % before.length))];
+        const add = addNames.map(mk);
+        const list = ChunkedList.from(before, 8);
+        const got = patchSorted(list, drop, add);
+        const want = [...before.filter((_, i) => !drop.includes(i)), ...add].sort(byObjectKey);
+        // Same keys in the same order; among equal keys the added ones after the kept ones (as insertByObjectKey).
+        assert.deepEqual(
+          [...got].map((p) => p.name),
+          want.map((p) => p.name),
+        );
+        for (const p of add) assert.ok([...got].includes(p));
+        // A chunk is copied only where an edit lands: at most two per edit.
+        assert.ok(got.sharedChunks(list) >= list.chunkCount - 2 * (drop.length + add.length));
+      },
+    ),
+    { numRuns: 500, seed: 1129 },
   );
 });
 

@@ -1,13 +1,13 @@
-// Prototypes for measurement only (bench-peer-lookup.ts, bench-datapath.ts
-// --candidate): two ways to keep the pod peer maps' addresses out of verdict
-// map elements, whose `jump`s the kernel validates on every commit that adds
-// one (docs/benchmarks.md, "The kernel's validation at 100k"). Text in, text
-// out, on the project's rendered ruleset; nothing in src/ uses them.
+// A prototype for measurement only (bench-datapath.ts --candidate
+// candidate-peer-bits.ts): a way to keep the pod peer maps' addresses out of
+// verdict map elements, whose `jump`s the kernel validates on every commit
+// that adds one (docs/benchmarks.md, "The kernel's validation at 100k"). Text
+// in, text out, on the project's rendered ruleset; nothing in src/ uses it.
 //   bits    each <dir>-peers-vN map becomes a plain set of its addresses, one
 //           plain set per bit of an identity index, and a binary tree of
 //           chains that tests one bit per level down to the identity chain
-//   split   the K identities with the most addresses leave the map: a plain
-//           set each, tested by one rule after the map's lookup
+// (The other prototype, the split of the biggest identities into plain sets,
+// was built: compile/peer-split.ts.)
 
 const PEER_MAP =
   /\tmap ((ingress|egress)-peers-(v4|v6)) \{\n\t\ttype (ipv4_addr|ipv6_addr) : verdict\n(?:\t\telements = \{([^}]*)\}\n)?\t\}\n/g;
@@ -66,32 +66,4 @@ export function peerMapsAsBits(text: string, depth: number): string {
       const [dir, , fam] = name.split('-');
       return `\t\t${ip} ${field} @${name} jump ${dir}-tree-${fam}-r\n`;
     });
-}
-
-/** The K biggest identities of each map as plain sets (ties by chain name). */
-export function peerMapsSplit(text: string, k: number): string {
-  const rules = new Map<string, string>();
-  const out = text.replace(PEER_MAP, (_m, name: string, dir: string, fam: string, type: string, body: string | undefined) => {
-    const els = elementsOf(body);
-    const count = new Map<string, number>();
-    for (const [, c] of els) count.set(c, (count.get(c) ?? 0) + 1);
-    const big = [...count.entries()]
-      .sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1))
-      .slice(0, k)
-      .map(([c]) => c);
-    const small = els.filter(([, c]) => !big.includes(c));
-    let o = `\tmap ${name} {\n\t\ttype ${type} : verdict\n${small.length > 0 ? `\t\telements = { ${small.map(([a, c]) => `${a} : jump ${c}`).join(', ')} }\n` : ''}\t}\n`;
-    let r = '';
-    big.forEach((c, i) => {
-      o += plainSet(
-        `${name}-big${i}`,
-        type,
-        els.filter(([, x]) => x === c).map(([a]) => a),
-      );
-      r += `\t\t${match(fam, dir)} @${name}-big${i} jump ${c}\n`;
-    });
-    rules.set(name, r);
-    return o;
-  });
-  return out.replace(PEER_LOOKUP, (m, _ip: string, _field: string, name: string) => m + (rules.get(name) ?? ''));
 }

@@ -112,6 +112,14 @@ function patchedGrouping(last: Grouping | undefined, list: readonly ContributedP
   return { list, inOrder: true, groups };
 }
 
+// A policy's chain id by its translation (kept across compiles while the policy is unchanged): a hash per relevant policy per compile was ~0.2 ms at 100 of them.
+const keyIds = new WeakMap<ContributedPolicy, string>();
+function keyIdOf(policy: ContributedPolicy): string {
+  let id = keyIds.get(policy);
+  if (id === undefined) keyIds.set(policy, (id = policyKeyId(policy.key)));
+  return id;
+}
+
 /**
  * Policies that isolate at least one local pod in some direction: kind by
  * kind in registry order, within a kind sorted by namespace/name.
@@ -146,7 +154,7 @@ export function relevantPolicies(
             }
           }
           found.sort((x, y) => byOrigin(x.policy, y.policy));
-          for (const { policy, targets } of found) out.push({ policy, id: policyKeyId(policy.key), targets });
+          for (const { policy, targets } of found) out.push({ policy, id: keyIdOf(policy), targets });
         }
         break;
     }

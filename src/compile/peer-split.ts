@@ -113,16 +113,8 @@ function indexOf(next: readonly SplitChoice[], chain: string | undefined): numbe
 
 /** Position of `addr` in a split set's elements: found, or where it goes. */
 function findSplit(els: readonly SplitElement[], addr: string, f: Family): { at: number; found: boolean } {
-  const v = addrValue(addr, f);
-  let lo = 0;
-  let hi = els.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >> 1;
-    if (addrValue(els[mid]!.addr, f) < v) lo = mid + 1;
-    else hi = mid;
-  }
-  const at = els[lo];
-  return { at: lo, found: at !== undefined && at.addr === addr };
+  const at = lowerBound(els, addrValue(addr, f), (e) => e.addr, f);
+  return { at, found: els[at]?.addr === addr };
 }
 
 /** One container's edits: positions of its old list to drop, and new elements (any order) to merge in. */

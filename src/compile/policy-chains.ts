@@ -2,7 +2,7 @@
 // policies come from every registered kind (src/kinds) in their order; which
 // of them target a local pod is decided here, what each rule compiles to in
 // policy-rules.ts.
-import { commonEnds } from '../model/list-diff.ts';
+import { changedEnds } from '../model/list-diff.ts';
 import type { ContributedPolicy, PolicyKind } from '../kinds/kind.ts';
 import { POLICY_KINDS } from '../kinds/registry.ts';
 import { selectorMatches } from '../model/selector.ts';
@@ -91,7 +91,7 @@ function groupAll(list: readonly ContributedPolicy[]): Grouping {
 function patchedGrouping(last: Grouping | undefined, list: readonly ContributedPolicy[]): Grouping | undefined {
   if (last === undefined || !last.inOrder) return undefined;
   const a = last.list;
-  const { head, tail } = commonEnds(a, list);
+  const { head, tail } = changedEnds(a, list);
   const removed = a.slice(head, a.length - tail);
   const added = list.slice(head, list.length - tail);
   if (removed.length + added.length > PATCH_GROUPS_BELOW) return undefined;

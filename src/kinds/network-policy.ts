@@ -1,6 +1,7 @@
 // NetworkPolicy as a policy kind: the first user of the seam (kind.ts). One
 // contributed policy per object, its rules one to one.
-import { commonEnds } from '../model/list-diff.ts';
+import { changedEnds, recordListChange } from '../model/list-diff.ts';
+import type { ListChange } from '../model/list-diff.ts';
 import { isStaged } from '../model/staged.ts';
 import type { Direction, NetworkPolicy, Rule } from '../model/types.ts';
 import type { AllowListKind, ContributedPolicy, ContributedRule, PolicyOrigin } from './kind.ts';
@@ -51,37 +52,56 @@ function translate(p: NetworkPolicy): ContributedPolicy | undefined {
 /** Past this many changed policies between two lists, translating every policy costs about what patching does. */
 const PATCH_BELOW = 64;
 
-/** The last list translated, entry by entry (staged: undefined), and how many are staged. */
+/** The last list translated, entry by entry (staged: undefined), how many are staged, and the kind's list made of it. */
 let last:
   | {
       readonly input: readonly NetworkPolicy[];
       readonly each: readonly (ContributedPolicy | undefined)[];
       readonly staged: number;
+      readonly list: readonly ContributedPolicy[];
     }
   | undefined;
+
+interface Translated {
+  readonly each: readonly (ContributedPolicy | undefined)[];
+  readonly staged: number;
+  /** How the kind's list differs from the last one's, when patched from it. */
+  readonly change?: ListChange<ContributedPolicy>;
+}
 
 /**
  * Every policy's translation: a list that differs from the last one in a few
  * places (one policy's change: a head and tail the same objects) takes the
- * last one's translations for those, so a policy change costs a scan by
- * identity and two slices, not a memo lookup and an annotation check per
- * policy (~2-3 ms at 10k policies).
+ * last one's translations for those, so a policy change costs finding the
+ * changed place and two slices, not a memo lookup and an annotation check
+ * per policy (~2-3 ms at 10k policies).
  */
-function translations(input: readonly NetworkPolicy[]): { each: readonly (ContributedPolicy | undefined)[]; staged: number } {
+function translations(input: readonly NetworkPolicy[]): Translated {
   const prev = last;
   if (prev !== undefined) {
     const a = prev.input;
-    const { head, tail } = commonEnds(a, input);
+    const { head, tail } = changedEnds(a, input);
     if (input.length - head - tail + (a.length - head - tail) <= PATCH_BELOW) {
       const mid: (ContributedPolicy | undefined)[] = [];
       let staged = prev.staged;
-      for (let i = head; i < a.length - tail; i++) if (prev.each[i] === undefined) staged--;
+      const gone = new Set<ContributedPolicy>();
+      for (let i = head; i < a.length - tail; i++) {
+        const c = prev.each[i];
+        if (c === undefined) staged--;
+        else gone.add(c);
+      }
+      const added: ContributedPolicy[] = [];
       for (let i = head; i < input.length - tail; i++) {
         const c = translate(input[i]!);
         if (c === undefined) staged++;
+        else if (!gone.delete(c)) added.push(c);
         mid.push(c);
       }
-      return { each: prev.each.slice(0, head).concat(mid, prev.each.slice(a.length - tail)), staged };
+      return {
+        each: prev.each.slice(0, head).concat(mid, prev.each.slice(a.length - tail)),
+        staged,
+        change: { removed: [...gone], added },
+      };
     }
   }
   const each = input.map(translate);
@@ -97,10 +117,12 @@ export const networkPolicyKind: AllowListKind = {
   policies: (state) => {
     let l = listMemo.get(state.policies);
     if (l === undefined) {
-      const { each, staged } = translations(state.policies);
-      last = { input: state.policies, each, staged };
+      const { each, staged, change } = translations(state.policies);
       // Without staged policies the list is its translations as they are (no filter of 10k entries per change).
       l = staged === 0 ? (each as readonly ContributedPolicy[]) : each.filter((c) => c !== undefined);
+      // What changed, for the grouping's patch (policy-chains.ts): read, not found by a walk.
+      if (change !== undefined && last !== undefined) recordListChange(last.list, l, change);
+      last = { input: state.policies, each, staged, list: l };
       listMemo.set(state.policies, l);
     }
     return l;

@@ -71,3 +71,40 @@ export function commonEnds<A, B = A>(
   }
   return { head, tail };
 }
+
+/**
+ * commonEnds by identity of two lists whose common entries are in the same
+ * order (sorted lists, a list edited in places), where `next` was
+ * made from `prev` by a recorded change (recordListChange) of at most `limit`
+ * entries: from the changed entries' places (`indexOf`, a builtin's scan)
+ * instead of a walk of both lists in JS. In the agent commonEnds' loops run
+ * unoptimized for long stretches (V8 deoptimizes them on each new array shape
+ * its many callers pass): ~0.4-0.7 ms per 10k-entry list against ~25 µs.
+ * Without a recorded change, commonEnds.
+ */
+export function changedEnds<T extends object>(
+  prev: readonly T[],
+  next: readonly T[],
+  limit = 64,
+): { readonly head: number; readonly tail: number } {
+  const change = listChange(prev, next);
+  if (change === undefined || change.removed.length + change.added.length > limit) return commonEnds(prev, next);
+  const min = Math.min(prev.length, next.length);
+  let head = min;
+  let lastPrev = -1;
+  let lastNext = -1;
+  for (const x of change.removed) {
+    const i = prev.indexOf(x);
+    if (i < 0) return commonEnds(prev, next);
+    if (i < head) head = i;
+    if (i > lastPrev) lastPrev = i;
+  }
+  for (const x of change.added) {
+    const i = next.indexOf(x);
+    if (i < 0) return commonEnds(prev, next);
+    if (i < head) head = i;
+    if (i > lastNext) lastNext = i;
+  }
+  const tail = Math.min(prev.length - 1 - lastPrev, next.length - 1 - lastNext, min - head);
+  return { head, tail };
+}

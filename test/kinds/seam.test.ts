@@ -9,6 +9,7 @@ import { compileNode, compileRules } from '../../src/compile/compile.ts';
 import type { ContributedPolicy, PolicyKind, PolicyOrigin } from '../../src/kinds/kind.ts';
 import { contributeNetworkPolicy, networkPolicyKind } from '../../src/kinds/network-policy.ts';
 import { contributedPolicies, POLICY_KINDS } from '../../src/kinds/registry.ts';
+import { listChange, recordListChange } from '../../src/model/list-diff.ts';
 import { objectKey } from '../../src/model/types.ts';
 import type { ClusterState } from '../../src/model/types.ts';
 import { decisionElementText, renderRuleset } from '../../src/nft/render.ts';
@@ -90,6 +91,12 @@ test('NetworkPolicy is the first registered kind, and contributes each policy on
   assert.equal(contributedPolicies(s)[0], c, 'memoized per object');
 });
 
+function exactDiff<T>(a: readonly T[], b: readonly T[]): { removed: T[]; added: T[] } {
+  const inA = new Set(a);
+  const inB = new Set(b);
+  return { removed: a.filter((x) => !inB.has(x)), added: b.filter((x) => !inA.has(x)) };
+}
+
 // A policy change gives a list that differs from the last one in a few
 // places: its translation is patched from the last list's (network-policy.ts).
 test("property: the NetworkPolicy kind's list, patched from the last one, equals translating every policy", () => {
@@ -103,10 +110,12 @@ test("property: the NetworkPolicy kind's list, patched from the last one, equals
     fc.record({ op: fc.constant('insert' as const), at: fc.nat(), by: fc.nat({ max: 11 }) }),
   );
   fc.assert(
-    fc.property(fc.array(fc.array(edit, { maxLength: 3 }), { maxLength: 10 }), (steps) => {
+    fc.property(fc.array(fc.tuple(fc.array(edit, { maxLength: 3 }), fc.boolean()), { maxLength: 10 }), (steps) => {
       const empty = state({});
       let list = pols.slice(0, 8);
-      for (const step of steps) {
+      let prevGot: readonly ContributedPolicy[] | undefined;
+      for (const [step, recorded] of steps) {
+        const prevList = list;
         list = list.slice();
         for (const e of step) {
           const at = list.length === 0 ? 0 : e.at % list.length;
@@ -115,11 +124,21 @@ test("property: the NetworkPolicy kind's list, patched from the last one, equals
           else if (e.op === 'delete') list.splice(at, 1);
           else if (e.op === 'insert') list.splice(at, 0, { ...pols[e.by]! });
         }
+        // As the agent's source does: what changed, recorded (half the steps), found by the kind from it.
+        if (recorded) recordListChange(prevList, list, exactDiff(prevList, list));
         // The list as it is (state() would sort it).
         const got = networkPolicyKind.policies({ ...empty, policies: list });
         const want = list.filter((p) => p.staged !== true).map((p) => contributeNetworkPolicy(p));
         assert.deepEqual(got, want);
         got.forEach((c, i) => assert.equal(c, want[i], 'the same translation object per policy'));
+        // The kind records how its list changed (the grouping reads it): exactly the difference.
+        const change = prevGot === undefined ? undefined : listChange(prevGot, got);
+        if (change !== undefined) {
+          const diff = exactDiff(prevGot!, got);
+          assert.deepEqual(new Set(change.removed), new Set(diff.removed));
+          assert.deepEqual(new Set(change.added), new Set(diff.added));
+        }
+        prevGot = got;
       }
     }),
     { numRuns: 200, seed: 27 },

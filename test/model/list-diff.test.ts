@@ -1,8 +1,8 @@
-// commonEnds: the head and tail two lists share, by object or by `same`.
+// commonEnds (and changedEnds, from a recorded change): the head and tail two lists share, by object or by `same`.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { commonEnds } from '../../src/model/list-diff.ts';
+import { changedEnds, commonEnds, recordListChange } from '../../src/model/list-diff.ts';
 
 /** The definition: the longest head, then the longest tail of what is left, entry by entry. */
 function reference<T>(a: readonly T[], b: readonly T[], same: (x: T, y: T) => boolean): { head: number; tail: number } {
@@ -29,5 +29,34 @@ test('property: commonEnds equals the entry-by-entry definition, by identity and
       assert.deepEqual(commonEnds(a, bb, byValue), reference(a, bb, byValue));
     }),
     { numRuns: 500, seed: 20261127 },
+  );
+});
+
+test('property: changedEnds of a recorded change equals commonEnds; an unrecorded or wrong record falls back to it', () => {
+  // Sorted lists of distinct objects by key; `next` drops, replaces (a new object, same key) and inserts keys.
+  const pool = Array.from({ length: 40 }, (_, k) => ({ k }));
+  const edit = fc.record({
+    keep: fc.array(fc.boolean(), { minLength: 40, maxLength: 40 }),
+    replace: fc.array(fc.boolean(), { minLength: 40, maxLength: 40 }),
+    present: fc.array(fc.boolean(), { minLength: 40, maxLength: 40 }),
+  });
+  fc.assert(
+    fc.property(edit, fc.nat(3), ({ keep, replace, present }, mode) => {
+      const prev = pool.filter((_, k) => present[k]);
+      const next: { k: number }[] = [];
+      for (const k of pool.keys()) {
+        if (present[k] ? !keep[k] : !(keep[k] && replace[k])) continue; // dropped, or a key not added
+        next.push(present[k] && replace[k] ? { k } : pool[k]!);
+      }
+      const inNext = new Set(next);
+      const inPrev = new Set(prev);
+      const change = { removed: prev.filter((x) => !inNext.has(x)), added: next.filter((x) => !inPrev.has(x)) };
+      // 0: recorded; 1: recorded with a wrong entry (an object of neither list); 2: over the limit; 3: not recorded.
+      if (mode === 0 || mode === 2) recordListChange(prev, next, change);
+      if (mode === 1) recordListChange(prev, next, { removed: [...change.removed, { k: -1 }], added: change.added });
+      const want = commonEnds(prev, next);
+      assert.deepEqual(changedEnds(prev, next, mode === 2 ? 0 : 64), want);
+    }),
+    { numRuns: 1000, seed: 20261128 },
   );
 });

@@ -290,6 +290,8 @@ export class PeerResolver {
   readonly #idx: ClusterIndex;
   readonly #memo = new Map<string, PodPeerResult>();
   readonly #ruleMemo = new Map<string, RuleResult>();
+  /** Values derived from a rule's pod peers alone (derived()), kept and dropped like the rule results. */
+  readonly #derivedMemo = new Map<string, { readonly value: unknown; readonly deps: readonly string[] }>();
   /** Keys read since the last sweep(). */
   readonly #used = new Set<string>();
   readonly #usedRules = new Set<string>();
@@ -322,6 +324,7 @@ export class PeerResolver {
     }
     if (dropped.size === 0) return;
     for (const [def, r] of this.#ruleMemo) if (r.deps.some((k) => dropped.has(k))) this.#ruleMemo.delete(def);
+    for (const [key, r] of this.#derivedMemo) if (r.deps.some((k) => dropped.has(k))) this.#derivedMemo.delete(key);
   }
 
   /**
@@ -341,8 +344,10 @@ export class PeerResolver {
    */
   sweep(): { peers: number; rules: number; nsSelectors: Set<string>; labelKeys: Set<string> } {
     for (const k of this.#ruleMemo.keys()) if (!this.#usedRules.has(k)) this.#ruleMemo.delete(k);
+    for (const k of this.#derivedMemo.keys()) if (!this.#usedRules.has(k)) this.#derivedMemo.delete(k);
     // A kept rule result is invalidated through its pod peer results: keep those too.
     for (const r of this.#ruleMemo.values()) for (const k of r.deps) this.#used.add(k);
+    for (const r of this.#derivedMemo.values()) for (const k of r.deps) this.#used.add(k);
     for (const k of this.#memo.keys()) if (!this.#used.has(k)) this.#memo.delete(k);
     this.#used.clear();
     this.#usedRules.clear();
@@ -404,6 +409,26 @@ export class PeerResolver {
       this.#ruleMemo.set(definition, r);
     }
     return r.intervals;
+  }
+
+  /**
+   * A value made from what a rule's pod peers select and nothing else (no
+   * ipBlock peers), kept across compiles until a pod diff touches one of
+   * them, as the rule results are: an egress rule's named-port triples walk
+   * every destination pod (thousands at 100k pods), once per compile before.
+   * `key` names the value and everything `make` reads besides the peers.
+   */
+  derived<T>(key: string, peers: readonly Extract<Peer, { kind: 'pods' }>[], policyNs: string, make: () => T): T {
+    this.#usedRules.add(key);
+    const hit = this.#derivedMemo.get(key);
+    if (hit !== undefined) {
+      // Read as a fresh compile would: the results stay in use (and are advanced) while the value is.
+      for (const p of peers) this.#podPeer(p, policyNs);
+      return hit.value as T;
+    }
+    const value = make();
+    this.#derivedMemo.set(key, { value, deps: peers.map((p) => podPeerKey(p, policyNs)) });
+    return value;
   }
 
   /** Only ipBlock peers, per family: the part of a rule's addresses that never changes with pods. */

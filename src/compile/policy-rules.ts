@@ -268,8 +268,14 @@ function compileRuleInto(
       def = `named-eg\0${peersDef ?? '*'}\0${wanted}`;
       about = rule.peers === undefined ? 'every pod' : describePeers(rule.peers, policy.namespace, f);
       const peers = rule.peers;
-      triples = () =>
+      const resolve = (): readonly PortTriple[] =>
         egressNamedPorts(input.idx, peers === undefined ? undefined : input.peers.destinations(peers, policy.namespace), f, refs);
+      // Pod peers alone: kept until one of them changes. ipBlock peers and "every pod" read the whole index.
+      const podPeers = peers?.filter((p) => p.kind === 'pods');
+      triples =
+        peers !== undefined && podPeers !== undefined && podPeers.length === peers.length
+          ? () => input.peers.derived(`named-eg\0${f}\0${def}`, podPeers, policy.namespace, resolve)
+          : resolve;
     }
     const name = namedPortSetName(setId(def), f);
     let list = input.namedTriples.get(name);

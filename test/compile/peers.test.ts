@@ -238,3 +238,42 @@ test('a peer pod that stops being active leaves the set', () => {
 });
 
 log.registerCheck();
+
+test('PeerResolver.derived: kept while no pod diff touches its pod peers, made again after one does, dropped when unused', async () => {
+  const { ClusterIndex } = await import('../../src/compile/cluster-index.ts');
+  const { PeerResolver } = await import('../../src/compile/peers.ts');
+  const webPeer = podPeer(sel({ app: 'web' }));
+  if (webPeer.kind !== 'pods') throw new Error('a pod peer');
+  const s0 = state({ pods: cluster, namespaces });
+  const idx = new ClusterIndex(s0);
+  const peers = new PeerResolver(idx);
+  let made = 0;
+  const value = (): string[] =>
+    peers.derived('web-names', [webPeer], 'prod', () => {
+      made++;
+      return [...peers.podsOf(webPeer, 'prod')].map((p) => p.name);
+    });
+  assert.deepEqual(value(), ['web', 'web-2']);
+  assert.equal(value(), value(), 'the same value while nothing changed');
+  assert.equal(made, 1);
+  // A pod outside the peer (dev/tools is not in prod) changes: kept.
+  const tools = cluster.find((p) => p.namespace === 'dev' && p.name === 'tools')!;
+  const tools2 = { ...tools, labels: { app: 'tools', v: '2' } };
+  const s1 = state({ pods: cluster.map((p) => (p === tools ? tools2 : p)), namespaces });
+  idx.advance(s1, [tools], [tools2]);
+  peers.advance([tools], [tools2]);
+  value();
+  assert.equal(made, 1, 'a diff outside the peers keeps the value');
+  // A web pod of prod joins: made again, with it.
+  const web3 = pod('prod', 'web-3', { labels: { app: 'web' }, ips: ['10.1.0.7'], node: 'node-2' });
+  const s2 = state({ pods: [...s1.pods, web3], namespaces });
+  idx.advance(s2, [], [web3]);
+  peers.advance([], [web3]);
+  assert.deepEqual(value(), ['web', 'web-2', 'web-3']);
+  assert.equal(made, 2);
+  // A compile that does not ask for it sweeps it away.
+  peers.beginCompile();
+  peers.sweep();
+  value();
+  assert.equal(made, 3, 'swept when no compile asked for it');
+});

@@ -8,6 +8,10 @@
 //           in a plain set (compile/peer-split.ts)
 //   bits    every pod peer map as plain bit sets and a tree of chains
 //           (a text prototype, scripts/datapath/peer-lookup-variants.ts)
+//   mark    every pod peer map as a data map (address -> identity number)
+//           read into the packet mark, a small verdict map on the mark, and a
+//           plain set per identity for packets that arrive marked (a text
+//           prototype, scripts/datapath/candidate-peer-mark.ts)
 // Then, alternating, one remote pod's address per run enters an identity: a
 // small one (not split) in map, split and bits, the biggest one in split's
 // plain set; and an `accept` element is added to the local dispatch map (no
@@ -25,6 +29,7 @@ import { runNft } from '../src/nft/exec.ts';
 import { renderNode } from '../test/support/render-node.ts';
 import { SPLIT_IDENTITIES } from '../src/compile/peer-split.ts';
 import { peerMapsAsBits } from './datapath/peer-lookup-variants.ts';
+import { markLookup } from './datapath/candidate-peer-mark.ts';
 import { generateCluster } from './gen-cluster.ts';
 
 const { values: args } = parseArgs({
@@ -57,6 +62,7 @@ const variants = {
   map: text,
   split: renderNode(gen.state, node).text,
   bits: peerMapsAsBits(text, depth),
+  mark: markLookup(text),
 };
 const tag = randomBytes(3).toString('hex');
 const ns = (v: string): string => `nftnp-pl-${tag}-${v}`;
@@ -91,6 +97,20 @@ const cases: { name: string; ns: string; script: (addr: string) => string }[] = 
       `${T} ingress-peers-v4 { ${a} }\n` +
       Array.from({ length: depth }, (_, b) => ((smallIndex >> b) & 1 ? `${T} ingress-peers-v4-b${b} { ${a} }\n` : '')).join(''),
   },
+  {
+    name: 'mark: address into a small identity (data map element, set element)',
+    ns: ns('mark'),
+    // candidate-peer-mark.ts numbers identities 1.. in the order of their chains' names, as `chains` here.
+    script: (a) => `${T} ingress-peers-v4 { ${a} : ${smallIndex} }\n${T} ingress-peers-v4-s${smallIndex} { ${a} }\n`,
+  },
+  ...(['map', 'split', 'mark'] as const).map((v) => ({
+    name: `${v}: a policy's new rule (a chain with counter accept)`,
+    ns: ns(v),
+    script: (a: string) => {
+      const c = `KUBE-BENCH-${a.replace(/\./g, '-')}`;
+      return `add chain inet nft-netpol ${c}\nadd rule inet nft-netpol ${c} counter accept\n`;
+    },
+  })),
   {
     name: 'floor: an accept element into the dispatch map (nothing to validate)',
     ns: ns('map'),

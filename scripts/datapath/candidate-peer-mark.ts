@@ -9,7 +9,8 @@
 //     gives the mark back, `meta mark set 0`, and goes to the identity chain);
 //   - slow path, for packets that arrive marked (kube-proxy's 0x4000, a mesh):
 //     one plain set per identity, tested in turn (nothing to give back).
-// The project's ruleset otherwise (no split). PEER_MARK_PREMARK=1 marks every
+// The project's ruleset otherwise (no split). PEER_MARK_INLINE=1 puts the
+// fast path in one rule of the lookup chain. PEER_MARK_PREMARK=1 marks every
 // forwarded packet first (a base chain at priority filter - 10), to measure
 // the slow path.
 import type { ClusterState } from '../../src/model/types.ts';
@@ -39,10 +40,12 @@ export function markLookup(text: string): string {
       `\tchain ${name}-sets {\n${chains.map((c) => `\t\t${ip} ${field} @${name}-s${id.get(c)} jump ${c}\n`).join('')}\t}\n`,
     ];
     out = out.replace(whole, parts.join('\n'));
-    out = out.replace(
-      `\t\t${ip} ${field} vmap @${name}\n`,
-      `\t\tmeta mark 0 jump ${name}-mark\n\t\tmeta mark != 0 jump ${name}-sets\n`,
-    );
+    // PEER_MARK_INLINE=1: the fast path in one rule of the lookup chain (no chain of its own; a miss leaves the mark 0).
+    const fast =
+      process.env['PEER_MARK_INLINE'] === '1'
+        ? `meta mark 0 meta mark set ${ip} ${field} map @${name} meta mark vmap @${name}-ids`
+        : `meta mark 0 jump ${name}-mark`;
+    out = out.replace(`\t\t${ip} ${field} vmap @${name}\n`, `\t\t${fast}\n\t\tmeta mark != 0 jump ${name}-sets\n`);
   }
   if (process.env['PEER_MARK_PREMARK'] === '1')
     out = out.replace(

@@ -3,7 +3,9 @@
 // both families, merging, and families with no address.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { ClusterIndex } from '../../src/compile/cluster-index.ts';
 import { compileRules } from '../../src/compile/compile.ts';
+import { PeerResolver } from '../../src/compile/peers.ts';
 import { renderRuleset } from '../../src/nft/render.ts';
 import type { ClusterState, Peer, Pod } from '../../src/model/types.ts';
 import { ipBlock, ns, pod, podPeer, policy, port, rule, sel, state } from '../support/state-builder.ts';
@@ -237,11 +239,7 @@ test('a peer pod that stops being active leaves the set', () => {
   assert.deepEqual(after.v4, ['10.2.0.5']);
 });
 
-log.registerCheck();
-
-test('PeerResolver.derived: kept while no pod diff touches its pod peers, made again after one does, dropped when unused', async () => {
-  const { ClusterIndex } = await import('../../src/compile/cluster-index.ts');
-  const { PeerResolver } = await import('../../src/compile/peers.ts');
+test('PeerResolver.derived: kept while no pod diff touches its pod peers, made again after one does, dropped when unused', () => {
   const webPeer = podPeer(sel({ app: 'web' }));
   if (webPeer.kind !== 'pods') throw new Error('a pod peer');
   const s0 = state({ pods: cluster, namespaces });
@@ -277,3 +275,5 @@ test('PeerResolver.derived: kept while no pod diff touches its pod peers, made a
   value();
   assert.equal(made, 3, 'swept when no compile asked for it');
 });
+
+log.registerCheck();

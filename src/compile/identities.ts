@@ -36,6 +36,7 @@ import { familyBits, parseIP } from '../model/ip.ts';
 import type { Interval } from '../model/ip.ts';
 import { DIRECTIONS, FAMILIES } from '../model/types.ts';
 import { chunksOf } from '../model/list.ts';
+import type { ReadonlyList } from '../model/list.ts';
 import type { Direction, Family } from '../model/types.ts';
 import { addressType, countObjects } from '../ruleset/ir.ts';
 import type {
@@ -518,7 +519,7 @@ export interface PodIdentityPart {
   /** Addresses per identity key (every key of `keys`): kept along `keys`, read by the split's choice. */
   readonly counts: Map<string, number>;
   /** The pod map's elements (sorted by address), without the split identities' addresses. */
-  readonly elements: readonly MapElement[];
+  readonly elements: ReadonlyList<MapElement>;
   /** The identities out of the map, in plain sets (peer-split.ts), in rank order. */
   readonly split: readonly SplitPart[];
   /** The fewest addresses an identity needs to be split out. */

@@ -32,18 +32,18 @@ export function addrValue(text: string, f: Family): bigint | number {
 }
 
 /** Position of `addr` in elements sorted by address: found, or where it goes. */
-export function findElement(els: readonly MapElement[], addr: string, f: Family): { at: number; found: boolean } {
+export function findElement(els: ReadonlyList<MapElement>, addr: string, f: Family): { at: number; found: boolean } {
   const v = addrValue(addr, f);
   let lo = 0;
   let hi = els.length;
   while (lo < hi) {
     const mid = (lo + hi) >> 1;
-    const k = els[mid]!.key;
+    const k = els.at(mid)!.key;
     const m = typeof k === 'string' ? addrValue(k, f) : k.lo;
     if (m < v) lo = mid + 1;
     else hi = mid;
   }
-  const at = els[lo];
+  const at = els.at(lo);
   return { at: lo, found: at !== undefined && at.key === addr };
 }
 

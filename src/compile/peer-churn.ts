@@ -16,6 +16,7 @@ import { selectorMatches } from '../model/selector.ts';
 import { isActivePod } from '../model/types.ts';
 import type { Family, LabelSelector, Pod } from '../model/types.ts';
 import type { Chain, CompiledRuleset, MapElement, NamedSet } from '../ruleset/ir.ts';
+import type { ReadonlyList } from '../model/list.ts';
 import { assembleFlat, buildPodIdentity } from './identities.ts';
 import { byTokenSource, moveCount, tokenSource } from './identity-patch.ts';
 import { chooseSplit, placeAddresses, sameChoice } from './peer-split.ts';
@@ -43,7 +44,7 @@ interface Part {
   readonly built: PodIdentityPart['built'];
   /** Addresses per identity key (the compile's, moved along with `keys`). */
   readonly counts: Map<string, number>;
-  elements: readonly MapElement[];
+  elements: ReadonlyList<MapElement>;
   /** The identities out of the pod map (peer-split.ts). */
   split: readonly SplitPart[];
   /** Addresses whose key changed here (the next compile's patch looks at them again). */

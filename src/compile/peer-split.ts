@@ -19,6 +19,8 @@
 // pod. The cost per packet: a packet of a map identity pays one set lookup
 // that misses, one no identity accepts pays it too (docs/benchmarks.md).
 import { recordListChange } from '../model/list-diff.ts';
+import { ChunkedList, chunksOf } from '../model/list.ts';
+import type { ListEdit, ReadonlyList } from '../model/list.ts';
 import type { Family } from '../model/types.ts';
 import type { MapElement } from '../ruleset/ir.ts';
 import { addrValue, findElement } from './identity-patch.ts';
@@ -39,12 +41,12 @@ export interface SplitElement {
 export interface SplitPart {
   readonly key: string;
   readonly chain: string;
-  readonly elements: readonly SplitElement[];
+  readonly elements: ReadonlyList<SplitElement>;
 }
 
 /** Where a pod peer map's addresses are: the map, and the split identities' sets in rank order. */
 export interface Placement {
-  readonly map: readonly MapElement[];
+  readonly map: ReadonlyList<MapElement>;
   readonly split: readonly SplitPart[];
 }
 
@@ -112,9 +114,9 @@ function indexOf(next: readonly SplitChoice[], chain: string | undefined): numbe
 }
 
 /** Position of `addr` in a split set's elements: found, or where it goes. */
-function findSplit(els: readonly SplitElement[], addr: string, f: Family): { at: number; found: boolean } {
+function findSplit(els: ReadonlyList<SplitElement>, addr: string, f: Family): { at: number; found: boolean } {
   const at = lowerBound(els, addrValue(addr, f), (e) => e.addr, f);
-  return { at, found: els[at]?.addr === addr };
+  return { at, found: els.at(at)?.addr === addr };
 }
 
 /** One container's edits: positions of its old list to drop, and new elements (any order) to merge in. */
@@ -162,26 +164,28 @@ export function placeAddresses(
   // addresses are found by a binary search each.
   const joining = next.some((s, j) => !kept[j] && !prevKeys.has(s.key));
   if (all || joining) {
-    const els = prev.map;
-    for (let r = 0; r < els.length; r++) {
-      const e = els[r]!;
-      const addr = e.key as string;
-      let chain = e.chain;
-      if (isMoved(addr)) {
-        seen.add(addr);
-        chain = chainFor(addr);
+    let r = 0;
+    // By chunk (a ChunkedList's own iterator is a generator: slower per entry).
+    for (const chunk of chunksOf(prev.map))
+      for (let i = 0; i < chunk.length; i++, r++) {
+        const e = chunk[i]!;
+        const addr = e.key as string;
+        let chain = e.chain;
+        if (isMoved(addr)) {
+          seen.add(addr);
+          chain = chainFor(addr);
+        }
+        const t = target(chain);
+        if (t === MAP && chain === e.chain) continue;
+        mapEdits.drop.push(r);
+        send(t, addr, chain!);
       }
-      const t = target(chain);
-      if (t === MAP && chain === e.chain) continue;
-      mapEdits.drop.push(r);
-      send(t, addr, chain!);
-    }
   } else {
     for (const addr of moved) {
       const at = findElement(prev.map, addr, f);
       if (!at.found) continue;
       seen.add(addr);
-      const e = prev.map[at.at]!;
+      const e = prev.map.at(at.at)!;
       const chain = chainFor(addr);
       const t = target(chain);
       if (t === MAP && chain === e.chain) continue;
@@ -210,7 +214,10 @@ export function placeAddresses(
         const at = findSplit(s.elements, addr, f);
         if (at.found) visit(at.at, addr);
       }
-    } else for (let r = 0; r < s.elements.length; r++) visit(r, s.elements[r]!.addr);
+    } else {
+      let r = 0;
+      for (const chunk of chunksOf(s.elements)) for (let i = 0; i < chunk.length; i++) visit(r++, chunk[i]!.addr);
+    }
   });
   // Moved addresses that had no element.
   for (const addr of moved) {
@@ -227,61 +234,93 @@ export function placeAddresses(
   return { map, split };
 }
 
+/** Past this share of a list's length changed, one merge into a new list costs less than edits at binary-searched places. */
+const EDIT_SHARE = 8;
+
 /**
  * `els` (sorted by address) without the dropped positions, with the added
- * elements in address order: one array of the exact length; the change
- * recorded (list-diff.ts). Unchanged: `els` itself.
+ * elements in address order; the change recorded (list-diff.ts). Unchanged:
+ * `els` itself. A few edits go into a ChunkedList, which copies only the
+ * chunks they touch: a copy of the whole map (18.6k elements at 100k pods)
+ * per apply went straight into V8's large-object space (issue 24, GC).
  */
-function applyEdits<T extends object>(els: readonly T[], edits: Edits<T>, addrOf: (t: T) => string, f: Family): readonly T[] {
+function applyEdits<T extends object>(
+  els: ReadonlyList<T>,
+  edits: Edits<T>,
+  addrOf: (t: T) => string,
+  f: Family,
+): ReadonlyList<T> {
   const { drop, add } = edits;
   if (drop.length === 0 && add.length === 0) return els;
   drop.sort((a, b) => a - b);
   const added = sortByAddress(add, addrOf, f);
-  // Where each added element goes in `els` (before the element there): a
-  // binary search each for a few, else one merge walk.
-  const at = new Array<number>(added.length);
-  if (added.length <= 8) {
-    for (let k = 0; k < added.length; k++) at[k] = lowerBound(els, addrValue(addrOf(added[k]!), f), addrOf, f);
-  } else {
-    let r = 0;
-    let rv: bigint | number | undefined;
-    for (let k = 0; k < added.length; k++) {
-      const v = addrValue(addrOf(added[k]!), f);
-      for (;;) {
-        if (r >= els.length) break;
-        if (rv === undefined) rv = addrValue(addrOf(els[r]!), f);
-        if (rv < v) {
-          r++;
-          rv = undefined;
-        } else break;
-      }
-      at[k] = r;
-    }
+  const removed = drop.map((r) => els.at(r)!);
+  const out =
+    (drop.length + added.length) * EDIT_SHARE < els.length
+      ? chunked(els).edit(listEdits(els, drop, added, addrOf, f))
+      : merged(els, drop, added, addrOf, f);
+  // What renderUpdate prints: removed and added in address order (drop positions are).
+  recordListChange(els, out, { removed, added });
+  return out;
+}
+
+function chunked<T>(els: ReadonlyList<T>): ChunkedList<T> {
+  return els instanceof ChunkedList ? (els as ChunkedList<T>) : ChunkedList.from(els);
+}
+
+/** The drops and the added elements (in address order) as edits in order of place: at one place insertions first. */
+function listEdits<T>(
+  els: ReadonlyList<T>,
+  drop: readonly number[],
+  added: readonly T[],
+  addrOf: (t: T) => string,
+  f: Family,
+): ListEdit<T>[] {
+  const out: ListEdit<T>[] = [];
+  let d = 0;
+  for (const e of added) {
+    const at = lowerBound(els, addrValue(addrOf(e), f), addrOf, f);
+    while (d < drop.length && drop[d]! < at) out.push({ at: drop[d++]!, insert: false, now: undefined });
+    out.push({ at, insert: true, now: e });
   }
+  while (d < drop.length) out.push({ at: drop[d++]!, insert: false, now: undefined });
+  return out;
+}
+
+/** One walk of `els` merging the edits into an array of the exact length. */
+function merged<T>(els: ReadonlyList<T>, drop: readonly number[], added: readonly T[], addrOf: (t: T) => string, f: Family): T[] {
   const out = new Array<T>(els.length - drop.length + added.length);
   let w = 0;
   let d = 0;
   let k = 0;
-  for (let r = 0; r < els.length; r++) {
-    while (k < added.length && at[k] === r) out[w++] = added[k++]!;
-    if (d < drop.length && drop[d] === r) {
-      d++;
-      continue;
+  let r = 0;
+  let kv = k < added.length ? addrValue(addrOf(added[k]!), f) : undefined;
+  for (const chunk of chunksOf(els))
+    for (let i = 0; i < chunk.length; i++) {
+      const e = chunk[i]!;
+      if (kv !== undefined) {
+        const ev = addrValue(addrOf(e), f);
+        while (kv !== undefined && kv <= ev) {
+          out[w++] = added[k++]!;
+          kv = k < added.length ? addrValue(addrOf(added[k]!), f) : undefined;
+        }
+      }
+      if (d < drop.length && drop[d] === r++) {
+        d++;
+        continue;
+      }
+      out[w++] = e;
     }
-    out[w++] = els[r]!;
-  }
   while (k < added.length) out[w++] = added[k++]!;
-  // What renderUpdate prints: removed and added in address order (drop positions are).
-  recordListChange(els, out, { removed: drop.map((r) => els[r]!), added });
   return out;
 }
 
-function lowerBound<T>(els: readonly T[], v: bigint | number, addrOf: (t: T) => string, f: Family): number {
+function lowerBound<T>(els: ReadonlyList<T>, v: bigint | number, addrOf: (t: T) => string, f: Family): number {
   let lo = 0;
   let hi = els.length;
   while (lo < hi) {
     const mid = (lo + hi) >> 1;
-    if (addrValue(addrOf(els[mid]!), f) < v) lo = mid + 1;
+    if (addrValue(addrOf(els.at(mid)!), f) < v) lo = mid + 1;
     else hi = mid;
   }
   return lo;

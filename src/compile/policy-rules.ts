@@ -72,9 +72,11 @@ export interface PolicyChainOutput {
  */
 const hashAddressesOf = new WeakMap<NamedSet, ReadonlyList<string>>();
 function hashAddresses(set: NamedSet): ReadonlyList<string> {
-  return (
-    hashAddressesOf.get(set) ?? set.elements.flatMap((e) => (e.kind === 'addr' && typeof e.addr === 'string' ? [e.addr] : []))
-  );
+  const kept = hashAddressesOf.get(set);
+  if (kept !== undefined) return kept;
+  const out: string[] = [];
+  for (const e of set.elements) if (e.kind === 'addr' && typeof e.addr === 'string') out.push(e.addr);
+  return out;
 }
 
 /** A set's element count; a hash peer set's without making its elements. */

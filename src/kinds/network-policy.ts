@@ -97,8 +97,14 @@ function translations(input: readonly NetworkPolicy[]): Translated {
         else if (!gone.delete(c)) added.push(c);
         mid.push(c);
       }
+      // One array of the exact length: two slices and their concatenation
+      // were two copies of a 10k-entry list per policy change (issue 24, GC).
+      const each = new Array<ContributedPolicy | undefined>(head + mid.length + tail);
+      for (let i = 0; i < head; i++) each[i] = prev.each[i];
+      for (let i = 0; i < mid.length; i++) each[head + i] = mid[i];
+      for (let i = 0; i < tail; i++) each[head + mid.length + i] = prev.each[a.length - tail + i];
       return {
-        each: prev.each.slice(0, head).concat(mid, prev.each.slice(a.length - tail)),
+        each,
         staged,
         change: { removed: [...gone], added },
       };

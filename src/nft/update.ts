@@ -16,6 +16,8 @@
 // object's declaration, which `add` cannot change in place) falls back to the
 // full script (render.ts), which is always the recovery path.
 import { commonEnds, listChange } from '../model/list-diff.ts';
+import { listArray } from '../model/list.ts';
+import type { ReadonlyList } from '../model/list.ts';
 import type { Chain, CompiledRuleset, DecisionElement, MapElement, SetElement } from '../ruleset/ir.ts';
 import { decisionSize } from '../ruleset/ir.ts';
 import { addressText, elementText, keyText, sameAddress, sameElement, sameKey } from './elements.ts';
@@ -68,12 +70,15 @@ interface Diff {
  * no text) and only the window between them is printed and hashed: for one
  * pod's churn that is a handful of elements, not the set.
  */
-function diffElements(prev: readonly SetElement[], next: readonly SetElement[]): Diff {
+function diffElements(prevList: ReadonlyList<SetElement>, nextList: ReadonlyList<SetElement>): Diff {
   // The compiler hands an unchanged set's elements on as the same list.
-  if (prev === next) return { removed: [], added: [] };
+  if (prevList === nextList) return { removed: [], added: [] };
   // A split identity's set (compile/peer-split.ts) records its patch: no walk of its 26k elements.
-  const rec = listChange(prev, next);
+  const rec = listChange(prevList, nextList);
   if (rec !== undefined) return { removed: rec.removed.map(elementText), added: rec.added.map(elementText) };
+  // Unrecorded (a fresh compile's list against a patched one): as arrays.
+  const prev = listArray(prevList);
+  const next = listArray(nextList);
   const { head, tail } = commonEnds(prev, next, sameElement);
   if (head === prev.length && head === next.length) return { removed: [], added: [] };
   const a = prev.slice(head, prev.length - tail).map(elementText);
@@ -227,7 +232,7 @@ export function renderUpdate(prev: CompiledRuleset | undefined, next: CompiledRu
   }
   let fixedIndex = 0;
   next.maps.forEach((m) => {
-    let old: readonly MapElement[];
+    let old: ReadonlyList<MapElement>;
     if (m.shadow === true) {
       const p = prevShadowMaps.get(m.name);
       if (p === undefined || mapDeclaration(p) !== mapDeclaration(m) || p.kind !== m.kind) {
@@ -256,7 +261,7 @@ export function renderUpdate(prev: CompiledRuleset | undefined, next: CompiledRu
         ? rec.removed.length + rec.added.length === 0
           ? undefined
           : ([rec.removed, rec.added] as const)
-        : window(old, m.elements, sameMapElement);
+        : window(listArray(old), listArray(m.elements), sameMapElement);
     if (w === undefined) return;
     const [before, after] = w;
     const keyed = (e: MapElement): [string, string] => [addressText(e.key), mapElementText(m, e)];

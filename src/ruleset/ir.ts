@@ -2,6 +2,7 @@
 // what the renderer prints and what compile tests assert on. It sits beneath
 // both (see docs/architecture.md): neither imports the other. Everything is
 // already sorted; rendering is a straight walk.
+import type { ReadonlyList } from '../model/list.ts';
 import type { Interval } from '../model/ip.ts';
 import type { Direction, Family } from '../model/types.ts';
 
@@ -206,7 +207,8 @@ export interface NamedSet {
   readonly type: SetType;
   readonly interval: boolean;
   /** Keys of the form keyKindOf(type), sorted and (for interval sets) non-overlapping. */
-  readonly elements: readonly SetElement[];
+  /** A split identity's set (compile/peer-split.ts) is a ChunkedList: a patch copies the chunks it touches. */
+  readonly elements: ReadonlyList<SetElement>;
   readonly comment: string | undefined;
   /**
    * Only for an identity split out of a pod peer map (compile/peer-split.ts):
@@ -245,7 +247,8 @@ export interface VerdictMap {
   readonly family: Family;
   readonly direction: Direction;
   readonly interval: boolean;
-  readonly elements: readonly MapElement[];
+  /** A patched pod peer map (compile/peer-split.ts) is a ChunkedList: a patch copies the chunks it touches. */
+  readonly elements: ReadonlyList<MapElement>;
   /** Part of the staged shadow path: comes and goes with it (see Chain.shadow), matched by name in updates. */
   readonly shadow?: true;
 }

@@ -81,7 +81,9 @@ test('with podCIDRs: unknown local endpoints dropped after the dispatch, in forw
     'ip6 daddr vmap @egress-peers-v6',
     'ip6 daddr vmap @egress-ranges-v6',
   ];
-  const isolatedEg = c.maps.some((m) => m.kind === 'dispatch' && m.direction === 'egress' && m.elements.some((e) => e.chain));
+  const isolatedEg = c.maps.some(
+    (m) => m.kind === 'dispatch' && m.direction === 'egress' && m.elements.some((e) => e.chain !== undefined),
+  );
   assert.deepEqual(rules(chain(c, 'egress-peers')!), isolatedEg ? peers : []);
   for (const ch of c.chains.filter((x) => x.role === 'pod'))
     assert.equal(rules(ch)[0], `jump ${ch.name.endsWith('-IN') ? 'ingress' : 'egress'}-peers`);

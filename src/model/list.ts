@@ -19,7 +19,10 @@ export interface ReadonlyList<T> extends Iterable<T> {
 
 /** The entries as an array: the array itself when it is one (no copy). */
 export function listArray<T>(list: ReadonlyList<T>): readonly T[] {
-  return Array.isArray(list) ? (list as readonly T[]) : [...list];
+  if (Array.isArray(list)) return list as readonly T[];
+  // One concatenation of the chunks: the spread of a ChunkedList runs its generator per entry.
+  if (list instanceof ChunkedList) return ([] as T[]).concat(...(list as ChunkedList<T>).chunks);
+  return [...list];
 }
 
 /**

@@ -89,8 +89,11 @@ function diffElements(prevList: ReadonlyList<SetElement>, nextList: ReadonlyList
 }
 
 /** The window of two sorted lists between their common head and tail (compared with `same`). */
-function window<T>(prev: readonly T[], next: readonly T[], same: (a: T, b: T) => boolean): [T[], T[]] | undefined {
-  if (prev === next) return undefined;
+function window<T>(prevList: ReadonlyList<T>, nextList: ReadonlyList<T>, same: (a: T, b: T) => boolean): [T[], T[]] | undefined {
+  if (prevList === nextList) return undefined;
+  // A patched map (compile/peer-split.ts) is a ChunkedList; unrecorded against another list (a fresh compile's), compared as arrays.
+  const prev = listArray(prevList);
+  const next = listArray(nextList);
   const { head, tail } = commonEnds(prev, next, same);
   if (head === prev.length && head === next.length) return undefined;
   return [prev.slice(head, prev.length - tail), next.slice(head, next.length - tail)];
@@ -261,7 +264,7 @@ export function renderUpdate(prev: CompiledRuleset | undefined, next: CompiledRu
         ? rec.removed.length + rec.added.length === 0
           ? undefined
           : ([rec.removed, rec.added] as const)
-        : window(listArray(old), listArray(m.elements), sameMapElement);
+        : window(old, m.elements, sameMapElement);
     if (w === undefined) return;
     const [before, after] = w;
     const keyed = (e: MapElement): [string, string] => [addressText(e.key), mapElementText(m, e)];

@@ -776,16 +776,16 @@ export function flattenRulesetParts(
       if (same) {
         for (const [token, n] of old.named) if (!named.has(token)) named.set(token, n);
         const identities = new Map<string, Identity>();
-        for (const key of old.built.keys()) identities.set(key, { key, tokens: key.split('|') });
+        for (const key of old.counts.keys()) identities.set(key, { key, tokens: key.split('|') });
         pods = { keys: old.keys, identities, counts: undefined };
       } else if (patched !== undefined && old !== undefined) {
         for (const [token, n] of old.named) if (!named.has(token)) named.set(token, n);
         for (const [token, n] of patched.named) if (!named.has(token)) named.set(token, n);
         const identities = new Map<string, Identity>();
-        // forEach: no iterator result per address (a walk of every address of the node per compile).
-        patched.keys.forEach((key) => {
-          if (!identities.has(key)) identities.set(key, { key, tokens: key.split('|') });
-        });
+        // Every key with an address is a key of the counts patchPodKeys moved
+        // along: no walk of every address of the node (45k at 100k pods,
+        // ~1.6 ms of each apply under load) to find the ~40 distinct keys.
+        for (const key of old.counts.keys()) identities.set(key, { key, tokens: key.split('|') });
         pods = { keys: patched.keys, identities, counts: undefined };
       } else pods = podIdentities(ts, f, named);
       // In key order: a remote pod's new identity then has its place without a flattening of everything.

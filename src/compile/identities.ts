@@ -776,7 +776,7 @@ export function flattenRulesetParts(
       if (same) {
         for (const [token, n] of old.named) if (!named.has(token)) named.set(token, n);
         const identities = new Map<string, Identity>();
-        for (const key of old.counts.keys()) identities.set(key, { key, tokens: key.split('|') });
+        for (const key of old.built.keys()) identities.set(key, { key, tokens: key.split('|') });
         pods = { keys: old.keys, identities, counts: undefined };
       } else if (patched !== undefined && old !== undefined) {
         for (const [token, n] of old.named) if (!named.has(token)) named.set(token, n);

@@ -257,15 +257,11 @@ function applyEdits<T extends object>(
   const removed = drop.map((r) => els.at(r)!);
   const out =
     (drop.length + added.length) * EDIT_SHARE < els.length
-      ? chunked(els).edit(listEdits(els, drop, added, addrOf, f))
+      ? ChunkedList.of(els).edit(listEdits(els, drop, added, addrOf, f))
       : merged(els, drop, added, addrOf, f);
   // What renderUpdate prints: removed and added in address order (drop positions are).
   recordListChange(els, out, { removed, added });
   return out;
-}
-
-function chunked<T>(els: ReadonlyList<T>): ChunkedList<T> {
-  return els instanceof ChunkedList ? (els as ChunkedList<T>) : ChunkedList.from(els);
 }
 
 /** The drops and the added elements (in address order) as edits in order of place: at one place insertions first. */

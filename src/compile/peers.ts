@@ -471,7 +471,7 @@ export function patchSorted(sorted: ReadonlyList<Pod>, drop: readonly number[], 
     edits.push({ at, insert: true, now: x });
   }
   while (d < ds.length) edits.push({ at: ds[d++]!, insert: false, now: undefined });
-  const list = sorted instanceof ChunkedList ? (sorted as ChunkedList<Pod>) : ChunkedList.from(sorted);
+  const list = ChunkedList.of(sorted);
   return list.edit(edits);
 }
 

@@ -157,7 +157,7 @@ export function addressesFrom(
   }
   while (i < prevIvs.length) remove(i++);
   no[ivs.length] = total;
-  const base = prevList instanceof ChunkedList ? (prevList as ChunkedList<string>) : ChunkedList.from(prevList);
+  const base = ChunkedList.of(prevList);
   const out = base.edit(edits);
   offsetsOf.set(ivs, no);
   return out;

@@ -77,6 +77,11 @@ export class ChunkedList<T> implements ReadonlyList<T> {
     return new ChunkedList(chunks, chunkSize);
   }
 
+  /** `list` itself when it is a ChunkedList (its chunks stay shared), else its entries in chunks. */
+  static of<T>(list: ReadonlyList<T>): ChunkedList<T> {
+    return list instanceof ChunkedList ? (list as ChunkedList<T>) : ChunkedList.from(list);
+  }
+
   /** The chunk holding `index` (0 <= index < length). */
   #chunkOf(index: number): number {
     const s = this.#starts;

@@ -150,5 +150,9 @@ test('JSON writes the entries as an array; listArray hands an array back as it i
   const arr = [1, 2];
   assert.equal(listArray(arr), arr);
   assert.deepEqual(listArray(list), [1, 2, 3]);
+  // ChunkedList.of: a chunked list as it is (chunks shared), an array in chunks.
+  assert.equal(ChunkedList.of(list), list);
+  assert.deepEqual([...ChunkedList.of(arr)], arr);
+  assert.ok(ChunkedList.of(arr) instanceof ChunkedList);
   assert.throws(() => ChunkedList.from([1], 0), /chunk size/);
 });

@@ -12,6 +12,7 @@ import { countObjects } from '../ruleset/ir.ts';
 import type { Chain, CompiledRuleset, DecisionMap, NamedSet, RulesetStats, VerdictMap } from '../ruleset/ir.ts';
 import { resolveOptions, type RenderOptions } from '../ruleset/options.ts';
 import { sanitizeComment } from '../ruleset/ids.ts';
+import type { PolicyChainMemo } from './chain-memo.ts';
 import { ClusterIndex } from './cluster-index.ts';
 import { baseChains, dispatch } from './dispatch.ts';
 import { flattenRuleset, flattenRulesetParts } from './identities.ts';
@@ -96,13 +97,15 @@ export function compileWithParts(
   reuse?: ReturnType<typeof flattenRulesetParts>['parts'],
   kinds: readonly PolicyKind[] = POLICY_KINDS,
   patchLimit?: number,
+  /** Policy chains kept from the previous compile over the same resolver. */
+  chains?: PolicyChainMemo,
 ): {
   readonly flat: ReturnType<typeof flattenRulesetParts>;
   readonly ruleset: CompiledRuleset;
   readonly churnable: boolean;
 } {
   const tiered = tieredPolicies(state, kinds);
-  const c = compileRulesWith(state, nodeName, o, idx, peers, kinds, tiered);
+  const c = compileRulesWith(state, nodeName, o, idx, peers, kinds, tiered, chains);
   const flat = flattenRulesetParts(c.ruleset, c.terms, reuse, patchLimit, o.peerSplitMin);
   const churnable = tiered.length === 0;
   // With tiered policies (never churnable): the Admin tier's Pass continues in the NetworkPolicy tier's chain.
@@ -132,11 +135,12 @@ function compileRulesWith(
   kinds: readonly PolicyKind[],
   /** tieredPolicies(state, kinds), when the caller has them. */
   tiered: readonly TieredPolicy[] = tieredPolicies(state, kinds),
+  memo?: PolicyChainMemo,
 ): { ruleset: CompiledRuleset; terms: readonly Term[] } {
   const local = localEndpoints(state, nodeName, o, idx);
   const relevant = relevantPolicies(state, local.pods, kinds);
   const shared = new SharedSets();
-  const policies = policyChains({ idx, peers, sets: shared, families: local.families }, relevant);
+  const policies = policyChains({ idx, peers, sets: shared, families: local.families, memo }, relevant);
   const tiers = compileTiers({ state, idx, peers, local: local.pods, o }, tiered);
   const dispatched = dispatch(local.pods, policies.jumps, local.podCidrs.length > 0, o, idx, tiers);
   const podChains = dispatched.podChains;

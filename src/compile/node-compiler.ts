@@ -10,6 +10,7 @@ import { byObjectKey } from '../model/state.ts';
 import { commonEnds, listChange } from '../model/list-diff.ts';
 import { listArray } from '../model/list.ts';
 import type { ReadonlyList } from '../model/list.ts';
+import { PolicyChainMemo } from './chain-memo.ts';
 import { ClusterIndex } from './cluster-index.ts';
 import { compileWithParts } from './compile.ts';
 import type { CompiledRuleset } from '../ruleset/ir.ts';
@@ -106,7 +107,9 @@ export interface CompilerCaches {
 export class NodeCompiler {
   readonly #node: string;
   readonly #opts: RenderOptions;
-  #prev: { state: ClusterState; idx: ClusterIndex; peers: PeerResolver; churn: PeerChurn | undefined } | undefined;
+  #prev:
+    | { state: ClusterState; idx: ClusterIndex; peers: PeerResolver; chains: PolicyChainMemo; churn: PeerChurn | undefined }
+    | undefined;
   #mode: 'fresh' | 'incremental' | 'churn' | undefined;
   #kept: CompilerCaches = { nsSelectors: 0, labelKeys: 0, peers: 0, rules: 0 };
   #localPods: readonly Pod[] = [];
@@ -123,6 +126,17 @@ export class NodeCompiler {
   /** The active pods of the node in the last compiled state, sorted by key (what Enforced.localPods holds). */
   get localPods(): readonly Pod[] {
     return this.#localPods;
+  }
+
+  #chainsKept = 0;
+  #chainCounts: { readonly kept: number; readonly compiled: number } = { kept: 0, compiled: 0 };
+
+  /**
+   * Policy chains kept for the next compile, and how many the compiles since
+   * the last fresh one took over or compiled (chain-memo.ts; for tests).
+   */
+  get chains(): { readonly kept: number; readonly taken: number; readonly compiled: number } {
+    return { kept: this.#chainsKept, taken: this.#chainCounts.kept, compiled: this.#chainCounts.compiled };
   }
 
   /** Sizes of the caches kept for the next compile (for tests and debugging). */
@@ -170,6 +184,7 @@ export class NodeCompiler {
     }
     let idx: ClusterIndex;
     let peers: PeerResolver;
+    let chains: PolicyChainMemo;
     let counts: ReadonlyMap<string, Map<string, number>> | undefined;
     let reuse: ReturnType<PeerChurn['parts']> | undefined;
     if (prev !== undefined && diff !== undefined) {
@@ -179,6 +194,7 @@ export class NodeCompiler {
       counts = prev.churn?.counts();
       idx = prev.idx;
       peers = prev.peers;
+      chains = prev.chains;
       idx.advance(state, diff.removed, diff.added);
       peers.advance(diff.removed, diff.added);
       this.#mode = 'incremental';
@@ -186,6 +202,8 @@ export class NodeCompiler {
       idx = new ClusterIndex(state, this.#scanLimit, this.#node);
       // Tests lower the scan limit to exercise the small-cluster paths: the resolver's patching too.
       peers = new PeerResolver(idx, this.#scanLimit);
+      // The kept chains read the resolver: they go with it.
+      chains = new PolicyChainMemo();
       this.#mode = 'fresh';
     }
     peers.beginCompile();
@@ -200,10 +218,13 @@ export class NodeCompiler {
       reuse,
       undefined,
       patchLimit,
+      chains,
     );
     // Keep only what this compile used: the caches follow the policies in force.
     const p = peers.sweep();
     this.#kept = { ...idx.sweep(p.nsSelectors, p.labelKeys), peers: p.peers, rules: p.rules };
+    this.#chainsKept = chains.sweep();
+    this.#chainCounts = chains.counts;
     const churn = !churnable
       ? undefined
       : new PeerChurn(
@@ -214,7 +235,7 @@ export class NodeCompiler {
           },
           counts,
         );
-    this.#prev = { state, idx, peers, churn };
+    this.#prev = { state, idx, peers, chains, churn };
     // A copy: the index's list moves on with the next diff. (Remote churn leaves it as it is.)
     this.#localPods = [...idx.podsOnNode(this.#node)];
     return ruleset;

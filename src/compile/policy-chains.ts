@@ -12,6 +12,7 @@ import type { ClusterState, Direction, Family, Pod } from '../model/types.ts';
 import { policyChainName, policyKeyId, sanitizeComment } from '../ruleset/ids.ts';
 import type { Chain, Rule } from '../ruleset/ir.ts';
 import type { ClusterIndex } from './cluster-index.ts';
+import type { PolicyChainMemo } from './chain-memo.ts';
 import type { PeerResolver } from './peers.ts';
 import { compilePolicyChain } from './policy-rules.ts';
 import type { SharedSets } from './shared-sets.ts';
@@ -178,6 +179,8 @@ export interface PolicyChainContext {
   readonly peers: PeerResolver;
   readonly sets: SharedSets;
   readonly families: ReadonlySet<Family>;
+  /** Chains kept from the last compile over the same resolver (node-compiler.ts). */
+  readonly memo?: PolicyChainMemo;
 }
 
 export function policyChains(ctx: PolicyChainContext, relevant: readonly RelevantPolicy[]): PolicyChains {
@@ -188,14 +191,8 @@ export function policyChains(ctx: PolicyChainContext, relevant: readonly Relevan
   for (const r of relevant) {
     for (const d of DIRECTIONS) {
       if (!r.policy.types[d]) continue;
-      const out = compilePolicyChain({
-        ...ctx,
-        policy: r.policy,
-        policyId: r.id,
-        direction: d,
-        targets: r.targets,
-        namedTriples,
-      });
+      const input = { ...ctx, policy: r.policy, policyId: r.id, direction: d, targets: r.targets, namedTriples };
+      const out = ctx.memo === undefined ? compilePolicyChain(input) : ctx.memo.compile(input);
       chains.push(out.chain);
       terms.push(...out.terms);
       const jump: Rule = {

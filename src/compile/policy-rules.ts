@@ -5,7 +5,7 @@
 // set elements, so the rule count per policy rule stays small and fixed.
 import type { ContributedPolicy, ContributedRule } from '../kinds/kind.ts';
 import { FAMILIES } from '../model/types.ts';
-import type { Direction, Family, LabelSelector, Pod } from '../model/types.ts';
+import type { Direction, Family, LabelSelector, Peer, Pod } from '../model/types.ts';
 import { formatSelector } from '../model/selector.ts';
 import {
   namedPortSetName,
@@ -21,7 +21,7 @@ import { addressType, namedPortType } from '../ruleset/ir.ts';
 import type { Chain, Match, NamedSet, Rule, SetElement } from '../ruleset/ir.ts';
 import type { Interval } from '../model/ip.ts';
 import { describePeers, hasPodPeers, peersDefinition, takePredecessor } from './peers.ts';
-import type { PeerResolver } from './peers.ts';
+import type { FamilyIntervals, PeerResolver } from './peers.ts';
 import type { SharedSets } from './shared-sets.ts';
 import { addressElements, addresses, addressesFrom } from './v4.ts';
 import type { ReadonlyList } from '../model/list.ts';
@@ -55,6 +55,28 @@ export interface PolicyChainInput {
   readonly targets: readonly Pod[];
   /** Egress named-port triples by set name, for sets another rule created first (one compile). */
   readonly namedTriples: Map<string, readonly PortTriple[]>;
+  /** Filled with what the compile read (chain-memo.ts keeps the chain while those reads stay the same). */
+  readonly reads?: ChainReads;
+}
+
+/**
+ * What one chain's compile read besides its policy, targets and families,
+ * and what it did to the compile's shared state: chain-memo.ts reads each
+ * dependency again to tell whether the chain still holds, and replays the
+ * rest into the next compile's SharedSets.
+ */
+export interface ChainReads {
+  /** Each read again must give the same object. */
+  readonly deps: { readonly read: () => unknown; readonly value: unknown }[];
+  /** A read that is new each time (named ports over every pod or an ipBlock): compiled every time. */
+  volatile: boolean;
+  /** Per rule: the shared sets it asked for, in order, and its named-port lists by set name. */
+  readonly rules: ReadsOfRule[];
+}
+
+export interface ReadsOfRule {
+  readonly uses: { readonly name: string; readonly definition: string; readonly set: NamedSet }[];
+  readonly named: { readonly name: string; readonly list: readonly PortTriple[] }[];
 }
 
 export interface PolicyChainOutput {
@@ -116,6 +138,26 @@ function hashElements(ivs: readonly Interval[]): { readonly list: ReadonlyList<s
   return hit;
 }
 
+/** A hash peer set whose elements are made on first read (made here: a kept chain keeps it, not a compile's scope). */
+function hashPeerSet(
+  name: string,
+  f: Family,
+  comment: string,
+  hit: { readonly list: ReadonlyList<string>; readonly elements: SetElement[] },
+): NamedSet {
+  const made: NamedSet = {
+    name,
+    type: addressType(f),
+    interval: false,
+    get elements(): readonly SetElement[] {
+      return hit.elements;
+    },
+    comment,
+  };
+  hashAddressesOf.set(made, hit.list);
+  return made;
+}
+
 function accept(matches: Match[], comment: string): Rule {
   return { matches, counter: false, verdict: { kind: 'accept' }, comment };
 }
@@ -133,11 +175,34 @@ interface Compiled {
 
 function compileRule(input: PolicyChainInput, rule: ContributedRule, into: NamedSet[], targets: Term['targets']): Compiled {
   const created: NamedSet[] = [];
-  const out = compileRuleInto(input, rule, created, targets);
-  created.sort((a, b) => setRank(a) - setRank(b));
-  input.sets.append(created);
-  into.push(...created);
+  let record: ReadsOfRule | undefined;
+  if (input.reads !== undefined) input.reads.rules.push((record = { uses: [], named: [] }));
+  const out = compileRuleInto(input, rule, created, targets, record);
+  appendCreated(input.sets, created, into);
   return out;
+}
+
+function appendCreated(sets: SharedSets, created: NamedSet[], into: NamedSet[]): void {
+  created.sort((a, b) => setRank(a) - setRank(b));
+  sets.append(created);
+  into.push(...created);
+}
+
+/**
+ * A kept chain's effect on this compile's shared state, as compiling it
+ * again would have it: its sets asked for in the same order (created here
+ * when no earlier chain of this compile did), its named-port lists entered.
+ * Returns the sets it is the first to use.
+ */
+export function replayChain(input: Pick<PolicyChainInput, 'sets' | 'namedTriples'>, reads: ChainReads): readonly NamedSet[] {
+  const into: NamedSet[] = [];
+  for (const r of reads.rules) {
+    const created: NamedSet[] = [];
+    for (const u of r.uses) input.sets.use(u.name, u.definition, () => u.set, created);
+    for (const n of r.named) if (!input.namedTriples.has(n.name)) input.namedTriples.set(n.name, n.list);
+    appendCreated(input.sets, created, into);
+  }
+  return into;
 }
 
 /** Local addresses of the policy's targets, per family. */
@@ -164,13 +229,48 @@ function refsText(refs: readonly NamedPortRef[]): string {
   return [...new Set(refs.map((r) => `${r.name}/${r.protocol}`))].sort().join(',');
 }
 
+// The reads a kept chain makes again (chain-memo.ts), made outside
+// compileRuleInto: a closure made there would hold its whole scope, the
+// compile's input and shared sets included, for as long as the chain is kept.
+function readRuleIntervals(
+  resolver: PeerResolver,
+  peers: readonly Peer[],
+  ns: string,
+  definition: string,
+): () => FamilyIntervals {
+  return () => resolver.ruleIntervals(peers, ns, definition);
+}
+
+function readEgressNamed(
+  idx: ClusterIndex,
+  resolver: PeerResolver,
+  peers: readonly Peer[] | undefined,
+  ns: string,
+  f: Family,
+  refs: readonly NamedPortRef[],
+): () => readonly PortTriple[] {
+  return () => egressNamedPorts(idx, peers === undefined ? undefined : resolver.destinations(peers, ns), f, refs);
+}
+
+function readDerived(
+  resolver: PeerResolver,
+  key: string,
+  podPeers: readonly Extract<Peer, { kind: 'pods' }>[],
+  ns: string,
+  make: () => readonly PortTriple[],
+): () => readonly PortTriple[] {
+  return () => resolver.derived(key, podPeers, ns, make);
+}
+
 function compileRuleInto(
   input: PolicyChainInput,
   rule: ContributedRule,
   created: NamedSet[],
   targets: Term['targets'],
+  record: ReadsOfRule | undefined,
 ): Compiled {
   const { policy, direction, families } = input;
+  const deps = input.reads?.deps;
   const label = `${direction}[${rule.origin.index}]`;
   const termLabel = `${policy.origin.label} ${label}`;
   const ruleRef: TermRule = {
@@ -187,12 +287,17 @@ function compileRuleInto(
   };
   const field = direction === 'ingress' ? 'saddr' : 'daddr';
   const peersDef = rule.peers === undefined ? undefined : peersDefinition(rule.peers, policy.namespace);
-  const addrs =
-    rule.peers === undefined || peersDef === undefined
-      ? undefined
-      : input.peers.ruleIntervals(rule.peers, policy.namespace, peersDef);
-  const use = (name: string, definition: string, make: () => NamedSet): NamedSet =>
-    input.sets.use(name, definition, make, created);
+  let addrs: FamilyIntervals | undefined;
+  if (rule.peers !== undefined && peersDef !== undefined) {
+    const read = readRuleIntervals(input.peers, rule.peers, policy.namespace, peersDef);
+    addrs = read();
+    deps?.push({ read, value: addrs });
+  }
+  const use = (name: string, definition: string, make: () => NamedSet): NamedSet => {
+    const set = input.sets.use(name, definition, make, created);
+    record?.uses.push({ name, definition, set });
+    return set;
+  };
 
   /** The peer set's match and what it holds, as a term source. */
   const peerMatch = (f: Family): { match: Match; source: TermSource } | undefined => {
@@ -208,18 +313,7 @@ function compileRuleInto(
     const set = use(name, def, () => {
       const comment = sanitizeComment(`IPv${f} peers: ${describePeers(peers, policy.namespace, f)}`);
       if (interval) return { name, type: addressType(f), interval, elements: addressElements(addrs[f]), comment };
-      const hit = hashElements(addrs[f]);
-      const made: NamedSet = {
-        name,
-        type: addressType(f),
-        interval,
-        get elements(): readonly SetElement[] {
-          return hit.elements;
-        },
-        comment,
-      };
-      hashAddressesOf.set(made, hit.list);
-      return made;
+      return hashPeerSet(name, f, comment, hashElements(addrs[f]));
     });
     const about = (set.comment ?? name).replace(/^IPv[46] peers: /, '');
     const source: TermSource = interval
@@ -270,14 +364,18 @@ function compileRuleInto(
       def = `named-eg\0${peersDef ?? '*'}\0${wanted}`;
       about = rule.peers === undefined ? 'every pod' : describePeers(rule.peers, policy.namespace, f);
       const peers = rule.peers;
-      const resolve = (): readonly PortTriple[] =>
-        egressNamedPorts(input.idx, peers === undefined ? undefined : input.peers.destinations(peers, policy.namespace), f, refs);
+      const resolve = readEgressNamed(input.idx, input.peers, peers, policy.namespace, f, refs);
       // Pod peers alone: kept until one of them changes. ipBlock peers and "every pod" read the whole index.
       const podPeers = peers?.filter((p) => p.kind === 'pods');
-      triples =
-        peers !== undefined && podPeers !== undefined && podPeers.length === peers.length
-          ? () => input.peers.derived(`named-eg\0${f}\0${def}`, podPeers, policy.namespace, resolve)
-          : resolve;
+      if (peers !== undefined && podPeers !== undefined && podPeers.length === peers.length) {
+        triples = readDerived(input.peers, `named-eg\0${f}\0${def}`, podPeers, policy.namespace, resolve);
+        // Read even when an earlier chain of this compile made the set: a kept
+        // chain reads it again as its compile did, which keeps the resolver's value in use.
+        deps?.push({ read: triples, value: triples() });
+      } else {
+        triples = resolve;
+        if (input.reads !== undefined) input.reads.volatile = true;
+      }
     }
     const name = namedPortSetName(setId(def), f);
     let list = input.namedTriples.get(name);
@@ -293,6 +391,7 @@ function compileRuleInto(
     });
     list ??= triples();
     input.namedTriples.set(name, list);
+    record?.named.push({ name, list });
     const described = `named ports ${wanted} of ${about}`;
     return { match: { kind: 'namedPortSet', family: f, set: name }, name, about: described, triples: list };
   };

@@ -213,6 +213,9 @@ test('property: NodeCompiler.compile equals compileNode after every change of a 
   let incremental = 0;
   let churn = 0;
   let fresh = 0;
+  // Policy chains taken over from the last compile (chain-memo.ts) and compiled again, in incremental compiles.
+  let chainsTaken = 0;
+  let chainsCompiled = 0;
   fc.assert(
     fc.property(
       fc.array(
@@ -239,9 +242,15 @@ test('property: NodeCompiler.compile equals compileNode after every change of a 
         // scanLimit 0: selectors go through the label postings, which advance() must keep right.
         const nc = new NodeCompiler('node-1', opts, scanLimit);
         let last: CompiledRuleset | undefined;
+        let before = nc.chains;
         const check = (label: string): void => {
           const s = w.state();
           const got = nc.compile(s);
+          if (nc.lastMode === 'incremental') {
+            chainsTaken += nc.chains.taken - before.taken;
+            chainsCompiled += nc.chains.compiled - before.compiled;
+          }
+          before = nc.chains;
           const want = compileNode(s, 'node-1', opts);
           // The update from the compiler's recorded map patches is the one a walk of the maps finds.
           if (last !== undefined) {
@@ -282,6 +291,12 @@ test('property: NodeCompiler.compile equals compileNode after every change of a 
   assert.ok(incremental + churn > 3 * fresh, `incremental ${incremental}, churn ${churn}, fresh ${fresh}`);
   assert.ok(recorded > 0.2 * (incremental + churn), `recorded map patches ${recorded} of ${incremental + churn}`);
   assert.ok(churn > 0.1 * incremental, `incremental ${incremental}, churn ${churn}`);
+  // Incremental compiles both take chains over and compile them again (their policy, targets or peers changed):
+  // in these small random clusters a change touches many peer sets, so about a third are taken over.
+  assert.ok(
+    chainsTaken > 0.3 * chainsCompiled && chainsCompiled > 0.3 * chainsTaken,
+    `taken ${chainsTaken}, compiled ${chainsCompiled}`,
+  );
   // The split was exercised, and its choice moved from one identity to another between compiles.
   assert.ok(
     splitSeen > 0.2 * (incremental + churn + fresh) && choiceChanged > 10,
@@ -509,4 +524,40 @@ test('a remote peer gone and back as the same object between two compiles that r
     }),
   );
   check('a policy change reads the peer set');
+});
+
+test('a policy chain is compiled again when the address families of the node change, kept otherwise', () => {
+  // No podCIDRs: the node's families are those of its pods' addresses.
+  const nodes: Node[] = [
+    { name: 'node-1', addresses: ['192.168.100.1'], podCIDRs: [] },
+    { name: 'node-2', addresses: ['192.168.100.2'], podCIDRs: [] },
+  ];
+  const web = pod('a', 'web', { labels: { app: 'web' }, ips: ['10.0.1.5'] });
+  const clients = [
+    pod('a', 'client-4', { labels: { app: 'client' }, node: 'node-2', ips: ['10.0.2.7'] }),
+    pod('a', 'client-6', { labels: { app: 'client' }, node: 'node-2', ips: ['fd00:2::7'] }),
+  ];
+  const pols = [
+    policy('a', 'web-from-clients', { podSelector: sel({ app: 'web' }), ingress: [rule([podPeer(sel({ app: 'client' }))])] }),
+    policy('a', 'web-from-web', { podSelector: sel({ app: 'web' }), ingress: [rule([podPeer(sel({ app: 'web' }))])] }),
+  ];
+  const nc = new NodeCompiler('node-1');
+  const s1 = state({ pods: [web, ...clients], policies: pols, nodes });
+  assert.deepEqual(plainRuleset(nc.compile(s1)), compileNode(s1, 'node-1'));
+  // A local pod with an IPv6 address only, in no policy's targets or peers: the chains' reads are the same.
+  const other = pod('a', 'other', { labels: { app: 'other' }, ips: ['fd00:1::9'] });
+  const s2 = { ...s1, pods: [...s1.pods, other].sort((x, y) => x.name.localeCompare(y.name)) };
+  const before = nc.chains;
+  const got = nc.compile(s2);
+  assert.equal(nc.lastMode, 'incremental');
+  // Its rules per family follow the families (chain-memo.ts): none of the kept chains may be taken over.
+  assert.equal(nc.chains.taken, before.taken, 'no chain is taken over when the families changed');
+  assert.equal(nc.chains.compiled, before.compiled + 2);
+  assert.deepEqual(plainRuleset(got), compileNode(s2, 'node-1'));
+  // A local pod in no policy's targets or peers changes again, the families stay: both chains are taken over.
+  const relabeled = { ...other, labels: { app: 'other', v: '2' } };
+  const s3 = { ...s2, pods: s2.pods.map((p) => (p === other ? relabeled : p)) };
+  assert.deepEqual(plainRuleset(nc.compile(s3)), compileNode(s3, 'node-1'));
+  assert.equal(nc.lastMode, 'incremental');
+  assert.equal(nc.chains.taken, before.taken + 2);
 });

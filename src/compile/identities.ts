@@ -292,6 +292,35 @@ interface Built {
   readonly byKey: Map<string, { readonly chain: Chain; readonly decisions: readonly DecisionMap[] }>;
 }
 
+/**
+ * What one identity's chain and allow maps were built from, and them: the
+ * next compile takes them over when its sources hold the same term objects
+ * (a kept policy chain's terms are the same objects, chain-memo.ts). Their
+ * rules' order (which rule an element goes to first) is then the same too:
+ * terms come in the order of their policies, by kind and name. A policy
+ * change then builds the identities its terms are in, not all of the node's.
+ */
+interface BuiltFrom {
+  /** Per token, its source's terms. */
+  readonly lists: readonly (readonly Term[])[];
+  readonly built: { readonly chain: Chain; readonly decisions: readonly DecisionMap[] } | null;
+}
+
+/** Per identity key, what the last compile built it from (one direction, family and kind of identity). */
+export type IdentityMemo = ReadonlyMap<string, BuiltFrom>;
+
+const NO_TERMS: readonly Term[] = [];
+
+function sameLists(a: BuiltFrom, lists: readonly (readonly Term[])[]): boolean {
+  return (
+    a.lists.length === lists.length &&
+    a.lists.every((l, i) => {
+      const m = lists[i]!;
+      return l.length === m.length && l.every((t, j) => t === m[j]);
+    })
+  );
+}
+
 function buildIdentities(
   d: Direction,
   f: Family,
@@ -301,11 +330,26 @@ function buildIdentities(
   describeToken: (token: string) => string,
   named: NamedTokens,
   ranked: ReadonlyMap<string, RankedRule>,
-): Built {
+  /** The last compile's (taken over where the inputs are the same); `memo` of the result has the ones used now. */
+  last?: IdentityMemo,
+): Built & { readonly memo: IdentityMemo } {
   const out: Built = { chains: [], decisions: [], chainOf: new Map(), byKey: new Map() };
+  const memo = new Map<string, BuiltFrom>();
   const local = d === 'ingress' ? 'daddr' : 'saddr';
   for (const id of identities) {
     if (out.chainOf.has(id.key)) continue;
+    const lists = id.tokens.map((token) => bySource.get(named.get(token)?.source ?? token) ?? NO_TERMS);
+    const hit = last?.get(id.key);
+    if (hit !== undefined && sameLists(hit, lists)) {
+      memo.set(id.key, hit);
+      out.chainOf.set(id.key, hit.built?.chain.name);
+      if (hit.built !== null) {
+        out.chains.push(hit.built.chain);
+        out.decisions.push(...hit.built.decisions);
+        out.byKey.set(id.key, hit.built);
+      }
+      continue;
+    }
     const allowed = new Allowed();
     for (const token of id.tokens) {
       const n = named.get(token);
@@ -313,6 +357,7 @@ function buildIdentities(
     }
     if (allowed.empty) {
       out.chainOf.set(id.key, undefined);
+      memo.set(id.key, { lists, built: null });
       continue;
     }
     const cid = shortHash(`peers\0${d}\0${f}\0${ranges ? 'ranges' : 'pods'}\0${id.key}`);
@@ -356,9 +401,11 @@ function buildIdentities(
       rules,
     };
     out.chains.push(chain);
-    out.byKey.set(id.key, { chain, decisions: out.decisions.slice(firstDecision) });
+    const built = { chain, decisions: out.decisions.slice(firstDecision) };
+    out.byKey.set(id.key, built);
+    memo.set(id.key, { lists, built });
   }
-  return out;
+  return { ...out, memo };
 }
 
 /**
@@ -532,6 +579,8 @@ export interface PodIdentityPart {
   readonly signature: readonly unknown[];
   /** Every rule's counting chain in evaluation order (the first allowing rule gets an element). */
   readonly ranked: ReadonlyMap<string, RankedRule>;
+  /** What the pod and range identities were built from, for the next compile (buildIdentities). */
+  readonly memo: { readonly pods: IdentityMemo; readonly ranges: IdentityMemo };
   /** Addresses whose key PeerChurn changed since `terms` were compiled (their lists do not show it). */
   readonly dirty?: ReadonlySet<string>;
 }
@@ -790,7 +839,7 @@ export function flattenRulesetParts(
       } else pods = podIdentities(ts, f, named);
       // In key order: a remote pod's new identity then has its place without a flattening of everything.
       const ordered = [...pods.identities.values()].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
-      const builtPods = buildIdentities(d, f, false, ordered, bySource, describeToken, named, ranked);
+      const builtPods = buildIdentities(d, f, false, ordered, bySource, describeToken, named, ranked, old?.memo.pods);
       const built: PodIdentityPart['built'] = new Map();
       for (const key of builtPods.chainOf.keys()) built.set(key, builtPods.byKey.get(key) ?? null);
       const sameChains =
@@ -844,6 +893,7 @@ export function flattenRulesetParts(
         describeToken,
         named,
         ranked,
+        old?.memo.ranges,
       );
       const rangeElements: MapElement[] = [];
       for (const r of ranges) {
@@ -875,6 +925,7 @@ export function flattenRulesetParts(
         },
         signature,
         ranked,
+        memo: { pods: builtPods.memo, ranges: builtRanges.memo },
       });
     }
   }

@@ -216,6 +216,9 @@ test('property: NodeCompiler.compile equals compileNode after every change of a 
   // Policy chains taken over from the last compile (chain-memo.ts) and compiled again, in incremental compiles.
   let chainsTaken = 0;
   let chainsCompiled = 0;
+  // Identity chains of an incremental compile handed on as the same objects (identities.ts, IdentityMemo), of all.
+  let identitiesKept = 0;
+  let identities = 0;
   fc.assert(
     fc.property(
       fc.array(
@@ -249,6 +252,11 @@ test('property: NodeCompiler.compile equals compileNode after every change of a 
           if (nc.lastMode === 'incremental') {
             chainsTaken += nc.chains.taken - before.taken;
             chainsCompiled += nc.chains.compiled - before.compiled;
+            const lastChains = new Map(last?.chains.map((c) => [c.name, c]));
+            for (const c of got.chains.filter((x) => x.role === 'peers')) {
+              identities++;
+              if (lastChains.get(c.name) === c) identitiesKept++;
+            }
           }
           before = nc.chains;
           const want = compileNode(s, 'node-1', opts);
@@ -297,6 +305,7 @@ test('property: NodeCompiler.compile equals compileNode after every change of a 
     chainsTaken > 0.3 * chainsCompiled && chainsCompiled > 0.3 * chainsTaken,
     `taken ${chainsTaken}, compiled ${chainsCompiled}`,
   );
+  assert.ok(identitiesKept > 0.1 * identities && identitiesKept < identities, `kept ${identitiesKept} of ${identities}`);
   // The split was exercised, and its choice moved from one identity to another between compiles.
   assert.ok(
     splitSeen > 0.2 * (incremental + churn + fresh) && choiceChanged > 10,

@@ -64,7 +64,7 @@ import {
 } from '../ruleset/ids.ts';
 import { rangeSegments } from './range-sweep.ts';
 import type { PortRange } from './ports.ts';
-import type { Term, TermRule, TermSource } from './terms.ts';
+import type { Term, TermPorts, TermRule, TermSource } from './terms.ts';
 import { parseV4 } from './v4.ts';
 import { namedToken, PATCH_LIMIT, patchPodKeys, sameContent, type PatchedIdentities } from './identity-patch.ts';
 import { chooseSplit, partition, placeAddresses, sameChoice, SPLIT_MIN } from './peer-split.ts';
@@ -294,11 +294,13 @@ interface Built {
 
 /**
  * What one identity's chain and allow maps were built from, and them: the
- * next compile takes them over when its sources hold the same term objects
- * (a kept policy chain's terms are the same objects, chain-memo.ts). Their
- * rules' order (which rule an element goes to first) is then the same too:
- * terms come in the order of their policies, by kind and name. A policy
- * change then builds the identities its terms are in, not all of the node's.
+ * next compile takes them over when its sources hold terms that allow the
+ * same (sameAllowance; a kept policy chain's terms are the same objects,
+ * chain-memo.ts). Their rules' order (which rule an element goes to first)
+ * is then the same too: terms come in the order of their policies, by kind
+ * and name. A policy change then builds the identities its terms are in,
+ * not all of the node's; a remote pod's change in an incremental compile
+ * none.
  */
 interface BuiltFrom {
   /** Per token, its source's terms. */
@@ -316,9 +318,51 @@ function sameLists(a: BuiltFrom, lists: readonly (readonly Term[])[]): boolean {
     a.lists.length === lists.length &&
     a.lists.every((l, i) => {
       const m = lists[i]!;
-      return l.length === m.length && l.every((t, j) => t === m[j]);
+      return l.length === m.length && l.every((t, j) => sameAllowance(t, m[j]!));
     })
   );
+}
+
+/**
+ * Two terms of one source's list (one direction, one source key: its
+ * description too) the same in all an identity is built from (allowTerms):
+ * rule and label, family, ports, local targets. Not the source's addresses:
+ * a chain compiled again because a remote pod changed its peer set has new
+ * terms that allow the same.
+ */
+function sameAllowance(a: Term, b: Term): boolean {
+  return (
+    a === b ||
+    (a.rule.chain === b.rule.chain &&
+      a.label === b.label &&
+      a.family === b.family &&
+      samePorts(a.ports, b.ports) &&
+      sameTargets(a.targets, b.targets))
+  );
+}
+
+function samePorts(a: TermPorts, b: TermPorts): boolean {
+  if (a === b) return true;
+  if (a.kind === 'numeric' && b.kind === 'numeric')
+    return (
+      a.ranges.length === b.ranges.length &&
+      a.ranges.every((r, i) => {
+        const q = b.ranges[i]!;
+        return r.proto === q.proto && r.lo === q.lo && r.hi === q.hi;
+      })
+    );
+  if (a.kind === 'local' && b.kind === 'local') return sameContent(a.triples, b.triples);
+  return a.kind === b.kind && (a.kind === 'all' || a.kind === 'remote');
+}
+
+function sameTargets(a: Term['targets'], b: Term['targets']): boolean {
+  if (a === b) return true;
+  if (a.size !== b.size) return false;
+  for (const [f, l] of a) {
+    const m = b.get(f);
+    if (m === undefined || m.length !== l.length || !l.every((x, i) => x === m[i])) return false;
+  }
+  return true;
 }
 
 function buildIdentities(
@@ -341,7 +385,8 @@ function buildIdentities(
     const lists = id.tokens.map((token) => bySource.get(named.get(token)?.source ?? token) ?? NO_TERMS);
     const hit = last?.get(id.key);
     if (hit !== undefined && sameLists(hit, lists)) {
-      memo.set(id.key, hit);
+      // With this compile's terms: the next compile compares with these (mostly the same objects).
+      memo.set(id.key, { lists, built: hit.built });
       out.chainOf.set(id.key, hit.built?.chain.name);
       if (hit.built !== null) {
         out.chains.push(hit.built.chain);

@@ -570,3 +570,22 @@ test('a policy chain is compiled again when the address families of the node cha
   assert.equal(nc.lastMode, 'incremental');
   assert.equal(nc.chains.taken, before.taken + 2);
 });
+
+test('an identity is built again when another policy with the same peers, ports and targets takes a term place', () => {
+  const web = pod('a', 'web', { labels: { app: 'web' }, ips: ['10.0.1.5'] });
+  const client = pod('a', 'client', { labels: { app: 'client' }, node: 'node-2', ips: ['10.0.2.7'] });
+  const same = (name: string): NetworkPolicy =>
+    policy('a', name, {
+      podSelector: sel({ app: 'web' }),
+      ingress: [rule([podPeer(sel({ app: 'client' }))], [port('TCP', 80)])],
+    });
+  const nc = new NodeCompiler('node-1');
+  const s1 = state({ pods: [web, client], policies: [same('p1'), same('p2')], nodes: NODES });
+  assert.deepEqual(plainRuleset(nc.compile(s1)), compileNode(s1, 'node-1'));
+  // p1 goes, p3 comes: the client's source lists two terms again, equal but for their rule (the first allowing one changes).
+  const s2 = { ...s1, policies: [s1.policies[1]!, same('p3')] };
+  const got = nc.compile(s2);
+  assert.equal(nc.lastMode, 'incremental');
+  assert.deepEqual(plainRuleset(got), compileNode(s2, 'node-1'));
+  assert.doesNotMatch(renderRuleset(got), /a\/p1/);
+});

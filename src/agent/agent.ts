@@ -127,7 +127,13 @@ export class Agent {
         onReleasedIPs: c.conntrack ? (ips) => this.#conntrack(ips) : undefined,
         afterFullApply: () => this.#releaseMemory(),
       },
-      { nodeName: c.node, debounceMs: c.debounceMs, driftIntervalMs: c.driftIntervalMs, incremental: c.incremental },
+      {
+        nodeName: c.node,
+        debounceMs: c.debounceMs,
+        driftIntervalMs: c.driftIntervalMs,
+        incremental: c.incremental,
+        peerHoldMs: c.peerHoldMs,
+      },
     );
     // The source's background walks wait for the applies (the event loop is theirs).
     const rec = this.#reconciler;

@@ -32,6 +32,11 @@ export interface AgentConfig {
   readonly incremental: boolean;
   /** Small transactions through one long-lived `nft -i` (else an nft per transaction). */
   readonly nftSession: boolean;
+  /**
+   * Remote addresses joining a pod identity are held out of the pod peer map
+   * (nft/recent-peers.ts) and folded back after this long without an apply; 0: never held.
+   */
+  readonly peerHoldMs: number;
   /** Renderer option (docs/datapath.md "Unknown local endpoints"). */
   readonly unknownLocalEndpoints: 'allow' | 'drop';
   /** Renderer and evaluator option: egress of local pods to this node itself always passes. */
@@ -99,6 +104,11 @@ by a previous run stays in force until then and on exit.
   --no-incremental        always send the full table, never incremental updates
   --no-nft-session        start nft for every transaction instead of sending
                           small ones to one long-lived 'nft -i'
+  --peer-hold D           a remote pod that joins a peer identity goes into a
+                          plain set for a while (no jump-graph validation in
+                          its commit) and into the peer map with the next
+                          commit that validates anyway, or after D without an
+                          apply (env PEER_HOLD; default 1s; 0 disables)
   --unknown-local-endpoints A
                           allow (default) or drop: drop addresses of the node's
                           podCIDRs that are no known active local pod (opt-in;
@@ -229,6 +239,7 @@ export function parseRunConfig(argv: readonly string[], env: Env): ConfigResult 
         'no-conntrack': { type: 'boolean', default: false },
         'no-incremental': { type: 'boolean', default: false },
         'no-nft-session': { type: 'boolean', default: false },
+        'peer-hold': { type: 'string' },
         'unknown-local-endpoints': { type: 'string' },
         'allow-pod-to-node': { type: 'boolean', default: false },
         'log-denied': { type: 'boolean', default: false },
@@ -285,6 +296,8 @@ export function parseRunConfig(argv: readonly string[], env: Env): ConfigResult 
   if (typeof driftIntervalMs === 'string') return fail(driftIntervalMs);
   const debounceMs = duration(pick(values.debounce, 'DEBOUNCE') ?? '50ms', 'debounce', 0);
   if (typeof debounceMs === 'string') return fail(debounceMs);
+  const peerHoldMs = duration(pick(values['peer-hold'], 'PEER_HOLD') ?? '1s', 'peer-hold', 10);
+  if (typeof peerHoldMs === 'string') return fail(peerHoldMs);
   const watchIdleProbeMs = duration(pick(values['watch-idle-probe'], 'WATCH_IDLE_PROBE') ?? '150s', 'watch-idle-probe', 100);
   if (typeof watchIdleProbeMs === 'string') return fail(watchIdleProbeMs);
 
@@ -358,6 +371,7 @@ export function parseRunConfig(argv: readonly string[], env: Env): ConfigResult 
       conntrack: !values['no-conntrack'],
       incremental: !values['no-incremental'],
       nftSession: !values['no-nft-session'],
+      peerHoldMs,
       unknownLocalEndpoints,
       allowPodToNode,
       logDenied,

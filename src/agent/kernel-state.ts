@@ -8,6 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { errorMessage } from '../observability/errors.ts';
 import { PackedListing, checkDrift, compiledObjects, normalizeListing, sameObjects, tableObjects } from './drift.ts';
 import type { Clock, Dataplane, Rendered } from './ports.ts';
+import { NO_HELD_PEERS, type HeldPeers } from '../nft/recent-peers.ts';
 
 export type KernelCheck =
   | { readonly kind: 'match' }
@@ -49,6 +50,8 @@ export class KernelState {
   #deferred = false;
   /** The script of the last failed transaction, until one succeeds (debug endpoint). */
   #failedText: string | undefined;
+  /** Remote addresses the kernel holds out of the applied pod peer maps (nft/recent-peers.ts). */
+  #held: HeldPeers = NO_HELD_PEERS;
 
   constructor(dataplane: Dataplane, clock: Clock, log: Logger) {
     this.#dataplane = dataplane;
@@ -91,9 +94,18 @@ export class KernelState {
     return this.#deferred && this.#applied !== undefined && this.#applied.canonical === undefined;
   }
 
-  /** A transaction went in: the kernel now holds `rendered` (its listing is captured by readBack()). */
-  recordApplied(rendered: Rendered, mode: 'full' | 'incremental'): void {
+  /** What the kernel holds out of the applied pod peer maps (a full apply holds nothing out). */
+  get held(): HeldPeers {
+    return this.#held;
+  }
+
+  /**
+   * A transaction went in: the kernel now holds `rendered` (its listing is
+   * captured by readBack()), with `held` out of its pod peer maps.
+   */
+  recordApplied(rendered: Rendered, mode: 'full' | 'incremental', held: HeldPeers = NO_HELD_PEERS): void {
     this.#applied = { rendered, canonical: undefined };
+    this.#held = mode === 'full' ? NO_HELD_PEERS : held;
     this.#deferred = false;
     this.#incrementsSinceFull = mode === 'incremental' ? this.#incrementsSinceFull + 1 : 0;
     this.#failedText = undefined;

@@ -16,6 +16,7 @@ import type { ClusterState } from '../model/types.ts';
 import type { CompiledRuleset } from '../ruleset/ir.ts';
 import { errorMessage } from '../observability/errors.ts';
 import { isEmptyUpdate, renderUpdate, type RulesetUpdate, type UpdateCounts } from '../nft/update.ts';
+import { heldCount, NO_HELD_PEERS, type HeldPeers } from '../nft/recent-peers.ts';
 import { ApplyScheduler, type Batch } from './apply-scheduler.ts';
 import { DEFAULT_BACKOFF, type BackoffPolicy } from './backoff.ts';
 import type { InvalidPolicy } from './invalid-policies.ts';
@@ -49,6 +50,9 @@ import { InvalidPolicyReports, reportApply, reportCheck, WatchRestartCounter } f
 
 export type { KernelCheck } from './kernel-state.ts';
 
+/** The reason of the apply that folds held peer addresses back into the maps. */
+export const FOLD_REASON = 'fold held peers';
+
 export interface ReconcilerOptions {
   readonly nodeName: string;
   readonly debounceMs: number;
@@ -73,6 +77,13 @@ export interface ReconcilerOptions {
    * compiled ruleset. Off by default here; the agent turns it on.
    */
   readonly incremental?: boolean;
+  /**
+   * Hold remote addresses that join a pod identity out of the pod peer map
+   * (nft/recent-peers.ts) when nothing else in the transaction makes the
+   * kernel validate its jump graph; fold them back after this long without
+   * an apply. 0 (the default here; the agent sets 1 s): never held.
+   */
+  readonly peerHoldMs?: number;
 }
 
 export interface ReconcilerDeps {
@@ -163,6 +174,9 @@ export class Reconciler {
   #lastDrift: DriftRecord | undefined;
   #driftRepairs = 0;
   #lastState: ClusterState | undefined;
+  /** The next apply folds every held peer address back into the maps (a quiet moment came). */
+  #foldHeld = false;
+  #foldTimer: TimerHandle | undefined;
 
   constructor(deps: ReconcilerDeps, opts: ReconcilerOptions) {
     this.#d = deps;
@@ -175,6 +189,7 @@ export class Reconciler {
       wedgeMs: 150_000,
       kernelCheckFreshMs: 5000,
       incremental: false,
+      peerHoldMs: 0,
       ...opts,
     };
     const log = deps.log;
@@ -250,6 +265,8 @@ export class Reconciler {
   async stop(graceMs: number): Promise<boolean> {
     if (this.#watchTimer !== undefined) this.#timers.clear(this.#watchTimer);
     this.#watchTimer = undefined;
+    if (this.#foldTimer !== undefined) this.#timers.clear(this.#foldTimer);
+    this.#foldTimer = undefined;
     const stopping = this.#sched.stop(graceMs);
     // A read-back in flight is bookkeeping only: no need to wait for it.
     this.#kernel.cancelReadBack();
@@ -370,9 +387,16 @@ export class Reconciler {
     // The update from what the kernel holds, when both sides are compiled:
     // it also says whether anything changed, without rendering the full text.
     const tu = this.#clock.mono();
+    // Nothing held (a full apply or a fold came first): nothing to fold.
+    if (heldCount(this.#kernel.held) === 0) this.#foldHeld = false;
+    const folding = this.#foldHeld;
     let update: RulesetUpdate | undefined =
       prev?.compiled !== undefined && rendered.compiled !== undefined
-        ? renderUpdate(prev.compiled, rendered.compiled)
+        ? renderUpdate(
+            prev.compiled,
+            rendered.compiled,
+            this.#o.peerHoldMs > 0 ? { held: this.#kernel.held, fold: folding } : { held: this.#kernel.held, fold: true },
+          )
         : undefined;
     phases.update = this.#clock.mono() - tu;
     const unchanged =
@@ -426,6 +450,7 @@ export class Reconciler {
     // is atomic: a rejected increment changed nothing).
     let mode: 'full' | 'incremental' = 'full';
     let counts: UpdateCounts | undefined;
+    let held: HeldPeers = NO_HELD_PEERS;
     let tryIncrement = this.#o.incremental && !batch.force && !unchanged && update?.kind === 'incremental';
     if (tryIncrement && foreign !== undefined) {
       const check = await this.#kernel.check();
@@ -444,6 +469,7 @@ export class Reconciler {
       if (r.ok) {
         mode = 'incremental';
         counts = update;
+        held = update.held;
       } else {
         this.#d.log.warn(
           { event: 'apply', mode: 'incremental', error: r.error.trim() },
@@ -477,7 +503,9 @@ export class Reconciler {
       return;
     }
     // Enforced now: report it (latency, log line) before the read-back below.
-    this.#kernel.recordApplied(rendered, mode);
+    this.#kernel.recordApplied(rendered, mode, held);
+    if (folding) this.#foldHeld = false;
+    this.#armFold();
     this.#succeeded(batch, { result: 'applied', mode, state, rendered, repair, update: counts, phases });
     // The canonical listing for drift checks, captured right after the apply
     // (given up if a newer change is queued: its apply captures instead).
@@ -485,6 +513,24 @@ export class Reconciler {
     // listing takes seconds, and would hold their apply back (issue 24).
     await this.#readBack();
     if (mode === 'full' && !this.#sched.pending) this.#d.afterFullApply?.();
+  }
+
+  /**
+   * Held peer addresses go back into the maps after peerHoldMs without an
+   * apply: each apply starts the wait again, the fold itself is an apply
+   * (reason `fold held peers`), and a commit that validates anyway folds
+   * them on its own (nft/recent-peers.ts).
+   */
+  #armFold(): void {
+    if (this.#foldTimer !== undefined) this.#timers.clear(this.#foldTimer);
+    this.#foldTimer = undefined;
+    if (heldCount(this.#kernel.held) === 0 || this.#sched.stopped) return;
+    this.#foldTimer = this.#timers.set(() => {
+      this.#foldTimer = undefined;
+      if (this.#sched.stopped || heldCount(this.#kernel.held) === 0) return;
+      this.#foldHeld = true;
+      this.#sched.notify(FOLD_REASON);
+    }, this.#o.peerHoldMs);
   }
 
   async #readBack(): Promise<void> {

@@ -68,6 +68,9 @@ export function reportApply(o: ApplyOutcome, pending: boolean, metrics: AgentMet
             chainsDeleted: u.chainsDeleted,
             setsAdded: u.setsAdded,
             setsDeleted: u.setsDeleted,
+            // Remote addresses held out of the pod peer maps, or folded back (nft/recent-peers.ts).
+            ...(u.heldOut > 0 ? { peersHeldOut: u.heldOut } : {}),
+            ...(u.foldedIn > 0 ? { peersFoldedIn: u.foldedIn } : {}),
           },
         }),
     reasons: o.reasons,

@@ -19,6 +19,7 @@
 //                          counter drop comment "deny ingress to ns/pod"
 //   ingress-peers:         ip saddr vmap @ingress-peers-v4     10.244.2.7 : jump KUBE-PEERS-<cid>-IN
 //                          ip saddr @ingress-peers-v4-big jump KUBE-PEERS-<cid3>-IN   (the biggest identity, peer-split.ts)
+//                          ip saddr @ingress-peers-v4-recent jump ingress-recent-v4   (held-out addresses, nft/recent-peers.ts)
 //                          ip saddr vmap @ingress-ranges-v4    192.168.0.0/24 : jump KUBE-PEERS-<cid2>-IN
 //   KUBE-PEERS-<cid>-IN:   ip daddr . meta l4proto . th dport vmap @allow4-<cid>    10.244.1.5 . tcp . 80 : goto KUBE-NWPLCY-<p>-IN-0
 //                          ip daddr . meta l4proto . th dport vmap @allowrange4-<cid>
@@ -59,6 +60,9 @@ import {
   peerMapName,
   splitSetName,
   peersChainName,
+  recentChainName,
+  recentGateName,
+  recentSetName,
   sanitizeComment,
   shortHash,
 } from '../ruleset/ids.ts';
@@ -580,6 +584,17 @@ function lookupChain(d: Direction, maps: readonly VerdictMap[], sets: readonly N
           verdict: { kind: 'jump', chain: s.split.chain },
           comment: undefined,
         });
+    // The addresses the agent holds out of the map (nft/recent-peers.ts): empty in every compile.
+    const gate = sets.find(
+      (s) => s.recent !== undefined && s.recent.chain === undefined && s.recent.direction === d && s.recent.family === m.family,
+    );
+    if (gate !== undefined)
+      rules.push({
+        matches: [{ kind: 'addrSet', family: m.family, field, set: gate.name }],
+        counter: false,
+        verdict: { kind: 'jump', chain: recentChainName(d, m.family) },
+        comment: undefined,
+      });
   }
   return {
     name: peerLookupChainName(d),
@@ -587,6 +602,73 @@ function lookupChain(d: Direction, maps: readonly VerdictMap[], sets: readonly N
     base: undefined,
     comment: `${d} of isolated local pods: ${d === 'ingress' ? 'source' : 'destination'} address to its peer identity`,
     rules,
+  };
+}
+
+/**
+ * The gate set, one empty set per identity chain and the chain that sends an
+ * address in one of them to its identity (nft/recent-peers.ts fills them
+ * between compiles). Made from the identities' chain names alone, so that a
+ * remote pod's churn, which adds no identity, changes none of them.
+ */
+function recentParts(d: Direction, f: Family, identityChains: readonly string[]): RecentParts {
+  // The same identities as the last compile's (every remote pod's churn): the same objects.
+  const memoKey = `${d} ${f}`;
+  const names = identityChains.join(' ');
+  const last = recentMemo.get(memoKey);
+  if (last !== undefined && last.names === names) return last.parts;
+  const parts = makeRecentParts(d, f, identityChains);
+  recentMemo.set(memoKey, { names, parts });
+  return parts;
+}
+
+interface RecentParts {
+  readonly sets: readonly NamedSet[];
+  readonly chain: Chain;
+}
+
+const recentMemo = new Map<string, { readonly names: string; readonly parts: RecentParts }>();
+
+function makeRecentParts(d: Direction, f: Family, identityChains: readonly string[]): RecentParts {
+  const field = d === 'ingress' ? 'saddr' : 'daddr';
+  const map = peerMapName(d, f, false);
+  const sets: NamedSet[] = [
+    {
+      name: recentGateName(d, f),
+      type: addressType(f),
+      interval: false,
+      elements: [],
+      comment: `IPv${f} ${d} peers held out of ${map} for a moment (all identities)`,
+      recent: { direction: d, family: f, chain: undefined },
+    },
+  ];
+  const rules: Rule[] = [];
+  for (const chain of identityChains) {
+    const name = recentSetName(d, f, chain);
+    sets.push({
+      name,
+      type: addressType(f),
+      interval: false,
+      elements: [],
+      comment: `IPv${f} ${d} peers of ${chain} held out of ${map} for a moment`,
+      recent: { direction: d, family: f, chain },
+    });
+    rules.push({
+      matches: [{ kind: 'addrSet', family: f, field, set: name }],
+      counter: false,
+      verdict: { kind: 'goto', chain },
+      comment: undefined,
+    });
+  }
+  return {
+    sets,
+    chain: {
+      name: recentChainName(d, f),
+      role: 'lookup',
+      base: undefined,
+      comment: `${d} peers held out of ${map} for a moment: each to its identity`,
+      rules,
+    },
   };
 }
 
@@ -688,14 +770,22 @@ export function assembleFlat(
   const decisions: DecisionMap[] = [];
   const peerChains: Chain[] = [];
   const peerMaps: VerdictMap[] = [];
+  const recentChains: Chain[] = [];
+  const recentSets: NamedSet[] = [];
   for (const part of parts) {
     const { direction: d, family: f } = part;
+    const identityChains: string[] = [];
     for (const key of [...part.built.keys()].sort()) {
       const b = part.built.get(key);
       if (b === undefined || b === null) continue;
       peerChains.push(b.chain);
       decisions.push(...b.decisions);
+      identityChains.push(b.chain.name);
     }
+    // Also without identities: the lookup chain's rules then do not change when the first comes.
+    const r = recentParts(d, f, identityChains);
+    recentSets.push(...r.sets);
+    recentChains.push(r.chain);
     peerChains.push(...part.rangeChains);
     decisions.push(...part.rangeDecisions);
     peerMaps.push(
@@ -715,7 +805,13 @@ export function assembleFlat(
       });
     });
   }
-  const chains = [...peerChains, ...DIRECTIONS.map((d) => lookupChain(d, [...peerMaps, ...prev.maps], sets)), ...rest];
+  sets.push(...recentSets);
+  const chains = [
+    ...peerChains,
+    ...recentChains,
+    ...DIRECTIONS.map((d) => lookupChain(d, [...peerMaps, ...prev.maps], sets)),
+    ...rest,
+  ];
   const maps = [...peerMaps, ...prev.maps];
   const allDecisions = [...decisions, ...prev.decisions];
   return {

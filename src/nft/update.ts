@@ -21,6 +21,7 @@ import type { ReadonlyList } from '../model/list.ts';
 import type { Chain, CompiledRuleset, DecisionElement, MapElement, SetElement } from '../ruleset/ir.ts';
 import { decisionSize } from '../ruleset/ir.ts';
 import { addressText, elementText, keyText, sameAddress, sameElement, sameKey } from './elements.ts';
+import { NO_HELD_PEERS, planPeerChanges, type HoldInput, type HeldPeers, type PeerMapChange } from './recent-peers.ts';
 import {
   decisionDeclaration,
   decisionElementText,
@@ -45,13 +46,23 @@ export interface UpdateCounts {
   readonly chainsDeleted: number;
   readonly setsAdded: number;
   readonly setsDeleted: number;
+  /** Remote addresses this update holds out of the pod peer maps, and folds back in (recent-peers.ts). */
+  readonly heldOut: number;
+  readonly foldedIn: number;
 }
 
 export type RulesetUpdate =
-  /** Apply `text` on top of `prev`. */
-  | ({ readonly kind: 'incremental'; readonly text: string } & UpdateCounts)
+  /** Apply `text` on top of `prev`; the kernel then holds `held` out of the pod peer maps (recent-peers.ts). */
+  | ({
+      readonly kind: 'incremental';
+      readonly text: string;
+      readonly held: HeldPeers;
+    } & UpdateCounts)
   /** `text` is renderRuleset(next); `reason` says why an incremental update was not possible (for logs). */
   | { readonly kind: 'full'; readonly text: string; readonly reason: string };
+
+// Where a pod peer map's planned element commands go (not nft syntax: never printed).
+const SLOT = '\u0000';
 
 /** Does the update change anything at all? */
 export function isEmptyUpdate(u: UpdateCounts): boolean {
@@ -182,7 +193,7 @@ function fixedPartText(c: CompiledRuleset): string {
  * applied successfully) to `next`: incremental commands when the fixed part is
  * unchanged, else the full replacement. `prev` undefined: full.
  */
-export function renderUpdate(prev: CompiledRuleset | undefined, next: CompiledRuleset): RulesetUpdate {
+export function renderUpdate(prev: CompiledRuleset | undefined, next: CompiledRuleset, hold?: HoldInput): RulesetUpdate {
   if (prev === undefined) return full(next, 'no previous ruleset');
   if (prev.table !== next.table) return full(next, `table changed from ${prev.table}`);
   if (fixedPart(prev) !== fixedPart(next)) return full(next, 'base chains or verdict maps changed');
@@ -198,6 +209,9 @@ export function renderUpdate(prev: CompiledRuleset | undefined, next: CompiledRu
   const addElements: string[] = [];
   let added = 0;
   let removed = 0;
+  // Whether something besides the pod peer maps' elements makes the kernel validate its jump graph (recent-peers.ts).
+  let validates = false;
+  const peerChanges: PeerMapChange[] = [];
 
   for (const s of next.sets) {
     const old = prevSets.get(s.name);
@@ -249,11 +263,18 @@ export function renderUpdate(prev: CompiledRuleset | undefined, next: CompiledRu
             )}`,
           );
         added += m.elements.length;
+        if (m.elements.some((e) => e.chain !== undefined)) validates = true;
         return;
       }
       old = p.elements;
     } else {
       old = prevFixedMaps[fixedIndex++]?.elements ?? [];
+    }
+    const podPeers = m.kind === 'peers' && !m.interval && m.shadow !== true;
+    // A pod peer map's element commands are planned below (recent-peers.ts); their place is kept here.
+    if (podPeers) {
+      deleteElements.push(`${SLOT}${m.name}`);
+      addElements.push(`${SLOT}${m.name}`);
     }
     // What the compiler changed, when it recorded that (a patched pod map: no walk of 43k
     // elements); else as diffElements: both lists are sorted by key, so only the window
@@ -272,7 +293,15 @@ export function renderUpdate(prev: CompiledRuleset | undefined, next: CompiledRu
     const prevText = new Map(before.map(keyed));
     // A key whose verdict changed is deleted (by key alone) and added again.
     const gone = [...prevText].filter(([k, text]) => nextText.get(k) !== text).map(([k]) => k);
-    const come = [...nextText].filter(([k, text]) => prevText.get(k) !== text).map(([, text]) => text);
+    const comeEls = after.filter((e) => prevText.get(addressText(e.key)) !== nextText.get(addressText(e.key)));
+    if (podPeers) {
+      // A pod peer map: its elements may be held out of it (recent-peers.ts), planned below.
+      const come = comeEls.map((e) => ({ addr: addressText(e.key), chain: e.chain ?? '', text: mapElementText(m, e) }));
+      peerChanges.push({ map: m, gone, come });
+      return;
+    }
+    const come = comeEls.map((e) => mapElementText(m, e));
+    if (comeEls.some((e) => e.chain !== undefined)) validates = true;
     if (gone.length > 0) deleteElements.push(`delete element ${t} ${m.name} ${elementList(gone, '\t')}`);
     if (come.length > 0) addElements.push(`add element ${t} ${m.name} ${elementList(come, '\t')}`);
     added += come.length;
@@ -288,6 +317,7 @@ export function renderUpdate(prev: CompiledRuleset | undefined, next: CompiledRu
     if (old === undefined) {
       addDecisionMaps.push(`add map ${t} ${m.name} { ${decisionDeclaration(m)} }`);
       const texts = decisionElementTexts(m);
+      if (texts.some((x) => / : (goto|jump) /.test(x))) validates = true;
       if (texts.length > 0) addElements.push(`add element ${t} ${m.name} ${elementList(texts, '\t')}`);
       added += texts.length;
       continue;
@@ -303,6 +333,7 @@ export function renderUpdate(prev: CompiledRuleset | undefined, next: CompiledRu
     const after = new Map(w[1].map(keyed));
     const gone = [...before].filter(([k, text]) => after.get(k) !== text).map(([k]) => k);
     const come = [...after].filter(([k, text]) => before.get(k) !== text).map(([, text]) => text);
+    if (come.some((x) => / : (goto|jump) /.test(x))) validates = true;
     if (gone.length > 0) deleteElements.push(`delete element ${t} ${m.name} ${elementList(gone, '\t')}`);
     if (come.length > 0) addElements.push(`add element ${t} ${m.name} ${elementList(come, '\t')}`);
     added += come.length;
@@ -333,6 +364,16 @@ export function renderUpdate(prev: CompiledRuleset | undefined, next: CompiledRu
     } else continue;
     for (const r of c.rules) addRules.push(`add rule ${t} ${c.name} ${ruleText(r)}`);
   }
+  // Every rule added makes the kernel validate (rules with verdicts or lookups: all of ours).
+  if (addRules.length > 0) validates = true;
+  const plan = planPeerChanges(next.table, peerChanges, hold ?? { held: NO_HELD_PEERS, fold: true }, prev, next, validates);
+  if (plan === undefined) return full(next, 'held peer addresses out of step with the applied ruleset');
+  const slotted = (lines: readonly string[], planned: ReadonlyMap<string, readonly string[]>): string[] =>
+    lines.flatMap((l) => (l.startsWith(SLOT) ? (planned.get(l.slice(SLOT.length)) ?? []) : [l]));
+  const deletes = slotted(deleteElements, plan.deleteElements);
+  const adds = slotted(addElements, plan.addElements);
+  added += plan.added;
+  removed += plan.removed;
   const gone = prev.chains.filter((c) => !isFixedBase(c) && !nextChains.has(c.name));
   // A chain must be empty to be deleted, and unreferenced: jumps to it are in
   // chains flushed above, map entries to it are deleted above.
@@ -347,6 +388,8 @@ export function renderUpdate(prev: CompiledRuleset | undefined, next: CompiledRu
     chainsDeleted: deleteChains.length,
     setsAdded: addSets.filter((l) => l.startsWith('add set')).length + addDecisionMaps.length + addShadowMaps.length,
     setsDeleted: deleteSets.length + deleteDecisionMaps.length + deleteShadowMaps.length,
+    heldOut: plan.heldOut,
+    foldedIn: plan.foldedIn,
   };
   const node = next.node.replace(/[^A-Za-z0-9._-]/g, '_');
   const header = `# nft-netpol-agent incremental update for node ${node}: ${added} elements added, ${removed} removed; chains ${counts.chainsAdded} added, ${chainsChanged} changed, ${counts.chainsDeleted} deleted; sets ${counts.setsAdded} added, ${counts.setsDeleted} deleted`;
@@ -359,17 +402,17 @@ export function renderUpdate(prev: CompiledRuleset | undefined, next: CompiledRu
     ...addSets,
     ...addChains,
     ...addDecisionMaps,
-    ...deleteElements,
+    ...deletes,
     ...flushChains,
     ...deleteShadowMaps.filter((l) => addShadowMaps.some((a) => a.startsWith(l.replace('delete map', 'add map')))),
     ...addShadowMaps,
     ...addRules,
-    ...addElements,
+    ...adds,
     ...deleteDecisionMaps,
     ...deleteShadowMaps.filter((l) => !addShadowMaps.some((a) => a.startsWith(l.replace('delete map', 'add map')))),
     ...deleteChains,
     ...deleteSets,
     '',
   ].join('\n');
-  return { kind: 'incremental', text, ...counts };
+  return { kind: 'incremental', text, held: plan.held, ...counts };
 }

@@ -104,6 +104,25 @@ export function splitSetName(d: Direction, f: Family, i: number): string {
   return `${peerMapName(d, f, false)}-big${i === 0 ? '' : String(i + 1)}`;
 }
 
+/**
+ * Addresses of a pod peer map's identities that the agent holds out of the
+ * map for a while (nft/recent-peers.ts): the set of them all (the gate) and
+ * the chain that sends each to its identity; named after the map.
+ */
+export function recentGateName(d: Direction, f: Family): string {
+  return `${peerMapName(d, f, false)}-recent`;
+}
+
+/** The chain that sends a held-out address to its identity's chain. */
+export function recentChainName(d: Direction, f: Family): string {
+  return `${d}-recent-v${f}`;
+}
+
+/** The plain set of one identity's held-out addresses, named after its chain (`KUBE-PEERS-<cid>-IN`). */
+export function recentSetName(d: Direction, f: Family, identityChain: string): string {
+  return `${peerMapName(d, f, false)}-r-${identityChain}`;
+}
+
 /** A direction's peer map lookups (one chain, jumped to by each pod chain of the direction). */
 export function peerLookupChainName(d: Direction): string {
   return `${d}-peers`;

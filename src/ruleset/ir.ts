@@ -215,6 +215,11 @@ export interface NamedSet {
    * its addresses jump to `chain` (a rule after the map's lookup says so).
    */
   readonly split?: { readonly direction: Direction; readonly family: Family; readonly chain: string };
+  /**
+   * Only for the sets of a pod peer map's held-out addresses (nft/recent-peers.ts),
+   * empty in every compile: the gate (`chain` undefined) or one identity's.
+   */
+  readonly recent?: { readonly direction: Direction; readonly family: Family; readonly chain: string | undefined };
 }
 
 export interface MapElement {

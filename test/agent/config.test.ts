@@ -41,6 +41,7 @@ test('run: defaults, env, flags over env', () => {
     conntrack: true,
     incremental: true,
     nftSession: true,
+    peerHoldMs: 1000,
     unknownLocalEndpoints: 'allow',
     allowPodToNode: false,
     logDenied: undefined,

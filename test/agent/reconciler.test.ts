@@ -808,3 +808,60 @@ test('a foreign change seen while a change is pending: the apply checks first, r
   assert.equal(t.lines.find((l) => l['event'] === 'drift-repaired')?.['foundBy'], 'table-monitor');
   await t.r.stop(1000);
 });
+
+test('held peers: a remote pod joining an identity goes into plain sets, folded into the map after a quiet moment or by a commit that validates anyway', async () => {
+  const t = setup({ incremental: true, peerHoldMs: 40 }, withRemotePeers(1));
+  t.r.start();
+  await waitFor('first apply', () => t.dataplane.applies.length === 1);
+  t.source.current = withRemotePeers(2);
+  t.r.notify('remote pod added');
+  await waitFor('held', () => t.dataplane.increments.length === 1);
+  const held = t.dataplane.increments[0] ?? '';
+  // Plain sets only: nothing in the commit makes the kernel validate its jump graph.
+  assert.match(held, /^add element inet nft-netpol ingress-peers-v4-r-KUBE-PEERS-[0-9a-f]{12}-IN \{ 10\.0\.9\.2 \}$/m);
+  assert.match(held, /^add element inet nft-netpol ingress-peers-v4-recent \{ 10\.0\.9\.2 \}$/m);
+  assert.doesNotMatch(held, /jump|goto|add rule/);
+  // Quiet for peerHoldMs: the fold is an apply of its own, the address goes into the map.
+  await waitFor('folded', () => t.dataplane.increments.length === 2);
+  const folded = t.dataplane.increments[1] ?? '';
+  assert.match(folded, /^add element inet nft-netpol ingress-peers-v4 \{ 10\.0\.9\.2 : jump KUBE-PEERS-[0-9a-f]{12}-IN \}$/m);
+  assert.match(folded, /^delete element inet nft-netpol ingress-peers-v4-r-KUBE-PEERS-[0-9a-f]{12}-IN \{ 10\.0\.9\.2 \}$/m);
+  assert.match(folded, /^delete element inet nft-netpol ingress-peers-v4-recent \{ 10\.0\.9\.2 \}$/m);
+  await waitFor('logged', () =>
+    t.lines.some(
+      (l) =>
+        l['event'] === 'apply' &&
+        (l['reasons'] as string[] | undefined)?.[0] === 'fold held peers' &&
+        (l['update'] as { peersFoldedIn?: number } | undefined)?.peersFoldedIn === 1,
+    ),
+  );
+  assert.ok(t.lines.some((l) => (l['update'] as { peersHeldOut?: number } | undefined)?.peersHeldOut === 1));
+  // Nothing held any more: no further fold.
+  await new Promise((r) => setTimeout(r, 120));
+  assert.equal(t.dataplane.increments.length, 2);
+  await t.r.stop(1000);
+
+  // A long hold: a new local pod's commit (its chains: the kernel validates anyway) folds the held address.
+  const u = setup({ incremental: true, peerHoldMs: 60_000 }, withRemotePeers(1));
+  u.r.start();
+  await waitFor('first apply', () => u.dataplane.applies.length === 1);
+  u.source.current = withRemotePeers(2);
+  u.r.notify('remote pod added');
+  await waitFor('held', () => u.dataplane.increments.length === 1);
+  assert.doesNotMatch(u.dataplane.increments[0] ?? '', /jump/);
+  u.source.current = withRemotePeers(2, 3);
+  u.r.notify('local pod added');
+  await waitFor('local pod', () => u.dataplane.increments.length === 2);
+  assert.match(u.dataplane.increments[1] ?? '', /^add chain inet nft-netpol KUBE-POD-FW-/m);
+  assert.match(u.dataplane.increments[1] ?? '', /^add element inet nft-netpol ingress-peers-v4 \{ .*\b10\.0\.9\.2 : jump /m);
+  // Held again, then a full apply (the refresh after increments): it holds nothing out, no fold follows.
+  u.source.current = withRemotePeers(3, 3);
+  u.r.notify('remote pod added');
+  await waitFor('held again', () => u.dataplane.increments.length === 3);
+  assert.doesNotMatch(u.dataplane.increments[2] ?? '', /jump/);
+  await waitFor('idle', () => !u.r.status().applying && !u.r.status().pending);
+  await u.r.checkDriftNow();
+  assert.equal(u.r.status().lastApply?.mode, 'full');
+  assert.equal(u.dataplane.kernel, renderNode(withRemotePeers(3, 3), NODE).text);
+  await u.r.stop(1000);
+});

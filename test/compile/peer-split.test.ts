@@ -121,7 +121,7 @@ test('render: the biggest identity leaves the pod map for a set and a rule after
   assert.match(
     text2,
     new RegExp(
-      `chain ingress-peers \\{\\n[^\\n]*\\n\\t\\tip saddr vmap @ingress-peers-v4\\n\\t\\tip saddr @ingress-peers-v4-big jump ${big.split!.chain}\\n\\t\\tip saddr vmap @ingress-ranges-v4\\n`,
+      `chain ingress-peers \\{\\n[^\\n]*\\n\\t\\tip saddr vmap @ingress-peers-v4\\n\\t\\tip saddr @ingress-peers-v4-big jump ${big.split!.chain}\\n\\t\\tip saddr @ingress-peers-v4-recent jump ingress-recent-v4\\n\\t\\tip saddr vmap @ingress-ranges-v4\\n`,
     ),
   );
   // Each address in one of map and set: the map keeps the others (y's pods).

@@ -202,9 +202,13 @@ test('comments: hostile names are sanitized and capped; identifiers are hashes',
   for (const ch of c.chains)
     assert.match(
       ch.name,
-      /^(KUBE-(POD-FW|PEERS)-[0-9a-f]{12}-(IN|EG)|KUBE-NWPLCY-[0-9a-f]{12}-(IN|EG)-[0-9]+|forward-egress|forward-ingress|input-egress|ingress-peers|egress-peers)$/,
+      /^(KUBE-(POD-FW|PEERS)-[0-9a-f]{12}-(IN|EG)|KUBE-NWPLCY-[0-9a-f]{12}-(IN|EG)-[0-9]+|forward-egress|forward-ingress|input-egress|ingress-peers|egress-peers|(ingress|egress)-recent-v[46])$/,
     );
-  for (const m of [...c.sets, ...c.decisions]) assert.match(m.name, /^allow(all|range)?[46]-[0-9a-f]{12}$/);
+  for (const m of [...c.sets, ...c.decisions])
+    assert.match(
+      m.name,
+      /^(allow(all|range)?[46]-[0-9a-f]{12}|(ingress|egress)-peers-v[46]-(recent|r-KUBE-PEERS-[0-9a-f]{12}-(IN|EG)))$/,
+    );
   for (const st of compileRules(s, node).sets) assert.match(st.name, /^(peer4|peer6|port|named4|named6)-[0-9a-f]{12}$/);
   assert.equal(sanitizeComment('x'.repeat(500)).length, 120);
   assert.equal(sanitizeComment('ok a/b ingress[0]'), 'ok a/b ingress[0]');

@@ -8,7 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { errorMessage } from '../observability/errors.ts';
 import { PackedListing, checkDrift, compiledObjects, normalizeListing, sameObjects, tableObjects } from './drift.ts';
 import type { Clock, Dataplane, Rendered } from './ports.ts';
-import { NO_HELD_PEERS, type HeldPeers } from '../nft/recent-peers.ts';
+import { heldCount, isLingering, NO_HELD_PEERS, NO_LINGERING, type HeldPeers, type Lingering } from '../nft/recent-peers.ts';
 
 export type KernelCheck =
   | { readonly kind: 'match' }
@@ -50,8 +50,9 @@ export class KernelState {
   #deferred = false;
   /** The script of the last failed transaction, until one succeeds (debug endpoint). */
   #failedText: string | undefined;
-  /** Remote addresses the kernel holds out of the applied pod peer maps (nft/recent-peers.ts). */
+  /** Remote addresses the kernel holds out of the applied pod peer maps, and what lingers (nft/recent-peers.ts). */
   #held: HeldPeers = NO_HELD_PEERS;
+  #lingering: Lingering = NO_LINGERING;
 
   constructor(dataplane: Dataplane, clock: Clock, log: Logger) {
     this.#dataplane = dataplane;
@@ -99,13 +100,29 @@ export class KernelState {
     return this.#held;
   }
 
+  /** What the kernel keeps of dropped identities and dispatch rules (a full apply keeps nothing). */
+  get lingering(): Lingering {
+    return this.#lingering;
+  }
+
+  /** Held addresses or lingering objects: the kernel is not yet the applied ruleset exactly. */
+  get unfolded(): boolean {
+    return heldCount(this.#held) > 0 || isLingering(this.#lingering);
+  }
+
   /**
    * A transaction went in: the kernel now holds `rendered` (its listing is
-   * captured by readBack()), with `held` out of its pod peer maps.
+   * captured by readBack()), with `held` out of its pod peer maps and `lingering` kept.
    */
-  recordApplied(rendered: Rendered, mode: 'full' | 'incremental', held: HeldPeers = NO_HELD_PEERS): void {
+  recordApplied(
+    rendered: Rendered,
+    mode: 'full' | 'incremental',
+    held: HeldPeers = NO_HELD_PEERS,
+    lingering: Lingering = NO_LINGERING,
+  ): void {
     this.#applied = { rendered, canonical: undefined };
     this.#held = mode === 'full' ? NO_HELD_PEERS : held;
+    this.#lingering = mode === 'full' ? NO_LINGERING : lingering;
     this.#deferred = false;
     this.#incrementsSinceFull = mode === 'incremental' ? this.#incrementsSinceFull + 1 : 0;
     this.#failedText = undefined;

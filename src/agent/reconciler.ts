@@ -16,7 +16,7 @@ import type { ClusterState } from '../model/types.ts';
 import type { CompiledRuleset } from '../ruleset/ir.ts';
 import { errorMessage } from '../observability/errors.ts';
 import { isEmptyUpdate, renderUpdate, type RulesetUpdate, type UpdateCounts } from '../nft/update.ts';
-import { heldCount, NO_HELD_PEERS, type HeldPeers } from '../nft/recent-peers.ts';
+import { NO_HELD_PEERS, NO_LINGERING, type HeldPeers, type Lingering } from '../nft/recent-peers.ts';
 import { ApplyScheduler, type Batch } from './apply-scheduler.ts';
 import { DEFAULT_BACKOFF, type BackoffPolicy } from './backoff.ts';
 import type { InvalidPolicy } from './invalid-policies.ts';
@@ -387,16 +387,16 @@ export class Reconciler {
     // The update from what the kernel holds, when both sides are compiled:
     // it also says whether anything changed, without rendering the full text.
     const tu = this.#clock.mono();
-    // Nothing held (a full apply or a fold came first): nothing to fold.
-    if (heldCount(this.#kernel.held) === 0) this.#foldHeld = false;
-    const folding = this.#foldHeld;
+    // Nothing held or lingering (a full apply or a fold came first): nothing to fold.
+    if (!this.#kernel.unfolded) this.#foldHeld = false;
+    const folding = this.#foldHeld || this.#o.peerHoldMs === 0;
     let update: RulesetUpdate | undefined =
       prev?.compiled !== undefined && rendered.compiled !== undefined
-        ? renderUpdate(
-            prev.compiled,
-            rendered.compiled,
-            this.#o.peerHoldMs > 0 ? { held: this.#kernel.held, fold: folding } : { held: this.#kernel.held, fold: true },
-          )
+        ? renderUpdate(prev.compiled, rendered.compiled, {
+            held: this.#kernel.held,
+            lingering: this.#kernel.lingering,
+            fold: folding,
+          })
         : undefined;
     phases.update = this.#clock.mono() - tu;
     const unchanged =
@@ -451,6 +451,7 @@ export class Reconciler {
     let mode: 'full' | 'incremental' = 'full';
     let counts: UpdateCounts | undefined;
     let held: HeldPeers = NO_HELD_PEERS;
+    let lingering: Lingering = NO_LINGERING;
     let tryIncrement = this.#o.incremental && !batch.force && !unchanged && update?.kind === 'incremental';
     if (tryIncrement && foreign !== undefined) {
       const check = await this.#kernel.check();
@@ -470,6 +471,7 @@ export class Reconciler {
         mode = 'incremental';
         counts = update;
         held = update.held;
+        lingering = update.lingering;
       } else {
         this.#d.log.warn(
           { event: 'apply', mode: 'incremental', error: r.error.trim() },
@@ -503,7 +505,7 @@ export class Reconciler {
       return;
     }
     // Enforced now: report it (latency, log line) before the read-back below.
-    this.#kernel.recordApplied(rendered, mode, held);
+    this.#kernel.recordApplied(rendered, mode, held, lingering);
     if (folding) this.#foldHeld = false;
     this.#armFold();
     this.#succeeded(batch, { result: 'applied', mode, state, rendered, repair, update: counts, phases });
@@ -516,18 +518,19 @@ export class Reconciler {
   }
 
   /**
-   * Held peer addresses go back into the maps after peerHoldMs without an
-   * apply: each apply starts the wait again, the fold itself is an apply
-   * (reason `fold held peers`), and a commit that validates anyway folds
-   * them on its own (nft/recent-peers.ts).
+   * Held peer addresses go back into the maps, and dropped identities'
+   * lingering chains and dispatch rules out of the kernel, after peerHoldMs
+   * without an apply: each apply starts the wait again, the fold itself is
+   * an apply (reason `fold held peers`), and a commit that validates anyway
+   * folds held addresses on its own (nft/recent-peers.ts).
    */
   #armFold(): void {
     if (this.#foldTimer !== undefined) this.#timers.clear(this.#foldTimer);
     this.#foldTimer = undefined;
-    if (heldCount(this.#kernel.held) === 0 || this.#sched.stopped) return;
+    if (!this.#kernel.unfolded || this.#sched.stopped) return;
     this.#foldTimer = this.#timers.set(() => {
       this.#foldTimer = undefined;
-      if (this.#sched.stopped || heldCount(this.#kernel.held) === 0) return;
+      if (this.#sched.stopped || !this.#kernel.unfolded) return;
       this.#foldHeld = true;
       this.#sched.notify(FOLD_REASON);
     }, this.#o.peerHoldMs);

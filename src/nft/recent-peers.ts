@@ -48,9 +48,32 @@ export interface PeerMapChange {
   readonly come: readonly { readonly addr: string; readonly chain: string; readonly text: string }[];
 }
 
+/**
+ * What the kernel keeps of the dispatch chains (`<dir>-recent-v4|v6`) apart
+ * from the applied ruleset: a dropped identity's rule stays until the next
+ * fold (taking it out means rewriting the chain, and any rule added makes the
+ * kernel validate), so its chain (flushed) and its set stay too; a new
+ * identity's rule is appended. By dispatch chain, the identity chains its
+ * rules name in the kernel's order (no entry: as in the applied ruleset).
+ */
+export interface Lingering {
+  readonly dispatch: ReadonlyMap<string, readonly string[]>;
+  /** Identity chains (flushed) and held-address sets of dropped identities. */
+  readonly chains: ReadonlySet<string>;
+  readonly sets: ReadonlySet<string>;
+}
+
+export const NO_LINGERING: Lingering = { dispatch: new Map(), chains: new Set(), sets: new Set() };
+
+export function isLingering(l: Lingering): boolean {
+  return l.dispatch.size + l.chains.size + l.sets.size > 0;
+}
+
 export interface HoldInput {
   /** What the kernel holds out of the maps now. */
   readonly held: HeldPeers;
+  /** What the kernel keeps of dropped identities and their dispatch rules (NO_LINGERING: nothing). */
+  readonly lingering?: Lingering;
   /** Fold everything held back into the maps, hold nothing new. */
   readonly fold: boolean;
   readonly max?: number;

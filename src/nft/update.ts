@@ -21,7 +21,16 @@ import type { ReadonlyList } from '../model/list.ts';
 import type { Chain, CompiledRuleset, DecisionElement, MapElement, SetElement } from '../ruleset/ir.ts';
 import { decisionSize } from '../ruleset/ir.ts';
 import { addressText, elementText, keyText, sameAddress, sameElement, sameKey } from './elements.ts';
-import { NO_HELD_PEERS, planPeerChanges, type HoldInput, type HeldPeers, type PeerMapChange } from './recent-peers.ts';
+import {
+  NO_HELD_PEERS,
+  NO_LINGERING,
+  planPeerChanges,
+  type HoldInput,
+  type HeldPeers,
+  type Lingering,
+  type PeerMapChange,
+} from './recent-peers.ts';
+import { recentChainName } from '../ruleset/ids.ts';
 import {
   decisionDeclaration,
   decisionElementText,
@@ -57,6 +66,7 @@ export type RulesetUpdate =
       readonly kind: 'incremental';
       readonly text: string;
       readonly held: HeldPeers;
+      readonly lingering: Lingering;
     } & UpdateCounts)
   /** `text` is renderRuleset(next); `reason` says why an incremental update was not possible (for logs). */
   | { readonly kind: 'full'; readonly text: string; readonly reason: string };
@@ -230,12 +240,8 @@ export function renderUpdate(prev: CompiledRuleset | undefined, next: CompiledRu
     added += d.added.length;
     removed += d.removed.length;
   }
-  const deleteSets: string[] = [];
-  for (const s of prev.sets) {
-    if (nextSets.has(s.name)) continue;
-    deleteSets.push(`delete set ${t} ${s.name}`);
-    removed += s.elements.length;
-  }
+  // Sets gone from next: deleted at the end (a dropped identity's held-address set may linger, below).
+  const goneSets = prev.sets.filter((s) => !nextSets.has(s.name));
 
   const prevFixedMaps = prev.maps.filter((m) => m.shadow !== true);
   const prevShadowMaps = byName(prev.maps.filter((m) => m.shadow === true));
@@ -350,20 +356,55 @@ export function renderUpdate(prev: CompiledRuleset | undefined, next: CompiledRu
   const flushChains: string[] = [];
   const addRules: string[] = [];
   let chainsChanged = 0;
+  // The dispatch chains of held addresses (recent-peers.ts): rules appended, dropped ones left until a fold.
+  const lingerIn = hold?.lingering ?? NO_LINGERING;
+  const folding = hold === undefined || hold.fold;
+  const dispatchNames = new Set(
+    next.sets.flatMap((x) =>
+      x.recent !== undefined && x.recent.chain === undefined ? [recentChainName(x.recent.direction, x.recent.family)] : [],
+    ),
+  );
+  const dispatchOut = new Map<string, readonly string[]>();
+  const lingerChains = new Set(lingerIn.chains);
+  const lingerSets = new Set(lingerIn.sets);
+  const identitiesOf = (c: Chain): string[] => c.rules.flatMap((r) => (r.verdict.kind === 'goto' ? [r.verdict.chain] : []));
   for (const c of next.chains) {
     if (isFixedBase(c)) continue;
     const old = prevChains.get(c.name);
-    if (old === c) continue;
+    const kernelIds = lingerIn.dispatch.get(c.name);
+    if (old !== undefined && dispatchNames.has(c.name) && !folding && sameDeclaration(old, c)) {
+      // As the kernel has it: appended rules for new identities; dropped ones stay.
+      const kernel = kernelIds ?? identitiesOf(old);
+      const have = new Set(kernel);
+      const want = identitiesOf(c);
+      const appended = c.rules.filter((r) => r.verdict.kind === 'goto' && !have.has(r.verdict.chain));
+      for (const r of appended) addRules.push(`add rule ${t} ${c.name} ${ruleText(r)}`);
+      if (appended.length > 0) chainsChanged++;
+      const now = [...kernel, ...appended.flatMap((r) => (r.verdict.kind === 'goto' ? [r.verdict.chain] : []))];
+      if (now.length !== want.length || now.some((x, i) => x !== want[i])) dispatchOut.set(c.name, now);
+      continue;
+    }
+    if (old === c && kernelIds === undefined) continue;
+    if (old === c) {
+      // Folding: the kernel's dispatch chain is rewritten as compiled.
+      flushChains.push(`flush chain ${t} ${c.name}`);
+      chainsChanged++;
+      for (const r of c.rules) addRules.push(`add rule ${t} ${c.name} ${ruleText(r)}`);
+      continue;
+    }
     if (old === undefined) {
       addChains.push(`add chain ${t} ${c.name}${chainDeclaration(c)}`);
     } else if (!sameDeclaration(old, c)) {
       return full(next, `chain ${c.name} declared differently`);
-    } else if (!sameRules(old, c)) {
+    } else if (!sameRules(old, c) || kernelIds !== undefined) {
       flushChains.push(`flush chain ${t} ${c.name}`);
       chainsChanged++;
     } else continue;
     for (const r of c.rules) addRules.push(`add rule ${t} ${c.name} ${ruleText(r)}`);
   }
+  // A chain that lingered and is compiled again (its identity came back): the kernel has it, flushed.
+  for (const c of next.chains) lingerChains.delete(c.name);
+  for (const x of next.sets) lingerSets.delete(x.name);
   // Every rule added makes the kernel validate (rules with verdicts or lookups: all of ours).
   if (addRules.length > 0) validates = true;
   const plan = planPeerChanges(next.table, peerChanges, hold ?? { held: NO_HELD_PEERS, fold: true }, prev, next, validates);
@@ -376,9 +417,35 @@ export function renderUpdate(prev: CompiledRuleset | undefined, next: CompiledRu
   removed += plan.removed;
   const gone = prev.chains.filter((c) => !isFixedBase(c) && !nextChains.has(c.name));
   // A chain must be empty to be deleted, and unreferenced: jumps to it are in
-  // chains flushed above, map entries to it are deleted above.
+  // chains flushed above, map entries to it are deleted above. One a kernel
+  // dispatch chain still names (not folding) lingers, flushed, with its set.
+  const named = new Set([...dispatchOut.values()].flat());
   for (const c of gone) flushChains.push(`flush chain ${t} ${c.name}`);
-  const deleteChains = gone.map((c) => `delete chain ${t} ${c.name}`);
+  const deleteChains: string[] = [];
+  for (const c of gone) {
+    if (named.has(c.name)) lingerChains.add(c.name);
+    else deleteChains.push(`delete chain ${t} ${c.name}`);
+  }
+  const deleteSets: string[] = [];
+  for (const x of goneSets) {
+    if (x.recent?.chain !== undefined && named.has(x.recent.chain)) {
+      lingerSets.add(x.name);
+      continue;
+    }
+    deleteSets.push(`delete set ${t} ${x.name}`);
+    removed += x.elements.length;
+  }
+  // Folding (or the kernel's dispatch chains are as compiled again): what lingered goes.
+  if (dispatchOut.size === 0) {
+    for (const name of [...lingerChains].sort()) deleteChains.push(`delete chain ${t} ${name}`);
+    for (const name of [...lingerSets].sort()) deleteSets.push(`delete set ${t} ${name}`);
+    lingerChains.clear();
+    lingerSets.clear();
+  }
+  const lingering: Lingering =
+    dispatchOut.size + lingerChains.size + lingerSets.size === 0
+      ? NO_LINGERING
+      : { dispatch: dispatchOut, chains: lingerChains, sets: lingerSets };
 
   const counts: UpdateCounts = {
     added,
@@ -414,5 +481,5 @@ export function renderUpdate(prev: CompiledRuleset | undefined, next: CompiledRu
     ...deleteSets,
     '',
   ].join('\n');
-  return { kind: 'incremental', text, held: plan.held, ...counts };
+  return { kind: 'incremental', text, held: plan.held, lingering, ...counts };
 }

@@ -8,13 +8,20 @@ import fc from 'fast-check';
 import { compileNode } from '../../src/compile/compile.ts';
 import { listTable, runNft } from '../../src/nft/exec.ts';
 import { addressText } from '../../src/nft/elements.ts';
-import { heldCount, NO_HELD_PEERS, type HeldPeers } from '../../src/nft/recent-peers.ts';
+import {
+  heldCount,
+  isLingering,
+  NO_HELD_PEERS,
+  NO_LINGERING,
+  type HeldPeers,
+  type Lingering,
+} from '../../src/nft/recent-peers.ts';
 import { renderRuleset } from '../../src/nft/render.ts';
 import { renderUpdate } from '../../src/nft/update.ts';
 import { listArray } from '../../src/model/list.ts';
 import type { ClusterState, Pod } from '../../src/model/types.ts';
 import { peerMapName } from '../../src/ruleset/ids.ts';
-import type { CompiledRuleset, SetElement } from '../../src/ruleset/ir.ts';
+import type { Chain, CompiledRuleset, NamedSet, Rule, SetElement } from '../../src/ruleset/ir.ts';
 import { ns, pod, podPeer, policy, port, rule, sel, state } from '../support/state-builder.ts';
 import { canonicalListing, withNetns } from './netns-support.ts';
 import { sortedObjects } from './listing-objects.ts';
@@ -117,6 +124,67 @@ test('held addresses: leaving while held, moving between identities while held, 
   assert.equal(renderUpdate(s0, s1, { held: bogus, fold: false }).kind, 'full');
 });
 
+test('an identity dropped: its dispatch rule, flushed chain and set linger (no rule added, nothing to validate) until a fold', () => {
+  const s0 = compile(cluster([remote(0, 'api'), remote(1, 'db')]));
+  const s1 = compile(cluster([remote(0, 'api')]));
+  const u = renderUpdate(s0, s1, { held: NO_HELD_PEERS, fold: false });
+  assert.ok(u.kind === 'incremental');
+  assert.doesNotMatch(u.text, jumpsOrRules, u.text);
+  assert.match(u.text, /^flush chain inet nft-netpol KUBE-PEERS-[0-9a-f]{12}-IN$/m);
+  assert.doesNotMatch(u.text, /^delete chain /m);
+  assert.equal(u.lingering.chains.size, 2, 'the v4 and v6 identity chains');
+  assert.equal(u.lingering.sets.size, 2, 'v4 and v6 held-address sets');
+  // Without holding (as before): the dispatch chain rewritten, the identity's chain deleted.
+  assert.match(renderUpdate(s0, s1).text, /^delete chain inet nft-netpol KUBE-PEERS-/m);
+  // The fold: the dispatch chain as compiled, then the lingering chain and sets deleted.
+  const f = renderUpdate(s1, s1, { held: u.held, lingering: u.lingering, fold: true });
+  assert.ok(f.kind === 'incremental' && !isLingering(f.lingering));
+  assert.match(f.text, /^flush chain inet nft-netpol ingress-recent-v4$/m);
+  assert.match(f.text, /^delete chain inet nft-netpol KUBE-PEERS-[0-9a-f]{12}-IN$/m);
+  assert.match(f.text, /^delete set inet nft-netpol ingress-peers-v4-r-KUBE-PEERS-[0-9a-f]{12}-IN$/m);
+  // The identity comes back while lingering: its chain is compiled again, its dispatch rule is still there.
+  const b = renderUpdate(s1, s0, { held: u.held, lingering: u.lingering, fold: false });
+  assert.ok(
+    b.kind === 'incremental' && !isLingering(b.lingering),
+    JSON.stringify(b.kind === 'incremental' ? [...b.lingering.chains] : b),
+  );
+  assert.doesNotMatch(b.text, /^add rule inet nft-netpol ingress-recent-v4 /m);
+});
+
+/** Every chain and set by name, and every dispatch rule by chain and identity, as last compiled. */
+class Seen {
+  readonly chains = new Map<string, Chain>();
+  readonly sets = new Map<string, NamedSet>();
+  readonly rules = new Map<string, Rule>();
+  add(rs: CompiledRuleset): void {
+    for (const c of rs.chains) {
+      this.chains.set(c.name, c);
+      for (const r of c.rules)
+        if (r.verdict.kind === 'goto' && /-recent-v[46]$/.test(c.name)) this.rules.set(`${c.name} ${r.verdict.chain}`, r);
+    }
+    for (const x of rs.sets) this.sets.set(x.name, x);
+  }
+}
+
+/**
+ * What the kernel should hold: the compiled ruleset with the held addresses
+ * out of their pod peer maps (in their identity's and the gate's sets), the
+ * dispatch chains in the kernel's order, and the lingering chains (flushed)
+ * and sets (empty) of dropped identities.
+ */
+function kernelModel(rs: CompiledRuleset, held: HeldPeers, lingering: Lingering, seen: Seen): CompiledRuleset {
+  const h = withHeld(rs, held);
+  const chains = h.chains.map((c) => {
+    const ids = lingering.dispatch.get(c.name);
+    if (ids === undefined) return c;
+    return { ...c, rules: ids.map((id) => seen.rules.get(`${c.name} ${id}`)!) };
+  });
+  for (const name of lingering.chains) chains.push({ ...seen.chains.get(name)!, rules: [] });
+  const sets = [...h.sets];
+  for (const name of lingering.sets) sets.push({ ...seen.sets.get(name)!, elements: [] });
+  return { ...h, chains, sets };
+}
+
 /** The compiled ruleset with the held addresses out of their pod peer maps, in their identity's and the gate's sets. */
 function withHeld(rs: CompiledRuleset, held: HeldPeers): CompiledRuleset {
   const keys = new Map<string, SetElement[]>();
@@ -171,6 +239,7 @@ test('kernel, property: prev + each update holds exactly the held addresses out 
   if (!(await haveNft(t))) return;
   let heldSteps = 0;
   let foldSteps = 0;
+  let lingeringSteps = 0;
   await withNetns(2, async ([a, b]) => {
     if (a === undefined || b === undefined) throw new Error('two namespaces needed');
     await fc.assert(
@@ -183,6 +252,9 @@ test('kernel, property: prev + each update holds exactly the held addresses out 
           let extra = false;
           let prev = compile(cluster(remotes, extra));
           let held: HeldPeers = NO_HELD_PEERS;
+          let lingering: Lingering = NO_LINGERING;
+          const seen = new Seen();
+          seen.add(prev);
           const ok = await runNft(renderRuleset(prev), { netns: a });
           assert.ok(ok.ok, ok.ok ? '' : ok.error);
           for (const s of steps) {
@@ -193,7 +265,8 @@ test('kernel, property: prev + each update holds exactly the held addresses out 
               remotes = remotes.map((p, i) => (i === at ? { ...p, labels: { app: s.app } } : p));
             } else if (s.op === 'policy') extra = !extra;
             const cur = compile(cluster(remotes, extra));
-            const u = renderUpdate(prev, cur, { held, fold: s.op === 'fold' });
+            seen.add(cur);
+            const u = renderUpdate(prev, cur, { held, lingering, fold: s.op === 'fold' });
             assert.equal(u.kind, 'incremental', u.kind === 'full' ? u.reason : '');
             if (u.kind !== 'incremental') return;
             if (u.heldOut > 0) {
@@ -202,19 +275,27 @@ test('kernel, property: prev + each update holds exactly the held addresses out 
             }
             if (u.foldedIn > 0) foldSteps++;
             if (s.op === 'fold' || s.op === 'policy') assert.equal(heldCount(u.held), 0, `${s.op} folds`);
+            if (s.op === 'fold') assert.equal(isLingering(u.lingering), false, 'a fold leaves nothing lingering');
+            if (isLingering(u.lingering)) lingeringSteps++;
             const r = await runNft(u.text, { netns: a });
             assert.ok(r.ok, `${s.op}: ${r.ok ? '' : r.error}\n${u.text}`);
-            const full = await runNft(renderRuleset(withHeld(cur, u.held)), { netns: b });
+            const full = await runNft(renderRuleset(kernelModel(cur, u.held, u.lingering, seen)), { netns: b });
             assert.ok(full.ok, full.ok ? '' : full.error);
             assert.equal(await listing(a), await listing(b), `${s.op}\n${u.text}`);
             prev = cur;
             held = u.held;
+            lingering = u.lingering;
           }
         },
       ),
       { numRuns: 40, seed: 2411 },
     );
   });
-  t.diagnostic(`steps that held addresses ${heldSteps}, that folded ${foldSteps}`);
-  assert.ok(heldSteps >= 20 && foldSteps >= 5, `held ${heldSteps}, folded ${foldSteps}`);
+  t.diagnostic(
+    `steps that held addresses ${heldSteps}, that folded ${foldSteps}, after which something lingered ${lingeringSteps}`,
+  );
+  assert.ok(
+    heldSteps >= 20 && foldSteps >= 5 && lingeringSteps >= 5,
+    `held ${heldSteps}, folded ${foldSteps}, lingering ${lingeringSteps}`,
+  );
 });

@@ -77,6 +77,7 @@ import { renderRuleset } from '../src/nft/render.ts';
 import { daemonsetEnv } from './daemonset-env.ts';
 import { listTable, runNft } from '../src/nft/exec.ts';
 import { collectGarbage } from '../src/observability/memory.ts';
+import { FOLD_REASON } from '../src/agent/reconciler.ts';
 
 const { values: args } = parseArgs({
   options: {
@@ -349,11 +350,17 @@ async function driveLoad(api: FakeApiServer, agent: AgentProcess, t: LoadTargets
       return a?.end;
     });
   };
+  // The agent's own applies that fold held peer addresses (nft/recent-peers.ts) enforce no change.
+  const changeApplies = (ls: LogLine[]): LogLine[] =>
+    ls.filter((l) => {
+      const r = l['reasons'];
+      return !(Array.isArray(r) && r.length > 0 && r.every((x) => x === FOLD_REASON));
+    });
   const drainDeadline = Date.now() + 60_000;
   // Drained: an apply ended after the last write, and none came for twice the
   // longest gap between applies under load (at least 1 s).
   while (Date.now() < drainDeadline) {
-    const ends = appliedLines().map((l) => Date.parse(String(l['time'])));
+    const ends = changeApplies(appliedLines()).map((l) => Date.parse(String(l['time'])));
     const gaps = ends.slice(1).map((e, i) => e - (ends[i] ?? e));
     const last = ends.at(-1);
     if (last !== undefined && last > lastWrite && Date.now() - last > Math.max(1_000, 2 * Math.max(0, ...gaps))) break;
@@ -361,7 +368,7 @@ async function driveLoad(api: FakeApiServer, agent: AgentProcess, t: LoadTargets
   }
   const enforced = match();
   const applies = appliedLines();
-  const lastApplyEnd = Math.max(...applies.map((l) => Date.parse(String(l['time']))));
+  const lastApplyEnd = Math.max(...changeApplies(applies).map((l) => Date.parse(String(l['time']))));
   const lat: number[] = [];
   const win = new Map<number, number[]>();
   enforced.forEach((e, i) => {

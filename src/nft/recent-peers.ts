@@ -20,7 +20,11 @@
 // with the next transaction that makes the kernel validate anyway, when more
 // than MAX_HELD would be held, or when the agent asks (agent/reconciler.ts:
 // after a quiet moment), so that the kernel holds the compiled ruleset again.
-// Pure: what is held in, a plan out; the caller keeps it once nft took it.
+// The dispatch chains are not rewritten between folds either (rewriting adds
+// rules, and the kernel validates): a new identity's rule is appended, a
+// dropped one's lingers with its flushed chain and empty set (Lingering;
+// nft/update.ts does that part). Pure: what is held in, a plan out; the
+// caller keeps it once nft took it.
 import { elementList } from './render.ts';
 import type { NamedSet, VerdictMap } from '../ruleset/ir.ts';
 

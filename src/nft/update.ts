@@ -8,6 +8,10 @@
 //   - pod and policy chains: new ones added, changed ones flushed and refilled,
 //     unused ones flushed and deleted.
 //
+// With `hold` (the agent's), the kernel may hold remote addresses out of the
+// pod peer maps and keep dropped identities' dispatch rules a while longer
+// (recent-peers.ts): the update then starts from `prev` as the kernel has it.
+//
 // nft applies a file as one transaction: packets see `prev` or `next`, never
 // a mix, and if anything in it fails (the kernel does not hold `prev`, an
 // element to delete is missing) nothing of it is applied. Base chains, maps

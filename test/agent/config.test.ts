@@ -83,6 +83,11 @@ test('run: defaults, env, flags over env', () => {
   assert.deepEqual([rc.config.ruleMetricsMax, rc.config.ruleCountersIntervalMs], [5, 0]);
   const bad = parseRunConfig(['--node', 'n', '--rule-metrics-max', '-1'], {});
   assert.ok(!bad.ok && !bad.help && bad.error.includes('--rule-metrics-max'));
+  // Held peer addresses: the quiet time before the fold, by flag or env; 0 turns holding off.
+  const ph = parseRunConfig(['--node', 'n', '--peer-hold', '0'], { PEER_HOLD: '5s' });
+  assert.ok(ph.ok && ph.config.peerHoldMs === 0);
+  const phEnv = parseRunConfig(['--node', 'n'], { PEER_HOLD: '250ms' });
+  assert.ok(phEnv.ok && phEnv.config.peerHoldMs === 250);
 });
 
 test('run: usage errors say what is wrong', () => {
@@ -93,6 +98,8 @@ test('run: usage errors say what is wrong', () => {
     [['--node', 'n', '--drift-interval', '5x'], /--drift-interval must be a duration/],
     [['--node', 'n', '--drift-interval', '5ms'], /at least 100ms/],
     [['--node', 'n', '--debounce', 'soon'], /--debounce/],
+    [['--node', 'n', '--peer-hold', 'later'], /--peer-hold must be a duration/],
+    [['--node', 'n', '--peer-hold', '5ms'], /--peer-hold must be 0 or at least 10ms/],
     [['--node', 'n', '--metrics-addr', 'nope'], /--metrics-addr must be host:port/],
     [['--node', 'n', '--table', 'bad;name'], /--table/],
     [['--node', 'n', '--log-level', 'loud'], /--log-level/],

@@ -15,7 +15,7 @@ import { renderRuleset } from '../../src/nft/render.ts';
 import { renderUpdate } from '../../src/nft/update.ts';
 import { verdict } from '../../src/policy/verdict.ts';
 import type { CompiledRuleset } from '../../src/ruleset/ir.ts';
-import { networkPolicy } from '../cases/raw.ts';
+import { GROUPS_POLICY as POLICY, withGroups } from '../cases/group-peers.ts';
 import { UPSTREAM_PODS } from '../cases/upstream-model.ts';
 import { Cluster } from '../harness/cluster.ts';
 import { stateOf } from '../harness/enforce.ts';
@@ -27,29 +27,6 @@ import { podOf } from '../support/state-builder.ts';
 const skip = datapathSkip();
 const TARGET = 'x/a';
 const OPTS = { denyAction: 'reject' } as const;
-
-// Two identities by label: `grp: g1` pods may reach port 80, `grp: g2` pods port 81.
-const POLICY = networkPolicy('x', 'groups', {
-  podSelector: { matchLabels: { pod: 'a' } },
-  policyTypes: ['Ingress'],
-  ingress: [
-    { from: [{ namespaceSelector: {}, podSelector: { matchLabels: { grp: 'g1' } } }], ports: [{ protocol: 'TCP', port: 80 }] },
-    { from: [{ namespaceSelector: {}, podSelector: { matchLabels: { grp: 'g2' } } }], ports: [{ protocol: 'TCP', port: 81 }] },
-  ],
-});
-
-/** `base` with these pods' `grp` labels (others unlabelled); unchanged pods keep their objects. */
-function withGroups(base: ClusterState, prev: ClusterState, groups: Record<string, 'g1' | 'g2'>): ClusterState {
-  const pods = prev.pods.map((p) => {
-    const want = groups[`${p.namespace}/${p.name}`];
-    if (p.labels['grp'] === want) return p;
-    const labels = { ...p.labels };
-    if (want === undefined) delete labels['grp'];
-    else labels['grp'] = want;
-    return { ...p, labels };
-  });
-  return { ...base, pods };
-}
 
 describe('remote addresses held out of the pod peer map, routed pod network', { skip }, () => {
   let c: Cluster;

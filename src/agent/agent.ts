@@ -179,6 +179,7 @@ export class Agent {
         nftVersion: parts.nftVersion ?? (() => undefined),
         appliedRuleset: () => r.lastApplied(),
         onWrite: (object, ok) => m.statusWrites.inc({ object, result: ok ? 'ok' : 'error' }),
+        busy: () => r.busy(),
       });
       r.onOutcome(this.#status.onOutcome);
     }
@@ -234,6 +235,7 @@ export class Agent {
       lastAppliedText: () => r.lastAppliedText(),
       lastFailedText: () => r.lastFailedText(),
       kernelMatches: () => r.kernelMatches(),
+      heldPeers: () => r.heldPeers(),
       denied: this.#denied,
       rules: this.#rules,
     };

@@ -33,22 +33,51 @@ export interface AppliedStatusOptions {
    */
   readonly appliedRuleset: () => AppliedScript | undefined;
   readonly onWrite?: (object: 'status' | 'lease', ok: boolean) => void;
+  /** An apply runs or waits (the reconciler's busy()): the hash's slices wait for it. */
+  readonly busy?: () => boolean;
 }
 
 const SLICE_MS = 4;
+/** While an apply runs or waits, the hash waits this long between looks, ... */
+const BUSY_POLL_MS = 10;
+/** ... and this long at most in all: under a steady stream of changes the status still gets its hash. */
+const BUSY_WAIT_MAX_MS = 5_000;
+
+export interface HashPacing {
+  /** An apply runs or waits: hold the next slice back (its nft answer would wait behind it). */
+  readonly busy?: () => boolean;
+  /** The most the whole hash waits for `busy` (default 5 s); then it goes on between applies. */
+  readonly maxWaitMs?: number;
+}
 
 /**
  * `sha256:` of the script of `c` (renderRuleset), rendered and hashed piece
- * by piece, yielding to the event loop after every `sliceMs` of work;
- * undefined when `wanted()` turns false at a pause.
+ * by piece, yielding to the event loop after every `sliceMs` of work and
+ * waiting while `busy()`; undefined when `wanted()` turns false at a pause.
  */
-export async function hashInSlices(c: CompiledRuleset, sliceMs: number, wanted: () => boolean): Promise<string | undefined> {
+export async function hashInSlices(
+  c: CompiledRuleset,
+  sliceMs: number,
+  wanted: () => boolean,
+  pacing: HashPacing = {},
+): Promise<string | undefined> {
+  const busy = pacing.busy ?? (() => false);
+  const waitUntil = performance.now() + (pacing.maxWaitMs ?? BUSY_WAIT_MAX_MS);
+  // A slice that runs while an apply's nft answer arrives delays that apply
+  // by the slice (the largest object alone renders in ~8 ms at 100k pods):
+  // the agent benchmark's slow remote-peer samples came every 5-10 s, with
+  // the status writes (issue 24).
+  const idle = async (): Promise<void> => {
+    while (busy() && performance.now() < waitUntil) await new Promise((resolve) => setTimeout(resolve, BUSY_POLL_MS));
+  };
+  await idle();
   const h = createHash('sha256');
   let t0 = performance.now();
   for (const piece of rulesetPieces(c)) {
     h.update(piece);
     if (performance.now() - t0 < sliceMs) continue;
     await new Promise((resolve) => setImmediate(resolve));
+    await idle();
     if (!wanted()) return undefined;
     t0 = performance.now();
   }
@@ -145,7 +174,7 @@ export class AppliedStatus {
     const hash =
       r.compiled === undefined
         ? `sha256:${createHash('sha256').update(r.text).digest('hex')}`
-        : await hashInSlices(r.compiled, SLICE_MS, () => true);
+        : await hashInSlices(r.compiled, SLICE_MS, () => true, this.#o.busy === undefined ? {} : { busy: this.#o.busy });
     if (hash !== undefined) this.#hashed = { of: new WeakRef(r), hash };
     return hash;
   }

@@ -9,6 +9,7 @@ import type { Registry } from 'prom-client';
 import type { ClusterState } from '../model/types.ts';
 import type { WatchStatus } from '../kube/source.ts';
 import type { KernelCheck, ReconcilerStatus } from './reconciler.ts';
+import { NO_HELD_PEERS, type HeldPeers } from '../nft/recent-peers.ts';
 import { localPodViews } from './local-view.ts';
 import { answerExplain, explainJson, explainText, parseExplainParams } from '../policy/explain.ts';
 import { routes, type Handler, type Reply } from '../observability/http-server.ts';
@@ -33,6 +34,8 @@ export interface AgentView {
   /** The script of the last failed transaction, while failing. */
   lastFailedText(): string | undefined;
   kernelMatches(): Promise<KernelCheck>;
+  /** Remote addresses the kernel holds out of the pod peer maps until the next fold (nft/recent-peers.ts). */
+  heldPeers?(): HeldPeers;
   /** Denied traffic (agent/denied/denied-traffic.ts); absent in tests that do not need it. */
   readonly denied?: DeniedView & { refreshCounters(): Promise<void> };
   /** Per-rule counters (agent/rules/rule-counters.ts); absent in tests that do not need them. */
@@ -189,13 +192,28 @@ async function rulesetReply(v: AgentView): Promise<Reply> {
   const k = await v.kernelMatches();
   const matches = k.kind === 'match' ? true : k.kind === 'drifted' ? false : null;
   const detail = k.kind === 'match' ? null : k.detail;
-  const head = `# kernel matches the last apply: ${matches === null ? `unknown (${detail})` : matches ? 'yes' : `no (${detail})`}`;
+  // Held addresses are in the ruleset's pod peer maps but, in the kernel, in
+  // the held-address sets until the next fold: say so, or `nft get element`
+  // on the map contradicts this page.
+  const held = [...(v.heldPeers?.() ?? NO_HELD_PEERS)].flatMap(([map, addrs]) =>
+    [...addrs].map(([addr, chain]) => ({ map, address: addr, chain })),
+  );
+  const head = [
+    `# kernel matches the last apply: ${matches === null ? `unknown (${detail})` : matches ? 'yes' : `no (${detail})`}`,
+    ...(held.length === 0
+      ? []
+      : [
+          `# held out of the pod peer maps until the next fold (in <map>-recent and <map>-r-<chain>): ${held.length}`,
+          ...held.map((h) => `#   ${h.map} ${h.address} -> ${h.chain}`),
+        ]),
+  ].join('\n');
   return {
     status: 200,
     body: {
       table: v.table,
       kernelMatches: matches,
       detail,
+      heldPeers: held,
       ruleset: text,
       failedRuleset: failed ?? null,
       failedError: failed === undefined ? null : (err ?? null),

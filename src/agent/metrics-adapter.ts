@@ -29,5 +29,6 @@ export function agentMetrics(m: Metrics): AgentMetrics {
     invalidPolicies: (n) => m.invalidPolicies.set(n),
     eventToAppliedSeconds: (s) => m.eventToApplied.observe(s),
     lastSuccess: (t) => m.lastSuccessfulApply.set(t),
+    heldPeers: (n) => m.peerAddressesHeld.set(n),
   };
 }

@@ -86,6 +86,8 @@ export interface AgentMetrics {
   invalidPolicies(n: number): void;
   eventToAppliedSeconds(s: number): void;
   lastSuccess(unixSeconds: number): void;
+  /** Remote addresses held out of the pod peer maps after the last apply (nft/recent-peers.ts). */
+  heldPeers(n: number): void;
 }
 
 export const NOOP_METRICS: AgentMetrics = {
@@ -102,6 +104,7 @@ export const NOOP_METRICS: AgentMetrics = {
   invalidPolicies() {},
   eventToAppliedSeconds() {},
   lastSuccess() {},
+  heldPeers() {},
 };
 
 /** Wall and monotonic time, injectable for tests. */

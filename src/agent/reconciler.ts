@@ -16,7 +16,7 @@ import type { ClusterState } from '../model/types.ts';
 import type { CompiledRuleset } from '../ruleset/ir.ts';
 import { errorMessage } from '../observability/errors.ts';
 import { isEmptyUpdate, renderUpdate, type RulesetUpdate, type UpdateCounts } from '../nft/update.ts';
-import { NO_HELD_PEERS, NO_LINGERING, type HeldPeers, type Lingering } from '../nft/recent-peers.ts';
+import { heldCount, NO_HELD_PEERS, NO_LINGERING, type HeldPeers, type Lingering } from '../nft/recent-peers.ts';
 import { ApplyScheduler, type Batch } from './apply-scheduler.ts';
 import { DEFAULT_BACKOFF, type BackoffPolicy } from './backoff.ts';
 import type { InvalidPolicy } from './invalid-policies.ts';
@@ -316,6 +316,11 @@ export class Reconciler {
     return this.#kernel.check();
   }
 
+  /** Remote addresses the kernel holds out of the pod peer maps until the next fold (nft/recent-peers.ts). */
+  heldPeers(): HeldPeers {
+    return this.#kernel.held;
+  }
+
   /** Applying, or a change waits for its apply. */
   busy(): boolean {
     return this.#sched.inFlightSince !== undefined || this.#sched.pending;
@@ -506,6 +511,7 @@ export class Reconciler {
     }
     // Enforced now: report it (latency, log line) before the read-back below.
     this.#kernel.recordApplied(rendered, mode, held, lingering);
+    this.#d.metrics.heldPeers(heldCount(this.#kernel.held));
     if (folding) this.#foldHeld = false;
     this.#armFold();
     this.#succeeded(batch, { result: 'applied', mode, state, rendered, repair, update: counts, phases });

@@ -140,6 +140,13 @@ const DEFINITIONS = [
     felix: undefined,
   },
   {
+    name: 'nftnp_peer_addresses_held',
+    type: 'gauge',
+    help: 'Number of remote pod addresses the kernel holds in the small held-address sets instead of the pod peer maps until the next fold (1 s by default; see docs/datapath.md, Held peer addresses).',
+    labelNames: [],
+    felix: undefined,
+  },
+  {
     name: 'nftnp_drift_repairs_total',
     type: 'counter',
     help: 'Number of times the kernel table differed from the last applied ruleset (edited or deleted by someone else) and was rewritten.',
@@ -297,6 +304,7 @@ export interface Metrics {
   readonly nftRules: Gauge;
   readonly nftSets: Gauge;
   readonly nftSetElements: Gauge;
+  readonly peerAddressesHeld: Gauge;
   readonly driftRepairs: Counter;
   readonly tableMonitorRestarts: Counter;
   readonly watchRestarts: Counter<'resource' | 'reason'>;
@@ -387,6 +395,7 @@ export function createMetrics(registry: Registry = new Registry(), options: Metr
     nftRules: gauge('nftnp_nft_rules'),
     nftSets: gauge('nftnp_nft_sets'),
     nftSetElements: gauge('nftnp_nft_set_elements'),
+    peerAddressesHeld: gauge('nftnp_peer_addresses_held'),
     driftRepairs: counter('nftnp_drift_repairs_total'),
     tableMonitorRestarts: counter('nftnp_table_monitor_restarts_total'),
     watchRestarts: new Counter<'resource' | 'reason'>({

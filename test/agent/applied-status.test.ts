@@ -33,3 +33,25 @@ test('hashInSlices: undefined once no longer wanted (a newer ruleset was applied
   assert.equal(await hashInSlices(c, 0, () => ++pauses < 3), undefined);
   assert.equal(pauses, 3);
 });
+
+test('hashInSlices: waits while an apply runs or waits, then hashes the same; a steady stream only delays it so long', async () => {
+  const c = compileNode(st, node);
+  const want = `sha256:${createHash('sha256').update(renderRuleset(c)).digest('hex')}`;
+  // Busy for the first 5 looks: no piece is hashed before the 5th look says idle.
+  let looks = 0;
+  let pausesWhileBusy = 0;
+  const hashed = await hashInSlices(
+    c,
+    0,
+    () => {
+      if (looks <= 5) pausesWhileBusy++;
+      return true;
+    },
+    { busy: () => ++looks <= 5 },
+  );
+  assert.equal(hashed, want);
+  assert.equal(pausesWhileBusy, 0, 'nothing went on while busy');
+  assert.ok(looks > 20, `it looked before every slice (${looks})`);
+  // Always busy: given up waiting after maxWaitMs, the hash is still made.
+  assert.equal(await hashInSlices(c, 0, () => true, { busy: () => true, maxWaitMs: 30 }), want);
+});

@@ -8,6 +8,7 @@ import { debugHandler, metricsHandler, type AgentView } from '../../src/agent/de
 import { closeServer, listen, ListenError } from '../../src/observability/http-server.ts';
 import { pod, podPeer, policy, port, rule, sel, state, node } from '../support/state-builder.ts';
 import { captureLogger, FakeDataplane, FakeEvents, FakeSource, testMetrics, waitFor, withErrors } from './fakes.ts';
+import { NO_HELD_PEERS, type HeldPeers } from '../../src/nft/recent-peers.ts';
 
 const NODE = 'node-1';
 
@@ -39,6 +40,7 @@ async function fixture(t: { after: (fn: () => Promise<void>) => void }, o: { all
     { source, render: (st) => renderNode(st, NODE), dataplane, metrics: mport, log, events: new FakeEvents() },
     { nodeName: NODE, debounceMs: 1, driftIntervalMs: 0, syncPollMs: 5 },
   );
+  const held: { value: HeldPeers } = { value: NO_HELD_PEERS };
   const view: AgentView = {
     nodeName: NODE,
     table: 'nft-netpol',
@@ -61,6 +63,7 @@ async function fixture(t: { after: (fn: () => Promise<void>) => void }, o: { all
     lastAppliedText: () => r.lastAppliedText(),
     lastFailedText: () => r.lastFailedText(),
     kernelMatches: () => r.kernelMatches(),
+    heldPeers: () => held.value,
   };
   const errors: unknown[] = [];
   const servers: Server[] = [];
@@ -87,6 +90,7 @@ async function fixture(t: { after: (fn: () => Promise<void>) => void }, o: { all
     return { status: res.status, type: res.headers.get('content-type') ?? '', body: await res.text() };
   };
   return {
+    held,
     r,
     source,
     dataplane,
@@ -174,6 +178,17 @@ test('/debug/ruleset shows the last applied text and whether the kernel still ha
   const ok = JSON.parse((await f.debug('/debug/ruleset')).body) as { kernelMatches: boolean; ruleset: string };
   assert.equal(ok.kernelMatches, true);
   assert.match(ok.ruleset, /^table inet nft-netpol \{$/m);
+  assert.deepEqual((ok as { heldPeers?: unknown }).heldPeers, []);
+  assert.doesNotMatch((await f.debug('/debug/ruleset?format=text')).body, /^# held out of the pod peer maps/m);
+  // A remote address held out of the pod peer map: the page says where it is in the kernel.
+  f.held.value = new Map([['ingress-peers-v4', new Map([['10.0.1.9', 'KUBE-PEERS-0123456789ab-IN']])]]);
+  const holding = JSON.parse((await f.debug('/debug/ruleset')).body) as { heldPeers: unknown };
+  assert.deepEqual(holding.heldPeers, [{ map: 'ingress-peers-v4', address: '10.0.1.9', chain: 'KUBE-PEERS-0123456789ab-IN' }]);
+  assert.match(
+    (await f.debug('/debug/ruleset?format=text')).body,
+    /^# kernel matches the last apply: yes\n# held out of the pod peer maps until the next fold .*: 1\n# {3}ingress-peers-v4 10\.0\.1\.9 -> KUBE-PEERS-0123456789ab-IN\n# nft-netpol-agent ruleset for node /,
+  );
+  f.held.value = NO_HELD_PEERS;
   f.dataplane.kernel = undefined;
   const gone = JSON.parse((await f.debug('/debug/ruleset')).body) as { kernelMatches: boolean; detail: string };
   assert.equal(gone.kernelMatches, false);

@@ -821,6 +821,12 @@ test('held peers: a remote pod joining an identity goes into plain sets, folded 
   assert.match(held, /^add element inet nft-netpol ingress-peers-v4-r-KUBE-PEERS-[0-9a-f]{12}-IN \{ 10\.0\.9\.2 \}$/m);
   assert.match(held, /^add element inet nft-netpol ingress-peers-v4-recent \{ 10\.0\.9\.2 \}$/m);
   assert.doesNotMatch(held, /jump|goto|add rule/);
+  // Seen from outside: the gauge and the reconciler's view (/debug/ruleset) name the held address.
+  assert.equal(await metricValue(t.metrics, 'nftnp_peer_addresses_held'), 1);
+  assert.match(
+    [...(t.r.heldPeers().get('ingress-peers-v4')?.entries() ?? [])].join(),
+    /^10\.0\.9\.2,KUBE-PEERS-[0-9a-f]{12}-IN$/,
+  );
   // Quiet for peerHoldMs: the fold is an apply of its own, the address goes into the map.
   await waitFor('folded', () => t.dataplane.increments.length === 2);
   const folded = t.dataplane.increments[1] ?? '';
@@ -839,6 +845,8 @@ test('held peers: a remote pod joining an identity goes into plain sets, folded 
   // Nothing held any more: no further fold.
   await new Promise((r) => setTimeout(r, 120));
   assert.equal(t.dataplane.increments.length, 2);
+  assert.equal(await metricValue(t.metrics, 'nftnp_peer_addresses_held'), 0);
+  assert.ok([...t.r.heldPeers().values()].every((m) => m.size === 0));
   await t.r.stop(1000);
 
   // A long hold: a new local pod's commit (its chains: the kernel validates anyway) folds the held address.

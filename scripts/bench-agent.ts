@@ -4,7 +4,7 @@
 //
 //   node scripts/bench-agent.ts [--sizes 1000,10000,100000] [--samples 40] [--warmup 2] [--source]
 //                               [--rate 200 --duration 30] [--baseline REF [--rounds 2]]
-//                               [--dump-log DIR] [--node-options '...'] [--node-args=--trace-gc]
+//                               [--dump-log DIR [--log-level debug]] [--node-options '...'] [--node-args=--trace-gc]
 //                               [--baseline-node-args='...'] [--no-gc-between] [--debounce 50ms]
 //
 // Per size: scripts/gen-cluster.ts's seeded cluster (pods, pods/10 policies,
@@ -96,6 +96,8 @@ const { values: args } = parseArgs({
     rounds: { type: 'string', default: '1' },
     /** Write the agent's log lines of each run to this directory. */
     'dump-log': { type: 'string' },
+    /** The agent's --log-level (debug: the runs nothing logs at info, e.g. a change's wait in --dump-log). */
+    'log-level': { type: 'string', default: 'info' },
     /** NODE_OPTIONS for the agent instead of the DaemonSet's (to try V8 flags). */
     'node-options': { type: 'string' },
     /** Node/V8 flags for the agent's command line (those NODE_OPTIONS refuses, e.g. --trace-gc; lines kept in --dump-log). */
@@ -486,7 +488,7 @@ async function benchSize(
     node,
     netns,
     kubeconfig: s.kubeconfig,
-    args: ['--log-level', 'info', '--drift-interval', '0', '--debounce', args.debounce],
+    args: ['--log-level', args['log-level'], '--drift-interval', '0', '--debounce', args.debounce],
     env,
     ...(entry === undefined ? {} : { entry }),
     ...(nodeArgs === undefined ? {} : { nodeArgs: nodeArgs.split(' ').filter((a) => a !== '') }),

@@ -448,14 +448,22 @@ export class KubeClusterSource implements ClusterSource {
 
   /**
    * Every pod of the watches, one per key. A pod can be in several watches
-   * (as different objects): the local watch is authoritative for local pods,
-   * and among peer watches the one added last wins (#pod says the same for
-   * one key).
+   * (as different objects): the local watch alone says what pods this node
+   * has (a peer watch's copy of one is left out, so its events change
+   * nothing: see the peer watches' `ignored`), and among peer watches the
+   * one added last wins (#pod says the same for one key). A local pod is in
+   * a peer watch too whenever a policy's peers select it (at 100k pods: every
+   * pod, in the cluster-wide watch), and the two streams deliver its events
+   * in either order: with either copy standing in for the other, a deletion
+   * showed only once both had come, and the first event's apply changed
+   * nothing but held the second's back by the debounce (~40 ms).
    */
   #allPods(): Pod[] {
     const all: Pod[] = [...(this.#localPods?.values() ?? [])];
+    const node = this.#opts.nodeName;
     for (const pw of [...this.#peers.values()].reverse()) {
-      for (const p of pw.watch.values()) if (pw.filter === undefined || pw.filter.has(p.namespace)) all.push(p);
+      for (const p of pw.watch.values())
+        if ((pw.filter === undefined || pw.filter.has(p.namespace)) && p.nodeName !== node) all.push(p);
     }
     // Stable: the first of each key is the one that wins.
     all.sort(byObjectKey);
@@ -479,7 +487,7 @@ export class KubeClusterSource implements ClusterSource {
       const pw = peers[i] as PeerWatch;
       if (pw.filter !== undefined && !pw.filter.has(ns)) continue;
       const p = pw.watch.get(name, ns);
-      if (p !== undefined) return p;
+      if (p !== undefined) return p.nodeName === this.#opts.nodeName ? undefined : p;
     }
     return undefined;
   }
@@ -606,8 +614,11 @@ export class KubeClusterSource implements ClusterSource {
       filter?: () => ReadonlySet<string> | undefined;
       /** The liveness probe's list: limit 1, no selectors (only its resourceVersion matters). */
       probeList?: () => Promise<RawList>;
+      /** Changes of objects the snapshot takes from another watch: no change here (both versions pass). */
+      ignored?: (o: T) => boolean;
     },
   ): ResourceWatch<T> {
+    const ignored = opts.ignored;
     return new ResourceWatch<T>({
       name,
       kubeConfig: this.#opts.kubeConfig,
@@ -620,7 +631,10 @@ export class KubeClusterSource implements ClusterSource {
       log: this.#log,
       ...(this.#opts.listPageSize === undefined ? {} : { pageSize: this.#opts.listPageSize }),
       ...(this.#opts.timing === undefined ? {} : { timing: this.#opts.timing }),
-      onChange: (type, key) => this.#changed(kind, type, key, opts.replan === true, opts.filter),
+      onChange: (type, key, value, prev) => {
+        if (ignored !== undefined && (value === undefined || ignored(value)) && (prev === undefined || ignored(prev))) return;
+        this.#changed(kind, type, key, opts.replan === true, opts.filter);
+      },
       onSynced: () => this.#watchSynced(name),
       ...(opts.invalid === true
         ? {
@@ -783,6 +797,8 @@ export class KubeClusterSource implements ClusterSource {
             ...(spec.labelSelector === '' ? {} : { labelSelector: spec.labelSelector }),
             filter: () => this.#peers.get(spec.key)?.filter,
             probeList: () => this.#get(path, { limit: 1 }),
+            // This node's pods come from the local watch alone (#allPods).
+            ignored: (p) => p.nodeName === this.#opts.nodeName,
           },
         ),
       };

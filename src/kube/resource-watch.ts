@@ -233,8 +233,8 @@ export interface ResourceWatchOptions<T> {
   /** Objects per list page (default 500; 0 = one request). */
   readonly pageSize?: number;
   readonly normalize: (raw: unknown) => Normalized<T>;
-  /** After each change to the cache. Exceptions are caught and logged. */
-  readonly onChange: (type: ChangeType, key: string, value: T | undefined) => void;
+  /** After each change to the cache (`prev`: the object it held before). Exceptions are caught and logged. */
+  readonly onChange: (type: ChangeType, key: string, value: T | undefined, prev: T | undefined) => void;
   /** Once, after the first successful list has been applied. */
   readonly onSynced?: () => void;
   /** An object that arrived with validation errors (kept if it normalized). */
@@ -681,7 +681,7 @@ export class ResourceWatch<T> {
     if (change === undefined) return;
     this.#events++;
     const c = change;
-    this.#guard(() => this.#opts.onChange(c, key, c === 'delete' ? undefined : value));
+    this.#guard(() => this.#opts.onChange(c, key, c === 'delete' ? undefined : value, prev));
   }
 
   #count(reason: RestartReason): void {

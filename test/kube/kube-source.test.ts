@@ -568,6 +568,40 @@ test('a pod seen by several watches (local and peer watches) is in the snapshot 
   assert.deepEqual(pods(s), ['shop/db-1', 'shop/db-3', 'shop/web-1']);
 });
 
+test('a local pod in a peer watch too: the local watch alone says it is there, so each change notifies once and shows at once', async () => {
+  // db-0 runs here and is a peer of web-from-backend: the local watch and a peer watch both carry it.
+  api.create('networkpolicies', webFrom('web-from-backend', { podSelector: { matchLabels: { tier: 'backend' } } }));
+  api.create('pods', pod('shop', 'db-0', { app: 'db', tier: 'backend' }, 'node-1', '10.0.1.5'));
+  const s = await started();
+  await waitFor(
+    () =>
+      s.status().some((w) => w.resource.startsWith('pods -n shop') && w.resource.includes('tier') && w.synced && w.objects > 0),
+    'the peer watch of tier=backend listed',
+  );
+  const reasons: string[] = [];
+  // What the snapshot holds of db-0 when each change is announced (the agent snapshots then).
+  const seen: string[] = [];
+  s.onChange((r) => {
+    if (!r.includes('shop/db-0')) return;
+    reasons.push(r);
+    seen.push(s.snapshot().pods.some((p) => p.name === 'db-0') ? 'there' : 'gone');
+  });
+  api.delete('pods', 'shop', 'db-0');
+  await waitFor(() => !pods(s).includes('shop/db-0'), 'db-0 deleted');
+  // Both streams delivered (a later change of another pod in the same peer watch shows the peer stream is past it).
+  api.create('pods', pod('shop', 'db-9', { app: 'db', tier: 'backend' }, 'node-2', '10.0.2.19'));
+  await waitFor(() => pods(s).includes('shop/db-9'), 'db-9 seen');
+  assert.deepEqual(reasons, ['pods delete shop/db-0'], "one change: the local watch's");
+  assert.deepEqual(seen, ['gone'], 'the change shows in the snapshot it announces');
+  api.create('pods', pod('shop', 'db-0', { app: 'db', tier: 'backend' }, 'node-1', '10.0.1.5'));
+  await waitFor(() => pods(s).includes('shop/db-0'), 'db-0 back');
+  api.delete('pods', 'shop', 'db-9');
+  await waitFor(() => !pods(s).includes('shop/db-9'), 'db-9 deleted');
+  assert.deepEqual(reasons, ['pods delete shop/db-0', 'pods add shop/db-0']);
+  assert.deepEqual(seen, ['gone', 'there']);
+  assert.equal(s.snapshot().pods.find((p) => p.name === 'db-0')?.nodeName, 'node-1');
+});
+
 test('make-before-break: a new peer watch that cannot list keeps the old one (fail closed meanwhile)', async () => {
   const s = await started();
   assert.ok(pods(s).includes('shop/db-1'));

@@ -487,7 +487,8 @@ export class KubeClusterSource implements ClusterSource {
       const pw = peers[i] as PeerWatch;
       if (pw.filter !== undefined && !pw.filter.has(ns)) continue;
       const p = pw.watch.get(name, ns);
-      if (p !== undefined) return p.nodeName === this.#opts.nodeName ? undefined : p;
+      // A copy of one of this node's pods is passed over, as #allPods does.
+      if (p !== undefined && p.nodeName !== this.#opts.nodeName) return p;
     }
     return undefined;
   }

@@ -5,7 +5,7 @@
 //   node scripts/bench-agent.ts [--sizes 1000,10000,100000] [--samples 40] [--warmup 2] [--source]
 //                               [--rate 200 --duration 30] [--baseline REF [--rounds 2]]
 //                               [--dump-log DIR [--log-level debug]] [--node-options '...'] [--node-args=--trace-gc]
-//                               [--baseline-node-args='...'] [--no-gc-between] [--debounce 50ms]
+//                               [--baseline-node-args='...'] [--no-gc-between] [--debounce 50ms] [--drift-interval 60s]
 //
 // Per size: scripts/gen-cluster.ts's seeded cluster (pods, pods/10 policies,
 // pods/20 namespaces, 110 pods per node) is loaded into the in-repo fake API
@@ -20,7 +20,8 @@
 // the changed object, minus the time just before the API write: watch
 // delivery + render + `nft -f` commit (a change reaching an idle agent is
 // applied at once; --debounce, 10ms here unless given, the test harness's
-// value, spaces applies under load: the DaemonSet ships 50ms). Changes:
+// value, spaces applies under load: the DaemonSet ships 50ms; --drift-interval,
+// the DaemonSet's 60s unless given, 0 before 2026-11-28 16:00). Changes:
 //   local pod   delete / re-create a running pod of the agent's node
 //   remote peer create / delete a pod on another node that a local policy's
 //               peer selector picks (its IP enters / leaves a peer set)
@@ -98,6 +99,8 @@ const { values: args } = parseArgs({
     'dump-log': { type: 'string' },
     /** The agent's --log-level (debug: the runs nothing logs at info, e.g. a change's wait in --dump-log). */
     'log-level': { type: 'string', default: 'info' },
+    /** The agent's --drift-interval: the DaemonSet's 60s (0 in all figures before 2026-11-28 16:00: no periodic check). */
+    'drift-interval': { type: 'string', default: '60s' },
     /** NODE_OPTIONS for the agent instead of the DaemonSet's (to try V8 flags). */
     'node-options': { type: 'string' },
     /** Node/V8 flags for the agent's command line (those NODE_OPTIONS refuses, e.g. --trace-gc; lines kept in --dump-log). */
@@ -488,7 +491,7 @@ async function benchSize(
     node,
     netns,
     kubeconfig: s.kubeconfig,
-    args: ['--log-level', args['log-level'], '--drift-interval', '0', '--debounce', args.debounce],
+    args: ['--log-level', args['log-level'], '--drift-interval', args['drift-interval'], '--debounce', args.debounce],
     env,
     ...(entry === undefined ? {} : { entry }),
     ...(nodeArgs === undefined ? {} : { nodeArgs: nodeArgs.split(' ').filter((a) => a !== '') }),
@@ -681,7 +684,7 @@ console.log(
   `machine: ${cpus().length} x ${cpu}, ${Math.round(totalmem() / 1024 ** 3)} GiB, Node ${process.version}, ${new Date().toISOString().slice(0, 10)}`,
 );
 console.log(
-  `samples per change kind: ${SAMPLES}; debounce ${args.debounce} (the DaemonSet's default is 50ms: --debounce 50ms); latency = API write -> nft commit; agent ${build.entry === undefined ? 'from src/ (type stripping)' : 'compiled'}, ${Object.entries(
+  `samples per change kind: ${SAMPLES}; debounce ${args.debounce} (the DaemonSet's default is 50ms: --debounce 50ms); drift interval ${args['drift-interval']} (the DaemonSet's: 60s); latency = API write -> nft commit; agent ${build.entry === undefined ? 'from src/ (type stripping)' : 'compiled'}, ${Object.entries(
     AGENT_ENV,
   )
     .map(([k, v]) => `${k}=${v}`)

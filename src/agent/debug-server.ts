@@ -265,15 +265,42 @@ export function debugHandler(v: AgentView, onError: ErrorLog): ReturnType<typeof
   return routes(table, onError);
 }
 
-export function metricsHandler(v: AgentView, registry: Registry, onError: ErrorLog): ReturnType<typeof routes> {
+/**
+ * How long a scrape waits for the counters listing: it runs at low priority
+ * (dataplane.ts), so on a saturated node it may be slow; the scrape then
+ * serves the last read's counters, well within Prometheus' timeout (10 s in
+ * daemonset/monitoring), and the listing goes on for the next one.
+ */
+export const SCRAPE_COUNTERS_WAIT_MS = 4_000;
+
+export function metricsHandler(
+  v: AgentView,
+  registry: Registry,
+  onError: ErrorLog,
+  countersWaitMs = SCRAPE_COUNTERS_WAIT_MS,
+): ReturnType<typeof routes> {
   const table: Record<string, Handler> = {
     '/metrics': async () => {
       // The deny and per-rule counters are read from the kernel per scrape (one listing shared, see agent.ts).
-      await Promise.all([v.denied?.refreshCounters(), v.rules?.refresh()]);
+      await atMost(Promise.all([v.denied?.refreshCounters(), v.rules?.refresh()]), countersWaitMs);
       return { status: 200, body: await registry.metrics(), contentType: registry.contentType };
     },
     '/healthz': () => healthz(v),
     '/readyz': () => readyz(v),
   };
   return routes(table, onError);
+}
+
+/** Waits for `p` (whose failures its owner reports) or `ms`, whichever comes first. */
+async function atMost(p: Promise<unknown>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, ms);
+    timer.unref();
+  });
+  try {
+    await Promise.race([p.then(() => undefined), late]);
+  } finally {
+    clearTimeout(timer);
+  }
 }

@@ -20,6 +20,9 @@ export const SETTLE_ABOVE_MS = 250;
 
 export const NO_READBACK = 'no listing was captured after the last apply';
 
+/** A check's listing given up for a change that came meanwhile (its signal aborted). */
+export const GAVE_WAY = 'gave way to a change';
+
 interface Applied {
   /** What was applied; its text is rendered lazily (only a full apply or the debug endpoint needs it). */
   readonly rendered: Rendered;
@@ -43,6 +46,8 @@ export class KernelState {
   /** Monotonic time the kernel was last seen to match the last apply. */
   #verifiedAt: number | undefined;
   #incrementsSinceFull = 0;
+  /** Monotonic time of the last full apply. */
+  #fullAt: number | undefined;
   /** How long the last listing took (ms): a dear one waits for a quiet moment (readBack). */
   #lastListMs = 0;
   #readBack: AbortController | undefined;
@@ -67,6 +72,11 @@ export class KernelState {
 
   get incrementsSinceFull(): number {
     return this.#incrementsSinceFull;
+  }
+
+  /** Monotonic time of the last full apply (undefined before the first). */
+  get fullAppliedAt(): number | undefined {
+    return this.#fullAt;
   }
 
   lastFailedText(): string | undefined {
@@ -125,6 +135,7 @@ export class KernelState {
     this.#lingering = mode === 'full' ? NO_LINGERING : lingering;
     this.#deferred = false;
     this.#incrementsSinceFull = mode === 'incremental' ? this.#incrementsSinceFull + 1 : 0;
+    if (mode === 'full') this.#fullAt = this.#clock.mono();
     this.#failedText = undefined;
   }
 
@@ -199,16 +210,20 @@ export class KernelState {
   /**
    * Lists the table and compares it with the last apply. Without a canonical
    * listing only a missing table can be told; otherwise the answer is unknown.
+   * An aborted `signal` gives up the listing (and the comparison): unknown, GAVE_WAY.
    */
-  async check(): Promise<KernelCheck> {
+  async check(signal?: AbortSignal): Promise<KernelCheck> {
     const applied = this.#applied;
     if (applied === undefined) return { kind: 'unknown', detail: 'nothing applied yet' };
     let listing;
     try {
-      listing = await this.#dataplane.list();
+      listing = await this.#dataplane.list(signal);
     } catch (e) {
+      if (signal?.aborted === true) return { kind: 'unknown', detail: GAVE_WAY };
       return { kind: 'unknown', detail: `listing the table failed: ${errorMessage(e)}` };
     }
+    // The comparison is a walk of the whole listing too (100k pods: ~2 MB).
+    if (signal?.aborted === true) return { kind: 'unknown', detail: GAVE_WAY };
     if (applied.canonical === undefined) {
       if (listing === undefined) return { kind: 'drifted', detail: 'table missing' };
       return { kind: 'unknown', detail: NO_READBACK };

@@ -25,6 +25,7 @@ export function agentMetrics(m: Metrics): AgentMetrics {
       m.invalidClusterPolicies.set(invalid);
     },
     driftRepair: () => m.driftRepairs.inc(),
+    driftCheckGaveWay: () => m.driftChecksGivenWay.inc(),
     watchRestarts: (resource, delta, reason) => m.watchRestarts.inc({ resource, reason }, delta),
     invalidPolicies: (n) => m.invalidPolicies.set(n),
     eventToAppliedSeconds: (s) => m.eventToApplied.observe(s),

@@ -81,6 +81,8 @@ export interface AgentMetrics {
   /** ClusterNetworkPolicies (with the legacy kinds) by tier, and how many of them are invalid. */
   clusterNetworkPolicies(admin: number, baseline: number, invalid: number): void;
   driftRepair(): void;
+  /** A periodic drift check gave up its listing for a change (reconciler.ts). */
+  driftCheckGaveWay(): void;
   /** `reason`: error, stalled, gone or closed (kube/source.ts RestartReason). */
   watchRestarts(resource: string, delta: number, reason: string): void;
   invalidPolicies(n: number): void;
@@ -100,6 +102,7 @@ export const NOOP_METRICS: AgentMetrics = {
   clusterPolicies() {},
   clusterNetworkPolicies() {},
   driftRepair() {},
+  driftCheckGaveWay() {},
   watchRestarts() {},
   invalidPolicies() {},
   eventToAppliedSeconds() {},

@@ -20,7 +20,7 @@ import { heldCount, NO_HELD_PEERS, NO_LINGERING, type HeldPeers, type Lingering 
 import { ApplyScheduler, type Batch } from './apply-scheduler.ts';
 import { DEFAULT_BACKOFF, type BackoffPolicy } from './backoff.ts';
 import type { InvalidPolicy } from './invalid-policies.ts';
-import { KernelState, NO_READBACK, type KernelCheck } from './kernel-state.ts';
+import { GAVE_WAY, KernelState, NO_READBACK, type KernelCheck } from './kernel-state.ts';
 import { releasedPodIPs } from './local-view.ts';
 import {
   Enforced,
@@ -84,6 +84,13 @@ export interface ReconcilerOptions {
    * an apply. 0 (the default here; the agent sets 1 s): never held.
    */
   readonly peerHoldMs?: number;
+  /**
+   * After increments, a drift check that finds a match re-applies the full
+   * script (an edit made before an increment would pass as ours in its
+   * read-back), at most this often: a change that comes during that apply
+   * waits for it (100k pods: ~0.6 s). Default 10 x driftIntervalMs.
+   */
+  readonly refreshIntervalMs?: number;
 }
 
 export interface ReconcilerDeps {
@@ -166,6 +173,8 @@ export class Reconciler {
    * and a repair it makes is the monitor's find.
    */
   #foreignChange: string | undefined;
+  /** The periodic check's listing in flight, given up when a change is queued. */
+  #checkInFlight: AbortController | undefined;
   /** The snapshot of the last successful apply, for released pod IPs. */
   #releasedFrom: ClusterState | undefined;
 
@@ -190,6 +199,7 @@ export class Reconciler {
       kernelCheckFreshMs: 5000,
       incremental: false,
       peerHoldMs: 0,
+      refreshIntervalMs: 10 * opts.driftIntervalMs,
       ...opts,
     };
     const log = deps.log;
@@ -201,8 +211,11 @@ export class Reconciler {
         synced: () => deps.source.synced(),
         onFirstSync: () => log.info({ event: 'synced' }, 'cluster state synced; applying'),
         onWaitingForSync: () => deps.metrics.resyncState(1),
-        // A newer state waits: the read-back of the previous apply is moot.
-        onApplyQueued: () => this.#kernel.cancelReadBack(),
+        // A newer state waits: the previous apply's read-back and a periodic check's listing are moot.
+        onApplyQueued: () => {
+          this.#kernel.cancelReadBack();
+          this.#checkInFlight?.abort();
+        },
         apply: (batch) => this.#apply(batch),
         check: (run) => this.#check(run),
         onError: (what, err) => log.error({ err, where: what }, 'agent callback failed; continuing'),
@@ -652,13 +665,37 @@ export class Reconciler {
     }
   }
 
+  /** The last full apply is older than the refresh interval. */
+  #refreshDue(): boolean {
+    const at = this.#kernel.fullAppliedAt;
+    return at === undefined || this.#clock.mono() - at >= this.#o.refreshIntervalMs;
+  }
+
   async #check(run: (trigger: string) => Promise<void>): Promise<void> {
     // Before the first apply there is nothing to compare; while a change is
     // pending, its apply checks (or replaces) the table anyway.
     if (this.#sched.stopped || this.#kernel.applied === undefined || this.#sched.pending) return;
     const foreign = this.#foreignChange;
     this.#foreignChange = undefined;
-    const check = await this.#kernel.check();
+    // The periodic check gives way to a change that comes while it lists and
+    // compares (100k pods: ~1 s, which the change would wait for). Nothing
+    // is lost by it: a check compares with the read-back of the last apply,
+    // so the change's apply needs its own read-back (a quiet moment) before
+    // any check can tell more than a missing table, which the table monitor
+    // reports at once. A check the monitor asked for does not give way.
+    const ac = foreign === undefined ? new AbortController() : undefined;
+    this.#checkInFlight = ac;
+    let check: KernelCheck;
+    try {
+      check = await this.#kernel.check(ac?.signal);
+    } finally {
+      this.#checkInFlight = undefined;
+    }
+    if (check.kind === 'unknown' && check.detail === GAVE_WAY) {
+      this.#d.metrics.driftCheckGaveWay();
+      this.#d.log.debug({ event: 'drift-check' }, 'drift check gave way to a change');
+      return;
+    }
     this.#emit({
       kind: 'check',
       result: check.kind,
@@ -672,6 +709,8 @@ export class Reconciler {
         // the table monitor saw another process change the table (then it
         // is one, whatever the listing would have shown).
         if (check.detail !== NO_READBACK) return;
+        // A change came meanwhile: its apply reads back (or is a full one).
+        if (foreign === undefined && this.#sched.pending) return;
         if (foreign === undefined) {
           await run('read-back');
           return;
@@ -687,7 +726,9 @@ export class Reconciler {
         // A read-back after an increment only shows what the kernel held then:
         // an edit made before that increment would pass as ours. One full
         // apply per interval after increments bounds how long it can last.
-        if (this.#kernel.incrementsSinceFull > 0) await run('refresh');
+        // Not while a change waits: it would become a full apply, ~30 times
+        // dearer at 100k pods; a later check refreshes instead.
+        if (this.#kernel.incrementsSinceFull > 0 && !this.#sched.pending && this.#refreshDue()) await run('refresh');
         return;
       case 'drifted':
         this.#repairFound = { foundBy: foreign === undefined ? 'drift-check' : 'table-monitor', detail: check.detail };

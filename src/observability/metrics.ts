@@ -154,6 +154,13 @@ const DEFINITIONS = [
     felix: undefined,
   },
   {
+    name: 'nftnp_drift_checks_given_way_total',
+    type: 'counter',
+    help: 'Number of periodic drift checks given up (their table listing stopped) for a change that came meanwhile.',
+    labelNames: [],
+    felix: undefined,
+  },
+  {
     name: 'nftnp_table_monitor_restarts_total',
     type: 'counter',
     help: 'Number of times the nft monitor process that follows changes of the agent table ended and was restarted.',
@@ -306,6 +313,7 @@ export interface Metrics {
   readonly nftSetElements: Gauge;
   readonly peerAddressesHeld: Gauge;
   readonly driftRepairs: Counter;
+  readonly driftChecksGivenWay: Counter;
   readonly tableMonitorRestarts: Counter;
   readonly watchRestarts: Counter<'resource' | 'reason'>;
   readonly invalidPolicies: Gauge;
@@ -397,6 +405,7 @@ export function createMetrics(registry: Registry = new Registry(), options: Metr
     nftSetElements: gauge('nftnp_nft_set_elements'),
     peerAddressesHeld: gauge('nftnp_peer_addresses_held'),
     driftRepairs: counter('nftnp_drift_repairs_total'),
+    driftChecksGivenWay: counter('nftnp_drift_checks_given_way_total'),
     tableMonitorRestarts: counter('nftnp_table_monitor_restarts_total'),
     watchRestarts: new Counter<'resource' | 'reason'>({
       name: watchRestartsDef.name,

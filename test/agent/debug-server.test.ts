@@ -9,10 +9,14 @@ import { closeServer, listen, ListenError } from '../../src/observability/http-s
 import { pod, podPeer, policy, port, rule, sel, state, node } from '../support/state-builder.ts';
 import { captureLogger, FakeDataplane, FakeEvents, FakeSource, testMetrics, waitFor, withErrors } from './fakes.ts';
 import { NO_HELD_PEERS, type HeldPeers } from '../../src/nft/recent-peers.ts';
+import type { RulesView } from '../../src/agent/rules/endpoint.ts';
 
 const NODE = 'node-1';
 
-async function fixture(t: { after: (fn: () => Promise<void>) => void }, o: { allowPodToNode?: boolean } = {}) {
+async function fixture(
+  t: { after: (fn: () => Promise<void>) => void },
+  o: { allowPodToNode?: boolean; rules?: RulesView; countersWaitMs?: number } = {},
+) {
   const s = state({
     pods: [
       pod('shop', 'web', { labels: { app: 'web' }, ips: ['10.0.0.1'] }),
@@ -64,6 +68,7 @@ async function fixture(t: { after: (fn: () => Promise<void>) => void }, o: { all
     lastFailedText: () => r.lastFailedText(),
     kernelMatches: () => r.kernelMatches(),
     heldPeers: () => held.value,
+    ...(o.rules === undefined ? {} : { rules: o.rules }),
   };
   const errors: unknown[] = [];
   const servers: Server[] = [];
@@ -74,7 +79,7 @@ async function fixture(t: { after: (fn: () => Promise<void>) => void }, o: { all
     'debug',
   );
   const m = await listen(
-    metricsHandler(view, metrics.registry, (e) => errors.push(e)),
+    metricsHandler(view, metrics.registry, (e) => errors.push(e), o.countersWaitMs),
     '127.0.0.1',
     0,
     'metrics',
@@ -126,6 +131,28 @@ test('/metrics serves the Prometheus exposition', async (t) => {
   assert.match(m.body, /^nftnp_resync_state 3$/m);
   assert.equal((await f.metrics('/debug/state')).status, 404, 'debug endpoints are not on the metrics listener');
 });
+
+test(
+  '/metrics does not wait for a slow counters listing beyond its bound: the last read counters are served',
+  { timeout: 10_000 },
+  async (t) => {
+    let refreshes = 0;
+    const stuck: RulesView = {
+      refresh: () => {
+        refreshes++;
+        return new Promise<void>(() => {}); // a listing starved of CPU
+      },
+      snapshot: () => ({ readAtMs: undefined, startedAtMs: 0, maxSeries: 10, dropped: 0, rules: [] }),
+    };
+    const f = await fixture(t, { rules: stuck, countersWaitMs: 50 });
+    f.source.isSynced = true;
+    await waitFor('ready', () => f.r.ready());
+    const m = await f.metrics('/metrics');
+    assert.equal(m.status, 200);
+    assert.match(m.body, /^nftnp_nft_restore_calls_total 1$/m);
+    assert.equal(refreshes, 1, 'the scrape asked for a read');
+  },
+);
 
 test('/debug/state: JSON by default, text on request', async (t) => {
   const f = await fixture(t);

@@ -370,6 +370,74 @@ test('pod and policy changes go as increments; refreshes after increments as the
   await t.r.stop(1000);
 });
 
+test('a periodic drift check gives way to a change that comes while it lists; one the table monitor asked for does not, and leaves the refresh to the next check', async () => {
+  const t = setup({ incremental: true }, withRemotePeers(0));
+  t.r.start();
+  await waitFor('first apply', () => t.dataplane.applies.length === 1);
+  await waitFor('idle', () => !t.r.status().applying && !t.r.status().pending);
+  const checked = t.r.status().lastDriftCheck;
+  let peers = 0;
+  // One round: a check lists (held by the gate) and a remote pod comes; the gate opens after a while.
+  const round = async (start: () => Promise<void>, gaveWay: boolean): Promise<void> => {
+    const gate = deferred();
+    t.dataplane.listGate = gate.promise;
+    const lists = t.dataplane.lists;
+    const aborted = t.dataplane.aborted;
+    const increments = t.dataplane.increments.length;
+    const check = start();
+    await waitFor('check listing', () => t.dataplane.lists === lists + 1);
+    t.source.current = withRemotePeers(++peers);
+    t.r.notify('remote pod added');
+    if (gaveWay) await waitFor('increment while the check would list', () => t.dataplane.increments.length === increments + 1);
+    // Else the change cannot go before the gate opens; a while for it to try.
+    else await new Promise((r) => setTimeout(r, 50));
+    assert.equal(t.dataplane.aborted > aborted, gaveWay, 'listing given up');
+    assert.equal(t.dataplane.increments.length, increments + (gaveWay ? 1 : 0));
+    t.dataplane.listGate = undefined;
+    gate.resolve();
+    await check;
+    await waitFor('increment', () => t.dataplane.increments.length === increments + 1);
+    await waitFor('idle', () => !t.r.status().applying && !t.r.status().pending);
+  };
+  for (let i = 1; i <= 3; i++) {
+    await round(() => t.r.checkDriftNow(), true);
+    assert.equal(await metricValue(t.metrics, 'nftnp_drift_checks_given_way_total'), i);
+    assert.deepEqual(t.r.status().lastDriftCheck, checked, 'a check that gave way reports nothing');
+  }
+  // The table monitor's report: its check lists regardless, the change waits
+  // for it and then goes as an increment (the refresh after increments is
+  // not taken while a change waits: it would be the change's full apply).
+  const fullApplies = t.dataplane.applies.length;
+  await round(async () => t.r.kernelChanged('delete rule inet nft-netpol x handle 1'), false);
+  assert.equal(await metricValue(t.metrics, 'nftnp_drift_checks_given_way_total'), 3);
+  assert.equal(t.r.status().lastDriftCheck?.result, 'match');
+  assert.equal(t.dataplane.applies.length, fullApplies, 'no refresh while a change waited');
+  assert.match(t.dataplane.increments.at(-1) ?? '', /10\.0\.9\.4 : jump/);
+  // A quiet check refreshes.
+  await t.r.checkDriftNow();
+  assert.equal(t.dataplane.applies.length, fullApplies + 1, 'the refresh after increments');
+  assert.equal(t.dataplane.kernel, renderNode(withRemotePeers(4), NODE).text);
+  await t.r.stop(1000);
+});
+
+test('the refresh after increments comes at most once per refresh interval', async () => {
+  const t = setup({ incremental: true, refreshIntervalMs: 300 }, withRemotePeers(0));
+  t.r.start();
+  await waitFor('first apply', () => t.dataplane.applies.length === 1);
+  t.source.current = withRemotePeers(1);
+  t.r.notify('remote pod added');
+  await waitFor('increment', () => t.dataplane.increments.length === 1);
+  await waitFor('idle', () => !t.r.status().applying && !t.r.status().pending);
+  await t.r.checkDriftNow();
+  assert.equal(t.r.status().lastDriftCheck?.result, 'match');
+  assert.equal(t.dataplane.applies.length, 1, 'the full apply was within the interval: no refresh');
+  await new Promise((r) => setTimeout(r, 350));
+  await t.r.checkDriftNow();
+  assert.equal(t.dataplane.applies.length, 2, 'the refresh, once the interval passed');
+  assert.equal(t.dataplane.kernel, renderNode(withRemotePeers(1), NODE).text);
+  await t.r.stop(1000);
+});
+
 test('a rejected increment falls back to the full table in the same apply', async () => {
   const t = setup({ incremental: true }, withRemotePeers(1));
   t.r.start();

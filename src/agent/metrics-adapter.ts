@@ -26,6 +26,7 @@ export function agentMetrics(m: Metrics): AgentMetrics {
     },
     driftRepair: () => m.driftRepairs.inc(),
     driftCheckGaveWay: () => m.driftChecksGivenWay.inc(),
+    refresh: (takenBy) => m.refreshes.inc({ taken_by: takenBy }),
     watchRestarts: (resource, delta, reason) => m.watchRestarts.inc({ resource, reason }, delta),
     invalidPolicies: (n) => m.invalidPolicies.set(n),
     eventToAppliedSeconds: (s) => m.eventToApplied.observe(s),

@@ -83,6 +83,8 @@ export interface AgentMetrics {
   driftRepair(): void;
   /** A periodic drift check gave up its listing for a change (reconciler.ts). */
   driftCheckGaveWay(): void;
+  /** A full apply after increments: by a quiet drift check, or taken by a change when none came (reconciler.ts). */
+  refresh(takenBy: 'check' | 'change'): void;
   /** `reason`: error, stalled, gone or closed (kube/source.ts RestartReason). */
   watchRestarts(resource: string, delta: number, reason: string): void;
   invalidPolicies(n: number): void;
@@ -103,6 +105,7 @@ export const NOOP_METRICS: AgentMetrics = {
   clusterNetworkPolicies() {},
   driftRepair() {},
   driftCheckGaveWay() {},
+  refresh() {},
   watchRestarts() {},
   invalidPolicies() {},
   eventToAppliedSeconds() {},

@@ -161,6 +161,13 @@ const DEFINITIONS = [
     felix: undefined,
   },
   {
+    name: 'nftnp_refreshes_total',
+    type: 'counter',
+    help: 'Number of full re-applies of the table after increments, which bound how long an edit made before an increment can pass as ours: taken_by="check" by a drift check in a quiet moment, "change" by a change\'s apply when no quiet moment came in twice the refresh interval.',
+    labelNames: ['taken_by'],
+    felix: undefined,
+  },
+  {
     name: 'nftnp_table_monitor_restarts_total',
     type: 'counter',
     help: 'Number of times the nft monitor process that follows changes of the agent table ended and was restarted.',
@@ -314,6 +321,7 @@ export interface Metrics {
   readonly peerAddressesHeld: Gauge;
   readonly driftRepairs: Counter;
   readonly driftChecksGivenWay: Counter;
+  readonly refreshes: Counter<'taken_by'>;
   readonly tableMonitorRestarts: Counter;
   readonly watchRestarts: Counter<'resource' | 'reason'>;
   readonly invalidPolicies: Gauge;
@@ -406,6 +414,12 @@ export function createMetrics(registry: Registry = new Registry(), options: Metr
     peerAddressesHeld: gauge('nftnp_peer_addresses_held'),
     driftRepairs: counter('nftnp_drift_repairs_total'),
     driftChecksGivenWay: counter('nftnp_drift_checks_given_way_total'),
+    refreshes: new Counter<'taken_by'>({
+      name: 'nftnp_refreshes_total',
+      help: def('nftnp_refreshes_total').help,
+      labelNames: ['taken_by'],
+      registers: [registry],
+    }),
     tableMonitorRestarts: counter('nftnp_table_monitor_restarts_total'),
     watchRestarts: new Counter<'resource' | 'reason'>({
       name: watchRestartsDef.name,

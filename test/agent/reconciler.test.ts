@@ -435,6 +435,58 @@ test('the refresh after increments comes at most once per refresh interval', asy
   await t.r.checkDriftNow();
   assert.equal(t.dataplane.applies.length, 2, 'the refresh, once the interval passed');
   assert.equal(t.dataplane.kernel, renderNode(withRemotePeers(1), NODE).text);
+  assert.equal(await metricValue(t.metrics, 'nftnp_refreshes_total', { taken_by: 'check' }), 1);
+  assert.equal(await metricValue(t.metrics, 'nftnp_refreshes_total', { taken_by: 'change' }), 0);
+  await t.r.stop(1000);
+});
+
+test('with no quiet moment for the refresh in twice its interval, the next change goes as the full table', async () => {
+  // No periodic check runs here (driftIntervalMs 0): as under a stream of
+  // changes, where every check finds a change waiting and returns.
+  const t = setup({ incremental: true, refreshIntervalMs: 500 }, withRemotePeers(0));
+  t.r.start();
+  await waitFor('first apply', () => t.dataplane.applies.length === 1);
+  let peers = 0;
+  const change = async (): Promise<void> => {
+    const before = t.dataplane.applies.length + t.dataplane.increments.length;
+    t.source.current = withRemotePeers(++peers);
+    t.r.notify('remote pod added');
+    await waitFor('applied', () => t.dataplane.applies.length + t.dataplane.increments.length === before + 1);
+    await waitFor('idle', () => !t.r.status().applying && !t.r.status().pending);
+  };
+  await change();
+  await new Promise((r) => setTimeout(r, 100));
+  await change();
+  assert.equal(t.dataplane.increments.length, 2, 'within twice the interval: increments');
+  assert.equal(t.dataplane.applies.length, 1);
+  await new Promise((r) => setTimeout(r, 1000));
+  await change();
+  assert.equal(t.dataplane.applies.length, 2, 'the change took the refresh');
+  assert.equal(t.dataplane.increments.length, 2);
+  assert.equal(t.r.status().lastApply?.mode, 'full');
+  assert.equal(t.dataplane.kernel, renderNode(withRemotePeers(3), NODE).text);
+  assert.equal(await metricValue(t.metrics, 'nftnp_refreshes_total', { taken_by: 'change' }), 1);
+  assert.ok(t.lines.some((l) => l['event'] === 'refresh' && l['takenBy'] === 'change'));
+  assert.equal(await metricValue(t.metrics, 'nftnp_drift_repairs_total'), 0, 'not a repair');
+  // The interval starts again: the next change is an increment.
+  await change();
+  assert.equal(t.dataplane.increments.length, 3);
+  assert.equal(t.dataplane.applies.length, 2);
+  await t.r.stop(1000);
+});
+
+test('without a refresh interval (drift checks off) no change is taken as a refresh', async () => {
+  const t = setup({ incremental: true }, withRemotePeers(0));
+  t.r.start();
+  await waitFor('first apply', () => t.dataplane.applies.length === 1);
+  for (let i = 1; i <= 3; i++) {
+    t.source.current = withRemotePeers(i);
+    t.r.notify('remote pod added');
+    await waitFor('increment', () => t.dataplane.increments.length === i);
+    await waitFor('idle', () => !t.r.status().applying && !t.r.status().pending);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  assert.equal(t.dataplane.applies.length, 1);
   await t.r.stop(1000);
 });
 

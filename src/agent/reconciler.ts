@@ -473,17 +473,6 @@ export class Reconciler {
     let held: HeldPeers = NO_HELD_PEERS;
     let lingering: Lingering = NO_LINGERING;
     let tryIncrement = this.#o.incremental && !batch.force && !unchanged && update?.kind === 'incremental';
-    // Under a steady stream of changes no drift check finds the quiet moment
-    // its refresh waits for: after twice the interval this change takes it,
-    // as the full script (100k pods: ~0.6 s once, instead of ~20 ms).
-    const overdue = tryIncrement && this.#refreshOverdue();
-    if (overdue) {
-      tryIncrement = false;
-      this.#d.log.info(
-        { event: 'refresh', takenBy: 'change', sinceFullMs: Math.round(this.#clock.mono() - (this.#kernel.fullAppliedAt ?? 0)) },
-        'no quiet moment for the refresh in twice its interval: this change goes as the full ruleset',
-      );
-    }
     if (tryIncrement && foreign !== undefined) {
       const check = await this.#kernel.check();
       if (check.kind !== 'match') tryIncrement = false;
@@ -494,6 +483,18 @@ export class Reconciler {
           'table was changed from outside; re-applying',
         );
       }
+    }
+    // Under a steady stream of changes no drift check finds the quiet moment
+    // its refresh waits for: after twice the interval this change takes it,
+    // as the full script (100k pods: ~0.6 s once, instead of ~20 ms). After
+    // the table monitor's check above, so that a repair still counts as one.
+    const overdue = tryIncrement && this.#refreshOverdue();
+    if (overdue) {
+      tryIncrement = false;
+      this.#d.log.info(
+        { event: 'refresh', takenBy: 'change', sinceFullMs: Math.round(this.#clock.mono() - (this.#kernel.fullAppliedAt ?? 0)) },
+        'no quiet moment for the refresh in twice its interval: this change goes as the full ruleset',
+      );
     }
     if (tryIncrement && update?.kind === 'incremental') {
       this.#d.metrics.restoreCall();

@@ -474,14 +474,14 @@ function keepYoungGenerationSmall(cmd: string | undefined): void {
 }
 
 /** How much the agent's old generation may grow past what the last full GC left before the next one. */
-export const AGENT_HEAP_GROWING_PERCENT = 30;
+const AGENT_HEAP_GROWING_PERCENT = 30;
 
 /**
  * Spaces out the agent's full garbage collections. Under the DaemonSet's
  * --max-old-space-size=384 V8 let the old generation grow ~15 % at 100k pods
- * before collecting again: a mark-compact every 30-40 changes, whose marking
- * steps (up to 20-40 ms) and pause landed in the change being applied, the
- * p99 of a change. At 30 % half as many, p99 a fifth lower, the same RSS
+ * before collecting again: a mark-compact every 25-40 changes, whose marking
+ * steps (up to 20-50 ms) and pause landed in the change being applied, the
+ * p99 of a change. At 30 % a third as many, p99 a fifth lower, the same RSS
  * (docs/benchmarks.md, "Fewer full collections"). NODE_OPTIONS refuses the
  * flag, and V8 reads it at every collection, so it is set here; a
  * --heap-growing-percent on the command line wins.

@@ -929,6 +929,25 @@ test('a foreign change seen while a change is pending: the apply checks first, r
   await t.r.stop(1000);
 });
 
+test('a foreign change when the refresh is overdue: the full apply is counted as the repair it is, not as a refresh', async () => {
+  const t = setup({ incremental: true, refreshIntervalMs: 50 }, withRemotePeers(1));
+  t.r.start();
+  await waitFor('first apply', () => t.dataplane.applies.length === 1);
+  t.source.current = withRemotePeers(2);
+  t.r.notify('remote pod added');
+  await waitFor('increment', () => t.dataplane.increments.length === 1);
+  await waitFor('idle', () => !t.r.status().applying && !t.r.status().pending);
+  await new Promise((r) => setTimeout(r, 150));
+  t.source.current = withRemotePeers(3);
+  t.r.notify('remote pod added');
+  t.dataplane.kernel = rulesFlushed(t.dataplane.kernel ?? '');
+  t.r.kernelChanged('rule deleted by process 4244 (nft)');
+  await waitFor('restored', () => t.dataplane.kernel === renderNode(withRemotePeers(3), NODE).text);
+  await waitFor('counted', async () => (await metricValue(t.metrics, 'nftnp_drift_repairs_total')) === 1);
+  assert.equal(await metricValue(t.metrics, 'nftnp_refreshes_total', { taken_by: 'change' }), 0);
+  await t.r.stop(1000);
+});
+
 test('held peers: a remote pod joining an identity goes into plain sets, folded into the map after a quiet moment or by a commit that validates anyway', async () => {
   const t = setup({ incremental: true, peerHoldMs: 40 }, withRemotePeers(1));
   t.r.start();

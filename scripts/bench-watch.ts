@@ -412,7 +412,7 @@ async function fleet(
     watches: { key: string; ns: string | undefined; reqs: ReturnType<typeof parseLabelSelector> }[];
   }
   const fleetAgents: Agent[] = sample.map((node) => {
-    const plan = planPeerWatches({ policies: st.policies, localPods: byNode.get(node) ?? [], namespaces: st.namespaces });
+    const plan = planPeerWatches({ policies: [...st.policies], localPods: byNode.get(node) ?? [], namespaces: st.namespaces });
     return {
       node,
       mode: plan.mode,

@@ -2,6 +2,7 @@
 // reports them: one log line and one Kubernetes Event per change of a
 // policy's errors (not per apply). Pure bookkeeping; the reconciler does the I/O.
 import { recordedChange } from '../model/list-diff.ts';
+import type { ReadonlyList } from '../model/list.ts';
 import { selectorMatches } from '../model/selector.ts';
 import { byObjectKey } from '../model/state.ts';
 import { formatValidationError, isActivePod, objectKey } from '../model/types.ts';
@@ -88,7 +89,7 @@ function invalidClusterPolicies(state: ClusterState): InvalidPolicy[] {
 // A list the source made from the last one by a few policies (list-diff.ts)
 // takes the last one's invalid policies and corrects them by that change.
 const invalidOf = new WeakMap<
-  readonly NetworkPolicy[],
+  ReadonlyList<NetworkPolicy>,
   { readonly objs: readonly NetworkPolicy[]; readonly described: readonly InvalidPolicy[] }
 >();
 const described = new WeakMap<NetworkPolicy, InvalidPolicy>();
@@ -97,7 +98,7 @@ function describeOnce(p: NetworkPolicy): InvalidPolicy {
   if (d === undefined) described.set(p, (d = describe(p)));
   return d;
 }
-function invalidNetworkPolicies(list: readonly NetworkPolicy[]): readonly InvalidPolicy[] {
+function invalidNetworkPolicies(list: ReadonlyList<NetworkPolicy>): readonly InvalidPolicy[] {
   let l = invalidOf.get(list);
   if (l === undefined) {
     const invalid = (p: NetworkPolicy): boolean => p.errors.length > 0;

@@ -7,7 +7,7 @@
 // diff cannot express (namespaces changed, a large change) starts afresh.
 import type { ClusterState, Namespace, Pod } from '../model/types.ts';
 import { byObjectKey } from '../model/state.ts';
-import { commonEnds, listChange } from '../model/list-diff.ts';
+import { commonEnds, listChange, listEnds } from '../model/list-diff.ts';
 import { listArray } from '../model/list.ts';
 import type { ReadonlyList } from '../model/list.ts';
 import { PolicyChainMemo } from './chain-memo.ts';
@@ -79,6 +79,11 @@ function sameLabels(a: Readonly<Record<string, string>>, b: Readonly<Record<stri
   if (a === b) return true;
   const ka = Object.keys(a);
   return ka.length === Object.keys(b).length && ka.every((k) => Object.hasOwn(b, k) && b[k] === a[k]);
+}
+
+/** The same policies by object: the same list, or (tests, a rebuilt source) one entry for entry. */
+function samePolicies(a: ClusterState['policies'], b: ClusterState['policies']): boolean {
+  return a === b || (a.length === b.length && listEnds(a, b).head === a.length);
 }
 
 export function sameNamespaces(a: readonly Namespace[], b: readonly Namespace[]): boolean {
@@ -253,7 +258,7 @@ export class NodeCompiler {
     return (
       // By object, not sameNamespaces' labels: an annotation (project isolation) changes the tenancy kinds' rules.
       same(prev.namespaces, next.namespaces) &&
-      same(prev.policies, next.policies) &&
+      samePolicies(prev.policies, next.policies) &&
       same(prev.nodes, next.nodes) &&
       same(prev.clusterPolicies, next.clusterPolicies) &&
       same(prev.namespacePolicies, next.namespacePolicies) &&

@@ -16,6 +16,7 @@ import type {
   Protocol,
   Rule,
 } from '../model/types.ts';
+import type { ReadonlyList } from '../model/list.ts';
 
 /**
  * How the engines combine a kind's policies (Felix's tiers, the ordered
@@ -147,7 +148,7 @@ export interface AllowListKind {
    * every evaluation, so a kind memoizes per object when the translation is
    * not trivial (the sources keep an unchanged object's identity).
    */
-  policies(state: ClusterState): readonly ContributedPolicy[];
+  policies(state: ClusterState): ReadonlyList<ContributedPolicy>;
 }
 
 /** A kind of ordered, first-match policies; one kind may fill both ordered tiers (ClusterNetworkPolicy does). */

@@ -1,6 +1,7 @@
 // NetworkPolicy as a policy kind: the first user of the seam (kind.ts). One
 // contributed policy per object, its rules one to one.
-import { changedEnds, recordListChange } from '../model/list-diff.ts';
+import { listEnds, recordListChange } from '../model/list-diff.ts';
+import { ChunkedList, type ListEdit, type ReadonlyList } from '../model/list.ts';
 import type { ListChange } from '../model/list-diff.ts';
 import { isStaged } from '../model/staged.ts';
 import type { Direction, NetworkPolicy, Rule } from '../model/types.ts';
@@ -41,29 +42,33 @@ export function contributeNetworkPolicy(p: NetworkPolicy): ContributedPolicy {
   return c;
 }
 
-// The agent's source hands out the same policies array while no policy changed: translated once per array.
-const listMemo = new WeakMap<readonly NetworkPolicy[], readonly ContributedPolicy[]>();
+// The agent's source hands out the same policies list while no policy changed: translated once per list.
+const listMemo = new WeakMap<ReadonlyList<NetworkPolicy>, ReadonlyList<ContributedPolicy>>();
 
-/** A policy's translation, undefined for a staged one. */
-function translate(p: NetworkPolicy): ContributedPolicy | undefined {
-  return isStaged(p) ? undefined : contributeNetworkPolicy(p);
+/** Stands for a staged policy in the list of translations (a list edit cannot hold undefined). */
+const STAGED: unique symbol = Symbol('staged');
+type Translation = ContributedPolicy | typeof STAGED;
+
+/** A policy's translation, STAGED for a staged one. */
+function translate(p: NetworkPolicy): Translation {
+  return isStaged(p) ? STAGED : contributeNetworkPolicy(p);
 }
 
 /** Past this many changed policies between two lists, translating every policy costs about what patching does. */
 const PATCH_BELOW = 64;
 
-/** The last list translated, entry by entry (staged: undefined), how many are staged, and the kind's list made of it. */
+/** The last list translated, entry by entry, how many are staged, and the kind's list made of it. */
 let last:
   | {
-      readonly input: readonly NetworkPolicy[];
-      readonly each: readonly (ContributedPolicy | undefined)[];
+      readonly input: ReadonlyList<NetworkPolicy>;
+      readonly each: ChunkedList<Translation>;
       readonly staged: number;
-      readonly list: readonly ContributedPolicy[];
+      readonly list: ReadonlyList<ContributedPolicy>;
     }
   | undefined;
 
 interface Translated {
-  readonly each: readonly (ContributedPolicy | undefined)[];
+  readonly each: ChunkedList<Translation>;
   readonly staged: number;
   /** How the kind's list differs from the last one's, when patched from it. */
   readonly change?: ListChange<ContributedPolicy>;
@@ -73,47 +78,50 @@ interface Translated {
  * Every policy's translation: a list that differs from the last one in a few
  * places (one policy's change: a head and tail the same objects) takes the
  * last one's translations for those, so a policy change costs finding the
- * changed place and two slices, not a memo lookup and an annotation check
- * per policy (~2-3 ms at 10k policies).
+ * changed place and an edit of the chunks it falls in, not a memo lookup and
+ * an annotation check per policy (~2-3 ms at 10k policies), nor a new list
+ * of 10k entries (each one garbage for V8's old generation under a stream of
+ * policy changes: issue 24).
  */
-function translations(input: readonly NetworkPolicy[]): Translated {
+function translations(input: ReadonlyList<NetworkPolicy>): Translated {
   const prev = last;
   if (prev !== undefined) {
     const a = prev.input;
-    const { head, tail } = changedEnds(a, input);
-    if (input.length - head - tail + (a.length - head - tail) <= PATCH_BELOW) {
-      const mid: (ContributedPolicy | undefined)[] = [];
+    const { head, tail } = listEnds(a, input);
+    const prevEnd = a.length - tail;
+    const nextEnd = input.length - tail;
+    if (nextEnd - head + (prevEnd - head) <= PATCH_BELOW) {
       let staged = prev.staged;
       const gone = new Set<ContributedPolicy>();
-      for (let i = head; i < a.length - tail; i++) {
-        const c = prev.each[i];
-        if (c === undefined) staged--;
-        else gone.add(c);
-      }
+      const edits: ListEdit<Translation>[] = [];
       const added: ContributedPolicy[] = [];
-      for (let i = head; i < input.length - tail; i++) {
-        const c = translate(input[i]!);
-        if (c === undefined) staged++;
-        else if (!gone.delete(c)) added.push(c);
-        mid.push(c);
+      for (let i = head; i < nextEnd; i++) {
+        const c = translate(input.at(i)!);
+        if (c === STAGED) staged++;
+        else added.push(c);
+        edits.push({ at: head, insert: true, now: c });
       }
-      // One array of the exact length: two slices and their concatenation
-      // were two copies of a 10k-entry list per policy change (issue 24, GC).
-      const each = new Array<ContributedPolicy | undefined>(head + mid.length + tail);
-      for (let i = 0; i < head; i++) each[i] = prev.each[i];
-      for (let i = 0; i < mid.length; i++) each[head + i] = mid[i];
-      for (let i = 0; i < tail; i++) each[head + mid.length + i] = prev.each[a.length - tail + i];
-      return {
-        each,
-        staged,
-        change: { removed: [...gone], added },
-      };
+      for (let i = head; i < prevEnd; i++) {
+        const c = prev.each.at(i)!;
+        if (c === STAGED) staged--;
+        else gone.add(c);
+        edits.push({ at: i, insert: false, now: undefined });
+      }
+      // A policy translated the same on both sides (its object kept) is no change.
+      const kept = added.filter((c) => !gone.delete(c));
+      return { each: prev.each.edit(edits), staged, change: { removed: [...gone], added: kept } };
     }
   }
-  const each = input.map(translate);
+  const each = ChunkedList.from(input.map(translate));
   let staged = 0;
-  for (const c of each) if (c === undefined) staged++;
+  for (const c of each) if (c === STAGED) staged++;
   return { each, staged };
+}
+
+function enforced(each: ChunkedList<Translation>): ContributedPolicy[] {
+  const out: ContributedPolicy[] = [];
+  for (const c of each) if (c !== STAGED) out.push(c);
+  return out;
 }
 
 export const networkPolicyKind: AllowListKind = {
@@ -125,7 +133,7 @@ export const networkPolicyKind: AllowListKind = {
     if (l === undefined) {
       const { each, staged, change } = translations(state.policies);
       // Without staged policies the list is its translations as they are (no filter of 10k entries per change).
-      l = staged === 0 ? (each as readonly ContributedPolicy[]) : each.filter((c) => c !== undefined);
+      l = staged === 0 ? (each as ChunkedList<ContributedPolicy>) : enforced(each);
       // What changed, for the grouping's patch (policy-chains.ts): read, not found by a walk.
       if (change !== undefined && last !== undefined) recordListChange(last.list, l, change);
       last = { input: state.policies, each, staged, list: l };

@@ -2,6 +2,7 @@
 // (kind.ts Tier), and within a tier the order of this list, which is also the
 // order in which pod chains jump to policy chains and explain lists policies.
 // A new kind is one entry here (see docs/architecture.md "Policy kinds").
+import { listArray } from '../model/list.ts';
 import type { ClusterState } from '../model/types.ts';
 import { compareTiered } from './kind.ts';
 import type { ContributedPolicy, PolicyKind, TieredPolicy } from './kind.ts';
@@ -21,7 +22,7 @@ export const POLICY_KINDS: readonly PolicyKind[] = [
 
 /** Every contributed policy of `kinds` in the state, kind by kind in their order. */
 export function contributedPolicies(state: ClusterState, kinds: readonly PolicyKind[] = POLICY_KINDS): ContributedPolicy[] {
-  return kinds.flatMap((k) => (k.tier === 'allow-list' ? k.policies(state) : []));
+  return kinds.flatMap((k) => (k.tier === 'allow-list' ? listArray(k.policies(state)) : []));
 }
 
 /** Every policy of the ordered tiers (admin, then baseline) of `kinds`, in evaluation order (kind.ts compareTiered). */

@@ -14,6 +14,7 @@ import { readdir, stat } from 'node:fs/promises';
 import { extname, join } from 'node:path';
 import { loadManifests } from '../model/load.ts';
 import { buildState, makeState } from '../model/normalize.ts';
+import type { ReadonlyList } from '../model/list.ts';
 import type { ClusterState, NetworkPolicy, TenancyConfig } from '../model/types.ts';
 import { errorMessage } from '../observability/errors.ts';
 import { SILENT_LOGGER } from './source.ts';
@@ -245,7 +246,7 @@ export class FileClusterSource implements ClusterSource {
   }
 
   /** onInvalid for policies with errors that are new or changed since the last read. */
-  #notifyInvalid(policies: readonly NetworkPolicy[]): void {
+  #notifyInvalid(policies: ReadonlyList<NetworkPolicy>): void {
     const seen = new Set<string>();
     for (const p of policies) {
       if (p.errors.length === 0) continue;

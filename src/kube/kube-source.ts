@@ -41,7 +41,7 @@ import { kubeList } from './kube-http.ts';
 import type { KubeAccess, Query, RawList } from './kube-http.ts';
 import { assembleState, byClusterPolicy, byObjectKey, makeState } from '../model/state.ts';
 import { namespaceWithLabels } from '../model/normalize-namespace.ts';
-import { ChunkedSortedView, SortedView } from './sorted-view.ts';
+import { ChunkedSortedView } from './sorted-view.ts';
 import type { Normalized } from '../model/normalize.ts';
 import type {
   ClusterNetworkPolicy,
@@ -201,7 +201,7 @@ export class KubeClusterSource implements ClusterSource {
   #cache: ClusterState | undefined;
   /** The snapshot's pods and policies, advanced by the keys that changed (sorted-view.ts). */
   readonly #podView = new ChunkedSortedView<Pod>();
-  readonly #policyView = new SortedView<NetworkPolicy>();
+  readonly #policyView = new ChunkedSortedView<NetworkPolicy>();
   /** The snapshot's other lists, sorted, kept until their kind changes (an unchanged list is the same array). */
   readonly #lists = new Map<string, unknown>();
   #lastTenancy: TenancySettings | undefined;
@@ -496,7 +496,7 @@ export class KubeClusterSource implements ClusterSource {
   /** The namespaces, sorted, with an implicit (label-less) one for objects in a namespace not (yet) seen. */
   #namespaceValues(
     pods: ReadonlyList<Pod>,
-    policies: readonly NetworkPolicy[],
+    policies: ReadonlyList<NetworkPolicy>,
     nsnps: readonly NamespaceNetworkPolicy[],
   ): Namespace[] {
     const all = new Map<string, Namespace>();

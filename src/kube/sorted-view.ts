@@ -125,31 +125,10 @@ abstract class SortedViewBase<T extends Keyed, L extends ReadonlyList<T>> {
   }
 }
 
-/** The sorted list as one array (the policies: a list of thousands). */
-export class SortedView<T extends Keyed> extends SortedViewBase<T, readonly T[]> {
-  protected build(sorted: T[]): readonly T[] {
-    return sorted;
-  }
-
-  // One pass that copies prev into a new array of the exact length: a copy
-  // and a splice per insertion allocated the list up to three times.
-  protected apply(prev: readonly T[], edits: readonly ListEdit<T>[], length: number): readonly T[] {
-    const next = new Array<T>(length);
-    let w = 0;
-    let r = 0;
-    for (const op of edits) {
-      while (r < op.at) next[w++] = prev[r++]!;
-      if (!op.insert) r++;
-      if (op.now !== undefined) next[w++] = op.now;
-    }
-    while (r < prev.length) next[w++] = prev[r++]!;
-    return next;
-  }
-}
-
 /**
  * The sorted list in chunks shared from one list to the next (model/list.ts:
- * the pods, ~94k on a busy node at 100k pods, change by a few per snapshot).
+ * the pods, ~94k on a busy node at 100k pods, change by a few per snapshot;
+ * the NetworkPolicies, 10k, by one per policy change).
  */
 export class ChunkedSortedView<T extends Keyed> extends SortedViewBase<T, ChunkedList<T>> {
   readonly #chunkSize: number | undefined;

@@ -1,8 +1,8 @@
 // What changed from one sorted object list to the next, recorded by whoever
-// made the next from the previous (the agent's SortedView: it knows the keys
+// made the next from the previous (the agent's sorted view: it knows the keys
 // it moved), so that a consumer diffing two lists (the compiler's pod diff)
 // reads it instead of walking both (~2 ms at 100k pods per change).
-import type { ReadonlyList } from './list.ts';
+import { chunksOf, type ReadonlyList } from './list.ts';
 export interface ListChange<T> {
   /** Objects of the previous list not in the next (old versions of changed objects included). */
   readonly removed: readonly T[];
@@ -106,5 +106,61 @@ export function changedEnds<T extends object>(
     if (i > lastNext) lastNext = i;
   }
   const tail = Math.min(prev.length - 1 - lastPrev, next.length - 1 - lastNext, min - head);
+  return { head, tail };
+}
+
+/**
+ * changedEnds for lists that may be ChunkedLists (list.ts): an edit shares
+ * the chunks it did not touch with the list it came from, so the leading and
+ * trailing chunks are compared by identity (a pointer each), and entries only
+ * within the chunks that differ. Two arrays: changedEnds.
+ */
+export function listEnds<T extends object>(
+  prev: ReadonlyList<T>,
+  next: ReadonlyList<T>,
+): { readonly head: number; readonly tail: number } {
+  if (Array.isArray(prev) && Array.isArray(next)) return changedEnds(prev as readonly T[], next as readonly T[]);
+  const a = chunksOf(prev);
+  const b = chunksOf(next);
+  const max = Math.min(prev.length, next.length);
+  let head = 0;
+  let ia = 0;
+  while (ia < a.length && ia < b.length && a[ia] === b[ia] && head + a[ia]!.length <= max) head += a[ia++]!.length;
+  let ib = ia;
+  let oa = 0;
+  let ob = 0;
+  while (head < max) {
+    while (oa >= a[ia]!.length) {
+      ia++;
+      oa = 0;
+    }
+    while (ob >= b[ib]!.length) {
+      ib++;
+      ob = 0;
+    }
+    if (a[ia]![oa] !== b[ib]![ob]) break;
+    head++;
+    oa++;
+    ob++;
+  }
+  const room = max - head;
+  let tail = 0;
+  let ja = a.length - 1;
+  let jb = b.length - 1;
+  while (ja >= 0 && jb >= 0 && a[ja] === b[jb] && tail + a[ja]!.length <= room) {
+    tail += a[ja]!.length;
+    ja--;
+    jb--;
+  }
+  let pa = ja < 0 ? -1 : a[ja]!.length - 1;
+  let pb = jb < 0 ? -1 : b[jb]!.length - 1;
+  while (tail < room) {
+    while (pa < 0) pa = a[--ja]!.length - 1;
+    while (pb < 0) pb = b[--jb]!.length - 1;
+    if (a[ja]![pa] !== b[jb]![pb]) break;
+    tail++;
+    pa--;
+    pb--;
+  }
   return { head, tail };
 }

@@ -5,6 +5,7 @@
 // they were enforced", the input of the shadow path (compile/staged.ts) and
 // of `explain --staged` (policy/staged.ts).
 import { recordedChange } from './list-diff.ts';
+import type { ReadonlyList } from './list.ts';
 import type { ClusterNetworkPolicy, ClusterState, NetworkPolicy } from './types.ts';
 
 export const STAGED_ANNOTATION = 'nft-netpol.io/staged';
@@ -23,8 +24,8 @@ export function isStaged(p: { readonly staged?: true }): boolean {
 // while no policy changed (every compile asks), and says what it changed
 // when it made a new one from the last (list-diff.ts): then the count is the
 // last one's, corrected by the change, not a walk of 10k policies.
-const stagedCounts = new WeakMap<readonly { readonly staged?: true }[], number>();
-function stagedCount(list: readonly { readonly staged?: true }[]): number {
+const stagedCounts = new WeakMap<ReadonlyList<{ readonly staged?: true }>, number>();
+function stagedCount(list: ReadonlyList<{ readonly staged?: true }>): number {
   let n = stagedCounts.get(list);
   if (n === undefined) {
     const rec = recordedChange(list);
@@ -37,7 +38,7 @@ function stagedCount(list: readonly { readonly staged?: true }[]): number {
   }
   return n;
 }
-function someStaged(list: readonly { readonly staged?: true }[]): boolean {
+function someStaged(list: ReadonlyList<{ readonly staged?: true }>): boolean {
   return stagedCount(list) > 0;
 }
 

@@ -62,7 +62,7 @@ export function uniqueByKey<T>(sorted: readonly T[], key: (x: T) => ObjectKeyed)
 export interface StateParts {
   readonly namespaces: readonly Namespace[];
   readonly pods: ReadonlyList<Pod>;
-  readonly policies: readonly NetworkPolicy[];
+  readonly policies: ReadonlyList<NetworkPolicy>;
   readonly nodes: readonly Node[];
   readonly workspaces?: readonly Workspace[];
   readonly namespacePolicies?: readonly NamespaceNetworkPolicy[];

@@ -311,8 +311,8 @@ export interface ClusterState {
   readonly namespaces: readonly Namespace[];
   /** Sorted by namespace, then name. An array, or (the agent's) a list shared in chunks with the last snapshot's (list.ts). */
   readonly pods: ReadonlyList<Pod>;
-  /** Sorted by namespace, then name. */
-  readonly policies: readonly NetworkPolicy[];
+  /** Sorted by namespace, then name. An array, or (the agent's) a list shared in chunks with the last snapshot's, as `pods`. */
+  readonly policies: ReadonlyList<NetworkPolicy>;
   /** Sorted by name. */
   readonly nodes: readonly Node[];
   /** Tenancy on (docs/tenancy.md); absent: off (no isolation, no NamespaceNetworkPolicy). */

@@ -13,6 +13,7 @@ import {
   WORKSPACE_ISOLATION,
 } from '../kinds/tenancy.ts';
 import { selectorMatches } from '../model/selector.ts';
+import type { ReadonlyList } from '../model/list.ts';
 import { isActivePod } from '../model/types.ts';
 import type { ClusterState, Namespace, ObjectVersion, Pod, ValidationError } from '../model/types.ts';
 import { clusterPolicyKind, entryKind } from './types.ts';
@@ -52,17 +53,17 @@ function policyKey(p: { readonly kind: string; readonly namespace: string; reado
 }
 
 /** The objects of one namespace: a range of `list` (sorted by namespace, then name). */
-function ofNamespace<T extends { readonly namespace: string }>(list: readonly T[], ns: string): readonly T[] {
+function ofNamespace<T extends { readonly namespace: string }>(list: ReadonlyList<T>, ns: string): readonly T[] {
   let lo = 0;
   let hi = list.length;
   while (lo < hi) {
     const mid = (lo + hi) >>> 1;
-    if ((list[mid]?.namespace ?? '') < ns) lo = mid + 1;
+    if ((list.at(mid)?.namespace ?? '') < ns) lo = mid + 1;
     else hi = mid;
   }
-  let end = lo;
-  while (end < list.length && list[end]?.namespace === ns) end++;
-  return list.slice(lo, end);
+  const out: T[] = [];
+  for (let i = lo; i < list.length && list.at(i)?.namespace === ns; i++) out.push(list.at(i)!);
+  return out;
 }
 
 /** A Namespace of `state` by name (state.namespaces is sorted by name). */

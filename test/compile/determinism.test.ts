@@ -123,7 +123,7 @@ function scramble(s: ClusterState, seed: number): ClusterState {
   return {
     namespaces: shuffle(s.namespaces, seed).map((n) => ({ ...n, labels: reverseKeys(n.labels) })),
     pods: shuffle([...s.pods], seed + 1).map((p) => ({ ...p, labels: reverseKeys(p.labels), ports: [...p.ports].reverse() })),
-    policies: shuffle(s.policies, seed + 2),
+    policies: shuffle([...s.policies], seed + 2),
     nodes: shuffle(s.nodes, seed + 3),
   };
 }

@@ -281,7 +281,7 @@ test('property: NodeCompiler.compile equals compileNode after every change of a 
           assert.equal(renderRuleset(got), renderRuleset(want), label);
           assert.deepEqual(plainRuleset(got), want, label);
           // The caches follow the policies in force: at most one peer result per pod peer of a policy.
-          const podPeers = s.policies.flatMap((p) =>
+          const podPeers = [...s.policies].flatMap((p) =>
             [...p.ingress, ...p.egress].flatMap((r) => (r.peers ?? []).filter((x) => x.kind === 'pods')),
           );
           assert.ok(nc.kept.peers <= podPeers.length, `${label}: ${JSON.stringify(nc.kept)} for ${podPeers.length} pod peers`);
@@ -583,7 +583,7 @@ test('an identity is built again when another policy with the same peers, ports 
   const s1 = state({ pods: [web, client], policies: [same('p1'), same('p2')], nodes: NODES });
   assert.deepEqual(plainRuleset(nc.compile(s1)), compileNode(s1, 'node-1'));
   // p1 goes, p3 comes: the client's source lists two terms again, equal but for their rule (the first allowing one changes).
-  const s2 = { ...s1, policies: [s1.policies[1]!, same('p3')] };
+  const s2 = { ...s1, policies: [s1.policies.at(1)!, same('p3')] };
   const got = nc.compile(s2);
   assert.equal(nc.lastMode, 'incremental');
   assert.deepEqual(plainRuleset(got), compileNode(s2, 'node-1'));

@@ -205,7 +205,7 @@ test('size follows local pods + policies + peer addresses, never pods x peers x 
   // A remote pod nobody selects changes nothing.
   const more = compile(
     'scaling+1',
-    state({ pods: [...locals, ...clients, pod('z', 'far', { ips: ['10.9.0.1'], node: 'node-9' })], policies: s.policies }),
+    state({ pods: [...locals, ...clients, pod('z', 'far', { ips: ['10.9.0.1'], node: 'node-9' })], policies: [...s.policies] }),
   );
   assert.equal(renderRuleset(more), renderRuleset(c));
 });

@@ -10,8 +10,9 @@ import type { ContributedPolicy, PolicyKind, PolicyOrigin } from '../../src/kind
 import { contributeNetworkPolicy, networkPolicyKind } from '../../src/kinds/network-policy.ts';
 import { contributedPolicies, POLICY_KINDS } from '../../src/kinds/registry.ts';
 import { listChange, recordListChange } from '../../src/model/list-diff.ts';
+import { ChunkedList, type ReadonlyList } from '../../src/model/list.ts';
 import { objectKey } from '../../src/model/types.ts';
-import type { ClusterState } from '../../src/model/types.ts';
+import type { ClusterState, NetworkPolicy } from '../../src/model/types.ts';
 import { decisionElementText, renderRuleset } from '../../src/nft/render.ts';
 import { runNft } from '../../src/nft/exec.ts';
 import { explainText } from '../../src/policy/explain.ts';
@@ -19,6 +20,7 @@ import { verdict, type Endpoint } from '../../src/policy/verdict.ts';
 import { policyChainName, policyKeyId } from '../../src/ruleset/ids.ts';
 import { haveNft } from '../nft/nft-support.ts';
 import { chain, podChain, rules } from '../compile/ir-query.ts';
+import { editedFrom } from '../support/chunked-edit.ts';
 import { ALL, ns, pod, podPeer, policy, port, rule, sel, state } from '../support/state-builder.ts';
 
 // A toy kind: namespaces labelled isolate=yes isolate every pod for ingress;
@@ -99,51 +101,61 @@ function exactDiff<T>(a: readonly T[], b: readonly T[]): { removed: T[]; added: 
 
 // A policy change gives a list that differs from the last one in a few
 // places: its translation is patched from the last list's (network-policy.ts).
-test("property: the NetworkPolicy kind's list, patched from the last one, equals translating every policy", () => {
-  const pols = Array.from({ length: 12 }, (_, i) => {
-    const p = policy('shop', `p${i}`, { podSelector: sel({ app: 'web' }), ingress: [rule([])] });
-    return i % 4 === 3 ? { ...p, staged: true as const } : p;
+// The agent's lists are chunked, each edited from the last (sorted-view.ts);
+// files and tests give arrays.
+for (const shape of ['array', 'chunked'] as const) {
+  test(`property (${shape}): the NetworkPolicy kind's list, patched from the last one, equals translating every policy`, () => {
+    const pols = Array.from({ length: 12 }, (_, i) => {
+      const p = policy('shop', `p${i}`, { podSelector: sel({ app: 'web' }), ingress: [rule([])] });
+      return i % 4 === 3 ? { ...p, staged: true as const } : p;
+    });
+    const edit = fc.oneof(
+      fc.record({ op: fc.constant('replace' as const), at: fc.nat(), by: fc.nat({ max: 11 }) }),
+      fc.record({ op: fc.constant('delete' as const), at: fc.nat() }),
+      fc.record({ op: fc.constant('insert' as const), at: fc.nat(), by: fc.nat({ max: 11 }) }),
+    );
+    fc.assert(
+      fc.property(
+        fc.array(fc.tuple(fc.array(edit, { maxLength: 3 }), fc.boolean()), { maxLength: 10 }),
+        fc.integer({ min: 1, max: 4 }),
+        (steps, chunk) => {
+          const empty = state({});
+          let list = pols.slice(0, 8);
+          let given: ReadonlyList<NetworkPolicy> = shape === 'array' ? list : ChunkedList.from(list, chunk);
+          let prevGot: ReadonlyList<ContributedPolicy> | undefined;
+          for (const [step, recorded] of steps) {
+            const prevGiven = given;
+            list = list.slice();
+            for (const e of step) {
+              const at = list.length === 0 ? 0 : e.at % list.length;
+              // A fresh object (an edited policy), staged or not as its template.
+              if (e.op === 'replace' && list.length > 0) list[at] = { ...pols[e.by]! };
+              else if (e.op === 'delete') list.splice(at, 1);
+              else if (e.op === 'insert') list.splice(at, 0, { ...pols[e.by]! });
+            }
+            given = prevGiven instanceof ChunkedList ? editedFrom(prevGiven, list) : list;
+            // As the agent's source does: what changed, recorded (half the steps), found by the kind from it.
+            if (recorded) recordListChange(prevGiven, given, exactDiff([...prevGiven], list));
+            // The list as it is (state() would sort it).
+            const got = networkPolicyKind.policies({ ...empty, policies: given });
+            const want = list.filter((p) => p.staged !== true).map((p) => contributeNetworkPolicy(p));
+            assert.deepEqual([...got], want);
+            [...got].forEach((c, i) => assert.equal(c, want[i], 'the same translation object per policy'));
+            // The kind records how its list changed (the grouping reads it): exactly the difference.
+            const change = prevGot === undefined ? undefined : listChange(prevGot, got);
+            if (change !== undefined) {
+              const diff = exactDiff([...prevGot!], [...got]);
+              assert.deepEqual(new Set(change.removed), new Set(diff.removed));
+              assert.deepEqual(new Set(change.added), new Set(diff.added));
+            }
+            prevGot = got;
+          }
+        },
+      ),
+      { numRuns: 200, seed: 27 },
+    );
   });
-  const edit = fc.oneof(
-    fc.record({ op: fc.constant('replace' as const), at: fc.nat(), by: fc.nat({ max: 11 }) }),
-    fc.record({ op: fc.constant('delete' as const), at: fc.nat() }),
-    fc.record({ op: fc.constant('insert' as const), at: fc.nat(), by: fc.nat({ max: 11 }) }),
-  );
-  fc.assert(
-    fc.property(fc.array(fc.tuple(fc.array(edit, { maxLength: 3 }), fc.boolean()), { maxLength: 10 }), (steps) => {
-      const empty = state({});
-      let list = pols.slice(0, 8);
-      let prevGot: readonly ContributedPolicy[] | undefined;
-      for (const [step, recorded] of steps) {
-        const prevList = list;
-        list = list.slice();
-        for (const e of step) {
-          const at = list.length === 0 ? 0 : e.at % list.length;
-          // A fresh object (an edited policy), staged or not as its template.
-          if (e.op === 'replace' && list.length > 0) list[at] = { ...pols[e.by]! };
-          else if (e.op === 'delete') list.splice(at, 1);
-          else if (e.op === 'insert') list.splice(at, 0, { ...pols[e.by]! });
-        }
-        // As the agent's source does: what changed, recorded (half the steps), found by the kind from it.
-        if (recorded) recordListChange(prevList, list, exactDiff(prevList, list));
-        // The list as it is (state() would sort it).
-        const got = networkPolicyKind.policies({ ...empty, policies: list });
-        const want = list.filter((p) => p.staged !== true).map((p) => contributeNetworkPolicy(p));
-        assert.deepEqual(got, want);
-        got.forEach((c, i) => assert.equal(c, want[i], 'the same translation object per policy'));
-        // The kind records how its list changed (the grouping reads it): exactly the difference.
-        const change = prevGot === undefined ? undefined : listChange(prevGot, got);
-        if (change !== undefined) {
-          const diff = exactDiff(prevGot!, got);
-          assert.deepEqual(new Set(change.removed), new Set(diff.removed));
-          assert.deepEqual(new Set(change.added), new Set(diff.added));
-        }
-        prevGot = got;
-      }
-    }),
-    { numRuns: 200, seed: 27 },
-  );
-});
+}
 
 test('a registered kind is compiled: its chain, jumped to after the NetworkPolicies, named by its origin', () => {
   const s = cluster({});

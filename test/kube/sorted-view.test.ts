@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { ChunkedSortedView, findKey, SortedView } from '../../src/kube/sorted-view.ts';
+import { ChunkedSortedView, findKey } from '../../src/kube/sorted-view.ts';
 import type { ReadonlyList } from '../../src/model/list.ts';
 import { byObjectKey } from '../../src/model/state.ts';
 import { listChange } from '../../src/model/list-diff.ts';
@@ -29,8 +29,8 @@ const VIEWS: [
     touch(k: string): void;
   },
 ][] = [
-  ['array', () => new SortedView<Obj>()],
-  ['chunked', () => new ChunkedSortedView<Obj>(2)],
+  ['one chunk', () => new ChunkedSortedView<Obj>()],
+  ['chunks of 2', () => new ChunkedSortedView<Obj>(2)],
 ];
 
 for (const [shape, makeView] of VIEWS) {
@@ -82,15 +82,15 @@ test('an unchanged view hands out the same array; invalidate rebuilds; many chan
   const store = new Map<string, Obj>();
   for (let i = 0; i < 1000; i++) store.set(`ns/${i}`, { namespace: 'ns', name: String(i), v: i });
   const src = { all: () => [...store.values()], get: (ns: string, name: string) => store.get(`${ns}/${name}`) };
-  const view = new SortedView<Obj>();
+  const view = new ChunkedSortedView<Obj>();
   const first = view.list(src);
   assert.equal(view.list(src), first);
   view.touch('ns/5');
   store.set('ns/5', { namespace: 'ns', name: '5', v: -1 });
   const second = view.list(src);
   assert.notEqual(second, first);
-  assert.equal(second[findKey(second, 'ns', '5')]?.v, -1);
-  assert.equal(first[findKey(first, 'ns', '5')]?.v, 5);
+  assert.equal(second.at(findKey(second, 'ns', '5'))?.v, -1);
+  assert.equal(first.at(findKey(first, 'ns', '5'))?.v, 5);
   assert.equal(view.rebuilds, 1);
   for (let i = 0; i < 100; i++) view.touch(`ns/${i}`);
   view.list(src);
@@ -117,7 +117,7 @@ test('a list does not keep the lists before it alive (the change it records hold
   const gc = runInNewContext('gc') as () => void;
   const store = new Map<string, Obj>();
   for (let i = 0; i < 100; i++) store.set(`a/p${i}`, { namespace: 'a', name: `p${i}`, v: i });
-  const view = new SortedView<Obj>();
+  const view = new ChunkedSortedView<Obj>();
   const src = { all: () => [...store.values()], get: (ns: string, name: string) => store.get(`${ns}/${name}`) };
   view.list(src);
   const first = (() => {
@@ -125,7 +125,7 @@ test('a list does not keep the lists before it alive (the change it records hold
     view.touch('a/p1');
     return new WeakRef(view.list(src));
   })();
-  let latest: readonly Obj[] = [];
+  let latest: ReadonlyList<Obj> = [];
   for (let i = 0; i < 5; i++) {
     store.set(`a/p${i + 2}`, { namespace: 'a', name: `p${i + 2}`, v: -1 });
     view.touch(`a/p${i + 2}`);

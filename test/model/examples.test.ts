@@ -33,7 +33,7 @@ test('examples/ loads and validates with zero errors', async () => {
   }
   assert.ok(s.pods.some((p) => p.nodeName === 'node-1') && s.pods.some((p) => p.nodeName === 'node-2'));
   // The features the examples are meant to show are all there.
-  const rules = s.policies.flatMap((p) => [...p.ingress, ...p.egress]);
+  const rules = [...s.policies].flatMap((p) => [...p.ingress, ...p.egress]);
   const ports = rules.flatMap((r) => r.ports ?? []);
   const peers = rules.flatMap((r) => r.peers ?? []);
   const ranges = ports.filter((p) => p.endPort !== undefined).map((p) => `${p.port}-${p.endPort}`);

@@ -1,8 +1,10 @@
-// commonEnds (and changedEnds, from a recorded change): the head and tail two lists share, by object or by `same`.
+// commonEnds (and changedEnds, from a recorded change; listEnds, of chunked lists): the head and tail two lists share, by object or by `same`.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { changedEnds, commonEnds, recordListChange } from '../../src/model/list-diff.ts';
+import { changedEnds, commonEnds, listEnds, recordListChange } from '../../src/model/list-diff.ts';
+import { ChunkedList } from '../../src/model/list.ts';
+import { editedFrom } from '../support/chunked-edit.ts';
 
 /** The definition: the longest head, then the longest tail of what is left, entry by entry. */
 function reference<T>(a: readonly T[], b: readonly T[], same: (x: T, y: T) => boolean): { head: number; tail: number } {
@@ -58,5 +60,42 @@ test('property: changedEnds of a recorded change equals commonEnds; an unrecorde
       assert.deepEqual(changedEnds(prev, next, mode === 2 ? 0 : 64), want);
     }),
     { numRuns: 1000, seed: 20261128 },
+  );
+});
+
+// The agent's policy lists are ChunkedLists, each edited from the last
+// (kube/sorted-view.ts): listEnds compares their shared chunks by identity.
+test('property: listEnds of arrays, of chunked lists edited from one another, and of mixed shapes equals commonEnds', () => {
+  const entries = Array.from({ length: 12 }, (_, i) => ({ i }));
+  const op = fc.oneof(
+    fc.record({ op: fc.constant('replace' as const), at: fc.nat(), by: fc.nat({ max: 11 }) }),
+    fc.record({ op: fc.constant('delete' as const), at: fc.nat() }),
+    fc.record({ op: fc.constant('insert' as const), at: fc.nat(), by: fc.nat({ max: 11 }) }),
+  );
+  fc.assert(
+    fc.property(
+      fc.array(fc.nat({ max: 11 }), { maxLength: 40 }),
+      fc.array(op, { maxLength: 4 }),
+      fc.integer({ min: 1, max: 5 }),
+      (start, ops, size) => {
+        const prevArr = start.map((k) => entries[k]!);
+        const nextArr = [...prevArr];
+        for (const o of ops) {
+          const at = nextArr.length === 0 ? 0 : o.at % nextArr.length;
+          if (o.op === 'replace' && nextArr.length > 0) nextArr[at] = { ...entries[o.by]! };
+          else if (o.op === 'delete') nextArr.splice(at, 1);
+          else if (o.op === 'insert') nextArr.splice(at, 0, entries[o.by]!);
+        }
+        const want = commonEnds(prevArr, nextArr);
+        const prev = ChunkedList.from(prevArr, size);
+        const next = editedFrom(prev, nextArr);
+        assert.deepEqual([...next], nextArr);
+        assert.deepEqual(listEnds(prev, next), want, 'edited chunks');
+        assert.deepEqual(listEnds(prev, ChunkedList.from(nextArr, size + 1)), want, 'no chunk shared');
+        assert.deepEqual(listEnds(prevArr, next), want, 'an array and chunks');
+        assert.deepEqual(listEnds(prevArr, nextArr), want, 'arrays');
+      },
+    ),
+    { numRuns: 500, seed: 20261128 },
   );
 });

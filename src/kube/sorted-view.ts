@@ -41,11 +41,10 @@ function plan<T extends Keyed>(
   prev: ReadonlyList<T>,
   dirty: ReadonlySet<string>,
   src: SortedSource<T>,
-): { edits: ListEdit<T>[]; delta: number; removed: T[]; added: T[] } {
+): { edits: ListEdit<T>[]; removed: T[]; added: T[] } {
   const edits: { at: number; insert: boolean; now: T | undefined }[] = [];
   const removed: T[] = [];
   const added: T[] = [];
-  let delta = 0;
   for (const key of dirty) {
     const slash = key.indexOf('/');
     const ns = key.slice(0, slash);
@@ -56,12 +55,10 @@ function plan<T extends Keyed>(
       const was = prev.at(at)!;
       if (was === now) continue;
       removed.push(was);
-      if (now === undefined) delta--;
-      else added.push(now);
+      if (now !== undefined) added.push(now);
       edits.push({ at, insert: false, now });
     } else if (now !== undefined) {
       added.push(now);
-      delta++;
       edits.push({ at: -at - 1, insert: true, now });
     }
   }
@@ -69,14 +66,25 @@ function plan<T extends Keyed>(
     a.at !== b.at ? a.at - b.at : a.insert !== b.insert ? (a.insert ? -1 : 1) : compareKey(a.now!.namespace, a.now!.name, b.now!),
   );
   const byKey = (a: T, b: T): number => compareKey(a.namespace, a.name, b);
-  return { edits, delta, removed: removed.sort(byKey), added: added.sort(byKey) };
+  return { edits, removed: removed.sort(byKey), added: added.sort(byKey) };
 }
 
-/** Advances a sorted list by the keys that changed; the list's shape (array or chunks) is the subclass's. */
-abstract class SortedViewBase<T extends Keyed, L extends ReadonlyList<T>> {
-  #list: L | undefined;
+/**
+ * Advances a sorted list by the keys that changed, in chunks shared from one
+ * list to the next (model/list.ts: the pods, ~94k on a busy node at 100k
+ * pods, change by a few per snapshot; the NetworkPolicies, 10k, by one per
+ * policy change).
+ */
+export class ChunkedSortedView<T extends Keyed> {
+  #list: ChunkedList<T> | undefined;
   readonly #dirty = new Set<string>();
   #rebuilds = 0;
+  readonly #chunkSize: number | undefined;
+
+  /** chunkSize: tests use small chunks, so that small lists have many. */
+  constructor(chunkSize?: number) {
+    this.#chunkSize = chunkSize;
+  }
 
   /** The next list is built from scratch (the sources changed as a whole: a watch added, dropped or refiltered). */
   invalidate(): void {
@@ -94,21 +102,18 @@ abstract class SortedViewBase<T extends Keyed, L extends ReadonlyList<T>> {
     return this.#rebuilds;
   }
 
-  protected abstract build(sorted: T[]): L;
-  protected abstract apply(prev: L, edits: readonly ListEdit<T>[], length: number): L;
-
   /**
    * The current objects sorted by namespace and name. A new list when
    * anything changed (the previous one belongs to an earlier snapshot and
    * stays as it was); the same list when nothing did.
    */
-  list(src: SortedSource<T>): L {
+  list(src: SortedSource<T>): ChunkedList<T> {
     const prev = this.#list;
     // Past this many changes a sort is as cheap as the edits.
     if (prev === undefined || this.#dirty.size > Math.max(32, prev.length >> 9)) {
       const all = src.all();
       all.sort((a, b) => compareKey(a.namespace, a.name, b));
-      const built = this.build(all);
+      const built = ChunkedList.from(all, this.#chunkSize);
       this.#list = built;
       this.#dirty.clear();
       this.#rebuilds++;
@@ -118,32 +123,9 @@ abstract class SortedViewBase<T extends Keyed, L extends ReadonlyList<T>> {
     const p = plan(prev, this.#dirty, src);
     this.#dirty.clear();
     if (p.edits.length === 0) return prev;
-    const next = this.apply(prev, p.edits, prev.length + p.delta);
+    const next = prev.edit(p.edits);
     this.#list = next;
     recordListChange(prev, next, { removed: p.removed, added: p.added });
     return next;
-  }
-}
-
-/**
- * The sorted list in chunks shared from one list to the next (model/list.ts:
- * the pods, ~94k on a busy node at 100k pods, change by a few per snapshot;
- * the NetworkPolicies, 10k, by one per policy change).
- */
-export class ChunkedSortedView<T extends Keyed> extends SortedViewBase<T, ChunkedList<T>> {
-  readonly #chunkSize: number | undefined;
-
-  /** chunkSize: tests use small chunks, so that small lists have many. */
-  constructor(chunkSize?: number) {
-    super();
-    this.#chunkSize = chunkSize;
-  }
-
-  protected build(sorted: T[]): ChunkedList<T> {
-    return ChunkedList.from(sorted, this.#chunkSize);
-  }
-
-  protected apply(prev: ChunkedList<T>, edits: readonly ListEdit<T>[]): ChunkedList<T> {
-    return prev.edit(edits);
   }
 }

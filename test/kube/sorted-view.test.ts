@@ -78,7 +78,7 @@ for (const [shape, makeView] of VIEWS) {
   });
 }
 
-test('an unchanged view hands out the same array; invalidate rebuilds; many changes rebuild', () => {
+test('an unchanged view hands out the same list; invalidate rebuilds; many changes rebuild', () => {
   const store = new Map<string, Obj>();
   for (let i = 0; i < 1000; i++) store.set(`ns/${i}`, { namespace: 'ns', name: String(i), v: i });
   const src = { all: () => [...store.values()], get: (ns: string, name: string) => store.get(`${ns}/${name}`) };

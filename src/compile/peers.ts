@@ -7,43 +7,59 @@ import { formatSelector, selectorMatches } from '../model/selector.ts';
 import { isActivePod } from '../model/types.ts';
 import type { Family, LabelSelector, Peer, Pod } from '../model/types.ts';
 import { byObjectKey } from '../model/state.ts';
-import { ChunkedList, chunksOf } from '../model/list.ts';
+import { ChunkedList, chunksOf, listArray, spliceEdits } from '../model/list.ts';
 import type { ListEdit, ReadonlyList } from '../model/list.ts';
 import type { ClusterIndex } from './cluster-index.ts';
 import { CHUNK, warmIPs } from './pod-walk.ts';
 import { mergeV4, parseV4 } from './v4.ts';
 
+/** Per family; a big pod peer's list is a ChunkedList once patched (patchIntervals), else an array. */
 export interface FamilyIntervals {
-  readonly 4: readonly Interval[];
-  readonly 6: readonly Interval[];
+  readonly 4: ReadonlyList<Interval>;
+  readonly 6: ReadonlyList<Interval>;
 }
 
 export const NO_ADDRESSES: FamilyIntervals = { 4: [], 6: [] };
 
 /** Sorted, merged intervals (IPv4 first) split by family: a binary search, not a walk (20k intervals per rule read). */
-function byFamily(merged: readonly Interval[]): FamilyIntervals {
-  const first = merged[0];
-  const last = merged[merged.length - 1];
+function byFamily(merged: ReadonlyList<Interval>): FamilyIntervals {
+  const first = merged.at(0);
+  const last = merged.at(-1);
   // One family (the common case): the list itself, so that takePredecessor still knows it.
   if (first === undefined || last === undefined || last.family === 4) return { 4: merged, 6: [] };
   if (first.family === 6) return { 4: [], 6: merged };
-  const at = lowerBound(merged, 6, 0n);
-  return { 4: merged.slice(0, at), 6: merged.slice(at) };
+  // Both families in one peer set (dual-stack pods): two copies, and the text made afresh.
+  const all = listArray(merged);
+  const at = lowerBound(all, 6, 0n);
+  return { 4: all.slice(0, at), 6: all.slice(at) };
 }
 
-/** A patched result's intervals -> the intervals they were patched from (see takePredecessor). */
-const predecessors = new WeakMap<readonly Interval[], readonly Interval[]>();
+/** One window of a patch: the entries [a, b) of the list patched replaced by `by`. */
+export interface IntervalWindow {
+  readonly a: number;
+  readonly b: number;
+  readonly by: readonly Interval[];
+}
+
+/** How patchIntervals made a list: windows of `from`, in order and apart, replaced; every other entry kept. */
+export interface IntervalPatch {
+  readonly from: ReadonlyList<Interval>;
+  readonly windows: readonly IntervalWindow[];
+}
+
+/** A patched list -> the patch that made it (see takePredecessor). */
+const predecessors = new WeakMap<ReadonlyList<Interval>, IntervalPatch>();
 
 /**
- * The intervals `ivs` were patched from by a pod diff (PodPeerResult), if
- * any: they share every interval object but the changed ones, so what was
- * derived from the old list can be patched too (policy-rules.ts, the hash
- * sets' address text). Given once: the link would keep the old list alive.
+ * The patch that made `ivs` from the last list (patchIntervals), if any: what
+ * was derived from the old list can be patched by the same windows
+ * (policy-rules.ts, the hash sets' address text). Given once: the link
+ * would keep the old list alive.
  */
-export function takePredecessor(ivs: readonly Interval[]): readonly Interval[] | undefined {
-  const prev = predecessors.get(ivs);
+export function takePredecessor(ivs: ReadonlyList<Interval>): IntervalPatch | undefined {
+  const patch = predecessors.get(ivs);
   predecessors.delete(ivs);
-  return prev;
+  return patch;
 }
 
 /** formatSelector of a pod peer's namespaceSelector (undefined without one) and of its podSelector ('{}' without one). */
@@ -67,7 +83,8 @@ class PodPeerResult {
   readonly idx: ClusterIndex;
   /** An array as resolved; chunks (copy on write) once patched: a patch then copies the chunks it touches, not the list. */
   #pods: ReadonlyList<Pod>;
-  #intervals: readonly Interval[] | undefined;
+  /** An array as merged; chunks once patched, as the pods. */
+  #intervals: ReadonlyList<Interval> | undefined;
   /** With the intervals: addresses two or more of the pods hold (a reused IP), and how many. */
   #shared: Map<string, number> | undefined;
   /** Pod diffs not applied yet (advance): gone objects, and added ones this result scopes. */
@@ -98,7 +115,7 @@ class PodPeerResult {
     return this.#pods;
   }
 
-  get intervals(): readonly Interval[] {
+  get intervals(): ReadonlyList<Interval> {
     this.#settle();
     if (this.#intervals === undefined) {
       const r = podIntervals(this.#pods, this.idx);
@@ -186,11 +203,8 @@ class PodPeerResult {
         }
       // One pass for every address of the diff (a list copy per address was ~50 MB/s of garbage under load).
       ivs = removes.length + adds.length === 0 ? old : patchIntervals(old, removes, adds);
-      if (ivs !== old) {
-        // One step back only: a chain of links would keep every earlier list.
-        predecessors.delete(old);
-        predecessors.set(ivs, old);
-      }
+      // One step back only: a chain of links would keep every earlier list.
+      if (ivs !== old) predecessors.delete(old);
     }
     this.#pods = left;
     this.#intervals = ivs;
@@ -384,7 +398,7 @@ export class PeerResolver {
   }
 
   /** Address intervals of one peer of a policy in `policyNs`. */
-  peerIntervals(peer: Peer, policyNs: string): readonly Interval[] {
+  peerIntervals(peer: Peer, policyNs: string): ReadonlyList<Interval> {
     return peer.kind === 'ipBlock' ? ipBlockIntervals(peer) : this.#podPeer(peer, policyNs).intervals;
   }
 
@@ -404,7 +418,7 @@ export class PeerResolver {
       const intervals =
         peers.length === 1 && peers[0] !== undefined
           ? byFamily(this.peerIntervals(peers[0], policyNs))
-          : byFamily(mergeIntervals(peers.flatMap((p) => this.peerIntervals(p, policyNs))));
+          : byFamily(mergeIntervals(peers.flatMap((p) => listArray(this.peerIntervals(p, policyNs)))));
       r = { intervals, deps: peers.flatMap((p) => (p.kind === 'pods' ? [podPeerKey(p, policyNs)] : [])) };
       this.#ruleMemo.set(definition, r);
     }
@@ -564,12 +578,12 @@ function holders(pods: ReadonlyList<Pod>): Map<string, number> {
 }
 
 /** Where (family, value) is or would go in sorted, merged intervals: the first interval not wholly before it. */
-function lowerBound(ivs: readonly Interval[], family: Family, value: bigint): number {
+function lowerBound(ivs: ReadonlyList<Interval>, family: Family, value: bigint): number {
   let lo = 0;
   let hi = ivs.length;
   while (lo < hi) {
     const mid = (lo + hi) >> 1;
-    const iv = ivs[mid] as Interval;
+    const iv = ivs.at(mid)!;
     if (iv.family < family || (iv.family === family && iv.hi < value)) lo = mid + 1;
     else hi = mid;
   }
@@ -596,15 +610,21 @@ function byPoint(a: Point, b: Point): number {
 
 /**
  * Sorted, merged intervals without the `removes` and with the `adds` (removed
- * first): what merging all the addresses again gives. Intervals no address of
- * the diff touches stay the same objects (addressesFrom reuses their text).
- * Only the windows around the diff's addresses are walked (the interval at or
- * after each address and the one before it, which an added address may join);
- * the runs between them are copied as they are: a few addresses into a
- * cluster-wide peer set of 20k intervals cost a copy, not a walk with bigint
- * compares (~4 ms per apply under load at 100k pods).
+ * first): what merging all the addresses again gives. Only the windows
+ * around the diff's addresses are walked (the interval at or after each
+ * address and the one before it, which an added address may join); every
+ * other interval stays, the same object in the same place. The result is a
+ * chunked list that shares the chunks no window touches with `ivs` (an
+ * array of the list per change, 26k intervals in a cluster-wide peer set at
+ * 100k pods, went straight into V8's old generation: ~15 % of what it
+ * collected under 200 changes/s, issue 24), and its patch is kept for
+ * takePredecessor.
  */
-export function patchIntervals(ivs: readonly Interval[], removes: readonly Point[], adds: readonly Point[]): readonly Interval[] {
+export function patchIntervals(
+  ivs: ReadonlyList<Interval>,
+  removes: readonly Point[],
+  adds: readonly Point[],
+): ReadonlyList<Interval> {
   const windows: { a: number; b: number; removes: Point[]; adds: Point[] }[] = [];
   const at = (pt: Point, isAdd: boolean): { a: number; b: number; pt: Point; isAdd: boolean } => {
     const l = lowerBound(ivs, pt.family, pt.value);
@@ -620,23 +640,17 @@ export function patchIntervals(ivs: readonly Interval[], removes: readonly Point
     into.b = Math.max(into.b, sp.b);
     (sp.isAdd ? into.adds : into.removes).push(sp.pt);
   }
-  // The walked windows first, then one array of the exact length: slices of
-  // the untouched runs and their concatenation were each a copy of a
-  // cluster-wide list (26k intervals at 100k pods), straight into V8's
-  // old generation, per change under load (issue 24, GC pauses).
-  const walked = windows.map((w) => patchWalk(ivs.slice(w.a, w.b), w.removes, w.adds));
-  let length = ivs.length;
-  for (let i = 0; i < windows.length; i++) length += walked[i]!.length - (windows[i]!.b - windows[i]!.a);
-  const out = new Array<Interval>(length);
-  let o = 0;
-  let cursor = 0;
-  for (let i = 0; i < windows.length; i++) {
-    const w = windows[i]!;
-    while (cursor < w.a) out[o++] = ivs[cursor++]!;
-    for (const iv of walked[i]!) out[o++] = iv;
-    cursor = w.b;
+  const patched: IntervalWindow[] = [];
+  const edits: ListEdit<Interval>[] = [];
+  for (const w of windows) {
+    const part: Interval[] = [];
+    for (let i = w.a; i < w.b; i++) part.push(ivs.at(i)!);
+    const by = patchWalk(part, w.removes, w.adds);
+    patched.push({ a: w.a, b: w.b, by });
+    spliceEdits(edits, w.a, w.b, by);
   }
-  while (cursor < ivs.length) out[o++] = ivs[cursor++]!;
+  const out = ChunkedList.of(ivs).edit(edits);
+  predecessors.set(out, { from: ivs, windows: patched });
   return out;
 }
 
@@ -686,18 +700,18 @@ function patchWalk(ivs: readonly Interval[], removes: readonly Point[], adds: re
 }
 
 /** Do the sorted, merged intervals (of both families) hold (family, value)? */
-function holdsAddress(ivs: readonly Interval[], family: Family, value: bigint): boolean {
-  const at = ivs[lowerBound(ivs, family, value)];
+function holdsAddress(ivs: ReadonlyList<Interval>, family: Family, value: bigint): boolean {
+  const at = ivs.at(lowerBound(ivs, family, value));
   return at !== undefined && at.family === family && at.lo <= value;
 }
 
 /** Is `value` inside one of the sorted, disjoint intervals? */
-export function intervalsContain(ivs: readonly Interval[], family: Family, value: bigint): boolean {
+export function intervalsContain(ivs: ReadonlyList<Interval>, family: Family, value: bigint): boolean {
   let lo = 0;
   let hi = ivs.length - 1;
   while (lo <= hi) {
     const mid = (lo + hi) >> 1;
-    const iv = ivs[mid];
+    const iv = ivs.at(mid);
     if (iv === undefined || iv.family !== family) return false;
     if (value < iv.lo) hi = mid - 1;
     else if (value > iv.hi) lo = mid + 1;

@@ -24,6 +24,7 @@ import { describePeers, hasPodPeers, peersDefinition, takePredecessor } from './
 import type { FamilyIntervals, PeerResolver } from './peers.ts';
 import type { SharedSets } from './shared-sets.ts';
 import { addressElements, addresses, addressesFrom } from './v4.ts';
+import { listArray } from '../model/list.ts';
 import type { ReadonlyList } from '../model/list.ts';
 import {
   egressNamedPorts,
@@ -113,16 +114,16 @@ export function setSize(set: NamedSet): number {
  * then recognizes as unchanged) instead of listing every address again.
  */
 const hashElementsOf = new WeakMap<
-  readonly Interval[],
+  ReadonlyList<Interval>,
   { readonly list: ReadonlyList<string>; readonly elements: SetElement[] }
 >();
-function hashElements(ivs: readonly Interval[]): { readonly list: ReadonlyList<string>; readonly elements: SetElement[] } {
+function hashElements(ivs: ReadonlyList<Interval>): { readonly list: ReadonlyList<string>; readonly elements: SetElement[] } {
   let hit = hashElementsOf.get(ivs);
   if (hit === undefined) {
-    // A result patched from the last one (peers.ts): its unchanged intervals' text is reused.
-    const prev = takePredecessor(ivs);
-    const prevHit = prev === undefined ? undefined : hashElementsOf.get(prev);
-    const list = prev !== undefined && prevHit !== undefined ? addressesFrom(prev, prevHit.list, ivs) : addresses(ivs);
+    // A result patched from the last one (peers.ts): the text of the intervals it kept is reused.
+    const patch = takePredecessor(ivs);
+    const prevHit = patch === undefined ? undefined : hashElementsOf.get(patch.from);
+    const list = patch !== undefined && prevHit !== undefined ? addressesFrom(prevHit.list, patch) : addresses(ivs);
     // The elements only on first read: the flat ruleset folds peer sets into identities (identities.ts).
     let elements: SetElement[] | undefined;
     hashElementsOf.set(
@@ -317,7 +318,7 @@ function compileRuleInto(
     });
     const about = (set.comment ?? name).replace(/^IPv[46] peers: /, '');
     const source: TermSource = interval
-      ? { kind: 'ranges', key: name, about, ivs: addrs[f] }
+      ? { kind: 'ranges', key: name, about, ivs: listArray(addrs[f]) }
       : { kind: 'pods', key: name, about, addrs: hashAddresses(set) };
     return { match: { kind: 'addrSet', family: f, field, set: name }, source };
   };

@@ -4,8 +4,9 @@
 import { formatIP, formatV4 } from '../model/ip.ts';
 import type { Interval } from '../model/ip.ts';
 import type { SetElement } from '../ruleset/ir.ts';
-import { ChunkedList } from '../model/list.ts';
+import { ChunkedList, chunksOf, spliceEdits } from '../model/list.ts';
 import type { ListEdit, ReadonlyList } from '../model/list.ts';
+import type { IntervalPatch } from './peers.ts';
 
 export { formatV4 };
 
@@ -57,28 +58,29 @@ export function mergeV4(addrs: readonly number[]): Interval[] {
  * set. Only for intervals merged from single pod addresses, where every
  * address in a range is one of them.
  */
-export function addresses(ivs: readonly Interval[]): string[] {
+export function addresses(ivs: ReadonlyList<Interval>): string[] {
   const out: string[] = [];
   // The first three octets' text kept while they stay the same (sorted addresses share them by the node's /24):
   // one string per address, not one per octet and dot.
   let prefixOf = -1;
   let prefix = '';
-  for (let i = 0; i < ivs.length; i++) {
-    const iv = ivs[i]!;
-    if (iv.family !== 4) {
-      for (let v = iv.lo; v <= iv.hi; v++) out.push(formatIP({ family: 6, value: v }));
-      continue;
-    }
-    const hi = Number(iv.hi);
-    for (let n = Number(iv.lo); n <= hi; n++) {
-      const top = Math.floor(n / 256);
-      if (top !== prefixOf) {
-        prefixOf = top;
-        prefix = formatV4(n - (n % 256)).slice(0, -1);
+  for (const chunk of chunksOf(ivs))
+    for (let i = 0; i < chunk.length; i++) {
+      const iv = chunk[i]!;
+      if (iv.family !== 4) {
+        for (let v = iv.lo; v <= iv.hi; v++) out.push(formatIP({ family: 6, value: v }));
+        continue;
       }
-      out.push(prefix + String(n % 256));
+      const hi = Number(iv.hi);
+      for (let n = Number(iv.lo); n <= hi; n++) {
+        const top = Math.floor(n / 256);
+        if (top !== prefixOf) {
+          prefixOf = top;
+          prefix = formatV4(n - (n % 256)).slice(0, -1);
+        }
+        out.push(prefix + String(n % 256));
+      }
     }
-  }
   return out;
 }
 
@@ -86,81 +88,67 @@ function sizeOf(iv: Interval): number {
   return iv.lo === iv.hi ? 1 : Number(iv.hi - iv.lo) + 1;
 }
 
-// Where each interval's addresses start in addresses(ivs), and their total
-// last, per interval list: made by addressesFrom for the list it returns, so
-// the next patch finds the text to reuse without adding up interval sizes.
-const offsetsOf = new WeakMap<readonly Interval[], Int32Array>();
+// How many addresses a chunk of intervals holds: chunks never change once
+// made, and a patch shares all but the ones it touched with the last list.
+const sizeOfChunk = new WeakMap<readonly Interval[], number>();
 
-function offsets(ivs: readonly Interval[]): Int32Array {
-  let o = offsetsOf.get(ivs);
-  if (o === undefined) {
-    o = new Int32Array(ivs.length + 1);
-    let at = 0;
-    for (let i = 0; i < ivs.length; i++) {
-      o[i] = at;
-      at += sizeOf(ivs[i]!);
-    }
-    o[ivs.length] = at;
-    offsetsOf.set(ivs, o);
+function chunkSize(chunk: readonly Interval[]): number {
+  let n = sizeOfChunk.get(chunk);
+  if (n === undefined) {
+    n = 0;
+    for (let i = 0; i < chunk.length; i++) n += sizeOf(chunk[i]!);
+    sizeOfChunk.set(chunk, n);
   }
-  return o;
+  return n;
+}
+
+/** For each index of `at` (ascending), where the addresses of the interval there begin in addresses(ivs). */
+function textOffsets(ivs: ReadonlyList<Interval>, at: readonly number[]): number[] {
+  const out: number[] = [];
+  let k = 0;
+  let start = 0; // index of the chunk's first interval
+  let text = 0; // addresses before it
+  for (const chunk of chunksOf(ivs)) {
+    if (k >= at.length) break;
+    const end = start + chunk.length;
+    if (at[k]! >= end) {
+      text += chunkSize(chunk);
+      start = end;
+      continue;
+    }
+    // Inside this chunk: walk it up to each index that falls here.
+    let i = start;
+    let t = text;
+    while (k < at.length && at[k]! < end) {
+      for (; i < at[k]!; i++) t += sizeOf(chunk[i - start]!);
+      out.push(t);
+      k++;
+    }
+    text += chunkSize(chunk);
+    start = end;
+  }
+  for (; k < at.length; k++) out.push(text); // the end of the list
+  return out;
 }
 
 /**
- * addresses(ivs), patched from `prevList` = addresses(prevIvs) for the
- * intervals the two lists share by object (a result patched address by
- * address keeps every other interval object): a pod's change in a peer set
- * of tens of thousands of addresses formats the addresses of one interval,
- * and the list is a chunked one that shares every chunk the change does not
- * touch with `prevList` (a new array per change was ~0.2 MB per big peer set
- * into V8's old generation at 100k pods: issue 24, memory).
+ * addresses() of a patched interval list, made from `prevList` = the
+ * addresses of the list it was patched from: each window's old text is
+ * replaced by its new intervals' addresses, every other address kept. A
+ * pod's change in a peer set of tens of thousands of addresses formats the
+ * addresses of an interval or two, and the list is a chunked one that
+ * shares every chunk the change does not touch with `prevList` (a new array
+ * per change was ~0.2 MB per big peer set into V8's old generation at 100k
+ * pods: issue 24, memory).
  */
-export function addressesFrom(
-  prevIvs: readonly Interval[],
-  prevList: ReadonlyList<string>,
-  ivs: readonly Interval[],
-): ChunkedList<string> {
-  const po = offsets(prevIvs);
-  const no = new Int32Array(ivs.length + 1);
-  // Edits of prevList in index order (at one index the insertions first): the
-  // old intervals no new one shares are removed, the new ones inserted.
+export function addressesFrom(prevList: ReadonlyList<string>, patch: IntervalPatch): ChunkedList<string> {
+  const bounds: number[] = [];
+  for (const w of patch.windows) bounds.push(w.a, w.b);
+  const text = textOffsets(patch.from, bounds);
   const edits: ListEdit<string>[] = [];
-  const remove = (k: number): void => {
-    for (let a = po[k]!; a < po[k + 1]!; a++) edits.push({ at: a, insert: false, now: undefined });
-  };
-  let total = 0;
-  let i = 0;
-  let j = 0;
-  while (j < ivs.length) {
-    const iv = ivs[j]!;
-    let p = prevIvs[i];
-    while (p !== undefined && p !== iv && (p.family < iv.family || (p.family === iv.family && p.hi < iv.lo))) {
-      remove(i);
-      p = prevIvs[++i];
-    }
-    if (p === iv) {
-      let r = 1;
-      while (j + r < ivs.length && ivs[j + r] === prevIvs[i + r]) r++;
-      const from = po[i]!;
-      for (let k = 0; k < r; k++) no[j + k] = total + po[i + k]! - from;
-      total += po[i + r]! - from;
-      i += r;
-      j += r;
-    } else {
-      // Before the old interval at i (if any), which a later step keeps or removes.
-      const at = i < prevIvs.length ? po[i]! : po[prevIvs.length]!;
-      const text = addresses([iv]);
-      no[j++] = total;
-      for (const t of text) edits.push({ at, insert: true, now: t });
-      total += text.length;
-    }
-  }
-  while (i < prevIvs.length) remove(i++);
-  no[ivs.length] = total;
-  const base = ChunkedList.of(prevList);
-  const out = base.edit(edits);
-  offsetsOf.set(ivs, no);
-  return out;
+  for (let i = 0; i < patch.windows.length; i++)
+    spliceEdits(edits, text[2 * i]!, text[2 * i + 1]!, addresses(patch.windows[i]!.by));
+  return ChunkedList.of(prevList).edit(edits);
 }
 
 /** Address elements, one per address or interval. */

@@ -45,6 +45,18 @@ export interface ListEdit<T> {
   readonly now: T | undefined;
 }
 
+/**
+ * Appends to `edits` (in index order, as ChunkedList.edit takes them) those
+ * that replace the entries [a, b) of a list by `by`: replacements, then the
+ * rest of `by` inserted before the entry at b, or the rest of [a, b) removed.
+ */
+export function spliceEdits<T>(edits: ListEdit<T>[], a: number, b: number, by: readonly T[]): void {
+  const n = Math.min(b - a, by.length);
+  for (let k = 0; k < n; k++) edits.push({ at: a + k, insert: false, now: by[k] });
+  for (let k = n; k < by.length; k++) edits.push({ at: b, insert: true, now: by[k] });
+  for (let i = a + n; i < b; i++) edits.push({ at: i, insert: false, now: undefined });
+}
+
 /** Entries per chunk as made; an edited chunk is split past twice this. */
 export const CHUNK_SIZE = 1024;
 

@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { formatIP, mergeIntervals, parseIP } from '../../src/model/ip.ts';
 import type { Interval } from '../../src/model/ip.ts';
-import { patchIntervals } from '../../src/compile/peers.ts';
+import { patchIntervals, takePredecessor } from '../../src/compile/peers.ts';
 import { addresses, addressesFrom, formatV4, mergeV4, parseV4 } from '../../src/compile/v4.ts';
 import { ChunkedList } from '../../src/model/list.ts';
 import type { ReadonlyList } from '../../src/model/list.ts';
@@ -64,33 +64,38 @@ test('addresses lists every address of the intervals as formatIP does (across /2
   );
 });
 
-// A peer set patched by a pod diff (peers.ts patchIntervals)
-// keeps its other interval objects; addressesFrom reuses their text.
-test('addressesFrom = addresses of the patched intervals, whatever was added or removed', () => {
+// A peer set patched by a pod diff (peers.ts patchIntervals) keeps its
+// other interval objects in place and records the windows it replaced;
+// addressesFrom replaces the text of those windows only. Chunks of a few
+// intervals, so that windows and offsets cross chunk boundaries.
+const chunkSizes = fc.constantFrom(1, 2, 3, 5, 1024);
+
+test('addressesFrom = addresses of the patched intervals, whatever one patch added or removed', () => {
   const small = fc.integer({ min: 0, max: 300 });
   fc.assert(
     fc.property(
       fc.array(small, { maxLength: 120 }),
       fc.array(fc.record({ add: fc.boolean(), n: small }), { maxLength: 12 }),
       fc.boolean(),
-      (start, ops, v6) => {
+      chunkSizes,
+      chunkSizes,
+      (start, ops, v6, ivChunk, textChunk) => {
         const fam: 4 | 6 = v6 ? 6 : 4;
         const one = (n: number): Interval => ({ family: fam, lo: BigInt(n), hi: BigInt(n) });
-        const prev = mergeIntervals(start.map(one));
-        let ivs: readonly Interval[] = prev;
-        for (const o of ops) {
-          const pt = [{ family: fam, value: BigInt(o.n) }];
-          ivs = o.add ? patchIntervals(ivs, [], pt) : patchIntervals(ivs, pt, []);
-        }
-        assert.deepEqual([...addressesFrom(prev, addresses(prev), ivs)], addresses(ivs));
+        const prev = ChunkedList.from(mergeIntervals(start.map(one)), ivChunk);
+        const pts = (add: boolean) => ops.filter((o) => o.add === add).map((o) => ({ family: fam, value: BigInt(o.n) }));
+        const next = patchIntervals(prev, pts(false), pts(true));
+        const patch = takePredecessor(next);
+        assert.ok(patch !== undefined && patch.from === prev);
+        assert.equal(takePredecessor(next), undefined, 'given once');
+        assert.deepEqual([...addressesFrom(ChunkedList.from(addresses(prev), textChunk), patch)], addresses(next));
       },
     ),
   );
 });
 
 // As the resolver uses it: each patched list's text made from the last one's,
-// step after step (the offsets addressesFrom keeps per list included), both
-// families in one list.
+// step after step, both families in one list.
 test('addressesFrom chained over a stream of patches = addresses of each list', () => {
   const small = fc.integer({ min: 0, max: 200 });
   fc.assert(
@@ -99,19 +104,21 @@ test('addressesFrom chained over a stream of patches = addresses of each list', 
       fc.array(fc.array(fc.record({ add: fc.boolean(), v6: fc.boolean(), n: small }), { minLength: 1, maxLength: 6 }), {
         maxLength: 15,
       }),
-      (start, steps) => {
+      chunkSizes,
+      (start, steps, size) => {
         const pt = (v6: boolean, n: number) => ({ family: (v6 ? 6 : 4) as 4 | 6, value: BigInt(n) });
-        let ivs: readonly Interval[] = mergeIntervals(
-          start.map((a) => ({ family: a.v6 ? 6 : 4, lo: BigInt(a.n), hi: BigInt(a.n) })),
+        let ivs: ReadonlyList<Interval> = ChunkedList.from(
+          mergeIntervals(start.map((a) => ({ family: a.v6 ? 6 : 4, lo: BigInt(a.n), hi: BigInt(a.n) }))),
+          size,
         );
-        let text: ReadonlyList<string> = addresses(ivs);
+        let text: ReadonlyList<string> = ChunkedList.from(addresses(ivs), size);
         for (const step of steps) {
           const next = patchIntervals(
             ivs,
             step.filter((o) => !o.add).map((o) => pt(o.v6, o.n)),
             step.filter((o) => o.add).map((o) => pt(o.v6, o.n)),
           );
-          text = addressesFrom(ivs, text, next);
+          text = addressesFrom(text, takePredecessor(next)!);
           ivs = next;
           assert.deepEqual([...text], addresses(ivs));
         }
@@ -120,15 +127,21 @@ test('addressesFrom chained over a stream of patches = addresses of each list', 
   );
 });
 
-test('addressesFrom shares the chunks a patch does not touch with the list it was patched from', () => {
-  // 20,000 addresses in 200 runs of 100: one address more joins a run (a new interval object), one address fewer splits one.
-  const ivs: Interval[] = [];
-  for (let r = 0; r < 200; r++) ivs.push({ family: 4, lo: BigInt(r * 1000), hi: BigInt(r * 1000 + 99) });
+test('a patch shares the chunks it does not touch, of the intervals and of their text, with the lists it was patched from', () => {
+  // 20,000 single addresses 10 apart: one address more joins one of them (a new interval object), one fewer removes one.
+  const single: Interval[] = [];
+  for (let r = 0; r < 20_000; r++) single.push({ family: 4, lo: BigInt(r * 10), hi: BigInt(r * 10) });
+  const ivs = ChunkedList.from(single);
   const list = ChunkedList.from(addresses(ivs));
-  const next = patchIntervals(ivs, [{ family: 4, value: 50_050n }], [{ family: 4, value: 150_100n }]);
-  const got = addressesFrom(ivs, list, next);
+  const next = patchIntervals(ivs, [{ family: 4, value: 150_000n }], [{ family: 4, value: 50_001n }]);
+  assert.ok(next instanceof ChunkedList);
+  assert.deepEqual(
+    [...next],
+    mergeIntervals([...single.filter((iv) => iv.lo !== 150_000n), { family: 4, lo: 50_001n, hi: 50_001n }]),
+  );
+  // Two places changed: at most four chunks copied of twenty, for the intervals and for their text.
+  assert.ok(next.sharedChunks(ivs) >= ivs.chunkCount - 4, `${next.sharedChunks(ivs)} of ${ivs.chunkCount} shared`);
+  const got = addressesFrom(list, takePredecessor(next)!);
   assert.deepEqual([...got], addresses(next));
-  assert.ok(got instanceof ChunkedList);
-  // Two runs changed: at most four chunks copied of twenty.
   assert.ok(got.sharedChunks(list) >= list.chunkCount - 4, `${got.sharedChunks(list)} of ${list.chunkCount} shared`);
 });

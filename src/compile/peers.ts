@@ -12,6 +12,7 @@ import type { ListEdit, ReadonlyList } from '../model/list.ts';
 import type { ClusterIndex } from './cluster-index.ts';
 import { CHUNK, warmIPs } from './pod-walk.ts';
 import { mergeV4, parseV4 } from './v4.ts';
+import type { IntervalPatch, IntervalWindow } from './v4.ts';
 
 /** Per family; a big pod peer's list is a ChunkedList once patched (patchIntervals), else an array. */
 export interface FamilyIntervals {
@@ -32,19 +33,6 @@ function byFamily(merged: ReadonlyList<Interval>): FamilyIntervals {
   const all = listArray(merged);
   const at = lowerBound(all, 6, 0n);
   return { 4: all.slice(0, at), 6: all.slice(at) };
-}
-
-/** One window of a patch: the entries [a, b) of the list patched replaced by `by`. */
-export interface IntervalWindow {
-  readonly a: number;
-  readonly b: number;
-  readonly by: readonly Interval[];
-}
-
-/** How patchIntervals made a list: windows of `from`, in order and apart, replaced; every other entry kept. */
-export interface IntervalPatch {
-  readonly from: ReadonlyList<Interval>;
-  readonly windows: readonly IntervalWindow[];
 }
 
 /** A patched list -> the patch that made it (see takePredecessor). */
@@ -649,6 +637,7 @@ export function patchIntervals(
     patched.push({ a: w.a, b: w.b, by });
     spliceEdits(edits, w.a, w.b, by);
   }
+  if (edits.length === 0) return ivs; // nothing to do (an empty diff, or removes from an empty list): no patch
   const out = ChunkedList.of(ivs).edit(edits);
   predecessors.set(out, { from: ivs, windows: patched });
   return out;

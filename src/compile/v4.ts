@@ -6,7 +6,6 @@ import type { Interval } from '../model/ip.ts';
 import type { SetElement } from '../ruleset/ir.ts';
 import { ChunkedList, chunksOf, spliceEdits } from '../model/list.ts';
 import type { ListEdit, ReadonlyList } from '../model/list.ts';
-import type { IntervalPatch } from './peers.ts';
 
 export { formatV4 };
 
@@ -82,6 +81,19 @@ export function addresses(ivs: ReadonlyList<Interval>): string[] {
       }
     }
   return out;
+}
+
+/** One window of a patch: the entries [a, b) of the list patched replaced by `by`. */
+export interface IntervalWindow {
+  readonly a: number;
+  readonly b: number;
+  readonly by: readonly Interval[];
+}
+
+/** How a patched list was made (peers.ts patchIntervals): windows of `from`, in order and apart, replaced; every other entry kept. */
+export interface IntervalPatch {
+  readonly from: ReadonlyList<Interval>;
+  readonly windows: readonly IntervalWindow[];
 }
 
 function sizeOf(iv: Interval): number {

@@ -1,15 +1,13 @@
 // The real dataplane: nft transactions and listings through nft/exec.ts, and
 // the optional conntrack cleanup of released pod IPs. Arguments are arrays,
-// scripts go on stdin: nothing from the cluster reaches a command line except
-// validated IP addresses.
+// scripts go on stdin or in private files: nothing from the cluster reaches a
+// command line except validated IP addresses.
 import { execa } from 'execa';
-import { randomBytes } from 'node:crypto';
 import { setPriority } from 'node:os';
-import { rm, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
 import { parseIP, formatIP } from '../model/ip.ts';
 import { listTable } from '../nft/exec.ts';
 import { NftSession, runScript, type SessionOptions } from '../nft/session.ts';
+import { removePrivateFile, writePrivateFile } from '../nft/private-file.ts';
 import type { Dataplane } from './ports.ts';
 import { markTransaction } from './table-monitor.ts';
 
@@ -100,8 +98,8 @@ export async function conntrackAvailable(netns: string | undefined): Promise<boo
  * agent a fork on its event loop (~5-9 ms at 100-280 MiB RSS). conntrack
  * opens the file by name, and Node's stdin pipes are sockets, which
  * /dev/stdin cannot reopen: so the commands (validated addresses only) go
- * to a private file in /dev/shm (a tmpfs even under a read-only root
- * filesystem), removed at once. Without it, or with an older conntrack, the
+ * to a private file (nft/private-file.ts: /dev/shm, a tmpfs even under a
+ * read-only root filesystem), removed at once. Without it, or with an older conntrack, the
  * commands run one by one, where exit code 1 means nothing matched.
  */
 export async function deleteConntrack(
@@ -135,19 +133,13 @@ export async function conntrackEach(netns: string | undefined, commands: readonl
 }
 
 async function conntrackBatch(netns: string | undefined, commands: readonly string[][]): Promise<'ok' | 'failed'> {
-  const path = join(BATCH_DIR, `nft-netpol-conntrack-${process.pid}-${randomBytes(6).toString('hex')}`);
-  try {
-    await writeFile(path, commands.map((c) => `${c.join(' ')}\n`).join(''), { mode: 0o600, flag: 'wx' });
-  } catch {
-    return 'failed';
-  }
+  const path = writePrivateFile('conntrack', commands.map((c) => `${c.join(' ')}\n`).join(''));
+  if (path === undefined) return 'failed';
   try {
     const [file, args] = inNetns(netns, 'conntrack', ['-R', path]);
     const r = await execa(file, args, { reject: false, timeout: 30_000 });
     return r.exitCode === 0 ? 'ok' : 'failed';
   } finally {
-    await rm(path, { force: true });
+    removePrivateFile(path);
   }
 }
-
-const BATCH_DIR = '/dev/shm';

@@ -1,6 +1,9 @@
 // Runs nft. Arguments are always arrays and scripts go through stdin: no
-// shell, no temp files, nothing from the cluster ever reaches a command line.
+// shell, nothing from the cluster ever reaches a command line. A script's
+// stdin is a private file written before nft starts, not a pipe the agent
+// feeds (nft/private-file.ts: why), unless no such file can be written.
 import { execa } from 'execa';
+import { closePrivateInput, privateInput } from './private-file.ts';
 
 export type NftResult = { ok: true } | { ok: false; error: string; exitCode: number | undefined };
 
@@ -22,11 +25,14 @@ function command(args: readonly string[], t: NftTarget | undefined): [string, st
 async function run(
   args: readonly string[],
   t: NftTarget | undefined,
-  input?: string,
+  input?: string | { readonly fd: number },
   onSpawn?: (pid: number | undefined) => void,
 ) {
   const [file, argv] = command(args, t);
-  const sub = execa(file, argv, { input: input ?? '', reject: false, timeout: TIMEOUT_MS, stripFinalNewline: true });
+  // A lone descriptor goes to child_process untouched (the child inherits it);
+  // execa's types name only 0 among numbers.
+  const stdin = typeof input === 'object' ? { stdin: input.fd as 0 } : { input: input ?? '' };
+  const sub = execa(file, argv, { ...stdin, reject: false, timeout: TIMEOUT_MS, stripFinalNewline: true });
   onSpawn?.(sub.pid);
   return sub;
 }
@@ -38,7 +44,7 @@ function failure(r: { stderr: string; message?: string; timedOut: boolean }): st
   return err === '' ? ((r.message ?? 'failed').trim().split('\n')[0] ?? 'failed') : err;
 }
 
-/** Applies (or with check: only validates) an `nft -f` script, fed on stdin. */
+/** Applies (or with check: only validates) an `nft -f` script, fed on stdin (a private file's, else a pipe). */
 export async function runNft(
   script: string,
   opts?: {
@@ -50,7 +56,11 @@ export async function runNft(
   },
 ): Promise<NftResult> {
   const args = opts?.check === true ? ['--check', '-f', '-'] : ['-f', '-'];
-  const r = await run(args, opts, script, opts?.onSpawn);
+  const fd = privateInput('script', script);
+  // run() spawns before it returns; the child then has its own descriptor of the file.
+  const sub = run(args, opts, fd === undefined ? script : { fd }, opts?.onSpawn);
+  if (fd !== undefined) closePrivateInput(fd);
+  const r = await sub;
   if (!r.failed) return { ok: true };
   return { ok: false, error: failure(r), exitCode: r.exitCode };
 }

@@ -7,9 +7,12 @@
 // into an empty table and ~3 ms into the agent's (1k and 100k pods alike:
 // after every commit nft fetches the table's sets, chains and interval
 // maps' elements again, ~1.6 ms; the markers ~0.5 ms; docs/benchmarks.md
-// "Fewer full collections"). nft -i reads its input a byte at a time, so
-// big scripts still go through `nft -f -` (exec.ts); each line it reads is
-// one transaction, all or nothing, like `nft -f`.
+// "Fewer full collections"). Each line nft -i reads is one transaction, all
+// or nothing, like `nft -f`; runScript sends `include "<private file>"`
+// (the whole script, read with nft's buffered reader) rather than the script
+// as one line, which nft -i reads a byte at a time and, if the agent died
+// mid-write, would commit cut short at its end of input. Big scripts go
+// through `nft -f -` (exec.ts) all the same.
 //
 // Protocol: the transaction's line, then a line that is not nft syntax (the
 // sync token). nft answers the token with a syntax error that quotes it, so
@@ -18,6 +21,7 @@ import { execa } from 'execa';
 import { randomBytes } from 'node:crypto';
 import { runNft, type NftResult, type NftTarget } from './exec.ts';
 import { oneLine } from './one-line.ts';
+import { quotable, removePrivateFile, writePrivateFile } from './private-file.ts';
 
 type Subprocess = ReturnType<typeof execa>;
 
@@ -195,6 +199,8 @@ export class NftSession {
       this.#finish(lines.length === 0 ? { ok: true } : { ok: false, error: errorText(lines), exitCode: 1 });
       return;
     }
+    // Where the script came from (our private file, gone by now) is no part of the error.
+    if (line.startsWith('In file included from ')) return;
     if (p.chars < KEEP_CHARS) {
       p.lines.push(line);
       p.chars += Math.min(line.length, KEEP_LINE);
@@ -259,12 +265,25 @@ export class NftSession {
  */
 export const SESSION_MAX_CHARS = 16 * 1024;
 
-/** A script through the session when it is small and has a one-line form, else `nft -f -`. */
+/**
+ * A script through the session when it is small and has a one-line form, else
+ * `nft -f -`. The session reads it from a private file (`include`): a short
+ * line on nft's stdin, so a transaction is never cut by the agent's death
+ * (nft/private-file.ts), and ~2x faster than nft -i's byte-at-a-time read of
+ * the line (4.6 KiB: 2.2-2.6 against 5 ms). Without a private file, the line.
+ */
 export async function runScript(session: NftSession | undefined, script: string, target: NftTarget): Promise<NftResult> {
   const usable = session !== undefined && session.unusable === undefined;
   const line = usable && script.length <= SESSION_MAX_CHARS ? oneLine(script) : undefined;
   if (line === undefined) return runNft(script, target);
-  const r = await session!.run(line);
+  const path = writePrivateFile('tx', script);
+  const include = path !== undefined && quotable(path) ? `include "${path}"` : undefined;
+  let r: NftResult;
+  try {
+    r = await session!.run(include ?? line);
+  } finally {
+    if (path !== undefined) removePrivateFile(path);
+  }
   // Its nft never answered (so never ran it): this once, and from now on, nft -f.
   return !r.ok && session!.unusable !== undefined ? runNft(script, target) : r;
 }

@@ -32,9 +32,9 @@ export function privateFilesProblem(): string | undefined {
 }
 
 // Synchronous on purpose: a tmpfs write of a few KiB is tens of microseconds
-// on the event loop, while the async calls wait in libuv's thread pool behind
-// whatever else is queued there (measured: +5-9 ms per apply under load at
-// 100k pods).
+// on the event loop; the async calls cost +5-9 ms per apply under load at
+// 100k pods (likely waiting in libuv's thread pool behind the read-back's
+// deflate; docs/benchmarks.md).
 
 /**
  * Writes `text` to a new private file; its path, or undefined when it could

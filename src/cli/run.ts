@@ -17,7 +17,7 @@ import { FileClusterSource } from '../kube/file-source.ts';
 import { KubeClusterSource } from '../kube/kube-source.ts';
 import type { ClusterSource } from '../kube/source.ts';
 import { probeNft, runNft } from '../nft/exec.ts';
-import { privateFilesProblem } from '../nft/private-file.ts';
+import { privateFilesProblem, sweepPrivateFiles } from '../nft/private-file.ts';
 import { renderCleanup } from '../nft/render.ts';
 import { ListenError } from '../observability/http-server.ts';
 import { errorMessage } from '../observability/errors.ts';
@@ -221,6 +221,8 @@ export async function runCommand(argv: string[]): Promise<number> {
       log.error({ event: 'preflight' }, `${probe.reason}; applies will fail and be retried`);
     else if (probe.ok) log.info({ event: 'preflight', nft: probe.version }, 'nft is usable');
     if (probe.ok) nftVersion = probe.version;
+    const swept = sweepPrivateFiles();
+    if (swept > 0) log.info({ event: 'preflight', files: swept }, 'removed private script files an earlier agent left');
     // The probe's script went through a private file, or found why it cannot (nft/private-file.ts).
     const files = privateFilesProblem();
     if (files !== undefined)

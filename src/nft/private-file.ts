@@ -12,7 +12,7 @@
 // and removed as soon as nft has them. Where no such file can be written,
 // callers fall back to the pipe and say so (privateFilesProblem).
 import { randomBytes } from 'node:crypto';
-import { closeSync, openSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 let dir = '/dev/shm';
@@ -94,4 +94,30 @@ export function removePrivateFile(path: string): void {
 /** Is the include path of a private file safe to quote into nft syntax? */
 export function quotable(path: string): boolean {
   return /^\/[A-Za-z0-9._/-]+$/.test(path);
+}
+
+/**
+ * Removes the private files an earlier agent left (it died between writing
+ * one and nft's answer): those of a process that is gone, and this pid's
+ * own, which at start can only be an earlier container's (the agent is
+ * often pid 1 in its pod, whose /dev/shm outlives container restarts). A
+ * live process's files are left alone. The number removed; never throws.
+ */
+export function sweepPrivateFiles(): number {
+  let names: string[];
+  try {
+    names = readdirSync(dir);
+  } catch {
+    return 0;
+  }
+  let removed = 0;
+  for (const name of names) {
+    const m = /^nft-netpol-[a-z]+-(\d+)-[0-9a-f]{12}$/.exec(name);
+    if (m === null) continue;
+    const pid = Number(m[1]);
+    if (pid !== process.pid && existsSync(`/proc/${pid}`)) continue;
+    removePrivateFile(join(dir, name));
+    removed++;
+  }
+  return removed;
 }

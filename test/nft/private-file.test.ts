@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runNft } from '../../src/nft/exec.ts';
 import { NftSession, runScript } from '../../src/nft/session.ts';
-import { privateFilesProblem, usePrivateDir } from '../../src/nft/private-file.ts';
+import { privateFilesProblem, sweepPrivateFiles, usePrivateDir } from '../../src/nft/private-file.ts';
 import { inNetns, withNetns } from './netns-support.ts';
 import { haveNft } from './nft-support.ts';
 
@@ -113,4 +113,24 @@ test('kernel: the session reads transactions from private files; no private file
       s.close();
     }
   });
+});
+
+test("sweepPrivateFiles: removes files of gone processes and of this pid, keeps a live process's and others", () => {
+  const d = mkdtempSync(join(tmpdir(), 'nftnp-sweep-'));
+  const before = usePrivateDir(d);
+  try {
+    // pid 2^22 + 1 is above Linux's pid_max limit: never a live process.
+    const names = {
+      gone: 'nft-netpol-tx-4194305-0123456789ab',
+      mine: `nft-netpol-script-${String(process.pid)}-0123456789ab`,
+      live: 'nft-netpol-tx-1-0123456789ab',
+      other: 'something-else',
+    };
+    for (const n of Object.values(names)) writeFileSync(join(d, n), 'x');
+    assert.equal(sweepPrivateFiles(), 2);
+    assert.deepEqual(readdirSync(d).sort(), [names.live, names.other].sort());
+  } finally {
+    usePrivateDir(before);
+    rmSync(d, { recursive: true, force: true });
+  }
 });

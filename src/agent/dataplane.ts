@@ -99,8 +99,9 @@ export async function conntrackAvailable(netns: string | undefined): Promise<boo
  * opens the file by name, and Node's stdin pipes are sockets, which
  * /dev/stdin cannot reopen: so the commands (validated addresses only) go
  * to a private file (nft/private-file.ts: /dev/shm, a tmpfs even under a
- * read-only root filesystem), removed at once. Without it, or with an older conntrack, the
- * commands run one by one, where exit code 1 means nothing matched.
+ * read-only root filesystem), removed at once. Without it, or with an older
+ * conntrack, the commands run one by one, where exit code 1 means nothing
+ * matched.
  */
 export async function deleteConntrack(
   netns: string | undefined,

@@ -446,6 +446,11 @@ describe('container image', () => {
             ct.lines.some((l) => l['event'] === 'apiserver' && l['server'] === `https://${node.addresses.v4}:443`),
             ct.tail(),
           );
+          // Under the DaemonSet's read-only root filesystem, nft's scripts still go through private files in /dev/shm.
+          assert.ok(
+            !ct.lines.some((l) => l['event'] === 'preflight' && String(l['msg']).startsWith('nft scripts go through pipes')),
+            `the container could not write private files:\n${ct.tail()}`,
+          );
           assert.ok(
             api.requests.some((r) => r.watch && r.status === 200),
             'the agent watches',

@@ -1,9 +1,10 @@
 // Scripts reach nft whole. nft commits whatever it has read when its input
 // ends, and a pipe fed by the agent ends where the agent stopped: an agent
 // killed mid-write (OOM, SIGKILL, a crash) would leave nft a prefix of the
-// transaction, and a prefix cut at a line end (or at a token: `... counter`
-// without its `drop`) is a valid, smaller transaction (measured with nft
-// 1.0.6, `nft -f -` and `nft -i` alike). A file is written completely before
+// transaction, and a prefix cut at a line end is a valid, smaller transaction
+// (measured with nft 1.0.6: `nft -f -` committed 2,284 of 40,000 elements;
+// `nft -i` runs a last line without its newline). A cut at a token can be one
+// too (`... counter` without its `drop`). A file is written completely before
 // nft is started on it (its stdin) or told to read it (`include`), so a
 // transaction is all there or never begun.
 //

@@ -64,7 +64,6 @@ import { tmpdir } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { execa } from 'execa';
 import { cpus, loadavg, totalmem } from 'node:os';
-import { parseArgs } from 'node:util';
 import { PerformanceObserver } from 'node:perf_hooks';
 import type { ClusterState, NetworkPolicy, Pod } from '../src/model/types.ts';
 import { selectorMatches } from '../src/model/selector.ts';
@@ -79,8 +78,9 @@ import { daemonsetEnv } from './daemonset-env.ts';
 import { listTable, runNft } from '../src/nft/exec.ts';
 import { collectGarbage } from '../src/observability/memory.ts';
 import { FOLD_REASON } from '../src/agent/reconciler.ts';
+import { scriptArgs } from './script-args.ts';
 
-const { values: args } = parseArgs({
+const { values: args } = scriptArgs(import.meta.url, {
   options: {
     sizes: { type: 'string', default: '1000,10000,100000' },
     /** Per change kind; p99 is then the second slowest (with 40 it was the slowest: one collection decided it). */

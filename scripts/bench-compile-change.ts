@@ -21,7 +21,6 @@
 //   local    an isolated pod of the node is deleted, then re-created
 //   policy   a policy selecting a pod of the node gets an extra ingress rule, then loses it
 import { cpus, loadavg } from 'node:os';
-import { parseArgs } from 'node:util';
 import { compileNode } from '../src/compile/compile.ts';
 import { NodeCompiler } from '../src/compile/node-compiler.ts';
 import { byObjectKey } from '../src/model/state.ts';
@@ -31,6 +30,7 @@ import { renderUpdate } from '../src/nft/update.ts';
 import type { CompiledRuleset } from '../src/ruleset/ir.ts';
 import { busiestNode } from './bench-render.ts';
 import { generateCluster } from './gen-cluster.ts';
+import { scriptArgs } from './script-args.ts';
 
 const SIZES: Record<string, { pods: number; policies: number; namespaces: number }> = {
   '1k': { pods: 1_000, policies: 100, namespaces: 50 },
@@ -191,7 +191,7 @@ async function runSize(
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({
+  const { values } = scriptArgs(import.meta.url, {
     options: {
       sizes: { type: 'string' },
       samples: { type: 'string' },

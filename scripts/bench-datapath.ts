@@ -53,7 +53,6 @@ import type { ResultPromise } from 'execa';
 import { cpus, loadavg } from 'node:os';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { parseArgs } from 'node:util';
 import type { ClusterState } from '../src/model/types.ts';
 import { runNft } from '../src/nft/exec.ts';
 import { DEFAULT_TIER_LAYOUT, parseTierLayout } from '../src/ruleset/options.ts';
@@ -74,6 +73,7 @@ import {
   TABLE,
 } from './datapath/bench-state.ts';
 import type { CnpPath } from './datapath/bench-state.ts';
+import { scriptArgs } from './script-args.ts';
 const here = new URL('.', import.meta.url).pathname;
 
 const median = (xs: readonly number[]): number => quantile(xs, 0.5);
@@ -274,7 +274,7 @@ function printTable(rows: readonly (readonly string[])[]): void {
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({
+  const { values } = scriptArgs(import.meta.url, {
     options: {
       policies: { type: 'string' },
       runs: { type: 'string' },

@@ -18,7 +18,6 @@
 //    scratch namespace. (--counters-only: just this part.)
 import { execa } from 'execa';
 import { readFileSync } from 'node:fs';
-import { parseArgs } from 'node:util';
 import { compileNode } from '../src/compile/compile.ts';
 import { renderRuleset } from '../src/nft/render.ts';
 import { runNft } from '../src/nft/exec.ts';
@@ -29,8 +28,9 @@ import { FakeApiServer, namespace, networkPolicy, pod, type KubeObject } from '.
 import { AgentProcess, eventually, scratch } from '../test/agent/agent-process.ts';
 import { busiestNode } from './bench-render.ts';
 import { generateCluster } from './gen-cluster.ts';
+import { scriptArgs } from './script-args.ts';
 
-const { values } = parseArgs({
+const { values } = scriptArgs(import.meta.url, {
   options: {
     seconds: { type: 'string', default: '5' },
     'counters-only': { type: 'boolean', default: false },

@@ -14,14 +14,14 @@
 // nft 1.0.6 crashes printing the elements of our interval concatenations.
 import { createInterface } from 'node:readline';
 import { loadavg } from 'node:os';
-import { parseArgs } from 'node:util';
 import { execa } from 'execa';
 import { FakeApiServer, type KubeObject } from '../test/support/fake-apiserver.ts';
 import { createNetns, deleteNetns, uniquePrefix } from '../test/harness/netns.ts';
 import { AgentProcess, eventually, nftIn, scratch } from '../test/agent/agent-process.ts';
 import { clusterObjects, generateCluster } from './gen-cluster.ts';
+import { scriptArgs } from './script-args.ts';
 
-const { values: args } = parseArgs({
+const { values: args } = scriptArgs(import.meta.url, {
   options: { pods: { type: 'string', default: '1000' }, samples: { type: 'string', default: '20' } },
 });
 const PODS = Number(args.pods);

@@ -17,18 +17,18 @@ import { execa } from 'execa';
 import { fork, type ChildProcess } from 'node:child_process';
 import { cpus, loadavg } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { parseArgs } from 'node:util';
 import { COUNTERS_LISTING_NICE, nftDataplane } from '../src/agent/dataplane.ts';
 import { runNft } from '../src/nft/exec.ts';
 import { NftSession } from '../src/nft/session.ts';
 import { renderNode } from '../test/support/render-node.ts';
 import { generateCluster } from './gen-cluster.ts';
+import { scriptArgs } from './script-args.ts';
 
 if (process.argv[2] === '--busy-child') {
   for (;;) Math.sqrt(Math.random());
 }
 
-const { values: args } = parseArgs({
+const { values: args } = scriptArgs(import.meta.url, {
   options: {
     pods: { type: 'string', default: '100000' },
     commits: { type: 'string', default: '20' },

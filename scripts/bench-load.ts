@@ -11,11 +11,11 @@ import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { parseArgs } from 'node:util';
 import { execa } from 'execa';
 import { stringify } from 'yaml';
 import { clusterObjects, DEFAULT_GEN, generateCluster } from './gen-cluster.ts';
 import { isActivePod, type Pod } from '../src/model/types.ts';
+import { scriptArgs } from './script-args.ts';
 
 interface Run {
   readonly wallS: number;
@@ -90,7 +90,7 @@ const median = (xs: readonly number[]): number => {
 };
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({
+  const { values } = scriptArgs(import.meta.url, {
     options: {
       baseline: { type: 'string' },
       runs: { type: 'string', default: '3' },

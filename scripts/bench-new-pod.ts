@@ -19,14 +19,14 @@
 // window includes the agent's start and first sync. Per setting of
 // --unknown-local-endpoints it prints every trial (with how the probes
 // ended), then the median and maximum window and the probes that connected.
-import { parseArgs } from 'node:util';
 import { loadavg, cpus } from 'node:os';
 import { Cluster } from '../test/harness/cluster.ts';
 import { runProbes, type Probe } from '../test/harness/probe.ts';
 import { FakeApiServer, namespace, networkPolicy, pod, type KubeObject } from '../test/support/fake-apiserver.ts';
 import { AgentProcess, scratch } from '../test/agent/agent-process.ts';
+import { scriptArgs } from './script-args.ts';
 
-const { values } = parseArgs({
+const { values } = scriptArgs(import.meta.url, {
   options: {
     trials: { type: 'string', default: '8' },
     'kubelet-delay': { type: 'string', default: '300' },

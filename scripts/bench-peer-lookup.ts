@@ -24,15 +24,15 @@
 import { execa } from 'execa';
 import { randomBytes } from 'node:crypto';
 import { cpus, loadavg } from 'node:os';
-import { parseArgs } from 'node:util';
 import { runNft } from '../src/nft/exec.ts';
 import { renderNode } from '../test/support/render-node.ts';
 import { SPLIT_IDENTITIES } from '../src/compile/peer-split.ts';
 import { peerMapsAsBits } from './datapath/peer-lookup-variants.ts';
 import { markLookup } from './datapath/candidate-peer-mark.ts';
 import { generateCluster } from './gen-cluster.ts';
+import { scriptArgs } from './script-args.ts';
 
-const { values: args } = parseArgs({
+const { values: args } = scriptArgs(import.meta.url, {
   options: {
     pods: { type: 'string', default: '100000' },
     runs: { type: 'string', default: '30' },

@@ -15,7 +15,6 @@ import { execa } from 'execa';
 import { randomBytes } from 'node:crypto';
 import { arch, cpus, totalmem } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { parseArgs } from 'node:util';
 import { getHeapStatistics } from 'node:v8';
 import { compileNode } from '../src/compile/compile.ts';
 import { selectorIsEmpty, selectorMatches } from '../src/model/selector.ts';
@@ -26,6 +25,7 @@ import { renderRuleset } from '../src/nft/render.ts';
 import { generateCluster } from './gen-cluster.ts';
 import { DEFAULT_TENANCY } from '../src/model/tenancy-config.ts';
 import type { GenOptions } from './gen-cluster.ts';
+import { scriptArgs } from './script-args.ts';
 
 const CASES: Record<
   string,
@@ -327,7 +327,7 @@ function print(rs: readonly CaseResult[]): void {
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({
+  const { values } = scriptArgs(import.meta.url, {
     options: {
       case: { type: 'string' },
       'no-nft': { type: 'boolean' },

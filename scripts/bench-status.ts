@@ -25,7 +25,6 @@
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { createInterface } from 'node:readline';
-import { parseArgs } from 'node:util';
 import pino from 'pino';
 import { Heartbeat } from '../src/agent/heartbeat.ts';
 import { StatusWriter } from '../src/agent/status-writer.ts';
@@ -39,8 +38,9 @@ import { buildReport } from '../src/status/report.ts';
 import type { LeaseObject, NodePolicyStatusObject } from '../src/status/types.ts';
 import { makeKubeConfig, namespace, networkPolicy, node, pod } from '../test/support/fake-apiserver.ts';
 import type { KubeObject, RequestRecord } from '../test/support/fake-apiserver.ts';
+import { scriptArgs } from './script-args.ts';
 
-const { values: v } = parseArgs({
+const { values: v } = scriptArgs(import.meta.url, {
   options: {
     nodes: { type: 'string', default: '1000' },
     steady: { type: 'string', default: '60' },

@@ -10,15 +10,15 @@
 // with doing it by hand. Prints medians, fastest runs and ratios; asserts nothing.
 //
 //   node scripts/bench-tenancy.ts [--rounds 9] [--workspaces 500] [--pods 100000]
-import { parseArgs } from 'node:util';
 import { compileNode } from '../src/compile/compile.ts';
 import { contributedPolicies } from '../src/kinds/registry.ts';
 import type { ClusterState, NetworkPolicy, Peer, PortSpec } from '../src/model/types.ts';
 import { renderRuleset } from '../src/nft/render.ts';
 import { withWorkspaces } from './bench-render.ts';
 import { generateCluster } from './gen-cluster.ts';
+import { scriptArgs } from './script-args.ts';
 
-const { values } = parseArgs({
+const { values } = scriptArgs(import.meta.url, {
   options: { rounds: { type: 'string' }, workspaces: { type: 'string' }, pods: { type: 'string' } },
 });
 const rounds = Number(values.rounds ?? 9);

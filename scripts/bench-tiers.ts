@@ -32,7 +32,7 @@ import { mkdtempSync, realpathSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { isDeepStrictEqual, parseArgs } from 'node:util';
+import { isDeepStrictEqual } from 'node:util';
 import { compileNode } from '../src/compile/compile.ts';
 import type { ClusterState } from '../src/model/types.ts';
 import { renderRuleset } from '../src/nft/render.ts';
@@ -41,8 +41,9 @@ import type { TierLayout } from '../src/ruleset/options.ts';
 import { withClusterPolicies } from './bench-render.ts';
 import { generateCluster } from './gen-cluster.ts';
 import type { GenOptions } from './gen-cluster.ts';
+import { scriptArgs } from './script-args.ts';
 
-const { values } = parseArgs({
+const { values } = scriptArgs(import.meta.url, {
   options: {
     rounds: { type: 'string', default: '7' },
     peers: { type: 'string', default: 'narrow' },

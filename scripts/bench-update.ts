@@ -23,7 +23,6 @@
 import { execa } from 'execa';
 import { randomBytes } from 'node:crypto';
 import { cpus } from 'node:os';
-import { parseArgs } from 'node:util';
 import { compileNode } from '../src/compile/compile.ts';
 import type { CompiledRuleset } from '../src/ruleset/ir.ts';
 import { runNft } from '../src/nft/exec.ts';
@@ -32,6 +31,7 @@ import { renderUpdate } from '../src/nft/update.ts';
 import type { ClusterState, Pod } from '../src/model/types.ts';
 import { busiestNode, withClusterPolicies } from './bench-render.ts';
 import { generateCluster } from './gen-cluster.ts';
+import { scriptArgs } from './script-args.ts';
 
 const RUNS = 5;
 const ms = (t0: bigint): number => Number(process.hrtime.bigint() - t0) / 1e6;
@@ -129,7 +129,7 @@ async function timeApply(netns: string, prev: string, script: string): Promise<n
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({
+  const { values } = scriptArgs(import.meta.url, {
     options: {
       pods: { type: 'string' },
       policies: { type: 'string' },

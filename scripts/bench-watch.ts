@@ -28,7 +28,6 @@ import type { ChildProcess } from 'node:child_process';
 import { cpus, totalmem } from 'node:os';
 import { createInterface } from 'node:readline';
 import type { Interface } from 'node:readline';
-import { parseArgs } from 'node:util';
 import { CoreV1Api, ListWatch, NetworkingV1Api, Watch } from '@kubernetes/client-node';
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { KubeClusterSource } from '../src/kube/kube-source.ts';
@@ -38,6 +37,7 @@ import type { KubeSourceOptions } from '../src/kube/kube-source.ts';
 import { FakeApiServer, labelsMatch, makeKubeConfig, parseLabelSelector } from '../test/support/fake-apiserver.ts';
 import type { KubeObject } from '../test/support/fake-apiserver.ts';
 import { clusterObjects, generateCluster, rng } from './gen-cluster.ts';
+import { scriptArgs } from './script-args.ts';
 
 const MODES = ['naive-informers', 'all-pods', 'selective', 'selective-unbounded'] as const;
 type Mode = (typeof MODES)[number];
@@ -619,7 +619,7 @@ async function orchestrate(sizes: [number, number, number][], churn: number, mod
     }
 }
 
-const { values } = parseArgs({
+const { values } = scriptArgs(import.meta.url, {
   options: {
     serve: { type: 'string' },
     measure: { type: 'string' },

@@ -11,9 +11,9 @@
 // CLI: node scripts/gen-cluster.ts --pods 1000 --policies 100 --namespaces 50
 //        [--pods-per-node 110] [--seed 1] [--dual-stack] [-o cluster.yaml]
 import { writeFileSync } from 'node:fs';
-import { parseArgs } from 'node:util';
 import { stringify } from 'yaml';
 import { canonicalIP } from '../src/model/ip.ts';
+import { scriptArgs } from './script-args.ts';
 import type {
   ClusterState,
   ContainerPort,
@@ -427,7 +427,7 @@ export function clusterObjects(c: GeneratedCluster): Record<string, unknown>[] {
 }
 
 function main(): void {
-  const { values } = parseArgs({
+  const { values } = scriptArgs(import.meta.url, {
     options: {
       pods: { type: 'string' },
       policies: { type: 'string' },

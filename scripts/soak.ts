@@ -44,7 +44,6 @@ import { copyFileSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { tmpdir, loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { parseArgs } from 'node:util';
 import { execa } from 'execa';
 import { buildState } from '../src/model/normalize.ts';
 import type { ClusterState } from '../src/model/types.ts';
@@ -63,8 +62,9 @@ import { Cluster } from '../test/harness/cluster.ts';
 import { runProbes, type Probe } from '../test/harness/probe.ts';
 import { AgentProcess, nftIn, scratch, type Scratch } from '../test/agent/agent-process.ts';
 import { daemonsetEnv } from './daemonset-env.ts';
+import { scriptArgs } from './script-args.ts';
 
-const { values: args } = parseArgs({
+const { values: args } = scriptArgs(import.meta.url, {
   options: {
     minutes: { type: 'string', default: '15' },
     rate: { type: 'string', default: '5' },

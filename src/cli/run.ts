@@ -17,12 +17,12 @@ import { FileClusterSource } from '../kube/file-source.ts';
 import { KubeClusterSource } from '../kube/kube-source.ts';
 import type { ClusterSource } from '../kube/source.ts';
 import { probeNft, runNft } from '../nft/exec.ts';
-import { privateFilesProblem, sweepPrivateFiles } from '../nft/private-file.ts';
+import { onPrivateFiles, privateFileFailures, privateFilesProblem, sweepPrivateFiles } from '../nft/private-file.ts';
 import { renderCleanup } from '../nft/render.ts';
 import { ListenError } from '../observability/http-server.ts';
 import { errorMessage } from '../observability/errors.ts';
 import { createLogger, type Logger } from '../observability/logger.ts';
-import { createMetrics } from '../observability/metrics.ts';
+import { createMetrics, type Metrics } from '../observability/metrics.ts';
 import { buildInfo } from '../observability/build-info.ts';
 
 function usage(cmd: string, message: string): number {
@@ -225,11 +225,8 @@ export async function runCommand(argv: string[]): Promise<number> {
     if (swept > 0) log.info({ event: 'preflight', files: swept }, 'removed private script files an earlier agent left');
     // The probe's script went through a private file, or found why it cannot (nft/private-file.ts).
     const files = privateFilesProblem();
-    if (files !== undefined)
-      log.warn(
-        { event: 'preflight', detail: files },
-        'nft scripts go through pipes (no private file can be written): an agent killed while writing one can leave nft a partial transaction',
-      );
+    if (files !== undefined) log.warn({ event: 'preflight', detail: files }, THROUGH_PIPES);
+    watchPrivateFiles(metrics, log, files !== undefined);
     checkBridgeNetfilter(c, log);
 
     await agent.start();
@@ -244,6 +241,7 @@ export async function runCommand(argv: string[]): Promise<number> {
     return 1;
   } finally {
     clearInterval(keepAlive);
+    onPrivateFiles(undefined);
     process.off('SIGTERM', onSignal);
     process.off('SIGINT', onSignal);
     process.off('unhandledRejection', onRejection);
@@ -251,6 +249,31 @@ export async function runCommand(argv: string[]): Promise<number> {
     // Lingering sockets (HTTP keep-alive to the API server) must not delay the exit.
     setTimeout(() => process.exit(process.exitCode ?? 0), 2000).unref();
   }
+}
+
+const THROUGH_PIPES =
+  'nft scripts go through pipes (no private file can be written): an agent killed while writing one can leave nft a partial transaction';
+
+/**
+ * Private script files failing mid-run (/dev/shm full, unmounted): each
+ * script counted, a warning when they start failing, a line when they work again.
+ */
+export function watchPrivateFiles(metrics: Metrics, log: Logger, failing: boolean): void {
+  metrics.privateFileFailures.inc(privateFileFailures());
+  let warned = failing;
+  onPrivateFiles({
+    failed: (problem) => {
+      metrics.privateFileFailures.inc();
+      if (warned) return;
+      warned = true;
+      log.warn({ event: 'private-files', detail: problem }, THROUGH_PIPES);
+    },
+    recovered: () => {
+      if (!warned) return;
+      warned = false;
+      log.info({ event: 'private-files' }, 'nft scripts go through private files again');
+    },
+  });
 }
 
 export async function cleanupCommand(argv: string[]): Promise<number> {

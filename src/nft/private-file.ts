@@ -11,19 +11,61 @@
 // The files live in /dev/shm: a tmpfs even under a read-only root filesystem
 // (the DaemonSet's), private (0600, created exclusively under a random name)
 // and removed as soon as nft has them. Where no such file can be written,
-// callers fall back to the pipe and say so (privateFilesProblem).
+// callers fall back to the pipe; each such script is counted and a change of
+// the problem reported (onPrivateFiles), for the agent's metric and log.
 import { randomBytes } from 'node:crypto';
 import { closeSync, existsSync, openSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 let dir = '/dev/shm';
 let problem: string | undefined;
+let failures = 0;
+
+/** Told of each script no private file took, and when files work again. */
+export interface PrivateFilesListener {
+  /** A script that could not be written (its caller falls back); `problem` says why. */
+  failed(problem: string): void;
+  /** The first file written after failures. */
+  recovered(): void;
+}
+let listener: PrivateFilesListener | undefined;
+
+/** Sets (or with undefined clears) the one listener; returns the one before. */
+export function onPrivateFiles(l: PrivateFilesListener | undefined): PrivateFilesListener | undefined {
+  const before = listener;
+  listener = l;
+  return before;
+}
+
+/** How many scripts no private file took since the process started. */
+export function privateFileFailures(): number {
+  return failures;
+}
+
+function fail(why: string): void {
+  problem = why;
+  failures++;
+  try {
+    listener?.failed(why);
+  } catch {
+    // a listener's bug must not change what the caller does
+  }
+}
+
+function wrote(): void {
+  if (problem === undefined) return;
+  problem = undefined;
+  try {
+    listener?.recovered();
+  } catch {
+    // as above
+  }
+}
 
 /** For tests: the directory private files go to; returns the one before. */
 export function usePrivateDir(d: string): string {
   const before = dir;
   dir = d;
-  problem = undefined;
   return before;
 }
 
@@ -39,17 +81,22 @@ export function privateFilesProblem(): string | undefined {
 
 /**
  * Writes `text` to a new private file; its path, or undefined when it could
- * not be written (nothing is left behind). The caller removes it.
+ * not be written (nothing is left behind). The caller removes it. With
+ * `includable`, only a path nft's `include` can quote (quotable) is written.
  */
-export function writePrivateFile(kind: string, text: string): string | undefined {
-  // Only our own characters: the path is quoted into nft's `include`.
+export function writePrivateFile(kind: string, text: string, includable = false): string | undefined {
+  // Only our own characters after the directory's.
   const path = join(dir, `nft-netpol-${kind}-${process.pid}-${randomBytes(6).toString('hex')}`);
+  if (includable && !quotable(path)) {
+    fail(`${dir}: not a path nft's include can quote`);
+    return undefined;
+  }
   try {
     writeFileSync(path, text, { mode: 0o600, flag: 'wx' });
-    problem = undefined;
+    wrote();
     return path;
   } catch (e) {
-    problem = `${dir}: ${e instanceof Error ? e.message : String(e)}`;
+    fail(`${dir}: ${e instanceof Error ? e.message : String(e)}`);
     removePrivateFile(path);
     return undefined;
   }
@@ -67,7 +114,7 @@ export function privateInput(kind: string, text: string): number | undefined {
   try {
     return openSync(path, 'r');
   } catch (e) {
-    problem = `${path}: ${e instanceof Error ? e.message : String(e)}`;
+    fail(`${path}: ${e instanceof Error ? e.message : String(e)}`);
     return undefined;
   } finally {
     removePrivateFile(path);

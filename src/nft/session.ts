@@ -21,7 +21,7 @@ import { execa } from 'execa';
 import { randomBytes } from 'node:crypto';
 import { runNft, type NftResult, type NftTarget } from './exec.ts';
 import { oneLine } from './one-line.ts';
-import { quotable, removePrivateFile, writePrivateFile } from './private-file.ts';
+import { removePrivateFile, writePrivateFile } from './private-file.ts';
 
 type Subprocess = ReturnType<typeof execa>;
 
@@ -276,8 +276,8 @@ export async function runScript(session: NftSession | undefined, script: string,
   const usable = session !== undefined && session.unusable === undefined;
   const line = usable && script.length <= SESSION_MAX_CHARS ? oneLine(script) : undefined;
   if (line === undefined) return runNft(script, target);
-  const path = writePrivateFile('tx', script);
-  const include = path !== undefined && quotable(path) ? `include "${path}"` : undefined;
+  const path = writePrivateFile('tx', script, true);
+  const include = path === undefined ? undefined : `include "${path}"`;
   let r: NftResult;
   try {
     r = await session!.run(include ?? line);

@@ -161,6 +161,13 @@ const DEFINITIONS = [
     felix: undefined,
   },
   {
+    name: 'nftnp_private_file_failures_total',
+    type: 'counter',
+    help: 'Number of scripts (nft transactions, conntrack batches) that could not be written whole to a private file in /dev/shm first. An nft transaction then goes through a pipe, which an agent killed while writing can leave nft cut short; see the log for why.',
+    labelNames: [],
+    felix: undefined,
+  },
+  {
     name: 'nftnp_refreshes_total',
     type: 'counter',
     help: 'Number of full re-applies of the table after increments, which bound how long an edit made before an increment can pass as ours: taken_by="check" by a drift check in a quiet moment, "change" by a change\'s apply when no quiet moment came in twice the refresh interval.',
@@ -321,6 +328,7 @@ export interface Metrics {
   readonly peerAddressesHeld: Gauge;
   readonly driftRepairs: Counter;
   readonly driftChecksGivenWay: Counter;
+  readonly privateFileFailures: Counter;
   readonly refreshes: Counter<'taken_by'>;
   readonly tableMonitorRestarts: Counter;
   readonly watchRestarts: Counter<'resource' | 'reason'>;
@@ -414,6 +422,7 @@ export function createMetrics(registry: Registry = new Registry(), options: Metr
     peerAddressesHeld: gauge('nftnp_peer_addresses_held'),
     driftRepairs: counter('nftnp_drift_repairs_total'),
     driftChecksGivenWay: counter('nftnp_drift_checks_given_way_total'),
+    privateFileFailures: counter('nftnp_private_file_failures_total'),
     refreshes: new Counter<'taken_by'>({
       name: 'nftnp_refreshes_total',
       help: def('nftnp_refreshes_total').help,

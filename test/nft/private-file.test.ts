@@ -11,7 +11,16 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runNft } from '../../src/nft/exec.ts';
 import { NftSession, runScript } from '../../src/nft/session.ts';
-import { privateFilesProblem, sweepPrivateFiles, usePrivateDir } from '../../src/nft/private-file.ts';
+import {
+  onPrivateFiles,
+  privateFileFailures,
+  privateFilesProblem,
+  privateInput,
+  removePrivateFile,
+  sweepPrivateFiles,
+  usePrivateDir,
+  writePrivateFile,
+} from '../../src/nft/private-file.ts';
 import { inNetns, withNetns } from './netns-support.ts';
 import { haveNft } from './nft-support.ts';
 
@@ -132,5 +141,58 @@ test("sweepPrivateFiles: removes files of gone processes and of this pid, keeps 
   } finally {
     usePrivateDir(before);
     rmSync(d, { recursive: true, force: true });
+  }
+});
+
+test('private files failing mid-run: each script counted, the listener told of the problem and of the recovery', () => {
+  const good = mkdtempSync(join(tmpdir(), 'nftnp-listen-'));
+  const spaced = mkdtempSync(join(tmpdir(), 'nftnp listen '));
+  const before = usePrivateDir(good);
+  // A file written first: whatever an earlier test left failing has recovered.
+  const first = writePrivateFile('tx', 'x');
+  if (first !== undefined) removePrivateFile(first);
+  const told: string[] = [];
+  const prior = onPrivateFiles({ failed: (p) => told.push(`failed ${p}`), recovered: () => told.push('recovered') });
+  try {
+    const start = privateFileFailures();
+    const ok = writePrivateFile('tx', 'x');
+    assert.ok(ok !== undefined && existsSync(ok));
+    removePrivateFile(ok);
+    assert.equal(told.length, 0);
+    usePrivateDir('/nonexistent-dir');
+    assert.equal(writePrivateFile('tx', 'x'), undefined);
+    assert.equal(privateInput('script', 'x'), undefined);
+    assert.equal(privateFileFailures(), start + 2);
+    assert.equal(told.length, 2);
+    assert.match(told[0] ?? '', /^failed \/nonexistent-dir: .*ENOENT/);
+    // A path nft's include cannot quote: refused before anything is written.
+    usePrivateDir(spaced);
+    assert.equal(writePrivateFile('tx', 'x', true), undefined);
+    assert.deepEqual(readdirSync(spaced), []);
+    assert.match(told[2] ?? '', /include can quote/);
+    assert.equal(privateFileFailures(), start + 3);
+    // Files work again: one recovery, however many files follow.
+    usePrivateDir(good);
+    for (let i = 0; i < 3; i++) {
+      const p = writePrivateFile('tx', 'x', true);
+      assert.ok(p !== undefined);
+      removePrivateFile(p);
+    }
+    assert.deepEqual(told.slice(3), ['recovered']);
+    usePrivateDir('/nonexistent-dir');
+    writePrivateFile('tx', 'x');
+    usePrivateDir(good);
+    const p = writePrivateFile('tx', 'x');
+    if (p !== undefined) removePrivateFile(p);
+    assert.deepEqual(
+      told.slice(4).map((x) => x.split(' ')[0]),
+      ['failed', 'recovered'],
+    );
+    assert.equal(privateFilesProblem(), undefined);
+  } finally {
+    onPrivateFiles(prior);
+    usePrivateDir(before);
+    rmSync(good, { recursive: true, force: true });
+    rmSync(spaced, { recursive: true, force: true });
   }
 });

@@ -31,6 +31,7 @@ const EXPECTED: Record<string, { type: MetricType; labels?: string[] }> = {
   nftnp_peer_addresses_held: { type: 'gauge' },
   nftnp_drift_repairs_total: { type: 'counter' },
   nftnp_drift_checks_given_way_total: { type: 'counter' },
+  nftnp_private_file_failures_total: { type: 'counter' },
   nftnp_refreshes_total: { type: 'counter', labels: ['taken_by'] },
   nftnp_table_monitor_restarts_total: { type: 'counter' },
   nftnp_watch_restarts_total: { type: 'counter', labels: ['resource', 'reason'] },

@@ -100,6 +100,17 @@ for (const setting of ['drop', 'allow'] as const) {
         while (probing) during.push(...(await connected(c, around('shop/new'))));
       })();
       api.create('pods', ac.podObject('shop/new', 'new', { app: 'new' }));
+      // The pod's policies name a remote peer (ext/client) that no watch of
+      // node-1's agent held: its peer watch starts after the pod's first
+      // apply, which denies ext/client until the watch has listed (fail
+      // closed). Probes are retried one by one, so without this wait a check
+      // could pass on ext/client's probe from before that first apply (the
+      // unknown pod open, under allow) and the others' from after it.
+      const a1 = agents[0]!;
+      await a1.waitForLog('the apply that knows ext/client', (l) => {
+        const reasons = l['reasons'];
+        return l['event'] === 'apply' && Array.isArray(reasons) && reasons.includes('pods add ext/client');
+      });
       const programmed: Expectation[] = [
         { probe: tcp80('ext/client', 'shop/new'), allowed: true, why: 'new-from-client' },
         { probe: tcp80('shop/peer', 'shop/new'), allowed: false, why: 'default deny' },
@@ -119,7 +130,6 @@ for (const setting of ['drop', 'allow'] as const) {
       }
 
       // The agent of node-1 stops (SIGTERM, as in a rollout): its table stays in force.
-      const a1 = agents[0]!;
       await a1.terminate();
       assert.deepEqual(
         await settled(c, [tcp80('ext/client', 'shop/new'), tcp80('shop/peer', 'shop/new')], ['ext/client -> shop/new']),

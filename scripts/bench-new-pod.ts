@@ -20,11 +20,10 @@
 // --unknown-local-endpoints it prints every trial (with how the probes
 // ended), then the median and maximum window and the probes that connected.
 import { loadavg, cpus } from 'node:os';
-import { Cluster } from '../test/harness/cluster.ts';
 import { runProbes, type Probe } from '../test/harness/probe.ts';
-import { FakeApiServer, namespace, networkPolicy, pod, type KubeObject } from '../test/support/fake-apiserver.ts';
-import { AgentProcess, scratch } from '../test/agent/agent-process.ts';
+import { namespace, networkPolicy } from '../test/support/fake-apiserver.ts';
 import { scriptArgs } from './script-args.ts';
+import { median, requireRoot, sleep, withTwoNodes } from './two-node-cluster.ts';
 
 const { values } = scriptArgs(import.meta.url, {
   options: {
@@ -36,12 +35,7 @@ const { values } = scriptArgs(import.meta.url, {
 const TRIALS = Number(values.trials);
 const KUBELET_DELAY = Number(values['kubelet-delay']);
 const SETTINGS = values.settings.split(',') as ('allow' | 'drop')[];
-if (process.getuid?.() !== 0) {
-  console.error('needs root (network namespaces, nft)');
-  process.exit(2);
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+requireRoot();
 
 interface Trial {
   readonly kind: 'running' | 'restart';
@@ -54,22 +48,10 @@ interface Trial {
 
 async function run(setting: 'allow' | 'drop'): Promise<Trial[]> {
   const news = Array.from({ length: TRIALS + 1 }, (_, i) => `shop/new-${i}`);
-  const c = await Cluster.create({
-    style: 'routed',
-    nodes: [{ name: 'node-1' }, { name: 'node-2' }],
-    pods: [...news.map((key) => ({ key, node: 'node-1' })), { key: 'shop/peer', node: 'node-1' }],
-  });
-  const api = await FakeApiServer.start();
-  const s = await scratch(api);
-  const args = ['--unknown-local-endpoints', setting, '--deny-action', 'reject'];
-  let agent: AgentProcess | undefined;
-  try {
+  const pods = [...news.map((key) => ({ key, node: 'node-1' })), { key: 'shop/peer', node: 'node-1' }];
+  return withTwoNodes(pods, async ({ c, api, podObject, startAgent }) => {
+    const args = ['--unknown-local-endpoints', setting, '--deny-action', 'reject'];
     api.create('namespaces', namespace('shop'));
-    for (const n of c.nodeObjects()) api.create('nodes', structuredClone(n) as KubeObject);
-    const podObject = (key: string, labels: Record<string, string>) => {
-      const p = c.pod(key);
-      return pod(p.namespace, p.name, labels, p.node, p.ips.v4, { ips: [p.ips.v4, p.ips.v6] });
-    };
     api.create('pods', podObject('shop/peer', { app: 'peer' }));
     api.create(
       'networkpolicies',
@@ -78,12 +60,7 @@ async function run(setting: 'allow' | 'drop'): Promise<Trial[]> {
         policyTypes: ['Ingress', 'Egress'],
       }),
     );
-    const start = async () => {
-      const a = AgentProcess.start({ node: 'node-1', netns: c.node('node-1').netns, kubeconfig: s.kubeconfig, args });
-      await a.waitReady(60_000);
-      return a;
-    };
-    agent = await start();
+    let agent = await startAgent(args);
 
     const trials: Trial[] = [];
     for (let i = 0; i <= TRIALS; i++) {
@@ -92,7 +69,6 @@ async function run(setting: 'allow' | 'drop'): Promise<Trial[]> {
       if (restart) await agent.terminate();
       const probe: Probe = { from: 'shop/peer', to: key, protocol: 'TCP', port: 80, family: 4, via: 'pod' };
       let lastOpen = 0;
-      let posted = 0;
       let connected = 0;
       let probes = 0;
       let enforcedAt: number | undefined;
@@ -115,9 +91,9 @@ async function run(setting: 'allow' | 'drop'): Promise<Trial[]> {
       })();
       // The address is live and the kubelet has not reported it yet: the probes run for this long first.
       await sleep(KUBELET_DELAY);
-      posted = performance.now();
+      const posted = performance.now();
       api.create('pods', podObject(key, { app: 'new' }));
-      if (restart) agent = await start();
+      if (restart) agent = await startAgent(args);
       // Enforced: probes rejected for a while (1 s after the first rejection).
       const deadline = performance.now() + 60_000;
       while ((enforcedAt === undefined || performance.now() - enforcedAt < 1000) && performance.now() < deadline) await sleep(20);
@@ -133,18 +109,8 @@ async function run(setting: 'allow' | 'drop'): Promise<Trial[]> {
       });
     }
     return trials;
-  } finally {
-    await agent?.stop();
-    await c.destroy();
-    await api.close();
-    await s.cleanup();
-  }
+  });
 }
-
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length === 0 ? 0 : (s[Math.floor((s.length - 1) / 2)] ?? 0);
-};
 
 console.log(
   `# new pod window: ${TRIALS} trials + 1 restart per setting, kubelet delay ${KUBELET_DELAY} ms; ${cpus().length} CPUs, load ${loadavg()[0]?.toFixed(1)}`,

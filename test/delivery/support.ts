@@ -29,6 +29,7 @@ export const ALERTS = [
   'NftNetpolApplyLagging',
   'NftNetpolAgentDown',
   'NftNetpolInvalidPolicies',
+  'NftNetpolScriptsThroughPipes',
 ] as const;
 
 /** Absolute path of an executable on PATH, or undefined. */

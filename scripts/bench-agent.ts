@@ -16,9 +16,12 @@
 // the image does; --source runs src/ through Node's type stripping instead
 // (about 30 MiB more RSS).
 //
-// Latency = time of the agent's "ruleset applied" log line whose reasons name
+// Latency = end of the agent's apply whose "ruleset applied" log line names
 // the changed object, minus the time just before the API write: watch
-// delivery + render + `nft -f` commit (a change reaching an idle agent is
+// delivery + render + `nft -f` commit, to 0.1 ms (the apply's `monoMs` from
+// the agent's start line's `timeOrigin`, against this process's clock; the
+// line's whole-ms `time` for agents before 2026-11-29, whose ratios of 5 ms
+// figures were then quantized by +-1 ms) (a change reaching an idle agent is
 // applied at once; --debounce, 10ms here unless given, the test harness's
 // value, spaces applies under load: the DaemonSet ships 50ms; --drift-interval,
 // the DaemonSet's 60s unless given, 0 before 2026-11-28 16:00). Changes:
@@ -79,6 +82,20 @@ import { listTable, runNft } from '../src/nft/exec.ts';
 import { collectGarbage } from '../src/observability/memory.ts';
 import { FOLD_REASON } from '../src/agent/reconciler.ts';
 import { scriptArgs } from './script-args.ts';
+
+/** Unix ms with a fraction: this process's start plus its monotonic clock. */
+const nowMs = (): number => performance.timeOrigin + performance.now();
+
+/**
+ * When an apply ended, in Unix ms: sub-millisecond from the agent's start
+ * (`timeOrigin` on its start line) plus the apply's `monoMs`; agents that log
+ * neither (older baselines) give the line's whole-millisecond `time`.
+ */
+function appliedAt(agent: AgentProcess, line: LogLine): number {
+  const origin = agent.lines.find((l) => typeof l['timeOrigin'] === 'number')?.['timeOrigin'];
+  const mono = line['monoMs'];
+  return typeof origin === 'number' && typeof mono === 'number' ? origin + mono : Date.parse(String(line['time']));
+}
 
 const { values: args } = scriptArgs(import.meta.url, {
   options: {
@@ -287,7 +304,7 @@ async function driveLoad(api: FakeApiServer, agent: AgentProcess, t: LoadTargets
   const one = (): void => {
     const r = (seq * 7919) % 100;
     const n = ++seq;
-    const at = Date.now();
+    const at = nowMs();
     if (r < 20) {
       const ns = t.localTemplate.namespace;
       if (localLive.length >= 20 || (localLive.length > 0 && n % 2 === 0)) {
@@ -347,8 +364,8 @@ async function driveLoad(api: FakeApiServer, agent: AgentProcess, t: LoadTargets
   // Enforced = the end of the first apply (after the write) that names the change.
   const match = (): (number | undefined)[] => {
     const applies = appliedLines().map((l) => ({
-      end: Date.parse(String(l['time'])),
-      start: Date.parse(String(l['time'])) - Number(l['durationMs']),
+      end: appliedAt(agent, l),
+      start: appliedAt(agent, l) - Number(l['durationMs']),
       reasons: (l['reasons'] as string[] | undefined) ?? [],
     }));
     return writes.map((w) => {
@@ -380,9 +397,10 @@ async function driveLoad(api: FakeApiServer, agent: AgentProcess, t: LoadTargets
   enforced.forEach((e, i) => {
     const w = writes[i];
     if (e === undefined || w === undefined) return;
-    lat.push(e - w.at);
+    const ms = Math.round(e - w.at);
+    lat.push(ms);
     const k = Math.floor((w.at - start) / 5000);
-    win.set(k, [...(win.get(k) ?? []), e - w.at]);
+    win.set(k, [...(win.get(k) ?? []), ms]);
   });
   const windows = [...win.keys()].sort((a, b) => a - b);
   const oldest = new Map<number, number>();
@@ -521,7 +539,7 @@ async function benchSize(
       const windows: [number, number][] = [];
       for (let i = 0; i < WARMUP + SAMPLES; i++) {
         const seen = agent.lines.length;
-        const before = Date.now();
+        const before = nowMs();
         const t0 = performance.now();
         ch.apply(api, i);
         let line: LogLine | undefined;
@@ -540,9 +558,10 @@ async function benchSize(
           missed++;
           continue;
         }
-        if (line?.['result'] === 'applied' && i < WARMUP) cold.push(Date.parse(String(line['time'])) - before);
+        if (line?.['result'] === 'applied' && i < WARMUP) cold.push(Math.round(appliedAt(agent, line) - before));
         else if (line?.['result'] === 'applied') {
-          const total = Date.parse(String(line['time'])) - before;
+          // To 0.1 ms: a ratio of p50s of 5 ms is not to be read in whole milliseconds.
+          const total = Math.round((appliedAt(agent, line) - before) * 10) / 10;
           xs.push(total);
           parts['delivery']?.push(total - Number(line['latencyMs']));
           parts['queue']?.push(Number(line['latencyMs']) - Number(line['durationMs']));

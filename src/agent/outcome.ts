@@ -56,6 +56,12 @@ export interface ApplyOutcome {
   readonly mode: 'full' | 'incremental' | undefined;
   readonly reasons: readonly string[];
   readonly atUnixMs: number;
+  /**
+   * The end, on the agent's monotonic clock (ms since the process started):
+   * sub-millisecond, where atUnixMs has whole ones (benchmarks time a change
+   * against the agent's start time, logged at start as `timeOrigin`).
+   */
+  readonly atMonoMs: number;
   readonly durationMs: number;
   /** From the first change included to now (applied or unchanged; undefined for the initial sync). */
   readonly latencyMs: number | undefined;

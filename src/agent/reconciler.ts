@@ -614,6 +614,7 @@ export class Reconciler {
       mode: r.mode,
       reasons: batch.reasons,
       atUnixMs: this.#clock.wall(),
+      atMonoMs: now,
       durationMs: now - batch.startedAt,
       latencyMs: batch.since === undefined ? undefined : now - batch.since,
       stats: r.rendered.stats,
@@ -641,13 +642,15 @@ export class Reconciler {
   ): void {
     // Put the work back: the retry (after the backoff) applies the latest state.
     const retry = this.#sched.failed(batch);
+    const now = this.#clock.mono();
     this.#emit({
       kind: 'apply',
       result: 'failed',
       mode: 'full',
       reasons: batch.reasons,
       atUnixMs: this.#clock.wall(),
-      durationMs: this.#clock.mono() - batch.startedAt,
+      atMonoMs: now,
+      durationMs: now - batch.startedAt,
       latencyMs: undefined,
       stats: r.stats,
       update: undefined,

@@ -75,6 +75,8 @@ export function reportApply(o: ApplyOutcome, pending: boolean, metrics: AgentMet
         }),
     reasons: o.reasons,
     durationMs: round1(o.durationMs),
+    // The end on the monotonic clock, to 0.01 ms (with the start line's timeOrigin: a sub-ms end time).
+    monoMs: Math.round(o.atMonoMs * 100) / 100,
     // The oldest change this run took, from its arrival to the commit (under load: its wait included).
     ...(o.latencyMs === undefined ? {} : { latencyMs: round1(o.latencyMs) }),
     ...(o.phases === undefined ? {} : { phasesMs: Object.fromEntries(Object.entries(o.phases).map(([k, v]) => [k, round1(v)])) }),

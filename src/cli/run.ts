@@ -136,6 +136,8 @@ export async function runCommand(argv: string[]): Promise<number> {
       netns: c.netns,
       fromDir: c.fromDir,
       heapLimitMiB: Math.round(getHeapStatistics().heap_size_limit / 2 ** 20),
+      // Unix ms when the process started (sub-ms): apply lines' monoMs count from it.
+      timeOrigin: Math.round(performance.timeOrigin * 1000) / 1000,
     },
     'nft-netpol-agent starting',
   );

@@ -286,6 +286,7 @@ test('metrics: ClusterNetworkPolicies by tier and the invalid ones, beside the N
     mode: 'full',
     reasons: [],
     atUnixMs: 0,
+    atMonoMs: 1,
     durationMs: 1,
     latencyMs: undefined,
     stats: undefined,

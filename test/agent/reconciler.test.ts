@@ -355,6 +355,16 @@ test('pod and policy changes go as increments; refreshes after increments as the
   assert.ok(applied.length >= 4);
   for (const l of applied)
     assert.deepEqual(Object.keys(l['phasesMs'] as object), ['snapshot', 'compile', 'update', 'render', 'nft']);
+  // And when it ended on the process's monotonic clock, in order (applies are serial), none in the future.
+  const ends = applied.map((l) => l['monoMs']);
+  assert.ok(
+    ends.every((x) => typeof x === 'number' && /^\d+(\.\d{1,2})?$/.test(String(x)) && x <= performance.now()),
+    JSON.stringify(ends),
+  );
+  assert.deepEqual(
+    ends,
+    [...(ends as number[])].sort((a, b) => a - b),
+  );
   // After increments, the drift check refreshes once with the full table.
   t.source.current = withRemotePeers(1, 3);
   t.r.notify('remote pod');

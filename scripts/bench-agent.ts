@@ -86,13 +86,20 @@ import { scriptArgs } from './script-args.ts';
 /** Unix ms with a fraction: this process's start plus its monotonic clock. */
 const nowMs = (): number => performance.timeOrigin + performance.now();
 
+/** Each agent's start line's timeOrigin (null: an agent that logs none), looked up once. */
+const origins = new WeakMap<AgentProcess, unknown>();
+
 /**
  * When an apply ended, in Unix ms: sub-millisecond from the agent's start
  * (`timeOrigin` on its start line) plus the apply's `monoMs`; agents that log
  * neither (older baselines) give the line's whole-millisecond `time`.
  */
 function appliedAt(agent: AgentProcess, line: LogLine): number {
-  const origin = agent.lines.find((l) => typeof l['timeOrigin'] === 'number')?.['timeOrigin'];
+  let origin = origins.get(agent);
+  if (origin === undefined) {
+    origin = agent.lines.find((l) => typeof l['timeOrigin'] === 'number')?.['timeOrigin'] ?? null;
+    origins.set(agent, origin);
+  }
   const mono = line['monoMs'];
   return typeof origin === 'number' && typeof mono === 'number' ? origin + mono : Date.parse(String(line['time']));
 }

@@ -57,9 +57,13 @@ export async function runNft(
 ): Promise<NftResult> {
   const args = opts?.check === true ? ['--check', '-f', '-'] : ['-f', '-'];
   const fd = privateInput('script', script);
-  // run() spawns before it returns; the child then has its own descriptor of the file.
-  const sub = run(args, opts, fd === undefined ? script : { fd }, opts?.onSpawn);
-  if (fd !== undefined) closePrivateInput(fd);
+  let sub: ReturnType<typeof run>;
+  try {
+    // run() spawns before it returns; the child then has its own descriptor of the file.
+    sub = run(args, opts, fd === undefined ? script : { fd }, opts?.onSpawn);
+  } finally {
+    if (fd !== undefined) closePrivateInput(fd);
+  }
   const r = await sub;
   if (!r.failed) return { ok: true };
   return { ok: false, error: failure(r), exitCode: r.exitCode };
